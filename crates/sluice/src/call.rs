@@ -1,0 +1,48 @@
+//! `sluice call`: one tool call through the gateway, printed as JSON.
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse, RequestId};
+use sluice_core::config::Config;
+use tokio_util::sync::CancellationToken;
+
+use crate::gateway::{Caller, Gateway};
+
+/// Calls `tool` with `arguments` and prints the result; returns whether the
+/// call succeeded (not an error result).
+pub async fn run(
+    config: Config,
+    tool: String,
+    arguments: serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<bool> {
+    let gateway = Gateway::new(&config);
+    gateway.start().await;
+    let tools = gateway.list_tools().await;
+    if let Ok(tools) = &tools
+        && !tools.iter().any(|t| t.name == tool)
+    {
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        gateway.shutdown().await;
+        anyhow::bail!("no tool `{tool}`; the upstream has: {}", names.join(", "));
+    }
+    let caller = Caller {
+        session: None,
+        peer: None,
+        request: RequestId::Number(0),
+        meta: Default::default(),
+        ct: CancellationToken::new(),
+    };
+    let params = CallToolRequestParams::new(tool).with_arguments(arguments);
+    let result = gateway.call_tool(params, &caller).await;
+    gateway.shutdown().await;
+    let (json, ok) = match result {
+        Ok(CallToolResponse::Complete(r)) => {
+            let ok = r.is_error != Some(true);
+            (serde_json::to_string_pretty(&r)?, ok)
+        }
+        Ok(CallToolResponse::InputRequired(r)) => (serde_json::to_string_pretty(&r)?, true),
+        Ok(CallToolResponse::Task(r)) => (serde_json::to_string_pretty(&r)?, true),
+        Ok(_) => anyhow::bail!("the upstream answered with a result sluice does not know"),
+        Err(e) => anyhow::bail!("the call failed: {}", e.message),
+    };
+    println!("{json}");
+    Ok(ok)
+}

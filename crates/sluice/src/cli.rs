@@ -1,0 +1,151 @@
+//! The command line, parsed (clap) and then validated into a [`Command`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use sluice_core::config::Config;
+
+use crate::serve::HttpAccess;
+
+/// sluice: an MCP gateway that keeps every tool result within the client's
+/// context budget, losslessly.
+#[derive(Debug, Parser)]
+#[command(
+    name = "sluice",
+    version,
+    about,
+    after_help = "Examples:\n  sluice -- npx -y @modelcontextprotocol/server-filesystem ~/code\n  sluice --config sluice.toml --listen 127.0.0.1:8808\n  sluice call --tool echo --args '{\"message\":\"hi\"}' -- npx -y @modelcontextprotocol/server-everything\n  sluice demo"
+)]
+pub struct Args {
+    /// A TOML file listing the upstream servers ([upstreams.NAME] tables).
+    #[arg(long, short, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+
+    /// With --listen: also accept this Host (and Origin) besides localhost; repeatable.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+
+    /// With --listen: accept any Host and Origin (only behind a trusted proxy).
+    #[arg(long)]
+    pub allow_any_host: bool,
+
+    /// Log level or filter (error, warn, info, debug, trace, or a tracing filter).
+    #[arg(
+        long,
+        global = true,
+        value_name = "LEVEL",
+        default_value = "info",
+        env = "SLUICE_LOG"
+    )]
+    pub log_level: String,
+
+    #[command(subcommand)]
+    pub command: Option<Sub>,
+
+    /// The upstream server command, after `--`.
+    #[arg(last = true, value_name = "UPSTREAM CMD")]
+    pub upstream: Vec<String>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Sub {
+    /// Make one tool call through sluice and print the result as JSON.
+    Call {
+        /// The tool's name (as sluice lists it).
+        #[arg(long)]
+        tool: String,
+        /// The arguments, a JSON object.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        /// The upstream server command, after `--`.
+        #[arg(last = true, value_name = "UPSTREAM CMD")]
+        upstream: Vec<String>,
+    },
+    /// A built-in walkthrough: a sample server behind sluice, and what a model sees.
+    Demo,
+    /// The sample MCP server used by the demo (stdio).
+    #[command(hide = true)]
+    SampleServer,
+}
+
+/// What to run, validated.
+#[derive(Debug)]
+pub enum Command {
+    /// Serve clients over stdio.
+    Stdio(Config),
+    /// Serve clients over Streamable HTTP.
+    Http(Config, SocketAddr, HttpAccess),
+    /// One call, printed.
+    Call {
+        /// The upstreams.
+        config: Config,
+        /// The tool.
+        tool: String,
+        /// Its arguments.
+        arguments: serde_json::Map<String, serde_json::Value>,
+    },
+    /// The walkthrough.
+    Demo,
+    /// The sample server.
+    SampleServer,
+}
+
+impl Args {
+    /// Validates the arguments into a command.
+    pub fn validate(self) -> anyhow::Result<Command> {
+        let config_from =
+            |config: &Option<PathBuf>, upstream: &[String]| -> anyhow::Result<Config> {
+                match (config, upstream.is_empty()) {
+                    (Some(_), false) => anyhow::bail!(
+                        "give either --config FILE or an upstream command after `--`, not both"
+                    ),
+                    (Some(path), true) => Ok(Config::load(path)?),
+                    (None, _) => Ok(Config::single_command(upstream)?),
+                }
+            };
+        match self.command {
+            Some(Sub::Demo) => Ok(Command::Demo),
+            Some(Sub::SampleServer) => Ok(Command::SampleServer),
+            Some(Sub::Call {
+                tool,
+                args,
+                upstream,
+            }) => {
+                let value: serde_json::Value = serde_json::from_str(&args)
+                    .map_err(|e| anyhow::anyhow!("--args is not valid JSON: {e}"))?;
+                let serde_json::Value::Object(arguments) = value else {
+                    anyhow::bail!("--args must be a JSON object, like '{{\"path\":\".\"}}'");
+                };
+                let config = config_from(&self.config, &upstream)?;
+                Ok(Command::Call {
+                    config,
+                    tool,
+                    arguments,
+                })
+            }
+            None => {
+                let config = config_from(&self.config, &self.upstream)?;
+                if self.listen.is_none() && (self.allow_any_host || !self.allow_hosts.is_empty()) {
+                    anyhow::bail!("--allow-host and --allow-any-host only apply with --listen");
+                }
+                Ok(match self.listen {
+                    Some(addr) => Command::Http(
+                        config,
+                        addr,
+                        HttpAccess {
+                            allowed_hosts: self.allow_hosts,
+                            allow_any: self.allow_any_host,
+                        },
+                    ),
+                    None => Command::Stdio(config),
+                })
+            }
+        }
+    }
+}

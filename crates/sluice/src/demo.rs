@@ -1,0 +1,168 @@
+//! `sluice demo`: the built-in walkthrough. It starts sluice's own sample
+//! server as an upstream, puts the gateway in front of it, and drives a
+//! scripted client session through the gateway, printing what a model
+//! would see. Nothing but the sluice binary is needed.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation,
+    ProgressNotificationParam, ReadResourceRequestParams,
+};
+use rmcp::service::{NotificationContext, RoleClient};
+use rmcp::{ClientHandler, ServiceExt};
+use sluice_core::config::{Config, ProtocolChoice, UpstreamSpec, UpstreamTransport};
+use tokio_util::sync::CancellationToken;
+
+use crate::gateway::Gateway;
+use crate::session::Session;
+
+/// The demo's client: it prints progress as it arrives.
+#[derive(Clone, Default)]
+struct DemoClient {
+    progress: Arc<Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for DemoClient {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let line = format!(
+            "    progress {}/{} {}",
+            params.progress,
+            params.total.unwrap_or_default(),
+            params.message.unwrap_or_default()
+        );
+        println!("{line}");
+        self.progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(line);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("sluice-demo-client", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+fn heading(text: &str) {
+    println!("\n== {text}");
+}
+
+fn model_sees(result: &impl serde::Serialize) {
+    let json = serde_json::to_string_pretty(result).unwrap_or_default();
+    for line in json.lines() {
+        println!("    {line}");
+    }
+}
+
+/// Runs the walkthrough.
+pub async fn run() -> anyhow::Result<()> {
+    let exe = std::env::current_exe()?;
+    let config = Config {
+        upstreams: vec![UpstreamSpec {
+            name: "warehouse".into(),
+            transport: UpstreamTransport::Stdio {
+                command: exe.to_string_lossy().into_owned(),
+                args: vec!["sample-server".into()],
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+            protocol: ProtocolChoice::Auto,
+            tools: BTreeMap::new(),
+        }],
+    };
+    println!("sluice demo: a sample MCP server (`sluice sample-server`) behind the gateway,");
+    println!("and a client session through it. Everything below is what a model would see.");
+
+    let gateway = Gateway::new(&config);
+    gateway.start().await;
+    let info = gateway.server_info().await;
+    let (client_io, server_io) = tokio::io::duplex(1 << 20);
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn({
+        let session = Session::new(gateway.clone(), info);
+        let shutdown = shutdown.clone();
+        async move {
+            let running = session.serve_with_ct(server_io, shutdown).await?;
+            running.waiting().await?;
+            anyhow::Ok(())
+        }
+    });
+    let client = DemoClient::default().serve(client_io).await?;
+
+    heading("tools/list: the upstream's tools, unchanged (one upstream, so no prefix)");
+    for tool in client.list_all_tools().await? {
+        println!(
+            "    {:<10} {}",
+            tool.name,
+            tool.description.as_deref().unwrap_or_default()
+        );
+    }
+
+    heading("tools/call echo {\"text\":\"hello through sluice\"}: a small result passes untouched");
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("echo").with_arguments(
+                serde_json::json!({"text": "hello through sluice"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        )
+        .await?;
+    model_sees(&result);
+
+    heading("tools/call inventory {\"count\":2}");
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("inventory").with_arguments(
+                serde_json::json!({"count": 2})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        )
+        .await?;
+    model_sees(&result);
+
+    heading("tools/call slow_task {\"seconds\":1}: progress flows back through the gateway");
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("slow_task").with_arguments(
+                serde_json::json!({"seconds": 1})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        )
+        .await?;
+    model_sees(&result);
+
+    heading("resources/read sample://readme");
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("sample://readme"))
+        .await?;
+    model_sees(&read);
+
+    heading("tools/call nosuch: a clear error");
+    match client.call_tool(CallToolRequestParams::new("nosuch")).await {
+        Ok(result) => model_sees(&result),
+        Err(e) => println!("    {e}"),
+    }
+
+    client.cancel().await?;
+    shutdown.cancel();
+    let _ = server.await;
+    gateway.shutdown().await;
+    println!(
+        "\nTo put sluice in front of your own server:\n    claude mcp add NAME -- sluice -- <server command>"
+    );
+    Ok(())
+}

@@ -1,0 +1,675 @@
+//! The gateway: one namespace over several upstreams.
+//!
+//! Every client request is routed here: list requests are answered with
+//! the union of the upstreams' lists (whole, never paged), named requests
+//! (tools, prompts) go to the upstream their name says, resource requests
+//! to the upstream that listed the URI. Results come back unchanged.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest,
+    CompleteRequestParams, CompleteResult, ErrorCode, ErrorData, GetPromptRequest,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsRequest,
+    ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, PaginatedRequestParams,
+    Prompt, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference,
+    RequestId, RequestMetaObject, Resource, ResourceTemplate, ServerCapabilities, ServerConfig,
+    ServerResult, SetLevelRequest, SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams,
+    Tool, UnsubscribeRequest, UnsubscribeRequestParams,
+};
+use rmcp::service::{Peer, RoleServer};
+use sluice_core::config::Config;
+use sluice_core::naming::Namer;
+use tokio_util::sync::CancellationToken;
+
+use crate::hub::{Hub, ProgressRoute, RouteGuard, SessionId};
+use crate::upstream::{CallError, Upstream};
+
+/// Who is asking: enough to route progress, cancellation and server→client
+/// requests back to the client.
+#[derive(Clone)]
+pub struct Caller {
+    /// The client's session (`None` for a 2026-07-28 request or `sluice call`).
+    pub session: Option<SessionId>,
+    /// Where to send progress; `None` when nobody listens (`sluice call`).
+    pub peer: Option<Peer<RoleServer>>,
+    /// The client's request id.
+    pub request: RequestId,
+    /// The request's `_meta` (progress token and anything else to forward).
+    pub meta: RequestMetaObject,
+    /// Fires when the client cancels or goes away.
+    pub ct: CancellationToken,
+}
+
+/// The gateway.
+pub struct Gateway {
+    upstreams: Vec<Arc<Upstream>>,
+    namer: Namer,
+    hub: Arc<Hub>,
+    /// Which upstream listed which resource URI (for routing reads).
+    resource_owners: Mutex<HashMap<String, String>>,
+    /// URI template prefixes (up to the first `{`) and their upstream.
+    template_owners: Mutex<Vec<(String, String)>>,
+}
+
+impl Gateway {
+    /// A gateway over the configured upstreams (nothing started yet).
+    pub fn new(config: &Config) -> Arc<Self> {
+        let hub = Arc::new(Hub::default());
+        let upstreams = config
+            .upstreams
+            .iter()
+            .map(|spec| Arc::new(Upstream::new(spec.clone(), hub.clone())))
+            .collect::<Vec<_>>();
+        let namer = Namer::new(upstreams.iter().map(|u| u.name().to_owned()));
+        Arc::new(Self {
+            upstreams,
+            namer,
+            hub,
+            resource_owners: Mutex::default(),
+            template_owners: Mutex::default(),
+        })
+    }
+
+    /// Shared routing state.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    /// The upstreams, in configuration order.
+    pub fn upstreams(&self) -> &[Arc<Upstream>] {
+        &self.upstreams
+    }
+
+    /// Starts every upstream at once; failures are logged, and retried by
+    /// the first request that needs the upstream.
+    pub async fn start(&self) {
+        let starts = self.upstreams.iter().map(|u| async move {
+            match u.connection().await {
+                Ok(_) => tracing::info!(upstream = %u.name(), "ready"),
+                Err(e) => tracing::error!("{e}"),
+            }
+        });
+        futures::future::join_all(starts).await;
+    }
+
+    /// Stops every upstream.
+    pub async fn shutdown(&self) {
+        futures::future::join_all(self.upstreams.iter().map(|u| u.shutdown())).await;
+    }
+
+    fn upstream(&self, name: &str) -> Option<&Arc<Upstream>> {
+        self.upstreams.iter().find(|u| u.name() == name)
+    }
+
+    /// What sluice declares to clients: the union of what its upstreams
+    /// declare (tools always), and their instructions.
+    pub async fn server_info(&self) -> ServerConfig {
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let mut instructions = Vec::new();
+        let mut names = Vec::new();
+        for upstream in &self.upstreams {
+            let Some(info) = upstream.current().await.and_then(|c| c.info()) else {
+                continue;
+            };
+            let declared = &info.capabilities;
+            if declared.prompts.is_some() {
+                let mut prompts = rmcp::model::PromptsCapability::default();
+                prompts.list_changed = Some(true);
+                capabilities.prompts = Some(prompts);
+            }
+            if let Some(resources) = &declared.resources {
+                let merged = capabilities.resources.get_or_insert_with(Default::default);
+                merged.list_changed = Some(true);
+                if resources.subscribe == Some(true) {
+                    merged.subscribe = Some(true);
+                }
+            }
+            if declared.completions.is_some() {
+                capabilities.completions = Some(Default::default());
+            }
+            if declared.logging.is_some() {
+                capabilities.logging = Some(Default::default());
+            }
+            if let Some(text) = &info.instructions {
+                if self.namer.prefixed() {
+                    instructions.push(format!(
+                        "## {} (tools prefixed `{}__`)\n{text}",
+                        upstream.name(),
+                        upstream.name()
+                    ));
+                } else {
+                    instructions.push(text.clone());
+                }
+            }
+            if let Some(server) = &info.server_info {
+                names.push(server.name.clone());
+            }
+        }
+        let mut config = ServerConfig::new(capabilities);
+        config.server_info = Implementation::new("sluice", env!("CARGO_PKG_VERSION"))
+            .with_title(format!("sluice → {}", names.join(", ")));
+        config.instructions = (!instructions.is_empty()).then(|| instructions.join("\n\n"));
+        config
+    }
+
+    /// Runs `op` on every upstream at once; the results of those that
+    /// answered, and an error only if none did.
+    async fn on_all<T, F, Fut>(&self, op: F) -> Result<Vec<(Arc<Upstream>, T)>, ErrorData>
+    where
+        F: Fn(Arc<Upstream>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, CallError>>,
+    {
+        let results = futures::future::join_all(self.upstreams.iter().map(|u| {
+            let fut = op(u.clone());
+            async move { (u.clone(), fut.await) }
+        }))
+        .await;
+        let mut answered = Vec::new();
+        let mut errors = Vec::new();
+        for (upstream, result) in results {
+            match result {
+                Ok(value) => answered.push((upstream, value)),
+                Err(e) => {
+                    tracing::warn!(upstream = %upstream.name(), "{e}");
+                    errors.push(e.to_string());
+                }
+            }
+        }
+        if answered.is_empty() && !errors.is_empty() {
+            return Err(ErrorData::internal_error(errors.join("\n"), None));
+        }
+        Ok(answered)
+    }
+
+    /// All the tools, named for the client.
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, ErrorData> {
+        let lists = self
+            .on_all(|u| async move {
+                list_all(
+                    &u,
+                    |cursor| {
+                        ClientRequest::ListToolsRequest(ListToolsRequest::with_param(page(cursor)))
+                    },
+                    |r| match r {
+                        ServerResult::ListToolsResult(r) => Some((r.tools, r.next_cursor)),
+                        _ => None,
+                    },
+                )
+                .await
+            })
+            .await?;
+        Ok(lists
+            .into_iter()
+            .flat_map(|(u, tools)| {
+                tools.into_iter().map(move |mut tool| {
+                    tool.name = self.namer.expose(u.name(), &tool.name).into();
+                    tool
+                })
+            })
+            .collect())
+    }
+
+    /// All the prompts, named for the client.
+    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, ErrorData> {
+        let lists = self
+            .on_all(|u| async move {
+                if !declares(&u, |c| c.prompts.is_some()).await {
+                    return Ok(Vec::new());
+                }
+                list_all(
+                    &u,
+                    |cursor| {
+                        ClientRequest::ListPromptsRequest(ListPromptsRequest::with_param(page(
+                            cursor,
+                        )))
+                    },
+                    |r| match r {
+                        ServerResult::ListPromptsResult(r) => Some((r.prompts, r.next_cursor)),
+                        _ => None,
+                    },
+                )
+                .await
+            })
+            .await?;
+        Ok(lists
+            .into_iter()
+            .flat_map(|(u, prompts)| {
+                prompts.into_iter().map(move |mut prompt| {
+                    prompt.name = self.namer.expose(u.name(), &prompt.name);
+                    prompt
+                })
+            })
+            .collect())
+    }
+
+    /// All the resources (URIs are not renamed).
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, ErrorData> {
+        let lists = self
+            .on_all(|u| async move {
+                if !declares(&u, |c| c.resources.is_some()).await {
+                    return Ok(Vec::new());
+                }
+                list_all(
+                    &u,
+                    |cursor| {
+                        ClientRequest::ListResourcesRequest(ListResourcesRequest::with_param(page(
+                            cursor,
+                        )))
+                    },
+                    |r| match r {
+                        ServerResult::ListResourcesResult(r) => Some((r.resources, r.next_cursor)),
+                        _ => None,
+                    },
+                )
+                .await
+            })
+            .await?;
+        let mut owners = lock(&self.resource_owners);
+        let mut all = Vec::new();
+        for (u, resources) in lists {
+            for resource in resources {
+                owners.insert(resource.uri.clone(), u.name().to_owned());
+                all.push(resource);
+            }
+        }
+        Ok(all)
+    }
+
+    /// All the resource templates.
+    pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, ErrorData> {
+        let lists = self
+            .on_all(|u| async move {
+                if !declares(&u, |c| c.resources.is_some()).await {
+                    return Ok(Vec::new());
+                }
+                list_all(
+                    &u,
+                    |cursor| {
+                        ClientRequest::ListResourceTemplatesRequest(
+                            ListResourceTemplatesRequest::with_param(page(cursor)),
+                        )
+                    },
+                    |r| match r {
+                        ServerResult::ListResourceTemplatesResult(r) => {
+                            Some((r.resource_templates, r.next_cursor))
+                        }
+                        _ => None,
+                    },
+                )
+                .await
+            })
+            .await?;
+        let mut owners = lock(&self.template_owners);
+        owners.clear();
+        let mut all = Vec::new();
+        for (u, templates) in lists {
+            for template in templates {
+                let prefix = template
+                    .uri_template
+                    .split('{')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                owners.push((prefix, u.name().to_owned()));
+                all.push(template);
+            }
+        }
+        Ok(all)
+    }
+
+    /// Calls a tool.
+    pub async fn call_tool(
+        &self,
+        mut params: CallToolRequestParams,
+        caller: &Caller,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let exposed = params.name.to_string();
+        let Some((upstream, name)) = self.namer.route(&exposed) else {
+            return Err(self.unknown("tool", &exposed));
+        };
+        let upstream = self
+            .upstream(upstream)
+            .expect("routed to a known upstream")
+            .clone();
+        params.name = name.to_owned().into();
+        params.meta = forwarded_meta(&caller.meta);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        match self.send(&upstream, request, caller).await {
+            Ok(ServerResult::CallToolResult(result)) => Ok(CallToolResponse::Complete(result)),
+            Ok(ServerResult::InputRequiredResult(result)) => {
+                Ok(CallToolResponse::InputRequired(result))
+            }
+            Ok(ServerResult::CreateTaskResult(result)) => Ok(CallToolResponse::Task(result)),
+            Ok(other) => Err(unexpected(&upstream, "tools/call", &other)),
+            // The model should read why its call failed: an error result,
+            // not a JSON-RPC error that clients show as "internal error".
+            Err(CallError::Unavailable(message)) => Ok(CallToolResponse::Complete(
+                rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(message)]),
+            )),
+            Err(e) => Err(call_error(e)),
+        }
+    }
+
+    /// Gets a prompt.
+    pub async fn get_prompt(
+        &self,
+        mut params: GetPromptRequestParams,
+        caller: &Caller,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let exposed = params.name.clone();
+        let Some((upstream, name)) = self.namer.route(&exposed) else {
+            return Err(self.unknown("prompt", &exposed));
+        };
+        let upstream = self
+            .upstream(upstream)
+            .expect("routed to a known upstream")
+            .clone();
+        params.name = name.to_owned();
+        params.meta = forwarded_meta(&caller.meta);
+        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+        match self
+            .send(&upstream, request, caller)
+            .await
+            .map_err(call_error)?
+        {
+            ServerResult::GetPromptResult(r) => Ok(GetPromptResponse::Complete(r)),
+            ServerResult::InputRequiredResult(r) => Ok(GetPromptResponse::InputRequired(r)),
+            other => Err(unexpected(&upstream, "prompts/get", &other)),
+        }
+    }
+
+    /// Reads a resource.
+    pub async fn read_resource(
+        &self,
+        mut params: ReadResourceRequestParams,
+        caller: &Caller,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        params.meta = forwarded_meta(&caller.meta);
+        let candidates = self.resource_candidates(&params.uri).await;
+        let mut last_error = None;
+        for upstream in candidates {
+            let request =
+                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params.clone()));
+            match self.send(&upstream, request, caller).await {
+                Ok(ServerResult::ReadResourceResult(r)) => {
+                    return Ok(ReadResourceResponse::Complete(r));
+                }
+                Ok(ServerResult::InputRequiredResult(r)) => {
+                    return Ok(ReadResourceResponse::InputRequired(r));
+                }
+                Ok(other) => return Err(unexpected(&upstream, "resources/read", &other)),
+                Err(CallError::Upstream(e)) => last_error = Some(e),
+                Err(e) => return Err(call_error(e)),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| {
+            ErrorData::resource_not_found(
+                format!("no upstream serves the resource {}", params.uri),
+                None,
+            )
+        }))
+    }
+
+    /// The upstreams that may serve `uri`, most likely first.
+    async fn resource_candidates(&self, uri: &str) -> Vec<Arc<Upstream>> {
+        if self.upstreams.len() == 1 {
+            return self.upstreams.clone();
+        }
+        let mut names = Vec::new();
+        if let Some(owner) = lock(&self.resource_owners).get(uri) {
+            names.push(owner.clone());
+        }
+        let mut templates: Vec<(String, String)> = lock(&self.template_owners)
+            .iter()
+            .filter(|(prefix, _)| !prefix.is_empty() && uri.starts_with(prefix.as_str()))
+            .cloned()
+            .collect();
+        templates.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+        names.extend(templates.into_iter().map(|(_, name)| name));
+        let mut ordered: Vec<Arc<Upstream>> = Vec::new();
+        for name in names {
+            if let Some(u) = self.upstream(&name)
+                && !ordered.iter().any(|o| Arc::ptr_eq(o, u))
+            {
+                ordered.push(u.clone());
+            }
+        }
+        if ordered.is_empty() {
+            for u in &self.upstreams {
+                if declares(u, |c| c.resources.is_some()).await {
+                    ordered.push(u.clone());
+                }
+            }
+        }
+        ordered
+    }
+
+    /// Subscribes to (or unsubscribes from) a resource for a session.
+    pub async fn subscribe(
+        &self,
+        uri: String,
+        subscribe: bool,
+        caller: &Caller,
+    ) -> Result<(), ErrorData> {
+        let remaining = caller.session.map_or(usize::from(subscribe), |s| {
+            self.hub.set_subscription(s, &uri, subscribe)
+        });
+        // Upstream, one subscription serves every session: unsubscribe only
+        // when the last session does.
+        if !subscribe && remaining > 0 {
+            return Ok(());
+        }
+        for upstream in self.resource_candidates(&uri).await {
+            let request = if subscribe {
+                ClientRequest::SubscribeRequest(SubscribeRequest::new(SubscribeRequestParams::new(
+                    uri.clone(),
+                )))
+            } else {
+                ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(
+                    UnsubscribeRequestParams::new(uri.clone()),
+                ))
+            };
+            match self.send(&upstream, request, caller).await {
+                Ok(_) => return Ok(()),
+                Err(CallError::Upstream(_)) => continue,
+                Err(e) => return Err(call_error(e)),
+            }
+        }
+        Err(ErrorData::resource_not_found(
+            format!("no upstream accepted a subscription to {uri}"),
+            None,
+        ))
+    }
+
+    /// Completes a prompt or resource template argument.
+    pub async fn complete(
+        &self,
+        mut params: CompleteRequestParams,
+        caller: &Caller,
+    ) -> Result<CompleteResult, ErrorData> {
+        params.meta = forwarded_meta(&caller.meta);
+        let candidates = match &mut params.r#ref {
+            Reference::Prompt(prompt) => {
+                let exposed = prompt.name.clone();
+                let Some((upstream, name)) = self.namer.route(&exposed) else {
+                    return Err(self.unknown("prompt", &exposed));
+                };
+                prompt.name = name.to_owned();
+                vec![self.upstream(upstream).expect("known upstream").clone()]
+            }
+            Reference::Resource(resource) => {
+                let uri = resource.uri.clone();
+                self.resource_candidates(&uri).await
+            }
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    "unsupported completion reference",
+                    None,
+                ));
+            }
+        };
+        let mut last_error = None;
+        for upstream in candidates {
+            let request = ClientRequest::CompleteRequest(CompleteRequest::new(params.clone()));
+            match self.send(&upstream, request, caller).await {
+                Ok(ServerResult::CompleteResult(r)) => return Ok(r),
+                Ok(other) => return Err(unexpected(&upstream, "completion/complete", &other)),
+                Err(CallError::Upstream(e)) => last_error = Some(e),
+                Err(e) => return Err(call_error(e)),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| {
+            ErrorData::invalid_params("no upstream can complete this reference", None)
+        }))
+    }
+
+    /// Sets the log level of every upstream that logs.
+    pub async fn set_level(
+        &self,
+        params: SetLevelRequestParams,
+        caller: &Caller,
+    ) -> Result<(), ErrorData> {
+        let level = params.level;
+        self.on_all(|u| async move {
+            if !declares(&u, |c| c.logging.is_some()).await {
+                return Ok(());
+            }
+            let request = ClientRequest::SetLevelRequest(SetLevelRequest::new(
+                SetLevelRequestParams::new(level),
+            ));
+            self.send(&u, request, caller).await.map(drop)
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Sends one request to `upstream` on behalf of `caller`, routing its
+    /// progress and server→client requests back to the caller.
+    async fn send(
+        &self,
+        upstream: &Arc<Upstream>,
+        request: ClientRequest,
+        caller: &Caller,
+    ) -> Result<ServerResult, CallError> {
+        let hub = &self.hub;
+        upstream
+            .send(request, &caller.ct, |handle| {
+                let mut guards: Vec<RouteGuard> = Vec::with_capacity(2);
+                guards.push(hub.track_call(
+                    upstream.name(),
+                    handle.id.clone(),
+                    caller.session,
+                    caller.request.clone(),
+                ));
+                if let (Some(peer), Some(token)) =
+                    (caller.peer.clone(), caller.meta.get_progress_token())
+                {
+                    guards.push(hub.route_progress(
+                        upstream.name(),
+                        handle.progress_token.clone(),
+                        ProgressRoute { peer, token },
+                    ));
+                }
+                guards
+            })
+            .await
+    }
+
+    fn unknown(&self, what: &str, name: &str) -> ErrorData {
+        let hint = if self.namer.prefixed() {
+            let names: Vec<&str> = self.upstreams.iter().map(|u| u.name()).collect();
+            format!(
+                ": names are `<upstream>__<{what}>` with upstream one of {}",
+                names.join(", ")
+            )
+        } else {
+            String::new()
+        };
+        ErrorData::invalid_params(format!("unknown {what} `{name}`{hint}"), None)
+    }
+}
+
+/// The client's `_meta`, minus what sluice sets itself on the upstream
+/// request (the progress token, and the 2026-07-28 lifecycle keys that
+/// describe sluice, not the client).
+fn forwarded_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
+    let mut forwarded = meta.clone();
+    forwarded
+        .0
+        .0
+        .retain(|key, _| key != "progressToken" && !key.starts_with("io.modelcontextprotocol/"));
+    (!forwarded.0.0.is_empty()).then_some(forwarded)
+}
+
+fn page(cursor: Option<String>) -> PaginatedRequestParams {
+    PaginatedRequestParams::default().with_cursor(cursor)
+}
+
+/// Follows an upstream's list cursors to the end.
+async fn list_all<T>(
+    upstream: &Upstream,
+    request: impl Fn(Option<String>) -> ClientRequest,
+    extract: impl Fn(ServerResult) -> Option<(Vec<T>, Option<String>)>,
+) -> Result<Vec<T>, CallError> {
+    // A server that keeps returning cursors must not keep sluice paging forever.
+    const MAX_PAGES: usize = 1000;
+    let mut all = Vec::new();
+    let mut cursor = None;
+    let never = CancellationToken::new();
+    for _ in 0..MAX_PAGES {
+        let result = upstream
+            .send(request(cursor.take()), &never, |_| Vec::new())
+            .await?;
+        let Some((items, next)) = extract(result) else {
+            return Err(CallError::Unavailable(format!(
+                "upstream `{}` answered a list request with an unexpected result",
+                upstream.name()
+            )));
+        };
+        all.extend(items);
+        match next {
+            Some(next) if !next.is_empty() => cursor = Some(next),
+            _ => return Ok(all),
+        }
+    }
+    Ok(all)
+}
+
+/// Whether the upstream declared a capability (starting it if needed).
+async fn declares(upstream: &Upstream, test: impl Fn(&ServerCapabilities) -> bool) -> bool {
+    match upstream.connection().await {
+        Ok(conn) => conn.info().is_some_and(|info| test(&info.capabilities)),
+        Err(_) => false,
+    }
+}
+
+fn unexpected(upstream: &Upstream, method: &str, result: &ServerResult) -> ErrorData {
+    let kind = format!("{result:?}");
+    let kind = kind.split('(').next().unwrap_or_default();
+    ErrorData::internal_error(
+        format!(
+            "upstream `{}` answered {method} with an unexpected {kind}",
+            upstream.name()
+        ),
+        None,
+    )
+}
+
+fn call_error(error: CallError) -> ErrorData {
+    match error {
+        CallError::Upstream(e) => e,
+        CallError::Unavailable(message) => ErrorData::internal_error(message, None),
+        CallError::Cancelled => {
+            ErrorData::new(ErrorCode::INTERNAL_ERROR, "request cancelled", None)
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

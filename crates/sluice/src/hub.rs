@@ -1,0 +1,243 @@
+//! What downstream sessions and upstream connections share: who is
+//! connected, which upstream request belongs to which client request, and
+//! the notifications every session should hear.
+//!
+//! Upstream connections are shared by all client sessions (a 2026-07-28
+//! client has no session at all), so everything an upstream sends on its
+//! own initiative (progress, server→client requests, list changes, logs)
+//! is routed through here to the session it belongs to.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{ClientCapabilities, LoggingMessageNotificationParam, ProgressToken, RequestId};
+use rmcp::service::{Peer, RoleServer};
+use tokio::sync::broadcast;
+
+/// Identifies one downstream client session.
+pub type SessionId = u64;
+
+/// Something every interested session should hear about.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The union of the upstreams' tools changed.
+    ToolsChanged,
+    /// The union of the upstreams' prompts changed.
+    PromptsChanged,
+    /// The union of the upstreams' resources changed.
+    ResourcesChanged,
+    /// A subscribed resource changed.
+    ResourceUpdated(String),
+    /// An upstream logged a message.
+    Log(LoggingMessageNotificationParam),
+}
+
+/// A downstream session that can receive requests and notifications.
+#[derive(Debug, Clone)]
+pub struct SessionEntry {
+    /// Where to send to the client.
+    pub peer: Peer<RoleServer>,
+    /// What the client declared at `initialize`.
+    pub capabilities: ClientCapabilities,
+    /// Resources the client subscribed to.
+    pub subscriptions: HashSet<String>,
+}
+
+/// Where an upstream's progress for one request goes.
+#[derive(Debug, Clone)]
+pub struct ProgressRoute {
+    /// The client's session.
+    pub peer: Peer<RoleServer>,
+    /// The token the client chose.
+    pub token: ProgressToken,
+}
+
+/// Which client request an upstream request serves.
+#[derive(Debug, Clone)]
+pub struct CallOrigin {
+    /// The client's session, if it has one (2026-07-28 requests do not).
+    pub session: Option<SessionId>,
+    /// The client's request id.
+    pub request: RequestId,
+    /// A clock value: later calls have larger ones.
+    pub seq: u64,
+}
+
+/// The shared routing state.
+#[derive(Debug)]
+pub struct Hub {
+    sessions: Mutex<HashMap<SessionId, SessionEntry>>,
+    progress: Mutex<HashMap<(String, ProgressToken), ProgressRoute>>,
+    calls: Mutex<HashMap<(String, RequestId), CallOrigin>>,
+    events: broadcast::Sender<Event>,
+    next_session: AtomicU64,
+    clock: AtomicU64,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Self {
+            sessions: Mutex::default(),
+            progress: Mutex::default(),
+            calls: Mutex::default(),
+            events: broadcast::channel(1024).0,
+            next_session: AtomicU64::new(1),
+            clock: AtomicU64::new(1),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic elsewhere never leaves these maps inconsistent (each update is
+    // one insert or remove), so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Hub {
+    /// A new session id.
+    pub fn new_session_id(&self) -> SessionId {
+        self.next_session.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Registers a session that completed `initialize`.
+    pub fn add_session(&self, id: SessionId, entry: SessionEntry) {
+        lock(&self.sessions).insert(id, entry);
+    }
+
+    /// Forgets a session (it disconnected).
+    pub fn remove_session(&self, id: SessionId) {
+        lock(&self.sessions).remove(&id);
+    }
+
+    /// A registered session.
+    pub fn session(&self, id: SessionId) -> Option<SessionEntry> {
+        lock(&self.sessions).get(&id).cloned()
+    }
+
+    /// The sessions, for counting and broadcasting.
+    pub fn sessions(&self) -> Vec<(SessionId, SessionEntry)> {
+        lock(&self.sessions)
+            .iter()
+            .map(|(id, e)| (*id, e.clone()))
+            .collect()
+    }
+
+    /// Records (or forgets, with `subscribe == false`) a resource subscription;
+    /// returns how many sessions remain subscribed to `uri`.
+    pub fn set_subscription(&self, id: SessionId, uri: &str, subscribe: bool) -> usize {
+        let mut sessions = lock(&self.sessions);
+        if let Some(entry) = sessions.get_mut(&id) {
+            if subscribe {
+                entry.subscriptions.insert(uri.to_owned());
+            } else {
+                entry.subscriptions.remove(uri);
+            }
+        }
+        sessions
+            .values()
+            .filter(|e| e.subscriptions.contains(uri))
+            .count()
+    }
+
+    /// Sends an event to every listening session.
+    pub fn publish(&self, event: Event) {
+        // No receiver is not an error: no session is listening yet.
+        let _ = self.events.send(event);
+    }
+
+    /// A receiver of future events.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    /// Routes progress for `token` of `upstream` to a client until the
+    /// returned guard is dropped.
+    pub fn route_progress(
+        self: &Arc<Self>,
+        upstream: &str,
+        token: ProgressToken,
+        route: ProgressRoute,
+    ) -> RouteGuard {
+        let key = (upstream.to_owned(), token);
+        lock(&self.progress).insert(key.clone(), route);
+        RouteGuard {
+            hub: self.clone(),
+            key: RouteKey::Progress(key),
+        }
+    }
+
+    /// Where progress for `token` of `upstream` goes.
+    pub fn progress_route(&self, upstream: &str, token: &ProgressToken) -> Option<ProgressRoute> {
+        lock(&self.progress)
+            .get(&(upstream.to_owned(), token.clone()))
+            .cloned()
+    }
+
+    /// Records that upstream request `id` serves a client request, until the
+    /// returned guard is dropped.
+    pub fn track_call(
+        self: &Arc<Self>,
+        upstream: &str,
+        id: RequestId,
+        session: Option<SessionId>,
+        request: RequestId,
+    ) -> RouteGuard {
+        let key = (upstream.to_owned(), id);
+        let seq = self.clock.fetch_add(1, Ordering::Relaxed);
+        lock(&self.calls).insert(
+            key.clone(),
+            CallOrigin {
+                session,
+                request,
+                seq,
+            },
+        );
+        RouteGuard {
+            hub: self.clone(),
+            key: RouteKey::Call(key),
+        }
+    }
+
+    /// The client request an upstream request serves.
+    pub fn call_origin(&self, upstream: &str, id: &RequestId) -> Option<CallOrigin> {
+        lock(&self.calls)
+            .get(&(upstream.to_owned(), id.clone()))
+            .cloned()
+    }
+
+    /// The most recent client request still waiting on `upstream`: the best
+    /// guess of whom a server→client request is for when the transport does
+    /// not say (stdio).
+    pub fn latest_call(&self, upstream: &str) -> Option<CallOrigin> {
+        lock(&self.calls)
+            .iter()
+            .filter(|((u, _), _)| u == upstream)
+            .map(|(_, origin)| origin.clone())
+            .max_by_key(|o| o.seq)
+    }
+}
+
+enum RouteKey {
+    Progress((String, ProgressToken)),
+    Call((String, RequestId)),
+}
+
+/// Removes a route when the request it belongs to ends.
+pub struct RouteGuard {
+    hub: Arc<Hub>,
+    key: RouteKey,
+}
+
+impl Drop for RouteGuard {
+    fn drop(&mut self) {
+        match &self.key {
+            RouteKey::Progress(key) => {
+                lock(&self.hub.progress).remove(key);
+            }
+            RouteKey::Call(key) => {
+                lock(&self.hub.calls).remove(key);
+            }
+        }
+    }
+}

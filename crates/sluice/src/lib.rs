@@ -1,0 +1,34 @@
+//! sluice: an MCP gateway. It sits between an MCP client and the MCP
+//! servers the user runs, and (in later versions) keeps every tool result
+//! within the client's context budget without losing a byte.
+//!
+//! # Layout
+//!
+//! - [`cli`]: the command line, parsed then validated into a [`cli::Command`].
+//! - [`serve`]: serving clients over stdio or Streamable HTTP.
+//! - [`session`]: one client session, the MCP server face of sluice.
+//! - [`gateway`]: routing client requests to upstreams and merging lists.
+//! - [`hub`]: what sessions and upstream connections share (routes, events).
+//! - [`upstream`]: one supervised upstream server (child process or HTTP).
+//! - [`cancel`]: waiting for a peer while honouring cancellation.
+//! - [`call`], [`demo`], [`sample_server`]: `sluice call`, `sluice demo`,
+//!   and the built-in server they use.
+//!
+//! This crate is the only one that knows `rmcp` (the MCP SDK); the policy
+//! and data it applies live in `sluice-core`.
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+// sluice forwards every MCP feature, including those SEP-2577 deprecates
+// (logging, sampling, roots, resources/subscribe): clients still use them.
+#![allow(deprecated)]
+
+pub mod call;
+pub mod cancel;
+pub mod cli;
+pub mod demo;
+pub mod gateway;
+pub mod hub;
+pub mod sample_server;
+pub mod serve;
+pub mod session;
+pub mod upstream;

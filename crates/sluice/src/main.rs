@@ -1,0 +1,111 @@
+//! The `sluice` binary: parse, validate, run. Logs go to stderr (stdout
+//! carries MCP messages when serving over stdio).
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use sluice::cli::{Args, Command};
+use sluice::gateway::Gateway;
+use tokio_util::sync::CancellationToken;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new("info"))
+        .expect("a valid default filter");
+    let quiet_demo = matches!(args.command, Some(sluice::cli::Sub::Demo))
+        && std::env::var_os("SLUICE_LOG").is_none();
+    tracing_subscriber::fmt()
+        .with_env_filter(if quiet_demo {
+            tracing_subscriber::EnvFilter::new("warn")
+        } else {
+            filter
+        })
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sluice: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let command = args.validate()?;
+    match command {
+        Command::Demo => sluice::demo::run().await.map(|()| ExitCode::SUCCESS),
+        Command::SampleServer => sluice::sample_server::run()
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Command::Call {
+            config,
+            tool,
+            arguments,
+        } => Ok(if sluice::call::run(config, tool, arguments).await? {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }),
+        Command::Stdio(config) => {
+            let gateway = Gateway::new(&config);
+            gateway.start().await;
+            let shutdown = shutdown_on_signal();
+            let result = sluice::serve::stdio(gateway.clone(), shutdown).await;
+            gateway.shutdown().await;
+            result.map(|()| ExitCode::SUCCESS)
+        }
+        Command::Http(config, addr, access) => {
+            let gateway = Gateway::new(&config);
+            gateway.start().await;
+            let shutdown = shutdown_on_signal();
+            let result = sluice::serve::http(gateway.clone(), addr, access, shutdown, |bound| {
+                eprintln!("sluice: serving MCP at http://{bound}/mcp");
+            })
+            .await;
+            gateway.shutdown().await;
+            result.map(|()| ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// A token cancelled on SIGTERM or SIGINT.
+fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let cancel = token.clone();
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!("cannot watch SIGTERM: {e}");
+                        let _ = ctrl_c.await;
+                        cancel.cancel();
+                        return;
+                    }
+                };
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutting down");
+        cancel.cancel();
+    });
+    token
+}

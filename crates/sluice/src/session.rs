@@ -1,0 +1,296 @@
+//! One downstream client session: the MCP server face of sluice.
+//!
+//! A `Session` is made per client connection (stdio: one; Streamable HTTP:
+//! one per session, or one per request for 2026-07-28 stateless clients)
+//! and delegates everything to the shared [`Gateway`].
+
+use std::sync::Arc;
+
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
+    ServerNotification, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
+
+use crate::gateway::{Caller, Gateway};
+use crate::hub::{Event, SessionEntry, SessionId};
+
+/// The handler of one client session.
+pub struct Session {
+    gateway: Arc<Gateway>,
+    id: SessionId,
+    info: ServerConfig,
+}
+
+impl Session {
+    /// A session in front of `gateway`; `info` is what sluice declares.
+    pub fn new(gateway: Arc<Gateway>, info: ServerConfig) -> Self {
+        let id = gateway.hub().new_session_id();
+        Self { gateway, id, info }
+    }
+
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
+        // Only sessions that completed `initialize` are registered; a
+        // 2026-07-28 request stands alone.
+        let session = self.gateway.hub().session(self.id).map(|_| self.id);
+        Caller {
+            session,
+            peer: Some(ctx.peer.clone()),
+            request: ctx.id.clone(),
+            meta: ctx.meta.clone(),
+            ct: ctx.ct.clone(),
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.gateway.hub().remove_session(self.id);
+    }
+}
+
+/// Forwards the gateway's events to a legacy (initialize) session until it closes.
+async fn forward_events(gateway: Arc<Gateway>, id: SessionId, peer: Peer<RoleServer>) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut events = gateway.hub().subscribe();
+    loop {
+        let event = match events.recv().await {
+            Ok(event) => event,
+            Err(RecvError::Lagged(n)) => {
+                tracing::warn!(
+                    session = id,
+                    "dropped {n} notifications: the client is slow"
+                );
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
+        if peer.is_transport_closed() || gateway.hub().session(id).is_none() {
+            return;
+        }
+        let notification = match event {
+            Event::ToolsChanged => {
+                ServerNotification::ToolListChangedNotification(Default::default())
+            }
+            Event::PromptsChanged => {
+                ServerNotification::PromptListChangedNotification(Default::default())
+            }
+            Event::ResourcesChanged => {
+                ServerNotification::ResourceListChangedNotification(Default::default())
+            }
+            Event::ResourceUpdated(uri) => {
+                let subscribed = gateway
+                    .hub()
+                    .session(id)
+                    .is_some_and(|s| s.subscriptions.contains(&uri));
+                if !subscribed {
+                    continue;
+                }
+                ServerNotification::ResourceUpdatedNotification(
+                    rmcp::model::ResourceUpdatedNotification::new(
+                        rmcp::model::ResourceUpdatedNotificationParam::new(uri),
+                    ),
+                )
+            }
+            Event::Log(params) => ServerNotification::LoggingMessageNotification(
+                rmcp::model::LoggingMessageNotification::new(params),
+            ),
+        };
+        if let Err(e) = peer.send_notification(notification).await {
+            tracing::debug!(session = id, "notification not delivered: {e}");
+            if peer.is_transport_closed() {
+                return;
+            }
+        }
+    }
+}
+
+impl ServerHandler for Session {
+    fn get_info(&self) -> ServerConfig {
+        self.info.clone()
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        tracing::info!(
+            session = self.id,
+            client = %request.client_info.name,
+            version = %request.protocol_version,
+            "client connected"
+        );
+        self.gateway.hub().add_session(
+            self.id,
+            SessionEntry {
+                peer: context.peer.clone(),
+                capabilities: request.capabilities.clone(),
+                subscriptions: Default::default(),
+            },
+        );
+        tokio::spawn(forward_events(
+            self.gateway.clone(),
+            self.id,
+            context.peer.clone(),
+        ));
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.gateway
+            .list_tools()
+            .await
+            .map(ListToolsResult::with_all_items)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.gateway
+            .call_tool(request, &self.caller(&context))
+            .await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.gateway
+            .list_prompts()
+            .await
+            .map(ListPromptsResult::with_all_items)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.gateway
+            .get_prompt(request, &self.caller(&context))
+            .await
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.gateway
+            .list_resources()
+            .await
+            .map(ListResourcesResult::with_all_items)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.gateway
+            .list_resource_templates()
+            .await
+            .map(ListResourceTemplatesResult::with_all_items)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.gateway
+            .read_resource(request, &self.caller(&context))
+            .await
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.gateway
+            .subscribe(request.uri, true, &self.caller(&context))
+            .await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.gateway
+            .subscribe(request.uri, false, &self.caller(&context))
+            .await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.gateway.complete(request, &self.caller(&context)).await
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.gateway
+            .set_level(request, &self.caller(&context))
+            .await
+    }
+
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        for upstream in self.gateway.upstreams() {
+            if let Some(conn) = upstream.current().await {
+                conn.notify_roots_list_changed().await;
+            }
+        }
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        use tokio::sync::broadcast::error::RecvError;
+        let mut events = self.gateway.hub().subscribe();
+        loop {
+            let event = tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                event = events.recv() => event,
+            };
+            let sent = match event {
+                Ok(Event::ToolsChanged) => context.sink().notify_tool_list_changed().await,
+                Ok(Event::PromptsChanged) => context.sink().notify_prompt_list_changed().await,
+                Ok(Event::ResourcesChanged) => context.sink().notify_resource_list_changed().await,
+                Ok(Event::ResourceUpdated(uri)) => {
+                    context.sink().notify_resource_updated(uri).await
+                }
+                Ok(Event::Log(_)) | Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return Ok(()),
+            };
+            if let Err(e) = sent {
+                tracing::debug!("subscription notification not sent: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! sluice's client side of one upstream connection: what it does with
+//! everything the upstream sends on its own initiative.
+//!
+//! Progress goes to the client whose request it is about (tokens mapped
+//! back); server→client requests (sampling, elicitation, roots) go to the
+//! session whose call caused them; list changes, resource updates and log
+//! messages are published for every session.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    ClientConfig, ClientResult, ErrorCode, ErrorData, GetExtensions, ServerNotification,
+    ServerRequest,
+};
+use rmcp::service::{
+    InboundStreamOrigin, NotificationContext, OriginatingRequestId, PeerRequestOptions,
+    RequestContext, RoleClient, Service, ServiceError,
+};
+
+use crate::cancel::await_or_cancel;
+use crate::hub::{Event, Hub, SessionEntry};
+
+/// The handler of one upstream connection.
+pub struct UpstreamClient {
+    /// The upstream's configured name.
+    pub upstream: String,
+    /// Shared routing state.
+    pub hub: Arc<Hub>,
+    /// What sluice declares to the upstream.
+    pub info: ClientConfig,
+}
+
+impl UpstreamClient {
+    /// The session a server→client request is for: the one whose call it
+    /// arrived with (Streamable HTTP says so), else the latest call still
+    /// waiting on this upstream (stdio does not say), else, for requests
+    /// outside any call (e.g. `roots/list` right after connecting), the most
+    /// recent session able to answer.
+    fn target(
+        &self,
+        ctx: &RequestContext<RoleClient>,
+        able: impl Fn(&SessionEntry) -> bool,
+    ) -> Option<(SessionEntry, Option<rmcp::model::RequestId>)> {
+        let origin = match ctx.extensions.get::<InboundStreamOrigin>() {
+            Some(InboundStreamOrigin::OutboundRequest(id)) => {
+                self.hub.call_origin(&self.upstream, id)
+            }
+            _ => self.hub.latest_call(&self.upstream),
+        };
+        if let Some(origin) = origin
+            && let Some(session) = origin.session.and_then(|id| self.hub.session(id))
+        {
+            return Some((session, Some(origin.request)));
+        }
+        self.hub
+            .sessions()
+            .into_iter()
+            .filter(|(_, entry)| able(entry))
+            .max_by_key(|(id, _)| *id)
+            .map(|(_, entry)| (entry, None))
+    }
+
+    async fn forward_to_client(
+        &self,
+        mut request: ServerRequest,
+        ctx: RequestContext<RoleClient>,
+    ) -> Result<ClientResult, ErrorData> {
+        let (what, able): (&str, fn(&SessionEntry) -> bool) = match &request {
+            ServerRequest::CreateMessageRequest(_) => {
+                ("sampling", |e| e.capabilities.sampling.is_some())
+            }
+            ServerRequest::ElicitRequest(_) => {
+                ("elicitation", |e| e.capabilities.elicitation.is_some())
+            }
+            ServerRequest::ListRootsRequest(_) => ("roots", |e| e.capabilities.roots.is_some()),
+            _ => ("this request", |_| true),
+        };
+        let Some((session, origin)) = self.target(&ctx, able) else {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("no client connected to sluice can answer {what} right now"),
+                None,
+            ));
+        };
+        if !able(&session) {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("the client connected to sluice does not support {what}"),
+                None,
+            ));
+        }
+        // Deliver it on the stream of the client request it belongs to
+        // (Streamable HTTP), from a fresh task so that rmcp's task-local
+        // notion of "the current request" (the upstream's) does not apply.
+        if let Some(origin) = origin {
+            request
+                .extensions_mut()
+                .insert(OriginatingRequestId(origin));
+        }
+        let peer = session.peer.clone();
+        let ct = ctx.ct.clone();
+        let upstream = self.upstream.clone();
+        let forwarded = tokio::spawn(async move {
+            let handle = peer
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await?;
+            await_or_cancel(handle, &ct, "cancelled by the upstream").await
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(format!("forwarding task failed: {e}"), None))?;
+        forwarded.map_err(|e| match e {
+            ServiceError::McpError(error) => error,
+            other => {
+                tracing::warn!(%upstream, "server→client request failed: {other}");
+                ErrorData::internal_error(format!("the client did not answer: {other}"), None)
+            }
+        })
+    }
+}
+
+impl Service<RoleClient> for UpstreamClient {
+    async fn handle_request(
+        &self,
+        request: ServerRequest,
+        ctx: RequestContext<RoleClient>,
+    ) -> Result<ClientResult, ErrorData> {
+        match request {
+            ServerRequest::PingRequest(_) => Ok(ClientResult::empty(())),
+            other => self.forward_to_client(other, ctx).await,
+        }
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ServerNotification,
+        _ctx: NotificationContext<RoleClient>,
+    ) -> Result<(), ErrorData> {
+        match notification {
+            ServerNotification::ProgressNotification(n) => {
+                let mut params = n.params;
+                if let Some(route) = self
+                    .hub
+                    .progress_route(&self.upstream, &params.progress_token)
+                {
+                    params.progress_token = route.token;
+                    if let Err(e) = route.peer.notify_progress(params).await {
+                        tracing::debug!(upstream = %self.upstream, "progress not delivered: {e}");
+                    }
+                }
+            }
+            ServerNotification::LoggingMessageNotification(n) => {
+                self.hub.publish(Event::Log(n.params));
+            }
+            ServerNotification::ResourceUpdatedNotification(n) => {
+                self.hub.publish(Event::ResourceUpdated(n.params.uri));
+            }
+            ServerNotification::ResourceListChangedNotification(_) => {
+                self.hub.publish(Event::ResourcesChanged);
+            }
+            ServerNotification::ToolListChangedNotification(_) => {
+                self.hub.publish(Event::ToolsChanged);
+            }
+            ServerNotification::PromptListChangedNotification(_) => {
+                self.hub.publish(Event::PromptsChanged);
+            }
+            // Cancellation of the upstream's own requests is handled by rmcp
+            // (it fires the request's cancellation token); the rest concern
+            // only this connection.
+            other => {
+                tracing::debug!(upstream = %self.upstream, "ignored notification {other:?}");
+            }
+        }
+        Ok(())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+}

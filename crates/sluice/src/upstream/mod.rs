@@ -1,0 +1,392 @@
+//! One upstream MCP server, supervised: started on demand, restarted with
+//! a backoff after a crash, and described precisely when it fails.
+//!
+//! A [`Connection`] is one live MCP session with the upstream; the
+//! [`Upstream`] replaces it when it dies. Requests go through
+//! [`Upstream::send`], which turns every way a request can fail into a
+//! [`CallError`] that names the upstream and what happened.
+
+mod client;
+mod process;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ClientRequest, ErrorData, Implementation, ProtocolVersion,
+    ServerPeerInfo, ServerResult,
+};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, PeerRequestOptions, RequestHandle, RoleClient,
+    RunningService, ServiceError,
+};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use sluice_core::backoff::Backoff;
+use sluice_core::config::{ProtocolChoice, UpstreamSpec, UpstreamTransport};
+use sluice_core::tail::Tail;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::cancel::await_or_cancel;
+use crate::hub::{Hub, RouteGuard};
+pub use client::UpstreamClient;
+
+/// How long an upstream may take to start and complete its handshake.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// A call waits this long for a restart backoff; longer waits fail at once.
+const MAX_BACKOFF_WAIT: Duration = Duration::from_secs(5);
+/// Stderr lines kept for error messages.
+const TAIL_LINES: usize = 20;
+/// Stderr lines quoted in an error message.
+const QUOTED_LINES: usize = 8;
+
+/// Why a request to an upstream failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The upstream answered with a JSON-RPC error: forward it as is.
+    #[error("{}", .0.message)]
+    Upstream(ErrorData),
+    /// The upstream cannot be reached, or died during the request.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The client cancelled the request.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// One live session with the upstream.
+pub struct Connection {
+    service: RunningService<RoleClient, UpstreamClient>,
+    exit: Option<watch::Receiver<Option<String>>>,
+    stop: Option<CancellationToken>,
+    started: Instant,
+}
+
+impl Connection {
+    fn alive(&self) -> bool {
+        !self.service.peer().is_transport_closed()
+            && self.exit.as_ref().is_none_or(|e| e.borrow().is_none())
+    }
+
+    /// What the upstream declared about itself.
+    pub fn info(&self) -> Option<Arc<ServerPeerInfo>> {
+        self.service.peer().peer_info()
+    }
+
+    /// How the connection ended, waiting briefly for the exit status.
+    async fn how_it_ended(&self) -> String {
+        match &self.exit {
+            Some(exit) => {
+                let mut exit = exit.clone();
+                let waited =
+                    tokio::time::timeout(Duration::from_secs(2), exit.wait_for(Option::is_some))
+                        .await;
+                match waited {
+                    Ok(Ok(status)) => status.clone().unwrap_or_default(),
+                    _ => "closed its stdout".to_owned(),
+                }
+            }
+            None => "closed the connection".to_owned(),
+        }
+    }
+}
+
+/// A supervised upstream.
+pub struct Upstream {
+    /// Its configuration.
+    pub spec: UpstreamSpec,
+    hub: Arc<Hub>,
+    connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    backoff: Mutex<Backoff>,
+    last_failure: Mutex<Option<String>>,
+    tail: Arc<Mutex<Tail>>,
+}
+
+impl Upstream {
+    /// An upstream that is not started yet.
+    pub fn new(spec: UpstreamSpec, hub: Arc<Hub>) -> Self {
+        Self {
+            spec,
+            hub,
+            connection: tokio::sync::Mutex::new(None),
+            backoff: Mutex::new(Backoff::default()),
+            last_failure: Mutex::new(None),
+            tail: Arc::new(Mutex::new(Tail::new(TAIL_LINES))),
+        }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The live connection, starting (or restarting) the upstream if needed.
+    pub async fn connection(&self) -> Result<Arc<Connection>, CallError> {
+        let mut slot = self.connection.lock().await;
+        if let Some(conn) = slot.as_ref() {
+            if conn.alive() {
+                lock(&self.backoff).healthy(conn.started, Instant::now());
+                return Ok(conn.clone());
+            }
+            let how = conn.how_it_ended().await;
+            let failure = format!("{how}{}", self.stderr_excerpt());
+            tracing::warn!(upstream = %self.name(), "connection lost: {failure}");
+            *lock(&self.last_failure) = Some(failure);
+            lock(&self.backoff).failed(Instant::now());
+            *slot = None;
+        }
+        let wait = lock(&self.backoff).wait(Instant::now());
+        if wait > MAX_BACKOFF_WAIT {
+            let last = lock(&self.last_failure).clone().unwrap_or_default();
+            return Err(CallError::Unavailable(format!(
+                "upstream `{}` is down (it {last}); sluice will start it again in {:.1} s: retry then",
+                self.name(),
+                wait.as_secs_f64()
+            )));
+        }
+        tokio::time::sleep(wait).await;
+        match self.connect().await {
+            Ok(conn) => {
+                let conn = Arc::new(conn);
+                *slot = Some(conn.clone());
+                *lock(&self.last_failure) = None;
+                Ok(conn)
+            }
+            Err(message) => {
+                lock(&self.backoff).failed(Instant::now());
+                *lock(&self.last_failure) = Some(message.clone());
+                Err(CallError::Unavailable(format!(
+                    "upstream `{}` {message}",
+                    self.name()
+                )))
+            }
+        }
+    }
+
+    /// The connection if it is up, without starting anything.
+    pub async fn current(&self) -> Option<Arc<Connection>> {
+        self.connection
+            .lock()
+            .await
+            .as_ref()
+            .filter(|c| c.alive())
+            .cloned()
+    }
+
+    /// Sends `request`; `routes` registers, once the upstream's request id
+    /// and progress token are known, whatever must follow the request
+    /// (progress mapping, origin of server→client requests); `ct` cancels it.
+    pub async fn send(
+        &self,
+        request: ClientRequest,
+        ct: &CancellationToken,
+        routes: impl FnOnce(&RequestHandle<RoleClient>) -> Vec<RouteGuard>,
+    ) -> Result<ServerResult, CallError> {
+        let conn = self.connection().await?;
+        let handle = match conn
+            .service
+            .peer()
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => handle,
+            Err(e) => return Err(self.lost(&conn, e).await),
+        };
+        let _routes = routes(&handle);
+        match await_or_cancel(handle, ct, "cancelled by the client").await {
+            Ok(result) => Ok(result),
+            Err(ServiceError::McpError(error)) => Err(CallError::Upstream(error)),
+            Err(ServiceError::Cancelled { .. }) if ct.is_cancelled() => Err(CallError::Cancelled),
+            Err(e) => Err(self.lost(&conn, e).await),
+        }
+    }
+
+    /// Describes a request that failed below the MCP level.
+    async fn lost(&self, conn: &Connection, error: ServiceError) -> CallError {
+        let closed = matches!(
+            error,
+            ServiceError::TransportClosed | ServiceError::TransportSend(_)
+        ) || !conn.alive();
+        if closed {
+            let how = conn.how_it_ended().await;
+            CallError::Unavailable(format!(
+                "upstream `{}` {how} during the request; the next request starts it again{}",
+                self.name(),
+                self.stderr_excerpt()
+            ))
+        } else {
+            CallError::Unavailable(format!("upstream `{}`: {error}", self.name()))
+        }
+    }
+
+    fn stderr_excerpt(&self) -> String {
+        let tail = lock(&self.tail);
+        if tail.is_empty() {
+            return String::new();
+        }
+        let lines: Vec<&str> = tail.lines().collect();
+        let mut out = String::from("\nlast lines of its stderr:");
+        for line in &lines[lines.len().saturating_sub(QUOTED_LINES)..] {
+            let _ = write!(out, "\n  {line}");
+        }
+        out
+    }
+
+    fn client(&self) -> UpstreamClient {
+        let capabilities = ClientCapabilities::builder()
+            .enable_roots()
+            .enable_roots_list_changed()
+            .enable_sampling()
+            .enable_elicitation()
+            .build();
+        let info = ClientConfig::new(
+            capabilities,
+            Implementation::new("sluice", env!("CARGO_PKG_VERSION")),
+        );
+        UpstreamClient {
+            upstream: self.spec.name.clone(),
+            hub: self.hub.clone(),
+            info,
+        }
+    }
+
+    /// Starts the upstream and completes the MCP handshake.
+    async fn connect(&self) -> Result<Connection, String> {
+        let lifecycle = match self.spec.protocol {
+            ProtocolChoice::Auto => ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::V_2025_11_25),
+            },
+            ProtocolChoice::Legacy => ClientLifecycleMode::Initialize,
+            ProtocolChoice::Stateless => ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        };
+        let client = self.client();
+        tracing::info!(upstream = %self.name(), protocol = %self.spec.protocol, "starting");
+        match &self.spec.transport {
+            transport @ UpstreamTransport::Stdio { command, .. } => {
+                let child =
+                    process::spawn(self.name(), transport, self.tail.clone()).map_err(|e| {
+                        format!("could not be started: `{command}`: {e} (check `command` and PATH)")
+                    })?;
+                let stop = child.stop.clone();
+                let exit = child.exit.clone();
+                let serving = client.serve_with_lifecycle((child.stdout, child.stdin), lifecycle);
+                match tokio::time::timeout(CONNECT_TIMEOUT, serving).await {
+                    Ok(Ok(service)) => Ok(Connection {
+                        service,
+                        exit: Some(exit),
+                        stop: Some(stop),
+                        started: Instant::now(),
+                    }),
+                    Ok(Err(e)) => {
+                        stop.cancel();
+                        let mut exit = exit;
+                        let status = tokio::time::timeout(
+                            Duration::from_secs(3),
+                            exit.wait_for(Option::is_some),
+                        )
+                        .await
+                        .ok()
+                        .and_then(|s| s.ok().and_then(|s| s.clone()))
+                        .map(|s| format!(" (the process {s})"))
+                        .unwrap_or_default();
+                        Err(format!(
+                            "failed during the MCP handshake: {e}{status}{}",
+                            self.stderr_excerpt()
+                        ))
+                    }
+                    Err(_) => {
+                        stop.cancel();
+                        Err(format!(
+                            "did not complete the MCP handshake within {} s{}",
+                            CONNECT_TIMEOUT.as_secs(),
+                            self.stderr_excerpt()
+                        ))
+                    }
+                }
+            }
+            UpstreamTransport::Http { url, headers } => {
+                let mut custom = HashMap::new();
+                for (name, value) in headers {
+                    let name = http::HeaderName::try_from(name.as_str())
+                        .map_err(|e| format!("has an invalid header name `{name}`: {e}"))?;
+                    let value = http::HeaderValue::try_from(value.as_str())
+                        .map_err(|e| format!("has an invalid value for header `{name}`: {e}"))?;
+                    custom.insert(name, value);
+                }
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                config.custom_headers = custom;
+                config.allow_stateless = true;
+                let transport = StreamableHttpClientTransport::from_config(config);
+                match tokio::time::timeout(
+                    CONNECT_TIMEOUT,
+                    client.serve_with_lifecycle(transport, lifecycle),
+                )
+                .await
+                {
+                    Ok(Ok(service)) => Ok(Connection {
+                        service,
+                        exit: None,
+                        stop: None,
+                        started: Instant::now(),
+                    }),
+                    Ok(Err(e)) => Err(format!("at {url} failed during the MCP handshake: {e}")),
+                    Err(_) => Err(format!(
+                        "at {url} did not complete the MCP handshake within {} s",
+                        CONNECT_TIMEOUT.as_secs()
+                    )),
+                }
+            }
+        }
+    }
+
+    /// Stops the upstream: closes the session, then the process.
+    pub async fn shutdown(&self) {
+        let conn = self.connection.lock().await.take();
+        if let Some(conn) = conn {
+            match Arc::try_unwrap(conn) {
+                Ok(mut conn) => {
+                    let _ = conn
+                        .service
+                        .close_with_timeout(Duration::from_secs(3))
+                        .await;
+                    if let Some(stop) = &conn.stop {
+                        stop.cancel();
+                    }
+                    if let Some(exit) = &mut conn.exit {
+                        let _ = tokio::time::timeout(
+                            Duration::from_secs(3),
+                            exit.wait_for(Option::is_some),
+                        )
+                        .await;
+                    }
+                }
+                Err(conn) => {
+                    // Still used by a request: stop the process; the request
+                    // gets a "closed" error.
+                    if let Some(stop) = &conn.stop {
+                        stop.cancel();
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Connection {
+    /// Tells the upstream that the client's roots changed.
+    pub async fn notify_roots_list_changed(&self) {
+        if let Err(e) = self.service.peer().notify_roots_list_changed().await {
+            tracing::debug!("roots/list_changed not delivered: {e}");
+        }
+    }
+}
