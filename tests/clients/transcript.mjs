@@ -23,7 +23,7 @@
  */
 
 import { createHash } from "node:crypto";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
 const LONG_STRING = 8192;
@@ -271,6 +271,8 @@ class Recorder {
     this.protocolVersion = null;
     this.lastRequestId = undefined;
     this.raw = new Map(); // request id -> raw JSON-RPC response (result or error)
+    this.progressByToken = new Map(); // progress token -> [[progress, total, message], ...]
+    this.rawRequests = new Map(); // server->client request id -> raw params
   }
 
   /** Wrap the transport to see the raw JSON-RPC traffic (ids, raw results, protocol version). */
@@ -279,6 +281,18 @@ class Recorder {
     transport.start = async () => {
       const handler = transport.onmessage;
       transport.onmessage = (msg, extra) => {
+        if (msg && msg.method === "notifications/progress" && msg.params) {
+          // Recorded here, not via the SDK's onprogress: SDK v1 dispatches notifications in a
+          // microtask but responses synchronously, so a progress notification that arrives in the
+          // same read chunk as the response is dropped ("unknown token") - chunking-dependent.
+          const p = msg.params;
+          const list = this.progressByToken.get(p.progressToken) ?? [];
+          list.push([p.progress, p.total ?? null, p.message ?? null]);
+          this.progressByToken.set(p.progressToken, list);
+        }
+        if (msg && msg.id !== undefined && msg.method !== undefined) {
+          this.rawRequests.set(msg.id, msg.params ?? null); // server -> client request, as sent
+        }
         if (msg && msg.id !== undefined && msg.method === undefined) {
           this.raw.set(msg.id, msg);
           if (msg.result && typeof msg.result.protocolVersion === "string" && this.protocolVersion === null) {
@@ -291,7 +305,11 @@ class Recorder {
     };
     const send = transport.send.bind(transport);
     transport.send = async (msg, opts) => {
-      if (msg && msg.method !== undefined && msg.id !== undefined) this.lastRequestId = msg.id;
+      if (msg && msg.method !== undefined && msg.id !== undefined) {
+        this.lastRequestId = msg.id;
+        const token = msg.params?._meta?.progressToken;
+        if (token !== undefined) this.lastProgressToken = token;
+      }
       return send(msg, opts);
     };
   }
@@ -312,6 +330,13 @@ class Recorder {
     }
   }
 
+  /** Raw params of a server->client request (the SDK's parsed copy drops unknown keys). */
+  serverParams(req, extra) {
+    const raw = this.rawRequests.get(extra?.requestId);
+    this.rawRequests.delete(extra?.requestId);
+    return structuredClone(raw !== undefined ? raw : (req.params ?? null));
+  }
+
   installHandlers(client) {
     const S = this.sdk;
     client.setNotificationHandler(S.LoggingMessageNotificationSchema, (n) => {
@@ -321,8 +346,8 @@ class Recorder {
       this.toolsChanged++;
     });
     if (this.declare.has("sampling")) {
-      client.setRequestHandler(S.CreateMessageRequestSchema, async (req) => {
-        this.t.server_requests.push({ method: "sampling/createMessage", params: req.params });
+      client.setRequestHandler(S.CreateMessageRequestSchema, async (req, extra) => {
+        this.t.server_requests.push({ method: "sampling/createMessage", params: this.serverParams(req, extra) });
         return {
           role: "assistant",
           content: { type: "text", text: samplingReplyText(req.params.messages) },
@@ -332,16 +357,15 @@ class Recorder {
       });
     }
     if (this.declare.has("elicitation")) {
-      client.setRequestHandler(S.ElicitRequestSchema, async (req) => {
-        // The SDK defaults a missing `mode` to "form" in place; record what the server sent.
-        this.t.server_requests.push({ method: "elicitation/create", params: structuredClone(req.params) });
+      client.setRequestHandler(S.ElicitRequestSchema, async (req, extra) => {
+        this.t.server_requests.push({ method: "elicitation/create", params: this.serverParams(req, extra) });
         if (req.params.mode === "url") return { action: "accept" };
         return { action: "accept", content: fillSchema(req.params.requestedSchema) };
       });
     }
     if (this.declare.has("roots")) {
-      client.setRequestHandler(S.ListRootsRequestSchema, async () => {
-        this.t.server_requests.push({ method: "roots/list", params: null });
+      client.setRequestHandler(S.ListRootsRequestSchema, async (req, extra) => {
+        this.t.server_requests.push({ method: "roots/list", params: this.serverParams(req, extra) });
         return { roots: FIXED_ROOTS };
       });
     }
@@ -350,13 +374,16 @@ class Recorder {
   async call(client, tool, args) {
     const prog = (this.t.progress[tool] ??= []);
     const entry = { tool, args };
+    this.lastProgressToken = undefined;
     const r = await this.request(() =>
       client.callTool({ name: tool, arguments: args }, undefined, {
         timeout: 60000,
-        onprogress: (p) => prog.push([p.progress, p.total ?? null, p.message ?? null]),
+        onprogress: () => {}, // makes the SDK send a progressToken; progress is recorded in tap()
       }),
     );
     this.t.calls.push(Object.assign(entry, r));
+    prog.push(...(this.progressByToken.get(this.lastProgressToken) ?? []));
+    this.progressByToken.clear();
   }
 
   async step(key, entry, fn) {

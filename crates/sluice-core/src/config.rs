@@ -30,7 +30,7 @@ use crate::naming::SEPARATOR;
 /// A validated configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// The upstream servers, in the order of the file (sorted by name).
+    /// The upstream servers, sorted by name.
     pub upstreams: Vec<UpstreamSpec>,
 }
 

@@ -14,7 +14,7 @@ pub async fn run(
     arguments: serde_json::Map<String, serde_json::Value>,
 ) -> anyhow::Result<bool> {
     let gateway = Gateway::new(&config);
-    gateway.start().await;
+    gateway.begin(&Default::default()).await;
     let tools = gateway.list_tools().await;
     if let Ok(tools) = &tools
         && !tools.iter().any(|t| t.name == tool)
@@ -29,6 +29,7 @@ pub async fn run(
         request: RequestId::Number(0),
         meta: Default::default(),
         ct: CancellationToken::new(),
+        legacy: false,
     };
     let params = CallToolRequestParams::new(tool).with_arguments(arguments);
     let result = gateway.call_tool(params, &caller).await;

@@ -82,12 +82,11 @@ pub async fn run() -> anyhow::Result<()> {
     println!("and a client session through it. Everything below is what a model would see.");
 
     let gateway = Gateway::new(&config);
-    gateway.start().await;
-    let info = gateway.server_info().await;
+    gateway.begin(&ClientCapabilities::default()).await;
     let (client_io, server_io) = tokio::io::duplex(1 << 20);
     let shutdown = CancellationToken::new();
     let server = tokio::spawn({
-        let session = Session::new(gateway.clone(), info);
+        let session = Session::new(gateway.clone());
         let shutdown = shutdown.clone();
         async move {
             let running = session.serve_with_ct(server_io, shutdown).await?;

@@ -6,7 +6,11 @@
 //! to the upstream that listed the URI. Results come back unchanged.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::FutureExt as _;
+use futures::future::{BoxFuture, Shared};
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest,
@@ -23,7 +27,7 @@ use sluice_core::config::Config;
 use sluice_core::naming::Namer;
 use tokio_util::sync::CancellationToken;
 
-use crate::hub::{Hub, ProgressRoute, RouteGuard, SessionId};
+use crate::hub::{Hub, RouteGuard, SessionId};
 use crate::upstream::{CallError, Upstream};
 
 /// Who is asking: enough to route progress, cancellation and server→client
@@ -40,6 +44,9 @@ pub struct Caller {
     pub meta: RequestMetaObject,
     /// Fires when the client cancels or goes away.
     pub ct: CancellationToken,
+    /// The client speaks a protocol before 2026-07-28: results must not
+    /// carry that version's fields (cache hints).
+    pub legacy: bool,
 }
 
 /// The gateway.
@@ -51,7 +58,15 @@ pub struct Gateway {
     resource_owners: Mutex<HashMap<String, String>>,
     /// URI template prefixes (up to the first `{`) and their upstream.
     template_owners: Mutex<Vec<(String, String)>>,
+    /// The start of every upstream, once begun.
+    starting: Mutex<Option<Shared<BoxFuture<'static, ()>>>>,
+    /// What sluice declares to clients, as of the last start.
+    info: RwLock<ServerConfig>,
 }
+
+/// How long a client's `initialize` waits for the upstreams to start; past
+/// it sluice answers anyway and announces the tools when they come.
+const STARTUP_WAIT: Duration = Duration::from_secs(20);
 
 impl Gateway {
     /// A gateway over the configured upstreams (nothing started yet).
@@ -69,7 +84,80 @@ impl Gateway {
             hub,
             resource_owners: Mutex::default(),
             template_owners: Mutex::default(),
+            starting: Mutex::new(None),
+            info: RwLock::new(Self::everything_declared()),
         })
+    }
+
+    /// Before the upstreams are known, sluice declares every capability it
+    /// can forward.
+    fn everything_declared() -> ServerConfig {
+        let mut config = ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_prompts()
+                .enable_prompts_list_changed()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .enable_resources_subscribe()
+                .enable_completions()
+                .enable_logging()
+                .build(),
+        );
+        config.server_info = Implementation::new("sluice", env!("CARGO_PKG_VERSION"));
+        config
+    }
+
+    /// Starts every upstream once, declaring to them the capabilities of
+    /// the first client (`client`); resolves when all have started or
+    /// failed. Later calls share the same start.
+    pub fn begin(
+        self: &Arc<Self>,
+        client: &rmcp::model::ClientCapabilities,
+    ) -> Shared<BoxFuture<'static, ()>> {
+        let mut starting = lock(&self.starting);
+        if let Some(start) = starting.as_ref() {
+            return start.clone();
+        }
+        self.hub.set_client_capabilities(client);
+        let gateway = self.clone();
+        let task = tokio::spawn(async move {
+            let begun = std::time::Instant::now();
+            gateway.start().await;
+            let info = gateway.server_info().await;
+            *gateway.info.write().unwrap_or_else(|p| p.into_inner()) = info;
+            if begun.elapsed() >= STARTUP_WAIT {
+                // Clients that connected meanwhile saw empty lists.
+                gateway.hub.publish(crate::hub::Event::ToolsChanged);
+                gateway.hub.publish(crate::hub::Event::PromptsChanged);
+                gateway.hub.publish(crate::hub::Event::ResourcesChanged);
+            }
+        });
+        let start = async move {
+            let _ = task.await;
+        }
+        .boxed()
+        .shared();
+        *starting = Some(start.clone());
+        start
+    }
+
+    /// Starts the upstreams (see [`Self::begin`]) and waits, at most
+    /// [`STARTUP_WAIT`], for them.
+    pub async fn begin_and_wait(self: &Arc<Self>, client: &rmcp::model::ClientCapabilities) {
+        let start = self.begin(client);
+        if tokio::time::timeout(STARTUP_WAIT, start).await.is_err() {
+            tracing::warn!(
+                "upstreams still starting after {} s; answering the client without them",
+                STARTUP_WAIT.as_secs()
+            );
+        }
+    }
+
+    /// What sluice declares to clients now.
+    pub fn info(&self) -> ServerConfig {
+        self.info.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Shared routing state.
@@ -84,7 +172,7 @@ impl Gateway {
 
     /// Starts every upstream at once; failures are logged, and retried by
     /// the first request that needs the upstream.
-    pub async fn start(&self) {
+    async fn start(&self) {
         let starts = self.upstreams.iter().map(|u| async move {
             match u.connection().await {
                 Ok(_) => tracing::info!(upstream = %u.name(), "ready"),
@@ -396,7 +484,11 @@ impl Gateway {
             let request =
                 ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params.clone()));
             match self.send(&upstream, request, caller).await {
-                Ok(ServerResult::ReadResourceResult(r)) => {
+                Ok(ServerResult::ReadResourceResult(mut r)) => {
+                    if caller.legacy {
+                        r.ttl_ms = None;
+                        r.cache_scope = None;
+                    }
                     return Ok(ReadResourceResponse::Complete(r));
                 }
                 Ok(ServerResult::InputRequiredResult(r)) => {
@@ -557,27 +649,52 @@ impl Gateway {
         caller: &Caller,
     ) -> Result<ServerResult, CallError> {
         let hub = &self.hub;
-        upstream
-            .send(request, &caller.ct, |handle| {
-                let mut guards: Vec<RouteGuard> = Vec::with_capacity(2);
-                guards.push(hub.track_call(
+        // Progress is forwarded from here, in the order it came, and all of
+        // it before the response (see `upstream::tap`).
+        let listener = caller.peer.clone().zip(caller.meta.get_progress_token());
+        let wants_progress = listener.is_some();
+        let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
+        let call = upstream.send(request, &caller.ct, |handle| {
+            let mut guards: Vec<RouteGuard> = Vec::with_capacity(2);
+            guards.push(hub.track_call(
+                upstream.name(),
+                handle.id.clone(),
+                caller.session,
+                caller.request.clone(),
+            ));
+            if wants_progress {
+                guards.push(hub.route_progress(
                     upstream.name(),
-                    handle.id.clone(),
-                    caller.session,
-                    caller.request.clone(),
+                    handle.progress_token.clone(),
+                    progress_tx.clone(),
                 ));
-                if let (Some(peer), Some(token)) =
-                    (caller.peer.clone(), caller.meta.get_progress_token())
-                {
-                    guards.push(hub.route_progress(
-                        upstream.name(),
-                        handle.progress_token.clone(),
-                        ProgressRoute { peer, token },
-                    ));
+            }
+            guards
+        });
+        let Some((peer, token)) = listener else {
+            return call.await;
+        };
+        let forward = |mut params: rmcp::model::ProgressNotificationParam| {
+            params.progress_token = token.clone();
+            let peer = peer.clone();
+            async move {
+                if let Err(e) = peer.notify_progress(params).await {
+                    tracing::debug!("progress not delivered: {e}");
                 }
-                guards
-            })
-            .await
+            }
+        };
+        tokio::pin!(call);
+        let result = loop {
+            tokio::select! {
+                biased;
+                Some(params) = progress_rx.recv() => forward(params).await,
+                result = &mut call => break result,
+            }
+        };
+        while let Ok(params) = progress_rx.try_recv() {
+            forward(params).await;
+        }
+        result
     }
 
     fn unknown(&self, what: &str, name: &str) -> ErrorData {

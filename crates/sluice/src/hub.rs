@@ -9,9 +9,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use rmcp::model::{ClientCapabilities, LoggingMessageNotificationParam, ProgressToken, RequestId};
+use rmcp::model::{
+    ClientCapabilities, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+    RequestId,
+};
 use rmcp::service::{Peer, RoleServer};
 use tokio::sync::broadcast;
 
@@ -44,14 +47,9 @@ pub struct SessionEntry {
     pub subscriptions: HashSet<String>,
 }
 
-/// Where an upstream's progress for one request goes.
-#[derive(Debug, Clone)]
-pub struct ProgressRoute {
-    /// The client's session.
-    pub peer: Peer<RoleServer>,
-    /// The token the client chose.
-    pub token: ProgressToken,
-}
+/// Where an upstream's progress for one request goes: to the task waiting
+/// for that request, which forwards it (in order, before the response).
+pub type ProgressRoute = tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>;
 
 /// Which client request an upstream request serves.
 #[derive(Debug, Clone)]
@@ -73,6 +71,7 @@ pub struct Hub {
     events: broadcast::Sender<Event>,
     next_session: AtomicU64,
     clock: AtomicU64,
+    client_capabilities: OnceLock<ClientCapabilities>,
 }
 
 impl Default for Hub {
@@ -84,6 +83,7 @@ impl Default for Hub {
             events: broadcast::channel(1024).0,
             next_session: AtomicU64::new(1),
             clock: AtomicU64::new(1),
+            client_capabilities: OnceLock::new(),
         }
     }
 }
@@ -95,6 +95,23 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Hub {
+    /// Records the capabilities of the first client; later calls change
+    /// nothing. sluice declares the same ones (sampling, elicitation, roots)
+    /// to its upstreams, so that they offer that client exactly what they
+    /// would offer it directly.
+    pub fn set_client_capabilities(&self, declared: &ClientCapabilities) {
+        let mut mirrored = ClientCapabilities::default();
+        mirrored.sampling = declared.sampling.clone();
+        mirrored.elicitation = declared.elicitation.clone();
+        mirrored.roots = declared.roots.clone();
+        let _ = self.client_capabilities.set(mirrored);
+    }
+
+    /// The capabilities sluice declares to its upstreams.
+    pub fn client_capabilities(&self) -> ClientCapabilities {
+        self.client_capabilities.get().cloned().unwrap_or_default()
+    }
+
     /// A new session id.
     pub fn new_session_id(&self) -> SessionId {
         self.next_session.fetch_add(1, Ordering::Relaxed)
@@ -167,11 +184,12 @@ impl Hub {
         }
     }
 
-    /// Where progress for `token` of `upstream` goes.
-    pub fn progress_route(&self, upstream: &str, token: &ProgressToken) -> Option<ProgressRoute> {
+    /// Queues progress from `upstream` for the request it belongs to;
+    /// `false` if no request waits for it.
+    pub fn divert_progress(&self, upstream: &str, params: &ProgressNotificationParam) -> bool {
         lock(&self.progress)
-            .get(&(upstream.to_owned(), token.clone()))
-            .cloned()
+            .get(&(upstream.to_owned(), params.progress_token.clone()))
+            .is_some_and(|route| route.send(params.clone()).is_ok())
     }
 
     /// Records that upstream request `id` serves a client request, until the
@@ -204,6 +222,15 @@ impl Hub {
         lock(&self.calls)
             .get(&(upstream.to_owned(), id.clone()))
             .cloned()
+    }
+
+    /// The upstream requests still waiting on `upstream`.
+    pub fn calls_to(&self, upstream: &str) -> Vec<RequestId> {
+        lock(&self.calls)
+            .keys()
+            .filter(|(u, _)| u == upstream)
+            .map(|(_, id)| id.clone())
+            .collect()
     }
 
     /// The most recent client request still waiting on `upstream`: the best

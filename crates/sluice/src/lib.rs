@@ -22,6 +22,12 @@
 // (logging, sampling, roots, resources/subscribe): clients still use them.
 #![allow(deprecated)]
 
+/// Installs the TLS crypto provider (ring) that HTTPS upstreams use. Call
+/// once before any HTTP client is built; later calls do nothing.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 pub mod call;
 pub mod cancel;
 pub mod cli;

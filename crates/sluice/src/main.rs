@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .init();
+    sluice::install_tls_provider();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -59,7 +60,6 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }),
         Command::Stdio(config) => {
             let gateway = Gateway::new(&config);
-            gateway.start().await;
             let shutdown = shutdown_on_signal();
             let result = sluice::serve::stdio(gateway.clone(), shutdown).await;
             gateway.shutdown().await;
@@ -67,7 +67,6 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Command::Http(config, addr, access) => {
             let gateway = Gateway::new(&config);
-            gateway.start().await;
             let shutdown = shutdown_on_signal();
             let result = sluice::serve::http(gateway.clone(), addr, access, shutdown, |bound| {
                 eprintln!("sluice: serving MCP at http://{bound}/mcp");

@@ -25,8 +25,7 @@ pub struct HttpAccess {
 /// Serves one client over this process's stdin/stdout until it closes
 /// stdin or `shutdown` fires.
 pub async fn stdio(gateway: Arc<Gateway>, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let info = gateway.server_info().await;
-    let session = Session::new(gateway, info);
+    let session = Session::new(gateway);
     let running = session
         .serve_with_ct(rmcp::transport::stdio_pipes(), shutdown)
         .await
@@ -45,7 +44,6 @@ pub async fn http(
     shutdown: CancellationToken,
     ready: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
-    let info = gateway.server_info().await;
     let mut config =
         StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
     if access.allow_any {
@@ -69,7 +67,7 @@ pub async fn http(
             .with_allowed_origins(origins);
     }
     let service = StreamableHttpService::new(
-        move || Ok(Session::new(gateway.clone(), info.clone())),
+        move || Ok(Session::new(gateway.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     );

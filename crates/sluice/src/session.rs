@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, ErrorData,
-    GetPromptRequestParams, GetPromptResponse, InitializeRequestParams, InitializeResult,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
-    ServerNotification, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, DiscoverResult,
+    ErrorData, GetPromptRequestParams, GetPromptResponse, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ServerConfig, ServerNotification, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 
@@ -24,21 +24,30 @@ use crate::hub::{Event, SessionEntry, SessionId};
 pub struct Session {
     gateway: Arc<Gateway>,
     id: SessionId,
-    info: ServerConfig,
 }
 
 impl Session {
-    /// A session in front of `gateway`; `info` is what sluice declares.
-    pub fn new(gateway: Arc<Gateway>, info: ServerConfig) -> Self {
+    /// A session in front of `gateway`.
+    pub fn new(gateway: Arc<Gateway>) -> Self {
         let id = gateway.hub().new_session_id();
-        Self { gateway, id, info }
+        Self { gateway, id }
     }
 
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
         // Only sessions that completed `initialize` are registered; a
         // 2026-07-28 request stands alone.
         let session = self.gateway.hub().session(self.id).map(|_| self.id);
+        if session.is_none() {
+            // A 2026-07-28 request declares its client's capabilities itself.
+            let _ = self
+                .gateway
+                .begin(&ctx.client_capabilities().unwrap_or_default());
+        }
+        let legacy = ctx
+            .protocol_version()
+            .is_none_or(|v| v.as_str() < ProtocolVersion::V_2026_07_28.as_str());
         Caller {
+            legacy,
             session,
             peer: Some(ctx.peer.clone()),
             request: ctx.id.clone(),
@@ -112,7 +121,20 @@ async fn forward_events(gateway: Arc<Gateway>, id: SessionId, peer: Peer<RoleSer
 
 impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
-        self.info.clone()
+        self.gateway.info()
+    }
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        self.gateway
+            .begin_and_wait(&context.client_capabilities().unwrap_or_default())
+            .await;
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.gateway.info(),
+        ))
     }
 
     async fn initialize(
@@ -120,6 +142,7 @@ impl ServerHandler for Session {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
+        self.gateway.begin_and_wait(&request.capabilities).await;
         context.peer.set_peer_info(request.clone());
         tracing::info!(
             session = self.id,
@@ -261,6 +284,58 @@ impl ServerHandler for Session {
                 conn.notify_roots_list_changed().await;
             }
         }
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        // rmcp hands a standard method whose params do not parse to this
+        // catch-all: say what is wrong with them instead of "not found".
+        const STANDARD: &[&str] = &[
+            "initialize",
+            "ping",
+            "tools/list",
+            "tools/call",
+            "prompts/list",
+            "prompts/get",
+            "resources/list",
+            "resources/templates/list",
+            "resources/read",
+            "resources/subscribe",
+            "resources/unsubscribe",
+            "completion/complete",
+            "logging/setLevel",
+            "server/discover",
+        ];
+        if STANDARD.contains(&request.method.as_str()) {
+            let params = request.params.clone().unwrap_or_default();
+            let why = match request.method.as_str() {
+                "tools/call" => serde_json::from_value::<CallToolRequestParams>(params).err(),
+                "prompts/get" => serde_json::from_value::<GetPromptRequestParams>(params).err(),
+                "resources/read" => {
+                    serde_json::from_value::<ReadResourceRequestParams>(params).err()
+                }
+                "completion/complete" => {
+                    serde_json::from_value::<CompleteRequestParams>(params).err()
+                }
+                _ => None,
+            }
+            .map_or_else(
+                || "see the MCP schema for this method".to_owned(),
+                |e| e.to_string(),
+            );
+            return Err(ErrorData::invalid_params(
+                format!("invalid parameters for {}: {why}", request.method),
+                None,
+            ));
+        }
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: {}", request.method),
+            None,
+        ))
     }
 
     fn accepted_subscription_filter(

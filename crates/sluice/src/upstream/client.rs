@@ -136,18 +136,7 @@ impl Service<RoleClient> for UpstreamClient {
         _ctx: NotificationContext<RoleClient>,
     ) -> Result<(), ErrorData> {
         match notification {
-            ServerNotification::ProgressNotification(n) => {
-                let mut params = n.params;
-                if let Some(route) = self
-                    .hub
-                    .progress_route(&self.upstream, &params.progress_token)
-                {
-                    params.progress_token = route.token;
-                    if let Err(e) = route.peer.notify_progress(params).await {
-                        tracing::debug!(upstream = %self.upstream, "progress not delivered: {e}");
-                    }
-                }
-            }
+            // Progress for a routed request never gets here (see `tap`).
             ServerNotification::LoggingMessageNotification(n) => {
                 self.hub.publish(Event::Log(n.params));
             }

@@ -8,6 +8,7 @@
 
 mod client;
 mod process;
+mod tap;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -15,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ClientRequest, ErrorData, Implementation, ProtocolVersion,
-    ServerPeerInfo, ServerResult,
+    ClientConfig, ClientRequest, ErrorData, Implementation, ProtocolVersion, ServerPeerInfo,
+    ServerResult,
 };
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, PeerRequestOptions, RequestHandle, RoleClient,
@@ -236,12 +237,7 @@ impl Upstream {
     }
 
     fn client(&self) -> UpstreamClient {
-        let capabilities = ClientCapabilities::builder()
-            .enable_roots()
-            .enable_roots_list_changed()
-            .enable_sampling()
-            .enable_elicitation()
-            .build();
+        let capabilities = self.hub.client_capabilities();
         let info = ClientConfig::new(
             capabilities,
             Implementation::new("sluice", env!("CARGO_PKG_VERSION")),
@@ -275,7 +271,15 @@ impl Upstream {
                     })?;
                 let stop = child.stop.clone();
                 let exit = child.exit.clone();
-                let serving = client.serve_with_lifecycle((child.stdout, child.stdin), lifecycle);
+                let transport = tap::Tapped {
+                    inner: rmcp::transport::IntoTransport::<RoleClient, _, _>::into_transport((
+                        child.stdout,
+                        child.stdin,
+                    )),
+                    hub: self.hub.clone(),
+                    upstream: self.spec.name.clone(),
+                };
+                let serving = client.serve_with_lifecycle(transport, lifecycle);
                 match tokio::time::timeout(CONNECT_TIMEOUT, serving).await {
                     Ok(Ok(service)) => Ok(Connection {
                         service,
@@ -322,7 +326,11 @@ impl Upstream {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
                 config.custom_headers = custom;
                 config.allow_stateless = true;
-                let transport = StreamableHttpClientTransport::from_config(config);
+                let transport = tap::Tapped {
+                    inner: StreamableHttpClientTransport::from_config(config),
+                    hub: self.hub.clone(),
+                    upstream: self.spec.name.clone(),
+                };
                 match tokio::time::timeout(
                     CONNECT_TIMEOUT,
                     client.serve_with_lifecycle(transport, lifecycle),
@@ -345,10 +353,26 @@ impl Upstream {
         }
     }
 
-    /// Stops the upstream: closes the session, then the process.
+    /// Stops the upstream: cancels what it is still doing for clients,
+    /// closes the session, then the process.
     pub async fn shutdown(&self) {
         let conn = self.connection.lock().await.take();
         if let Some(conn) = conn {
+            for id in self.hub.calls_to(self.name()) {
+                let params = rmcp::model::CancelledNotificationParam::new(
+                    Some(id),
+                    Some("sluice is shutting down".to_owned()),
+                );
+                let notification = rmcp::model::CancelledNotification::new(params);
+                if let Err(e) = conn
+                    .service
+                    .peer()
+                    .send_notification(notification.into())
+                    .await
+                {
+                    tracing::debug!(upstream = %self.name(), "cancellation not delivered: {e}");
+                }
+            }
             match Arc::try_unwrap(conn) {
                 Ok(mut conn) => {
                     let _ = conn

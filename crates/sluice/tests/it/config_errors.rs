@@ -1,0 +1,114 @@
+//! A bad command line or config file: a message that says where and what
+//! is expected, and exit status 2.
+
+use std::process::Command;
+
+use crate::support::*;
+
+fn run(args: &[&str]) -> (i32, String) {
+    let out = Command::new(sluice()).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn unknown_key_names_the_file_line_and_expected_keys() {
+    let dir = TempDir::new("bad-key");
+    let file = dir.file(
+        "sluice.toml",
+        "[upstreams.fs]\ncommand = \"x\"\nagrs = []\n",
+    );
+    let (code, err) = run(&["--config", file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("sluice.toml:3:1: unknown field `agrs`, expected one of"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_file_and_no_upstream_are_explained() {
+    let (code, err) = run(&["--config", "/nonexistent/sluice.toml"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("cannot read config file /nonexistent/sluice.toml"),
+        "{err}"
+    );
+    let (code, err) = run(&[]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no upstream: give a server command after `--`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn config_and_command_together_are_refused() {
+    let dir = TempDir::new("both");
+    let file = dir.file("sluice.toml", "[upstreams.a]\ncommand = \"x\"\n");
+    let (code, err) = run(&["--config", file.to_str().unwrap(), "--", "cat"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not both"), "{err}");
+}
+
+#[test]
+fn call_with_bad_json_arguments_is_explained() {
+    let (code, err) = run(&["call", "--tool", "echo", "--args", "{nope", "--", "cat"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--args is not valid JSON"), "{err}");
+    let (code, err) = run(&["call", "--tool", "echo", "--args", "[1]", "--", "cat"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("must be a JSON object"), "{err}");
+}
+
+#[test]
+fn call_prints_the_result_as_json() {
+    let sample = sample();
+    let out = Command::new(sluice())
+        .args([
+            "--log-level",
+            "warn",
+            "call",
+            "--tool",
+            "echo",
+            "--args",
+            r#"{"text":"hi"}"#,
+            "--",
+        ])
+        .args(&sample)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["content"][0]["text"], "hi");
+    let out = Command::new(sluice())
+        .args(["--log-level", "warn", "call", "--tool", "nosuch", "--"])
+        .args(&sample)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("no tool `nosuch`; the upstream has: echo, inventory, slow_task")
+    );
+}
+
+#[test]
+fn demo_runs_with_nothing_installed() {
+    let out = Command::new(sluice()).arg("demo").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("hello through sluice"), "{stdout}");
+    assert!(stdout.contains("progress 4/4"), "{stdout}");
+    assert!(stdout.contains("unknown tool `nosuch`"), "{stdout}");
+}

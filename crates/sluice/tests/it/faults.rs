@@ -1,0 +1,342 @@
+//! Faults: upstreams that fail to start, crash mid-call or print garbage;
+//! clients that send garbage or go away; signals. Each gets a clear
+//! answer, and sluice keeps serving.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::model::CallToolRequestParams;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+use crate::support::*;
+
+fn call(tool: &str, arguments: serde_json::Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(tool.to_owned()).with_arguments(args(arguments))
+}
+
+fn toml_upstream(name: &str, command: &[String]) -> String {
+    format!(
+        "[upstreams.{name}]\ncommand = {:?}\nargs = {:?}\n\n",
+        command[0],
+        &command[1..]
+    )
+}
+
+#[tokio::test]
+async fn an_upstream_that_cannot_start_is_named_and_the_others_serve() {
+    let dir = TempDir::new("cannot-start");
+    let config = dir.file(
+        "sluice.toml",
+        &(toml_upstream("good", &sample())
+            + &toml_upstream("bad", &cmd(&["/nonexistent/mcp-server", "--flag"]))),
+    );
+    let (client, _) = connect(&via_config(&config)).await;
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "good__echo"), "{tools:?}");
+    let failed = client
+        .call_tool(call("bad__anything", serde_json::json!({})))
+        .await
+        .unwrap();
+    assert_eq!(failed.is_error, Some(true));
+    let text = first_text(&failed);
+    assert!(
+        text.contains(
+            "upstream `bad` could not be started: `/nonexistent/mcp-server`: No such file"
+        ),
+        "{text}"
+    );
+    let ok = client
+        .call_tool(call(
+            "good__echo",
+            serde_json::json!({"text": "still serving"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&ok), "still serving");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_upstream_that_dies_during_the_handshake_is_explained() {
+    let upstream = cmd(&["sh", "-c", "echo 'module not found: mcp' >&2; exit 7"]);
+    let (client, _) = connect(&via_sluice(&upstream)).await;
+    let failed = client
+        .call_tool(call("anything", serde_json::json!({})))
+        .await
+        .unwrap();
+    let text = first_text(&failed);
+    assert_eq!(failed.is_error, Some(true), "{text}");
+    assert!(text.contains("failed during the MCP handshake"), "{text}");
+    assert!(text.contains("exited with status 7"), "{text}");
+    assert!(text.contains("module not found: mcp"), "{text}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_crash_mid_call_is_reported_and_the_next_call_restarts_the_upstream() {
+    let dir = TempDir::new("crash");
+    let config = dir.file(
+        "sluice.toml",
+        &(toml_upstream("py", &py_server()) + &toml_upstream("shop", &sample())),
+    );
+    let (client, _) = connect(&via_config(&config)).await;
+    let crashed = client
+        .call_tool(call(
+            "py__crash",
+            serde_json::json!({"code": 3, "message": "disk on fire"}),
+        ))
+        .await
+        .unwrap();
+    let text = first_text(&crashed);
+    assert_eq!(crashed.is_error, Some(true), "{text}");
+    assert!(
+        text.contains("upstream `py` exited with status 3 during the request"),
+        "{text}"
+    );
+    assert!(text.contains("disk on fire"), "{text}");
+    // The other upstream never noticed.
+    let shop = client
+        .call_tool(call(
+            "shop__echo",
+            serde_json::json!({"text": "unaffected"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&shop), "unaffected");
+    // The next call starts the crashed one again.
+    let again = client
+        .call_tool(call("py__echo", serde_json::json!({"text": "back"})))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&again), "back", "{again:?}");
+    client.cancel().await.unwrap();
+}
+
+/// A raw line-oriented MCP session with a sluice child process.
+struct Raw {
+    child: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Raw {
+    fn start(args: &[String]) -> Self {
+        let mut child = Command::new(sluice())
+            .args(["--log-level", "warn"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        Self {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    async fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    async fn recv(&mut self) -> serde_json::Value {
+        let line = tokio::time::timeout(Duration::from_secs(20), self.stdout.next_line())
+            .await
+            .expect("an answer within 20 s")
+            .unwrap()
+            .expect("sluice closed stdout");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// Receives until the response with `id`.
+    async fn response(&mut self, id: u64) -> serde_json::Value {
+        loop {
+            let message = self.recv().await;
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    async fn initialize(&mut self) {
+        self.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#).await;
+        let init = self.response(1).await;
+        assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+        self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+    }
+}
+
+fn with_upstream(upstream: &[String]) -> Vec<String> {
+    let mut args = vec!["--".to_owned()];
+    args.extend(upstream.iter().cloned());
+    args
+}
+
+#[tokio::test]
+async fn malformed_requests_get_errors_and_sluice_keeps_serving() {
+    let mut raw = Raw::start(&with_upstream(&sample()));
+    raw.initialize().await;
+    raw.send(r#"{"jsonrpc":"2.0","id":4}"#).await;
+    let invalid = raw.recv().await;
+    assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
+    raw.send("[1,2]").await;
+    assert_eq!(raw.recv().await["error"]["code"], -32600);
+    raw.send(r#"{"jsonrpc":"2.0","id":5,"method":"no/such/method"}"#)
+        .await;
+    assert_eq!(raw.response(5).await["error"]["code"], -32601);
+    raw.send(r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":42}}"#)
+        .await;
+    let invalid = raw.response(6).await;
+    assert_eq!(invalid["error"]["code"], -32602, "{invalid}");
+    assert!(
+        invalid["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("invalid parameters for tools/call"),
+        "{invalid}"
+    );
+    raw.send("this is not json").await;
+    raw.send(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"still here"}}}"#).await;
+    let ok = raw.response(7).await;
+    assert_eq!(ok["result"]["content"][0]["text"], "still here", "{ok}");
+}
+
+#[tokio::test]
+async fn garbage_from_an_upstream_is_skipped() {
+    let sample = sample();
+    let noisy = cmd(&[
+        "sh",
+        "-c",
+        &format!(
+            "echo 'this is not JSON-RPC'; echo '{{\"broken'; exec '{}' sample-server",
+            sample[0]
+        ),
+    ]);
+    let (client, _) = connect(&via_sluice(&noisy)).await;
+    let ok = client
+        .call_tool(call("echo", serde_json::json!({"text": "fine"})))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&ok), "fine");
+    client.cancel().await.unwrap();
+}
+
+async fn wait_for_line(path: &std::path::Path, line: &str, within: Duration) -> String {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.lines().any(|l| l == line) || tokio::time::Instant::now() > deadline {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_client_cancelling_a_call_cancels_it_upstream() {
+    let dir = TempDir::new("cancel");
+    let marker = dir.0.join("marker");
+    let mut raw = Raw::start(&with_upstream(&py_server()));
+    raw.initialize().await;
+    let call = serde_json::json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"sleep","arguments":{"seconds":30,"marker":marker}}});
+    raw.send(&call.to_string()).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9,"reason":"user pressed Esc"}}"#).await;
+    let text = wait_for_line(&marker, "cancelled", Duration::from_secs(10)).await;
+    assert_eq!(text.trim(), "cancelled");
+    // The session goes on.
+    raw.send(r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"echo","arguments":{"text":"next"}}}"#).await;
+    assert_eq!(
+        raw.response(10).await["result"]["content"][0]["text"],
+        "next"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_mid_call_cancels_it_upstream_and_sluice_exits() {
+    let dir = TempDir::new("disconnect");
+    let marker = dir.0.join("marker");
+    let mut raw = Raw::start(&with_upstream(&py_server()));
+    raw.initialize().await;
+    let call = serde_json::json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"sleep","arguments":{"seconds":60,"marker":marker}}});
+    raw.send(&call.to_string()).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    drop(raw.stdin.take());
+    let text = wait_for_line(&marker, "cancelled", Duration::from_secs(20)).await;
+    assert_eq!(text.trim(), "cancelled");
+    let status = tokio::time::timeout(Duration::from_secs(20), raw.child.wait())
+        .await
+        .expect("sluice exits after its client leaves")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
+
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
+}
+
+/// An upstream that records its pid, so a test can check it is gone.
+fn recorded_sample(pidfile: &std::path::Path) -> Vec<String> {
+    let sample = sample();
+    cmd(&[
+        "sh",
+        "-c",
+        &format!(
+            "echo $$ > '{}'; exec '{}' sample-server",
+            pidfile.display(),
+            sample[0]
+        ),
+    ])
+}
+
+#[tokio::test]
+async fn stdin_closing_shuts_down_and_stops_the_upstream() {
+    let dir = TempDir::new("stdin-close");
+    let pidfile = dir.0.join("pid");
+    let mut raw = Raw::start(&with_upstream(&recorded_sample(&pidfile)));
+    raw.initialize().await;
+    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
+    assert!(alive(&pid));
+    drop(raw.stdin.take());
+    let status = tokio::time::timeout(Duration::from_secs(15), raw.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!alive(&pid), "upstream {pid} outlived sluice");
+}
+
+#[tokio::test]
+async fn sigterm_shuts_down_gracefully_and_stops_the_upstream() {
+    let dir = TempDir::new("sigterm");
+    let pidfile = dir.0.join("pid");
+    let mut sluice = HttpSluice::start(&[], &recorded_sample(&pidfile)).await;
+    let (client, _) = connect_http(&sluice.url).await;
+    assert!(!client.list_all_tools().await.unwrap().is_empty());
+    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
+    let own = sluice.child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &own])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(15), sluice.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        status.success(),
+        "{status}: {:?}",
+        sluice.stderr.lock().unwrap()
+    );
+    assert!(!alive(&pid), "upstream {pid} outlived sluice");
+}

@@ -1,0 +1,141 @@
+//! Streamable HTTP downstream: same answers as stdio, several sessions at
+//! once, and the localhost-only Host and Origin checks.
+
+use std::time::Duration;
+
+use rmcp::model::CallToolRequestParams;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::*;
+
+#[tokio::test]
+async fn an_http_client_gets_the_same_answers_as_a_direct_stdio_client() {
+    let sluice = HttpSluice::start(&[], &everything()).await;
+    let (proxied, inbox) = connect_http(&sluice.url).await;
+    let (direct, _) = connect(&everything()).await;
+    assert_eq!(
+        proxied.list_all_tools().await.unwrap(),
+        direct.list_all_tools().await.unwrap()
+    );
+    for (tool, arguments) in [
+        ("echo", serde_json::json!({"message": "over http"})),
+        (
+            "get-structured-content",
+            serde_json::json!({"location": "Chicago"}),
+        ),
+        (
+            "trigger-long-running-operation",
+            serde_json::json!({"duration": 1, "steps": 3}),
+        ),
+    ] {
+        let params = CallToolRequestParams::new(tool).with_arguments(args(arguments));
+        assert_eq!(
+            serde_json::to_value(proxied.call_tool(params.clone()).await.unwrap()).unwrap(),
+            serde_json::to_value(direct.call_tool(params).await.unwrap()).unwrap(),
+            "{tool}"
+        );
+    }
+    assert_eq!(inbox.lock().unwrap().progress.len(), 3);
+    proxied.cancel().await.unwrap();
+    direct.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn concurrent_sessions_each_get_their_own_progress() {
+    let sluice = HttpSluice::start(&[], &sample()).await;
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(connect_http(&sluice.url).await);
+    }
+    let calls = clients.iter().enumerate().map(|(i, (client, _))| {
+        let seconds = 0.25 * (i + 1) as f64;
+        let params = CallToolRequestParams::new("slow_task")
+            .with_arguments(args(serde_json::json!({"seconds": seconds})));
+        async move { client.call_tool(params).await.unwrap() }
+    });
+    let results = futures::future::join_all(calls).await;
+    for (i, result) in results.iter().enumerate() {
+        assert_eq!(
+            first_text(result),
+            format!("done after {} s", 0.25 * (i + 1) as f64)
+        );
+        let progress = clients[i].1.lock().unwrap().progress.len();
+        assert_eq!(progress, i + 1, "client {i} got another session's progress");
+    }
+    for (client, _) in clients {
+        client.cancel().await.unwrap();
+    }
+}
+
+/// Sends a raw `initialize` POST with the given Host and Origin; returns
+/// the HTTP status line.
+async fn post_with(url: &str, host: &str, origin: Option<&str>) -> String {
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let origin = origin
+        .map(|o| format!("Origin: {o}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\n{origin}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = vec![0u8; 256];
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut response))
+        .await
+        .unwrap()
+        .unwrap();
+    String::from_utf8_lossy(&response[..n])
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn only_localhost_hosts_and_origins_are_accepted_by_default() {
+    let sluice = HttpSluice::start(&[], &sample()).await;
+    let port = sluice
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let local = format!("localhost:{port}");
+    assert!(post_with(&sluice.url, &local, None).await.contains("200"));
+    assert!(
+        post_with(&sluice.url, &local, Some("http://localhost:3000"))
+            .await
+            .contains("200")
+    );
+    assert!(
+        post_with(&sluice.url, "evil.example", None)
+            .await
+            .contains("403")
+    );
+    assert!(
+        post_with(&sluice.url, &local, Some("http://evil.example"))
+            .await
+            .contains("403")
+    );
+}
+
+#[tokio::test]
+async fn allow_host_widens_the_checks() {
+    let sluice = HttpSluice::start(&["--allow-host", "mcp.internal"], &sample()).await;
+    assert!(
+        post_with(&sluice.url, "mcp.internal", Some("https://mcp.internal"))
+            .await
+            .contains("200")
+    );
+    assert!(
+        post_with(&sluice.url, "evil.example", None)
+            .await
+            .contains("403")
+    );
+}

@@ -1,0 +1,12 @@
+//! Integration tests: the `sluice` binary between real MCP clients and
+//! real MCP servers. One test binary (as in casey/just), one file per
+//! concern; `support` holds the builders that keep each test short.
+
+#![allow(deprecated)] // logging is SEP-2577-deprecated, and still forwarded
+
+mod support;
+
+mod config_errors;
+mod faults;
+mod http;
+mod stdio;

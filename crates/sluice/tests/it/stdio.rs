@@ -1,0 +1,203 @@
+//! Transparency over stdio: what a client sees through sluice is what it
+//! sees directly.
+
+use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
+
+use crate::support::*;
+
+/// Lists and calls the same things on `direct` and through sluice, and
+/// compares every answer.
+async fn same_answers(upstream: Vec<String>, calls: &[(&str, serde_json::Value)]) {
+    let (direct, direct_inbox) = connect(&upstream).await;
+    let (proxied, proxied_inbox) = connect(&via_sluice(&upstream)).await;
+
+    let tools = direct.list_all_tools().await.unwrap();
+    assert!(!tools.is_empty());
+    assert_eq!(
+        proxied.list_all_tools().await.unwrap(),
+        tools,
+        "tools/list differs"
+    );
+
+    for (tool, arguments) in calls {
+        let params =
+            CallToolRequestParams::new(tool.to_string()).with_arguments(args(arguments.clone()));
+        let want = direct.call_tool(params.clone()).await.unwrap();
+        let got = proxied.call_tool(params).await.unwrap();
+        assert_eq!(
+            serde_json::to_value(&got).unwrap(),
+            serde_json::to_value(&want).unwrap(),
+            "tools/call {tool} differs"
+        );
+    }
+    let want_progress = direct_inbox.lock().unwrap().progress.len();
+    let got_progress = proxied_inbox.lock().unwrap().progress.len();
+    assert_eq!(got_progress, want_progress, "progress notifications differ");
+
+    let resources = direct.list_all_resources().await.unwrap();
+    assert_eq!(proxied.list_all_resources().await.unwrap(), resources);
+    for resource in resources.iter().take(3) {
+        let params = ReadResourceRequestParams::new(resource.uri.clone());
+        assert_eq!(
+            proxied.read_resource(params.clone()).await.unwrap(),
+            direct.read_resource(params).await.unwrap(),
+            "resources/read {} differs",
+            resource.uri
+        );
+    }
+    assert_eq!(
+        proxied.list_all_resource_templates().await.unwrap(),
+        direct.list_all_resource_templates().await.unwrap()
+    );
+    let prompts = direct.list_all_prompts().await.unwrap();
+    assert_eq!(proxied.list_all_prompts().await.unwrap(), prompts);
+    for prompt in prompts
+        .iter()
+        .filter(|p| {
+            p.arguments
+                .as_ref()
+                .is_none_or(|a| a.iter().all(|a| a.required != Some(true)))
+        })
+        .take(2)
+    {
+        let params = GetPromptRequestParams::new(prompt.name.clone());
+        assert_eq!(
+            proxied.get_prompt(params.clone()).await.unwrap(),
+            direct.get_prompt(params).await.unwrap(),
+            "prompts/get {} differs",
+            prompt.name
+        );
+    }
+    direct.cancel().await.unwrap();
+    proxied.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn sample_server_through_sluice_answers_like_directly() {
+    same_answers(
+        sample(),
+        &[
+            ("echo", serde_json::json!({"text": "hello"})),
+            ("inventory", serde_json::json!({"count": 500})),
+            ("slow_task", serde_json::json!({"seconds": 0.5})),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn server_everything_through_sluice_answers_like_directly() {
+    let big = "x".repeat(300_000);
+    same_answers(
+        everything(),
+        &[
+            ("echo", serde_json::json!({"message": "hi"})),
+            ("echo", serde_json::json!({ "message": big })),
+            ("get-sum", serde_json::json!({"a": 2, "b": 40})),
+            (
+                "get-structured-content",
+                serde_json::json!({"location": "New York"}),
+            ),
+            ("get-tiny-image", serde_json::json!({})),
+            ("get-resource-links", serde_json::json!({"count": 3})),
+            (
+                "trigger-long-running-operation",
+                serde_json::json!({"duration": 1, "steps": 4}),
+            ),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn progress_tokens_are_mapped_back_to_the_clients_own() {
+    let (client, inbox) = connect(&via_sluice(&sample())).await;
+    let params = CallToolRequestParams::new("slow_task")
+        .with_arguments(args(serde_json::json!({"seconds": 1})));
+    let result = client.call_tool(params).await.unwrap();
+    assert_eq!(first_text(&result), "done after 1 s");
+    let progress = &inbox.lock().unwrap().progress;
+    assert_eq!(progress.len(), 4, "{progress:?}");
+    // rmcp's client numbers its tokens from 0; the same token must come back.
+    let token = &progress[0].progress_token;
+    assert!(progress.iter().all(|p| &p.progress_token == token));
+    assert_eq!(
+        progress.iter().map(|p| p.progress).collect::<Vec<_>>(),
+        [1.0, 2.0, 3.0, 4.0]
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn two_upstreams_from_a_config_file_are_prefixed_and_routed() {
+    let dir = TempDir::new("two-upstreams");
+    let sample = sample();
+    let everything = everything();
+    let toml = format!(
+        "[upstreams.shop]\ncommand = {:?}\nargs = {:?}\n\n[upstreams.ref]\ncommand = {:?}\nargs = {:?}\n",
+        sample[0],
+        &sample[1..],
+        everything[0],
+        &everything[1..]
+    );
+    let config = dir.file("sluice.toml", &toml);
+    let (client, _) = connect(&via_config(&config)).await;
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.contains(&"shop__echo".to_owned()), "{names:?}");
+    assert!(names.contains(&"ref__echo".to_owned()), "{names:?}");
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("shop__") || n.starts_with("ref__")),
+        "{names:?}"
+    );
+
+    let shop = client
+        .call_tool(
+            CallToolRequestParams::new("shop__echo")
+                .with_arguments(args(serde_json::json!({"text": "from shop"}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first_text(&shop), "from shop");
+    let reference = client
+        .call_tool(
+            CallToolRequestParams::new("ref__echo")
+                .with_arguments(args(serde_json::json!({"message": "from ref"}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first_text(&reference), "Echo: from ref");
+
+    let unknown = client
+        .call_tool(CallToolRequestParams::new("nope__echo"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        unknown.contains("unknown tool `nope__echo`") && unknown.contains("ref, shop"),
+        "{unknown}"
+    );
+
+    // Resources are routed by URI, prompts by prefix.
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("sample://readme"))
+        .await
+        .unwrap();
+    assert!(format!("{read:?}").contains("hammers"));
+    let prompts: Vec<String> = client
+        .list_all_prompts()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert!(prompts.contains(&"shop__restock".to_owned()), "{prompts:?}");
+    client.cancel().await.unwrap();
+}
