@@ -82,7 +82,7 @@ pub async fn run() -> anyhow::Result<()> {
     println!("and a client session through it. Everything below is what a model would see.");
 
     let gateway = Gateway::new(&config);
-    gateway.begin(&ClientCapabilities::default()).await;
+    gateway.begin_and_wait(&Default::default()).await;
     let (client_io, server_io) = tokio::io::duplex(1 << 20);
     let shutdown = CancellationToken::new();
     let server = tokio::spawn({

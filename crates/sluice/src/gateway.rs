@@ -27,7 +27,7 @@ use sluice_core::config::Config;
 use sluice_core::naming::Namer;
 use tokio_util::sync::CancellationToken;
 
-use crate::hub::{Hub, RouteGuard, SessionId};
+use crate::hub::{FirstClient, Hub, Notice, RouteGuard, SessionId};
 use crate::upstream::{CallError, Upstream};
 
 /// Who is asking: enough to route progress, cancellation and server→client
@@ -109,18 +109,18 @@ impl Gateway {
         config
     }
 
-    /// Starts every upstream once, declaring to them the capabilities of
-    /// the first client (`client`); resolves when all have started or
-    /// failed. Later calls share the same start.
-    pub fn begin(
-        self: &Arc<Self>,
-        client: &rmcp::model::ClientCapabilities,
-    ) -> Shared<BoxFuture<'static, ()>> {
+    /// Starts every upstream once, mirroring to them the first client
+    /// (`client`); later calls change nothing.
+    pub fn begin(self: &Arc<Self>, client: &FirstClient) {
+        drop(self.starting(client));
+    }
+
+    fn starting(self: &Arc<Self>, client: &FirstClient) -> Shared<BoxFuture<'static, ()>> {
         let mut starting = lock(&self.starting);
         if let Some(start) = starting.as_ref() {
             return start.clone();
         }
-        self.hub.set_client_capabilities(client);
+        self.hub.set_first_client(client);
         let gateway = self.clone();
         let task = tokio::spawn(async move {
             let begun = std::time::Instant::now();
@@ -145,8 +145,8 @@ impl Gateway {
 
     /// Starts the upstreams (see [`Self::begin`]) and waits, at most
     /// [`STARTUP_WAIT`], for them.
-    pub async fn begin_and_wait(self: &Arc<Self>, client: &rmcp::model::ClientCapabilities) {
-        let start = self.begin(client);
+    pub async fn begin_and_wait(self: &Arc<Self>, client: &FirstClient) {
+        let start = self.starting(client);
         if tokio::time::timeout(STARTUP_WAIT, start).await.is_err() {
             tracing::warn!(
                 "upstreams still starting after {} s; answering the client without them",
@@ -194,10 +194,9 @@ impl Gateway {
     /// What sluice declares to clients: the union of what its upstreams
     /// declare (tools always), and their instructions.
     pub async fn server_info(&self) -> ServerConfig {
-        let mut capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .build();
+        // The union of what the upstreams declare, flag by flag, so that
+        // one upstream's capabilities come through exactly.
+        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
         let mut instructions = Vec::new();
         let mut names = Vec::new();
         for upstream in &self.upstreams {
@@ -205,23 +204,24 @@ impl Gateway {
                 continue;
             };
             let declared = &info.capabilities;
-            if declared.prompts.is_some() {
-                let mut prompts = rmcp::model::PromptsCapability::default();
-                prompts.list_changed = Some(true);
-                capabilities.prompts = Some(prompts);
+            if let Some(tools) = &declared.tools {
+                let merged = capabilities.tools.get_or_insert_with(Default::default);
+                merged.list_changed = either(merged.list_changed, tools.list_changed);
+            }
+            if let Some(prompts) = &declared.prompts {
+                let merged = capabilities.prompts.get_or_insert_with(Default::default);
+                merged.list_changed = either(merged.list_changed, prompts.list_changed);
             }
             if let Some(resources) = &declared.resources {
                 let merged = capabilities.resources.get_or_insert_with(Default::default);
-                merged.list_changed = Some(true);
-                if resources.subscribe == Some(true) {
-                    merged.subscribe = Some(true);
-                }
+                merged.list_changed = either(merged.list_changed, resources.list_changed);
+                merged.subscribe = either(merged.subscribe, resources.subscribe);
             }
-            if declared.completions.is_some() {
-                capabilities.completions = Some(Default::default());
+            if let Some(completions) = &declared.completions {
+                capabilities.completions = Some(completions.clone());
             }
-            if declared.logging.is_some() {
-                capabilities.logging = Some(Default::default());
+            if let Some(logging) = &declared.logging {
+                capabilities.logging = Some(logging.clone());
             }
             if let Some(text) = &info.instructions {
                 if self.namer.prefixed() {
@@ -264,12 +264,17 @@ impl Gateway {
                 Ok(value) => answered.push((upstream, value)),
                 Err(e) => {
                     tracing::warn!(upstream = %upstream.name(), "{e}");
-                    errors.push(e.to_string());
+                    errors.push(e);
                 }
             }
         }
         if answered.is_empty() && !errors.is_empty() {
-            return Err(ErrorData::internal_error(errors.join("\n"), None));
+            // One upstream's own error goes to the client as it was.
+            if errors.len() == 1 {
+                return Err(call_error(errors.remove(0)));
+            }
+            let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            return Err(ErrorData::internal_error(messages.join("\n"), None));
         }
         Ok(answered)
     }
@@ -426,14 +431,35 @@ impl Gateway {
             .clone();
         params.name = name.to_owned().into();
         params.meta = forwarded_meta(&caller.meta);
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        match self.send(&upstream, request, caller).await {
+        let mut round = 0;
+        loop {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            let answer = self.send(&upstream, request, caller).await;
+            if let Ok(ServerResult::InputRequiredResult(result)) = &answer
+                && crate::input::must_bridge(caller)
+                && round < crate::input::MAX_ROUNDS
+            {
+                (params.input_responses, params.request_state) =
+                    crate::input::fulfil(result.clone(), caller, round).await?;
+                round += 1;
+                continue;
+            }
+            return self.call_answer(&upstream, answer);
+        }
+    }
+
+    fn call_answer(
+        &self,
+        upstream: &Upstream,
+        answer: Result<ServerResult, CallError>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        match answer {
             Ok(ServerResult::CallToolResult(result)) => Ok(CallToolResponse::Complete(result)),
             Ok(ServerResult::InputRequiredResult(result)) => {
                 Ok(CallToolResponse::InputRequired(result))
             }
             Ok(ServerResult::CreateTaskResult(result)) => Ok(CallToolResponse::Task(result)),
-            Ok(other) => Err(unexpected(&upstream, "tools/call", &other)),
+            Ok(other) => Err(unexpected(upstream, "tools/call", &other)),
             // The model should read why its call failed: an error result,
             // not a JSON-RPC error that clients show as "internal error".
             Err(CallError::Unavailable(message)) => Ok(CallToolResponse::Complete(
@@ -459,16 +485,27 @@ impl Gateway {
             .clone();
         params.name = name.to_owned();
         params.meta = forwarded_meta(&caller.meta);
-        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
-        match self
-            .send(&upstream, request, caller)
-            .await
-            .map_err(call_error)?
-        {
-            ServerResult::GetPromptResult(r) => Ok(GetPromptResponse::Complete(r)),
-            ServerResult::InputRequiredResult(r) => Ok(GetPromptResponse::InputRequired(r)),
-            other => Err(unexpected(&upstream, "prompts/get", &other)),
+        for round in 0..=crate::input::MAX_ROUNDS {
+            let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params.clone()));
+            match self
+                .send(&upstream, request, caller)
+                .await
+                .map_err(call_error)?
+            {
+                ServerResult::GetPromptResult(r) => return Ok(GetPromptResponse::Complete(r)),
+                ServerResult::InputRequiredResult(r)
+                    if crate::input::must_bridge(caller) && round < crate::input::MAX_ROUNDS =>
+                {
+                    (params.input_responses, params.request_state) =
+                        crate::input::fulfil(r, caller, round).await?;
+                }
+                ServerResult::InputRequiredResult(r) => {
+                    return Ok(GetPromptResponse::InputRequired(r));
+                }
+                other => return Err(unexpected(&upstream, "prompts/get", &other)),
+            }
         }
+        unreachable!("the last round returns")
     }
 
     /// Reads a resource.
@@ -484,11 +521,7 @@ impl Gateway {
             let request =
                 ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params.clone()));
             match self.send(&upstream, request, caller).await {
-                Ok(ServerResult::ReadResourceResult(mut r)) => {
-                    if caller.legacy {
-                        r.ttl_ms = None;
-                        r.cache_scope = None;
-                    }
+                Ok(ServerResult::ReadResourceResult(r)) => {
                     return Ok(ReadResourceResponse::Complete(r));
                 }
                 Ok(ServerResult::InputRequiredResult(r)) => {
@@ -649,37 +682,47 @@ impl Gateway {
         caller: &Caller,
     ) -> Result<ServerResult, CallError> {
         let hub = &self.hub;
-        // Progress is forwarded from here, in the order it came, and all of
-        // it before the response (see `upstream::tap`).
-        let listener = caller.peer.clone().zip(caller.meta.get_progress_token());
-        let wants_progress = listener.is_some();
-        let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
+        // Notifications about the request are forwarded from here, in the
+        // order they came, and all of them before the response (see
+        // `upstream::tap`).
+        let progress_token = caller.meta.get_progress_token();
+        let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
         let call = upstream.send(request, &caller.ct, |handle| {
             let mut guards: Vec<RouteGuard> = Vec::with_capacity(2);
+            let listening = caller.peer.is_some();
             guards.push(hub.track_call(
                 upstream.name(),
                 handle.id.clone(),
                 caller.session,
                 caller.request.clone(),
+                listening.then(|| notices_tx.clone()),
             ));
-            if wants_progress {
+            if listening && progress_token.is_some() {
                 guards.push(hub.route_progress(
                     upstream.name(),
                     handle.progress_token.clone(),
-                    progress_tx.clone(),
+                    notices_tx.clone(),
                 ));
             }
             guards
         });
-        let Some((peer, token)) = listener else {
-            return call.await;
+        let Some(peer) = caller.peer.clone() else {
+            return call.await.map(|r| in_clients_era(r, caller.legacy));
         };
-        let forward = |mut params: rmcp::model::ProgressNotificationParam| {
-            params.progress_token = token.clone();
+        let forward = |notice: Notice| {
             let peer = peer.clone();
+            let token = progress_token.clone();
             async move {
-                if let Err(e) = peer.notify_progress(params).await {
-                    tracing::debug!("progress not delivered: {e}");
+                let sent = match notice {
+                    Notice::Progress(mut params) => {
+                        let Some(token) = token else { return };
+                        params.progress_token = token;
+                        peer.notify_progress(params).await
+                    }
+                    Notice::Log(params) => peer.notify_logging_message(params).await,
+                };
+                if let Err(e) = sent {
+                    tracing::debug!("notification not delivered: {e}");
                 }
             }
         };
@@ -687,14 +730,14 @@ impl Gateway {
         let result = loop {
             tokio::select! {
                 biased;
-                Some(params) = progress_rx.recv() => forward(params).await,
+                Some(notice) = notices.recv() => forward(notice).await,
                 result = &mut call => break result,
             }
         };
-        while let Ok(params) = progress_rx.try_recv() {
-            forward(params).await;
+        while let Ok(notice) = notices.try_recv() {
+            forward(notice).await;
         }
-        result
+        result.map(|r| in_clients_era(r, caller.legacy))
     }
 
     fn unknown(&self, what: &str, name: &str) -> ErrorData {
@@ -712,15 +755,52 @@ impl Gateway {
 }
 
 /// The client's `_meta`, minus what sluice sets itself on the upstream
-/// request (the progress token, and the 2026-07-28 lifecycle keys that
-/// describe sluice, not the client).
+/// request (the progress token, and the 2026-07-28 keys that describe
+/// sluice, not the client; the client's `logLevel` preference is kept).
 fn forwarded_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
     let mut forwarded = meta.clone();
-    forwarded
-        .0
-        .0
-        .retain(|key, _| key != "progressToken" && !key.starts_with("io.modelcontextprotocol/"));
+    forwarded.0.0.retain(|key, _| {
+        key != "progressToken"
+            && !matches!(
+                key.as_str(),
+                "io.modelcontextprotocol/protocolVersion"
+                    | "io.modelcontextprotocol/clientInfo"
+                    | "io.modelcontextprotocol/clientCapabilities"
+            )
+    });
     (!forwarded.0.0.is_empty()).then_some(forwarded)
+}
+
+/// An upstream's result in the shape of the client's protocol era: the
+/// upstream may speak the other one. A 2026-07-28 client requires
+/// `resultType`; an older one knows no cache hints.
+fn in_clients_era(mut result: ServerResult, legacy: bool) -> ServerResult {
+    use rmcp::model::ResultType;
+    if legacy {
+        if let ServerResult::ReadResourceResult(r) = &mut result {
+            r.ttl_ms = None;
+            r.cache_scope = None;
+        }
+        return result;
+    }
+    let result_type = match &mut result {
+        ServerResult::CompleteResult(r) => &mut r.result_type,
+        ServerResult::GetPromptResult(r) => &mut r.result_type,
+        ServerResult::ReadResourceResult(r) => &mut r.result_type,
+        ServerResult::CallToolResult(r) => &mut r.result_type,
+        _ => return result,
+    };
+    result_type.get_or_insert(ResultType::COMPLETE);
+    result
+}
+
+/// `true` if either says so, `false` if either says so, else unsaid.
+fn either(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    match (a, b) {
+        (Some(true), _) | (_, Some(true)) => Some(true),
+        (None, None) => None,
+        _ => Some(false),
+    }
 }
 
 fn page(cursor: Option<String>) -> PaginatedRequestParams {

@@ -18,6 +18,16 @@ use rmcp::model::{
 use rmcp::service::{Peer, RoleServer};
 use tokio::sync::broadcast;
 
+/// What the first client said about itself: what sluice mirrors upstream.
+#[derive(Debug, Clone, Default)]
+pub struct FirstClient {
+    /// Its capabilities.
+    pub capabilities: ClientCapabilities,
+    /// The version it asked for in `initialize`; `None` for a 2026-07-28
+    /// client (or none at all, as in `sluice call`).
+    pub initialize_version: Option<rmcp::model::ProtocolVersion>,
+}
+
 /// Identifies one downstream client session.
 pub type SessionId = u64;
 
@@ -47,9 +57,20 @@ pub struct SessionEntry {
     pub subscriptions: HashSet<String>,
 }
 
-/// Where an upstream's progress for one request goes: to the task waiting
-/// for that request, which forwards it (in order, before the response).
-pub type ProgressRoute = tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>;
+/// A notification an upstream sent about one request.
+#[derive(Debug)]
+pub enum Notice {
+    /// Progress of the request.
+    Progress(ProgressNotificationParam),
+    /// A log message sent while the request ran (for 2026-07-28 clients,
+    /// which have no session to receive it otherwise).
+    Log(LoggingMessageNotificationParam),
+}
+
+/// Where an upstream's notifications about one request go: to the task
+/// waiting for that request, which forwards them in order, before the
+/// response.
+pub type NoticeRoute = tokio::sync::mpsc::UnboundedSender<Notice>;
 
 /// Which client request an upstream request serves.
 #[derive(Debug, Clone)]
@@ -60,18 +81,20 @@ pub struct CallOrigin {
     pub request: RequestId,
     /// A clock value: later calls have larger ones.
     pub seq: u64,
+    /// Where notifications about the call go.
+    pub notices: Option<NoticeRoute>,
 }
 
 /// The shared routing state.
 #[derive(Debug)]
 pub struct Hub {
     sessions: Mutex<HashMap<SessionId, SessionEntry>>,
-    progress: Mutex<HashMap<(String, ProgressToken), ProgressRoute>>,
+    progress: Mutex<HashMap<(String, ProgressToken), NoticeRoute>>,
     calls: Mutex<HashMap<(String, RequestId), CallOrigin>>,
     events: broadcast::Sender<Event>,
     next_session: AtomicU64,
     clock: AtomicU64,
-    client_capabilities: OnceLock<ClientCapabilities>,
+    first_client: OnceLock<FirstClient>,
 }
 
 impl Default for Hub {
@@ -83,7 +106,7 @@ impl Default for Hub {
             events: broadcast::channel(1024).0,
             next_session: AtomicU64::new(1),
             clock: AtomicU64::new(1),
-            client_capabilities: OnceLock::new(),
+            first_client: OnceLock::new(),
         }
     }
 }
@@ -95,21 +118,25 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Hub {
-    /// Records the capabilities of the first client; later calls change
-    /// nothing. sluice declares the same ones (sampling, elicitation, roots)
-    /// to its upstreams, so that they offer that client exactly what they
-    /// would offer it directly.
-    pub fn set_client_capabilities(&self, declared: &ClientCapabilities) {
+    /// Records the first client; later calls change nothing. sluice declares
+    /// the same capabilities (sampling, elicitation, roots) to its upstreams,
+    /// and speaks the same protocol era, so that they offer that client
+    /// exactly what they would offer it directly.
+    pub fn set_first_client(&self, client: &FirstClient) {
         let mut mirrored = ClientCapabilities::default();
-        mirrored.sampling = declared.sampling.clone();
-        mirrored.elicitation = declared.elicitation.clone();
-        mirrored.roots = declared.roots.clone();
-        let _ = self.client_capabilities.set(mirrored);
+        mirrored.sampling = client.capabilities.sampling.clone();
+        mirrored.elicitation = client.capabilities.elicitation.clone();
+        mirrored.roots = client.capabilities.roots.clone();
+        let _ = self.first_client.set(FirstClient {
+            capabilities: mirrored,
+            initialize_version: client.initialize_version.clone(),
+        });
     }
 
-    /// The capabilities sluice declares to its upstreams.
-    pub fn client_capabilities(&self) -> ClientCapabilities {
-        self.client_capabilities.get().cloned().unwrap_or_default()
+    /// What sluice declares to its upstreams: the first client's
+    /// capabilities, and its protocol era.
+    pub fn first_client(&self) -> FirstClient {
+        self.first_client.get().cloned().unwrap_or_default()
     }
 
     /// A new session id.
@@ -174,7 +201,7 @@ impl Hub {
         self: &Arc<Self>,
         upstream: &str,
         token: ProgressToken,
-        route: ProgressRoute,
+        route: NoticeRoute,
     ) -> RouteGuard {
         let key = (upstream.to_owned(), token);
         lock(&self.progress).insert(key.clone(), route);
@@ -189,7 +216,17 @@ impl Hub {
     pub fn divert_progress(&self, upstream: &str, params: &ProgressNotificationParam) -> bool {
         lock(&self.progress)
             .get(&(upstream.to_owned(), params.progress_token.clone()))
-            .is_some_and(|route| route.send(params.clone()).is_ok())
+            .is_some_and(|route| route.send(Notice::Progress(params.clone())).is_ok())
+    }
+
+    /// Queues a log message from `upstream` for the sessionless (2026-07-28)
+    /// request it most likely belongs to; `false` if the latest request
+    /// waiting on `upstream` has a session (which hears logs anyway).
+    pub fn divert_log(&self, upstream: &str, params: &LoggingMessageNotificationParam) -> bool {
+        self.latest_call(upstream)
+            .filter(|origin| origin.session.is_none())
+            .and_then(|origin| origin.notices)
+            .is_some_and(|route| route.send(Notice::Log(params.clone())).is_ok())
     }
 
     /// Records that upstream request `id` serves a client request, until the
@@ -200,6 +237,7 @@ impl Hub {
         id: RequestId,
         session: Option<SessionId>,
         request: RequestId,
+        notices: Option<NoticeRoute>,
     ) -> RouteGuard {
         let key = (upstream.to_owned(), id);
         let seq = self.clock.fetch_add(1, Ordering::Relaxed);
@@ -209,6 +247,7 @@ impl Hub {
                 session,
                 request,
                 seq,
+                notices,
             },
         );
         RouteGuard {

@@ -10,6 +10,7 @@
 //! - [`gateway`]: routing client requests to upstreams and merging lists.
 //! - [`hub`]: what sessions and upstream connections share (routes, events).
 //! - [`upstream`]: one supervised upstream server (child process or HTTP).
+//! - [`input`]: answering a 2026-07-28 upstream's `input_required` for older clients.
 //! - [`cancel`]: waiting for a peer while honouring cancellation.
 //! - [`call`], [`demo`], [`sample_server`]: `sluice call`, `sluice demo`,
 //!   and the built-in server they use.
@@ -34,6 +35,7 @@ pub mod cli;
 pub mod demo;
 pub mod gateway;
 pub mod hub;
+pub mod input;
 pub mod sample_server;
 pub mod serve;
 pub mod session;

@@ -18,7 +18,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 
 use crate::gateway::{Caller, Gateway};
-use crate::hub::{Event, SessionEntry, SessionId};
+use crate::hub::{Event, FirstClient, SessionEntry, SessionId};
 
 /// The handler of one client session.
 pub struct Session {
@@ -39,9 +39,10 @@ impl Session {
         let session = self.gateway.hub().session(self.id).map(|_| self.id);
         if session.is_none() {
             // A 2026-07-28 request declares its client's capabilities itself.
-            let _ = self
-                .gateway
-                .begin(&ctx.client_capabilities().unwrap_or_default());
+            self.gateway.begin(&FirstClient {
+                capabilities: ctx.client_capabilities().unwrap_or_default(),
+                initialize_version: None,
+            });
         }
         let legacy = ctx
             .protocol_version()
@@ -129,7 +130,10 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
         self.gateway
-            .begin_and_wait(&context.client_capabilities().unwrap_or_default())
+            .begin_and_wait(&FirstClient {
+                capabilities: context.client_capabilities().unwrap_or_default(),
+                initialize_version: None,
+            })
             .await;
         Ok(DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
@@ -142,7 +146,12 @@ impl ServerHandler for Session {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        self.gateway.begin_and_wait(&request.capabilities).await;
+        self.gateway
+            .begin_and_wait(&FirstClient {
+                capabilities: request.capabilities.clone(),
+                initialize_version: Some(request.protocol_version.clone()),
+            })
+            .await;
         context.peer.set_peer_info(request.clone());
         tracing::info!(
             session = self.id,

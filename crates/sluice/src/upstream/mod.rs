@@ -237,11 +237,14 @@ impl Upstream {
     }
 
     fn client(&self) -> UpstreamClient {
-        let capabilities = self.hub.client_capabilities();
-        let info = ClientConfig::new(
-            capabilities,
+        let first = self.hub.first_client();
+        let mut info = ClientConfig::new(
+            first.capabilities,
             Implementation::new("sluice", env!("CARGO_PKG_VERSION")),
         );
+        if let Some(version) = first.initialize_version {
+            info.protocol_version = version;
+        }
         UpstreamClient {
             upstream: self.spec.name.clone(),
             hub: self.hub.clone(),
@@ -251,7 +254,13 @@ impl Upstream {
 
     /// Starts the upstream and completes the MCP handshake.
     async fn connect(&self) -> Result<Connection, String> {
+        let first = self.hub.first_client();
         let lifecycle = match self.spec.protocol {
+            // A client of the initialize era gets an upstream of that era:
+            // same logging, same server→client requests, same errors.
+            ProtocolChoice::Auto if first.initialize_version.is_some() => {
+                ClientLifecycleMode::Initialize
+            }
             ProtocolChoice::Auto => ClientLifecycleMode::Auto {
                 preferred_versions: vec![ProtocolVersion::V_2026_07_28],
                 legacy_version: Some(ProtocolVersion::V_2025_11_25),

@@ -1,5 +1,6 @@
-//! A transport wrapper that takes progress notifications out of an
-//! upstream's message stream, in order.
+//! A transport wrapper that takes the notifications about one request
+//! (progress; logs for 2026-07-28 clients) out of an upstream's message
+//! stream, in order.
 //!
 //! rmcp handles each notification in a task of its own, so a progress
 //! notification can reach sluice's handler after the response it preceded:
@@ -39,11 +40,19 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Tapped<T> {
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         loop {
             let message = self.inner.receive().await?;
-            if let JsonRpcMessage::Notification(n) = &message
-                && let ServerNotification::ProgressNotification(p) = &n.notification
-                && self.hub.divert_progress(&self.upstream, &p.params)
-            {
-                continue;
+            if let JsonRpcMessage::Notification(n) = &message {
+                let diverted = match &n.notification {
+                    ServerNotification::ProgressNotification(p) => {
+                        self.hub.divert_progress(&self.upstream, &p.params)
+                    }
+                    ServerNotification::LoggingMessageNotification(l) => {
+                        self.hub.divert_log(&self.upstream, &l.params)
+                    }
+                    _ => false,
+                };
+                if diverted {
+                    continue;
+                }
             }
             return Some(message);
         }

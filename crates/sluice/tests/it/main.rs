@@ -9,4 +9,5 @@ mod support;
 mod config_errors;
 mod faults;
 mod http;
+mod peers;
 mod stdio;

@@ -116,7 +116,7 @@ async fn progress_tokens_are_mapped_back_to_the_clients_own() {
         .with_arguments(args(serde_json::json!({"seconds": 1})));
     let result = client.call_tool(params).await.unwrap();
     assert_eq!(first_text(&result), "done after 1 s");
-    let progress = &inbox.lock().unwrap().progress;
+    let progress = inbox.lock().unwrap().progress.clone();
     assert_eq!(progress.len(), 4, "{progress:?}");
     // rmcp's client numbers its tokens from 0; the same token must come back.
     let token = &progress[0].progress_token;

@@ -1,0 +1,98 @@
+//! Bridging the two ways a server asks its client for input.
+//!
+//! A 2026-07-28 upstream answers a call with `input_required` (the requests
+//! it needs answered, and a state to echo back); a client that negotiated
+//! an older version cannot read that, and expects server→client requests
+//! (`sampling/createMessage`, `elicitation/create`, `roots/list`) instead.
+//! For such a client sluice asks each request itself, then repeats the call
+//! with the answers, as the newer protocol prescribes.
+
+use std::time::Duration;
+
+use rmcp::model::{
+    ClientResult, ErrorData, GetExtensions, InputRequest, InputRequiredResult, InputResponses,
+    ServerRequest,
+};
+use rmcp::service::{OriginatingRequestId, PeerRequestOptions};
+
+use crate::cancel::await_or_cancel;
+use crate::gateway::Caller;
+
+/// Rounds of `input_required` answered before giving up on a call.
+pub const MAX_ROUNDS: usize = 8;
+
+/// Whether sluice must answer `input_required` for this caller.
+pub fn must_bridge(caller: &Caller) -> bool {
+    caller.legacy && caller.peer.is_some()
+}
+
+/// Asks the caller's client every request of `result`; returns what to
+/// send on the retry (`inputResponses`, `requestState`).
+pub async fn fulfil(
+    result: InputRequiredResult,
+    caller: &Caller,
+    round: usize,
+) -> Result<(Option<InputResponses>, Option<String>), ErrorData> {
+    let requests = result.input_requests.unwrap_or_default();
+    if requests.is_empty() {
+        if result.request_state.is_none() {
+            return Err(ErrorData::internal_error(
+                "the upstream asked for input but named no request and no state",
+                None,
+            ));
+        }
+        // State-only rounds: the server is still working; back off a little.
+        let millis = (50u64 << round.min(3)).min(250);
+        tokio::time::sleep(Duration::from_millis(millis)).await;
+        return Ok((None, result.request_state));
+    }
+    let answers = futures::future::try_join_all(
+        requests
+            .into_iter()
+            .map(|(key, request)| async move { ask(request, caller).await.map(|a| (key, a)) }),
+    )
+    .await?;
+    Ok((Some(answers.into_iter().collect()), result.request_state))
+}
+
+async fn ask(request: InputRequest, caller: &Caller) -> Result<serde_json::Value, ErrorData> {
+    let Some(peer) = caller.peer.clone() else {
+        return Err(ErrorData::internal_error("no client to ask", None));
+    };
+    let mut request = match request {
+        InputRequest::CreateMessage(r) => ServerRequest::CreateMessageRequest(r),
+        InputRequest::Elicitation(r) => ServerRequest::ElicitRequest(r),
+        InputRequest::ListRoots(r) => ServerRequest::ListRootsRequest(r),
+        _ => {
+            return Err(ErrorData::internal_error(
+                "the upstream asked for a kind of input sluice does not know",
+                None,
+            ));
+        }
+    };
+    // On the stream of the call it belongs to (Streamable HTTP); sent from
+    // a task of its own so that rmcp does not attach it to another request.
+    request
+        .extensions_mut()
+        .insert(OriginatingRequestId(caller.request.clone()));
+    let ct = caller.ct.clone();
+    let answer = tokio::spawn(async move {
+        let handle = peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await?;
+        await_or_cancel(handle, &ct, "the call was cancelled").await
+    })
+    .await
+    .map_err(|e| ErrorData::internal_error(format!("asking the client failed: {e}"), None))?
+    .map_err(|e| match e {
+        rmcp::ServiceError::McpError(error) => error,
+        other => ErrorData::internal_error(format!("the client did not answer: {other}"), None),
+    })?;
+    let value = match answer {
+        ClientResult::CreateMessageResult(r) => serde_json::to_value(r),
+        ClientResult::ElicitResult(r) => serde_json::to_value(r),
+        ClientResult::ListRootsResult(r) => serde_json::to_value(r),
+        other => serde_json::to_value(other),
+    };
+    value.map_err(|e| ErrorData::internal_error(e.to_string(), None))
+}

@@ -1,0 +1,256 @@
+//! Real SDK clients (Python `mcp` 2.x in both protocol eras, the TypeScript
+//! SDK v1) against real servers, directly and through sluice over stdio
+//! and Streamable HTTP: the transcripts of the same scripted session must
+//! be the same. The drivers are `tests/clients/transcript.{py,mjs}`.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::process::Command;
+
+use crate::support::*;
+
+#[derive(Clone, Copy, Debug)]
+enum Driver {
+    /// Python SDK, `server/discover` first (2026-07-28), falling back.
+    PyAuto,
+    /// Python SDK, `initialize` (2025-11-25).
+    PyLegacy,
+    /// TypeScript SDK v1 (2025-11-25), what most hosts embed.
+    Ts,
+}
+
+enum Target {
+    Stdio(Vec<String>),
+    Url(String),
+}
+
+async fn transcript(driver: Driver, target: &Target, script: &str, declare: &str) -> Value {
+    let mut command = match driver {
+        Driver::PyAuto | Driver::PyLegacy => {
+            let mut c = Command::new(python());
+            c.arg(repo().join("tests/clients/transcript.py"))
+                .arg("--mode")
+                .arg(if matches!(driver, Driver::PyAuto) {
+                    "auto"
+                } else {
+                    "legacy"
+                });
+            c
+        }
+        Driver::Ts => {
+            let mut c = Command::new(node());
+            c.arg(repo().join("tests/clients/transcript.mjs"));
+            c
+        }
+    };
+    command
+        .env("SLUICE_PEERS", peers())
+        .args(["--script", script]);
+    command.args(["--drop-meta", "io.modelcontextprotocol/serverInfo"]);
+    if !declare.is_empty() {
+        command.args(["--declare", declare]);
+    }
+    match target {
+        Target::Stdio(cmd) => {
+            let line = cmd
+                .iter()
+                .map(|p| format!("'{p}'"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            command.args(["--stdio", &line]);
+        }
+        Target::Url(url) => {
+            command.args(["--url", url]);
+        }
+    }
+    let out = tokio::time::timeout(Duration::from_secs(240), command.output())
+        .await
+        .expect("the driver finishes within 240 s")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{driver:?} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Removes what legitimately differs through sluice.
+fn normalize(mut t: Value) -> Value {
+    let o = t.as_object_mut().unwrap();
+    // sluice introduces itself as sluice.
+    o.remove("server_name");
+    o.remove("server_version");
+    // sluice speaks 2026-07-28 to a client that can, even in front of a
+    // server that cannot (checked on its own in `compare`).
+    let era = o.remove("protocol_version").unwrap_or_default();
+    o.insert("era".into(), era);
+    // rmcp 3.x models the tasks of 2025-11-25 no more (tools' `execution`,
+    // the `tasks` capability): sluice re-adds tasks with operations.
+    if let Some(caps) = o
+        .get_mut("server_capabilities")
+        .and_then(Value::as_object_mut)
+    {
+        caps.remove("tasks");
+    }
+    if let Some(tools) = o.get_mut("tools").and_then(Value::as_array_mut) {
+        for tool in tools {
+            tool.as_object_mut().unwrap().remove("execution");
+        }
+    }
+    // rmcp puts a progress token on every request it sends, also on the
+    // server→client requests sluice forwards.
+    if let Some(requests) = o.get_mut("server_requests").and_then(Value::as_array_mut) {
+        for request in requests {
+            if let Some(meta) = request
+                .pointer_mut("/params/_meta")
+                .and_then(Value::as_object_mut)
+            {
+                meta.remove("progressToken");
+                if meta.is_empty() {
+                    let params = request["params"].as_object_mut().unwrap();
+                    params.remove("_meta");
+                    if params.is_empty() {
+                        request["params"] = Value::Null;
+                    }
+                }
+            }
+        }
+    }
+    t
+}
+
+fn direct_era(t: &Value) -> Value {
+    t["era"].clone()
+}
+
+/// Removes the result fields only 2026-07-28 has (`resultType`, `ttlMs`,
+/// `cacheScope`), for comparing a 2026-07-28 session with a 2025-11-25 one.
+fn without_era_fields(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for key in ["resultType", "ttlMs", "cacheScope"] {
+                map.remove(key);
+            }
+            map.values_mut().for_each(without_era_fields);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_era_fields),
+        _ => {}
+    }
+}
+
+fn assert_same(direct: &Value, proxied: &Value, what: &str) {
+    let (mut direct, mut proxied) = (normalize(direct.clone()), normalize(proxied.clone()));
+    if direct_era(&direct) != direct_era(&proxied) {
+        without_era_fields(&mut direct);
+        without_era_fields(&mut proxied);
+    }
+    direct.as_object_mut().unwrap().remove("era");
+    proxied.as_object_mut().unwrap().remove("era");
+    if direct != proxied {
+        let d = serde_json::to_string_pretty(&direct).unwrap();
+        let p = serde_json::to_string_pretty(&proxied).unwrap();
+        let first = d
+            .lines()
+            .zip(p.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        let context = |s: &str| {
+            s.lines()
+                .skip(first.saturating_sub(5))
+                .take(14)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        panic!(
+            "{what}: transcripts differ at line {first}:\n--- direct\n{}\n--- through sluice\n{}",
+            context(&d),
+            context(&p)
+        );
+    }
+}
+
+/// The same session directly, through `sluice --` over stdio, and through
+/// `sluice --listen` over HTTP (a fresh sluice each time: it mirrors its
+/// first client).
+async fn compare(driver: Driver, server: Vec<String>, script: &str, declare: &str) {
+    let direct = transcript(driver, &Target::Stdio(server.clone()), script, declare).await;
+    assert!(!direct["tools"].as_array().unwrap().is_empty());
+    let via_stdio = transcript(driver, &Target::Stdio(via_sluice(&server)), script, declare).await;
+    let era = match driver {
+        Driver::PyAuto => "2026-07-28",
+        Driver::PyLegacy | Driver::Ts => "2025-11-25",
+    };
+    assert_eq!(via_stdio["protocol_version"], era, "{driver:?}");
+    assert_same(
+        &direct,
+        &via_stdio,
+        &format!("{driver:?} {script} via stdio"),
+    );
+    let sluice = HttpSluice::start(&[], &server).await;
+    let via_http = transcript(driver, &Target::Url(sluice.url.clone()), script, declare).await;
+    assert_same(&direct, &via_http, &format!("{driver:?} {script} via http"));
+}
+
+#[tokio::test]
+async fn python_auto_client_sees_server_everything_unchanged() {
+    compare(Driver::PyAuto, everything(), "everything", "").await;
+}
+
+#[tokio::test]
+async fn python_legacy_client_sees_server_everything_unchanged() {
+    compare(Driver::PyLegacy, everything(), "everything", "").await;
+}
+
+#[tokio::test]
+async fn typescript_client_sees_server_everything_unchanged() {
+    compare(Driver::Ts, everything(), "everything", "").await;
+}
+
+#[tokio::test]
+async fn python_auto_client_answers_sampling_elicitation_and_roots_through_sluice() {
+    compare(
+        Driver::PyAuto,
+        py_server(),
+        "fixture",
+        "sampling,elicitation,roots",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn python_legacy_client_answers_sampling_elicitation_and_roots_through_sluice() {
+    compare(
+        Driver::PyLegacy,
+        py_server(),
+        "fixture",
+        "sampling,elicitation,roots",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn typescript_client_answers_sampling_elicitation_and_roots_through_sluice() {
+    compare(
+        Driver::Ts,
+        py_server(),
+        "fixture",
+        "sampling,elicitation,roots",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn server_everything_declares_its_capability_dependent_tools_to_a_capable_client() {
+    // server-everything adds tools once it knows the client can sample,
+    // elicit and list roots: sluice must declare what its client declared.
+    compare(
+        Driver::PyLegacy,
+        everything(),
+        "generic",
+        "sampling,elicitation,roots",
+    )
+    .await;
+}
