@@ -7,6 +7,7 @@
 mod support;
 
 mod config_errors;
+mod conformance;
 mod faults;
 mod http;
 mod peers;
