@@ -69,9 +69,13 @@ pub enum Sub {
     },
     /// A built-in walkthrough: a sample server behind sluice, and what a model sees.
     Demo,
-    /// The sample MCP server used by the demo (stdio).
+    /// The sample MCP server used by the demo (stdio, or HTTP with --listen).
     #[command(hide = true)]
-    SampleServer,
+    SampleServer {
+        /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<SocketAddr>,
+    },
 }
 
 /// What to run, validated.
@@ -92,8 +96,8 @@ pub enum Command {
     },
     /// The walkthrough.
     Demo,
-    /// The sample server.
-    SampleServer,
+    /// The sample server, on stdio or at an HTTP address.
+    SampleServer(Option<SocketAddr>),
 }
 
 impl Args {
@@ -111,7 +115,7 @@ impl Args {
             };
         match self.command {
             Some(Sub::Demo) => Ok(Command::Demo),
-            Some(Sub::SampleServer) => Ok(Command::SampleServer),
+            Some(Sub::SampleServer { listen }) => Ok(Command::SampleServer(listen)),
             Some(Sub::Call {
                 tool,
                 args,

@@ -5,7 +5,8 @@
 //! # Layout
 //!
 //! - [`cli`]: the command line, parsed then validated into a [`cli::Command`].
-//! - [`serve`]: serving clients over stdio or Streamable HTTP.
+//! - [`serve`]: serving clients over stdio or Streamable HTTP; [`client_lines`]:
+//!   the stdio framing, with JSON-RPC errors for malformed lines.
 //! - [`session`]: one client session, the MCP server face of sluice.
 //! - [`gateway`]: routing client requests to upstreams and merging lists.
 //! - [`hub`]: what sessions and upstream connections share (routes, events).
@@ -32,6 +33,7 @@ pub fn install_tls_provider() {
 pub mod call;
 pub mod cancel;
 pub mod cli;
+pub mod client_lines;
 pub mod demo;
 pub mod gateway;
 pub mod hub;

@@ -46,7 +46,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let command = args.validate()?;
     match command {
         Command::Demo => sluice::demo::run().await.map(|()| ExitCode::SUCCESS),
-        Command::SampleServer => sluice::sample_server::run()
+        Command::SampleServer(listen) => sluice::sample_server::run(listen)
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Call {

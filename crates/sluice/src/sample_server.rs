@@ -220,9 +220,28 @@ impl ServerHandler for SampleServer {
     }
 }
 
-/// Runs the sample server on stdin/stdout.
-pub async fn run() -> anyhow::Result<()> {
-    let running = SampleServer.serve(rmcp::transport::stdio()).await?;
-    running.waiting().await?;
+/// Runs the sample server on stdin/stdout, or over Streamable HTTP at
+/// `http://ADDR/mcp` (printing `sample-server: serving http://ADDR/mcp` on
+/// stderr once it listens).
+pub async fn run(listen: Option<std::net::SocketAddr>) -> anyhow::Result<()> {
+    let Some(addr) = listen else {
+        let running = SampleServer.serve(rmcp::transport::stdio()).await?;
+        running.waiting().await?;
+        return Ok(());
+    };
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    let service = StreamableHttpService::new(
+        || Ok(SampleServer),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    eprintln!(
+        "sample-server: serving http://{}/mcp",
+        listener.local_addr()?
+    );
+    axum::serve(listener, router).await?;
     Ok(())
 }

@@ -10,6 +10,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use crate::client_lines::ClientLines;
 use crate::gateway::Gateway;
 use crate::session::Session;
 
@@ -27,7 +28,13 @@ pub struct HttpAccess {
 pub async fn stdio(gateway: Arc<Gateway>, shutdown: CancellationToken) -> anyhow::Result<()> {
     let session = Session::new(gateway);
     let running = session
-        .serve_with_ct(rmcp::transport::stdio_pipes(), shutdown)
+        .serve_with_ct(
+            {
+                let (reader, writer) = rmcp::transport::stdio_pipes();
+                ClientLines::new(reader, writer)
+            },
+            shutdown,
+        )
         .await
         .context("serving the client over stdio")?;
     let reason = running.waiting().await?;

@@ -151,6 +151,7 @@ impl Upstream {
         tokio::time::sleep(wait).await;
         match self.connect().await {
             Ok(conn) => {
+                self.watch_lists(&conn);
                 let conn = Arc::new(conn);
                 *slot = Some(conn.clone());
                 *lock(&self.last_failure) = None;
@@ -250,6 +251,69 @@ impl Upstream {
             hub: self.hub.clone(),
             info,
         }
+    }
+
+    /// A 2026-07-28 upstream announces list changes only on a
+    /// `subscriptions/listen` stream: open one for what it can announce,
+    /// and publish what comes, as an older upstream's notifications are.
+    fn watch_lists(&self, conn: &Connection) {
+        let Some(info) = conn.info() else { return };
+        if info.protocol_version.as_str() < ProtocolVersion::V_2026_07_28.as_str() {
+            return;
+        }
+        let declared = &info.capabilities;
+        let mut filter = rmcp::model::SubscriptionFilter::new();
+        let announces = |flag: Option<bool>| flag == Some(true);
+        if declared
+            .tools
+            .as_ref()
+            .is_some_and(|c| announces(c.list_changed))
+        {
+            filter.tools_list_changed = Some(true);
+        }
+        if declared
+            .prompts
+            .as_ref()
+            .is_some_and(|c| announces(c.list_changed))
+        {
+            filter.prompts_list_changed = Some(true);
+        }
+        if declared
+            .resources
+            .as_ref()
+            .is_some_and(|c| announces(c.list_changed))
+        {
+            filter.resources_list_changed = Some(true);
+        }
+        if filter == rmcp::model::SubscriptionFilter::new() {
+            return;
+        }
+        let peer = conn.service.peer().clone();
+        let hub = self.hub.clone();
+        let name = self.spec.name.clone();
+        tokio::spawn(async move {
+            let mut subscription = match peer.listen(filter).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(upstream = %name, "cannot listen for list changes: {e}");
+                    return;
+                }
+            };
+            // Ends with the connection.
+            while let Ok(Some(notification)) = subscription.next().await {
+                use rmcp::model::ServerNotification as N;
+                let event = match notification {
+                    N::ToolListChangedNotification(_) => crate::hub::Event::ToolsChanged,
+                    N::PromptListChangedNotification(_) => crate::hub::Event::PromptsChanged,
+                    N::ResourceListChangedNotification(_) => crate::hub::Event::ResourcesChanged,
+                    N::ResourceUpdatedNotification(n) => {
+                        crate::hub::Event::ResourceUpdated(n.params.uri)
+                    }
+                    _ => continue,
+                };
+                hub.publish(event);
+            }
+        });
     }
 
     /// Starts the upstream and completes the MCP handshake.

@@ -188,8 +188,13 @@ async fn malformed_requests_get_errors_and_sluice_keeps_serving() {
     raw.send(r#"{"jsonrpc":"2.0","id":4}"#).await;
     let invalid = raw.recv().await;
     assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
+    assert_eq!(invalid["id"], 4, "the error names the request: {invalid}");
     raw.send("[1,2]").await;
     assert_eq!(raw.recv().await["error"]["code"], -32600);
+    raw.send("this is not json").await;
+    let parse = raw.recv().await;
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+    assert!(parse["id"].is_null(), "{parse}");
     raw.send(r#"{"jsonrpc":"2.0","id":5,"method":"no/such/method"}"#)
         .await;
     assert_eq!(raw.response(5).await["error"]["code"], -32601);
@@ -204,7 +209,6 @@ async fn malformed_requests_get_errors_and_sluice_keeps_serving() {
             .contains("invalid parameters for tools/call"),
         "{invalid}"
     );
-    raw.send("this is not json").await;
     raw.send(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"still here"}}}"#).await;
     let ok = raw.response(7).await;
     assert_eq!(ok["result"]["content"][0]["text"], "still here", "{ok}");

@@ -1,0 +1,220 @@
+//! End-to-end cost of going through sluice, measured side by side.
+//!
+//! 1. Latency over stdio: a small `tools/call` (`echo`) to sluice's sample
+//!    server, directly and through `sluice --`, interleaved call by call;
+//!    p50/p99 of each and the difference.
+//! 2. Latency over Streamable HTTP: the sample server serving HTTP, directly
+//!    and through `sluice --listen` with it as an HTTP upstream.
+//! 3. Throughput with 8 concurrent HTTP clients: requests per second,
+//!    directly and through sluice, in alternating blocks; the ratio.
+//!
+//! Run with `cargo bench -p sluice --bench passthrough` (optionally
+//! `-- --calls N --seconds S`). Figures vary with the machine: compare the
+//! ratios, measured in one run.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+type Client = RunningService<RoleClient, ()>;
+
+fn sluice() -> &'static str {
+    env!("CARGO_BIN_EXE_sluice")
+}
+
+async fn stdio_client(program: &str, args: &[&str]) -> Client {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    ().serve(transport).await.unwrap()
+}
+
+async fn http_client(url: &str) -> Client {
+    ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
+        .await
+        .unwrap()
+}
+
+/// Starts a process that prints `… serving http://ADDR/mcp` on stderr; returns it and the URL.
+async fn http_server(program: &str, args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        if let Some(i) = line.find("http://") {
+            let url = line[i..].trim().to_owned();
+            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            return (child, url);
+        }
+    }
+    panic!("{program} did not start serving");
+}
+
+fn echo() -> CallToolRequestParams {
+    CallToolRequestParams::new("echo").with_arguments(
+        serde_json::json!({"text": "a small result"})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    )
+}
+
+async fn timed_call(client: &Client) -> Duration {
+    let start = Instant::now();
+    let result = client.call_tool(echo()).await.unwrap();
+    let elapsed = start.elapsed();
+    assert_eq!(result.is_error, Some(false));
+    elapsed
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Interleaves `calls` calls on each client; prints p50/p99 and the added latency.
+async fn latency(label: &str, direct: &Client, proxied: &Client, calls: usize) {
+    for _ in 0..200 {
+        timed_call(direct).await;
+        timed_call(proxied).await;
+    }
+    let (mut d, mut p) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
+    for i in 0..calls {
+        // Alternate which goes first, so neither always gets a warm cache.
+        if i % 2 == 0 {
+            d.push(timed_call(direct).await);
+            p.push(timed_call(proxied).await);
+        } else {
+            p.push(timed_call(proxied).await);
+            d.push(timed_call(direct).await);
+        }
+    }
+    d.sort();
+    p.sort();
+    let (d50, d99, p50, p99) = (
+        percentile(&d, 0.5),
+        percentile(&d, 0.99),
+        percentile(&p, 0.5),
+        percentile(&p, 0.99),
+    );
+    println!(
+        "{label:<14} direct p50 {:>8.1} µs  p99 {:>8.1} µs | sluice p50 {:>8.1} µs  p99 {:>8.1} µs | added p50 {:>7.1} µs  ratio {:.2}",
+        micros(d50),
+        micros(d99),
+        micros(p50),
+        micros(p99),
+        micros(p50) - micros(d50),
+        p50.as_secs_f64() / d50.as_secs_f64()
+    );
+}
+
+/// Requests per second from `clients` concurrent clients for `seconds`.
+async fn throughput(url: &str, clients: usize, seconds: f64) -> f64 {
+    let mut sessions = Vec::new();
+    for _ in 0..clients {
+        sessions.push(http_client(url).await);
+    }
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let counts = futures::future::join_all(sessions.iter().map(|client| async move {
+        let mut n = 0u64;
+        while Instant::now() < deadline {
+            timed_call(client).await;
+            n += 1;
+        }
+        n
+    }))
+    .await;
+    let rps = counts.iter().sum::<u64>() as f64 / start.elapsed().as_secs_f64();
+    for client in sessions {
+        let _ = client.cancel().await;
+    }
+    rps
+}
+
+fn arg(name: &str, default: f64) -> f64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[tokio::main]
+async fn main() {
+    sluice::install_tls_provider();
+    let calls = arg("--calls", 2000.0) as usize;
+    let seconds = arg("--seconds", 3.0);
+
+    println!(
+        "sluice pass-through: a small tools/call (echo), direct vs through sluice, interleaved"
+    );
+    let direct = stdio_client(sluice(), &["sample-server"]).await;
+    let proxied = stdio_client(
+        sluice(),
+        &["--log-level", "error", "--", sluice(), "sample-server"],
+    )
+    .await;
+    latency("stdio", &direct, &proxied, calls).await;
+    direct.cancel().await.unwrap();
+    proxied.cancel().await.unwrap();
+
+    let (_server, server_url) =
+        http_server(sluice(), &["sample-server", "--listen", "127.0.0.1:0"]).await;
+    let config = std::env::temp_dir().join(format!("sluice-bench-{}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        format!("[upstreams.sample]\nurl = {server_url:?}\n"),
+    )
+    .unwrap();
+    let (_gateway, gateway_url) = http_server(
+        sluice(),
+        &[
+            "--log-level",
+            "error",
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let direct = http_client(&server_url).await;
+    let proxied = http_client(&gateway_url).await;
+    latency("http", &direct, &proxied, calls / 2).await;
+    direct.cancel().await.unwrap();
+    proxied.cancel().await.unwrap();
+
+    let (mut direct_rps, mut proxied_rps) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        direct_rps.push(throughput(&server_url, 8, seconds).await);
+        proxied_rps.push(throughput(&gateway_url, 8, seconds).await);
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    println!(
+        "http, 8 clients: direct {:>7.0} req/s | sluice {:>7.0} req/s | sluice/direct {:.2}   (3 alternating blocks of {seconds} s)",
+        mean(&direct_rps),
+        mean(&proxied_rps),
+        mean(&proxied_rps) / mean(&direct_rps)
+    );
+    let _ = std::fs::remove_file(config);
+}

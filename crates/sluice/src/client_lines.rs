@@ -1,0 +1,152 @@
+//! The client's side of a stdio connection: newline-delimited JSON-RPC.
+//!
+//! rmcp's own line transport skips a line that is not JSON without a word.
+//! JSON-RPC asks for an answer: `-32700 Parse error` for a line that is not
+//! JSON, `-32600 Invalid request` (with the request's id when it has one)
+//! for JSON that is not a message. The session goes on either way.
+
+use std::sync::Arc;
+
+use rmcp::model::{ErrorCode, ErrorData, JsonRpcMessage, NumberOrString};
+use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::Mutex;
+
+/// The longest line accepted (64 MiB); a longer one is answered with an
+/// error and dropped.
+const MAX_LINE: usize = 64 << 20;
+
+/// Newline-delimited JSON-RPC over a reader and a writer.
+pub struct ClientLines<R, W> {
+    reader: BufReader<R>,
+    /// The line being read; kept here so that a read cancelled by the
+    /// service loop's `select!` resumes where it stopped.
+    line: Vec<u8>,
+    writer: Arc<Mutex<W>>,
+}
+
+impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
+    /// Reads from `reader`, writes to `writer`.
+    pub fn new(reader: R, writer: W) -> Self {
+        Self {
+            reader: BufReader::with_capacity(64 << 10, reader),
+            line: Vec::new(),
+            writer: Arc::new(Mutex::new(writer)),
+        }
+    }
+}
+
+async fn write_line<W: AsyncWrite + Unpin>(
+    writer: &Mutex<W>,
+    message: &TxJsonRpcMessage<RoleServer>,
+) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec(message)?;
+    bytes.push(b'\n');
+    let mut writer = writer.lock().await;
+    writer.write_all(&bytes).await?;
+    writer.flush().await
+}
+
+/// The error answer to a line that is not a JSON-RPC message.
+fn answer_to(line: &[u8], error: &serde_json::Error) -> TxJsonRpcMessage<RoleServer> {
+    match serde_json::from_slice::<serde_json::Value>(line) {
+        Err(_) => JsonRpcMessage::error(
+            ErrorData::new(
+                ErrorCode::PARSE_ERROR,
+                format!("Parse error: the line is not JSON ({error})"),
+                None,
+            ),
+            None,
+        ),
+        Ok(value) => {
+            let id = match value.get("id") {
+                Some(serde_json::Value::Number(n)) => n.as_i64().map(NumberOrString::Number),
+                Some(serde_json::Value::String(s)) => {
+                    Some(NumberOrString::String(s.as_str().into()))
+                }
+                _ => None,
+            };
+            JsonRpcMessage::error(
+                ErrorData::invalid_request(format!("Invalid request: {error}"), None),
+                id,
+            )
+        }
+    }
+}
+
+impl<R, W> Transport<RoleServer> for ClientLines<R, W>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let writer = self.writer.clone();
+        async move { write_line(&writer, &item).await }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            let read = (&mut self.reader)
+                .take((MAX_LINE + 1 - self.line.len().min(MAX_LINE)) as u64)
+                .read_until(b'\n', &mut self.line)
+                .await;
+            match read {
+                Ok(0) if self.line.is_empty() => return None,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!("reading from the client failed: {e}");
+                    return None;
+                }
+            }
+            if self.line.len() > MAX_LINE {
+                tracing::warn!("dropped a line of more than {MAX_LINE} bytes from the client");
+                let error = JsonRpcMessage::error(
+                    ErrorData::invalid_request(
+                        format!("Invalid request: a message is longer than {MAX_LINE} bytes"),
+                        None,
+                    ),
+                    None,
+                );
+                // Skip the rest of the line.
+                let mut rest = Vec::new();
+                let _ = self.reader.read_until(b'\n', &mut rest).await;
+                self.line.clear();
+                let _ = write_line(&self.writer, &error).await;
+                continue;
+            }
+            let eof = !self.line.ends_with(b"\n");
+            let line = std::mem::take(&mut self.line);
+            let text = line
+                .strip_prefix(b"\xEF\xBB\xBF")
+                .unwrap_or(&line)
+                .trim_ascii();
+            if !text.is_empty() {
+                match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(text) {
+                    Ok(message) => return Some(message),
+                    Err(e) => {
+                        tracing::debug!("malformed message from the client: {e}");
+                        if write_line(&self.writer, &answer_to(text, &e))
+                            .await
+                            .is_err()
+                        {
+                            return None;
+                        }
+                    }
+                }
+            }
+            if eof {
+                return None;
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.writer.lock().await.flush().await
+    }
+}
