@@ -159,8 +159,48 @@ fn arg(name: &str, default: f64) -> f64 {
         .unwrap_or(default)
 }
 
-#[tokio::main]
-async fn main() {
+/// `passthrough --relay CMD…`: copies bytes between this process's stdio
+/// and a child's, parsing nothing: the floor of what any stdio proxy costs
+/// (two more pipe hops and one more process to wake).
+fn relay(command: &[String]) {
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    let mut child = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pump = |mut from: Box<dyn Read + Send>, mut to: Box<dyn Write + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 16];
+            while let Ok(n) = from.read(&mut buf) {
+                if n == 0 || to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned().unwrap());
+    let up = pump(
+        Box::new(std::io::stdin()),
+        Box::new(child.stdin.take().unwrap()),
+    );
+    let down = pump(Box::new(child.stdout.take().unwrap()), Box::new(stdout));
+    let _ = up.join();
+    let _ = child.wait();
+    let _ = down.join();
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--relay") {
+        return relay(&args[2..]);
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(bench());
+}
+
+async fn bench() {
     sluice::install_tls_provider();
     let calls = arg("--calls", 2000.0) as usize;
     let seconds = arg("--seconds", 3.0);
@@ -175,8 +215,17 @@ async fn main() {
     )
     .await;
     latency("stdio", &direct, &proxied, calls).await;
-    direct.cancel().await.unwrap();
-    proxied.cancel().await.unwrap();
+    let me = std::env::current_exe().unwrap();
+    let relayed = stdio_client(
+        me.to_str().unwrap(),
+        &["--relay", sluice(), "sample-server"],
+    )
+    .await;
+    latency("stdio relay", &direct, &relayed, calls).await;
+    latency("sluice/relay", &relayed, &proxied, calls).await;
+    for client in [direct, proxied, relayed] {
+        client.cancel().await.unwrap();
+    }
 
     let (_server, server_url) =
         http_server(sluice(), &["sample-server", "--listen", "127.0.0.1:0"]).await;
