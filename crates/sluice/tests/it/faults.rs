@@ -234,17 +234,6 @@ async fn garbage_from_an_upstream_is_skipped() {
     client.cancel().await.unwrap();
 }
 
-async fn wait_for_line(path: &std::path::Path, line: &str, within: Duration) -> String {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        if text.lines().any(|l| l == line) || tokio::time::Instant::now() > deadline {
-            return text;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_client_cancelling_a_call_cancels_it_upstream() {
     let dir = TempDir::new("cancel");

@@ -139,3 +139,92 @@ async fn allow_host_widens_the_checks() {
             .contains("403")
     );
 }
+
+#[tokio::test]
+async fn an_http_client_cancelling_a_call_cancels_it_upstream() {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+    let dir = TempDir::new("http-cancel");
+    let marker = dir.0.join("marker");
+    let sluice = HttpSluice::start(&[], &py_server()).await;
+    let (client, _) = connect_http(&sluice.url).await;
+    let params = CallToolRequestParams::new("sleep")
+        .with_arguments(args(serde_json::json!({"seconds": 30, "marker": marker})));
+    let handle = client
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    handle
+        .cancel(Some("user pressed Esc".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        wait_for_line(&marker, "cancelled", Duration::from_secs(15))
+            .await
+            .trim(),
+        "cancelled"
+    );
+    // The session goes on.
+    let echo = client
+        .call_tool(
+            CallToolRequestParams::new("echo")
+                .with_arguments(args(serde_json::json!({"text": "next"}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first_text(&echo), "next");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stateless_http_client_that_disconnects_mid_call_cancels_it_upstream() {
+    let dir = TempDir::new("http-disconnect");
+    let marker = dir.0.join("marker");
+    let sluice = HttpSluice::start(&[], &py_server()).await;
+    let addr = sluice
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    // A 2026-07-28 request stands alone: its `_meta` says who is asking.
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": "sleep",
+            "arguments": {"seconds": 30, "marker": marker},
+                        "_meta": {
+                "progressToken": "p1",
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }
+    })
+    .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: sleep\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    // Progress flows, so the response stream opens at once.
+    let mut head = vec![0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut head))
+        .await
+        .unwrap()
+        .unwrap();
+    let head = String::from_utf8_lossy(&head[..n]).into_owned();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    drop(stream);
+    assert_eq!(
+        wait_for_line(&marker, "cancelled", Duration::from_secs(15))
+            .await
+            .trim(),
+        "cancelled"
+    );
+}

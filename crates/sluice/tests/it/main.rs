@@ -8,6 +8,7 @@ mod support;
 
 mod config_errors;
 mod conformance;
+mod eras;
 mod faults;
 mod http;
 mod peers;

@@ -283,3 +283,15 @@ pub fn first_text(result: &rmcp::model::CallToolResult) -> String {
         .map(|t| t.text.clone())
         .unwrap_or_default()
 }
+
+/// The text of `path` once it has the line `line`, or after `within`.
+pub async fn wait_for_line(path: &Path, line: &str, within: Duration) -> String {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.lines().any(|l| l == line) || tokio::time::Instant::now() > deadline {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
