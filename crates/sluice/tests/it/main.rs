@@ -11,5 +11,6 @@ mod conformance;
 mod eras;
 mod faults;
 mod http;
+mod notifications;
 mod peers;
 mod stdio;

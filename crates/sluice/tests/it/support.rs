@@ -105,6 +105,7 @@ pub struct Inbox {
     pub progress: Vec<ProgressNotificationParam>,
     pub logs: Vec<LoggingMessageNotificationParam>,
     pub tool_list_changed: usize,
+    pub resource_updated: Vec<String>,
 }
 
 /// An MCP client that records notifications.
@@ -133,6 +134,14 @@ impl ClientHandler for Recorder {
 
     async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
         self.inbox.lock().unwrap().tool_list_changed += 1;
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        self.inbox.lock().unwrap().resource_updated.push(params.uri);
     }
 
     fn get_info(&self) -> ClientConfig {
