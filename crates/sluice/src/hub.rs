@@ -159,6 +159,11 @@ impl Hub {
         lock(&self.sessions).get(&id).cloned()
     }
 
+    /// Whether a session is registered (cheaper than [`Self::session`]).
+    pub fn has_session(&self, id: SessionId) -> bool {
+        lock(&self.sessions).contains_key(&id)
+    }
+
     /// The sessions, for counting and broadcasting.
     pub fn sessions(&self) -> Vec<(SessionId, SessionEntry)> {
         lock(&self.sessions)

@@ -36,7 +36,7 @@ impl Session {
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
         // Only sessions that completed `initialize` are registered; a
         // 2026-07-28 request stands alone.
-        let session = self.gateway.hub().session(self.id).map(|_| self.id);
+        let session = self.gateway.hub().has_session(self.id).then_some(self.id);
         if session.is_none() {
             // A 2026-07-28 request declares its client's capabilities itself.
             self.gateway.begin(&FirstClient {
@@ -80,7 +80,7 @@ async fn forward_events(gateway: Arc<Gateway>, id: SessionId, peer: Peer<RoleSer
             }
             Err(RecvError::Closed) => return,
         };
-        if peer.is_transport_closed() || gateway.hub().session(id).is_none() {
+        if peer.is_transport_closed() || !gateway.hub().has_session(id) {
             return;
         }
         let notification = match event {
