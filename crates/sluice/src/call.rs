@@ -35,7 +35,9 @@ pub async fn run(
     let result = gateway.call_tool(params, &caller).await;
     gateway.shutdown().await;
     let (json, ok) = match result {
-        Ok(CallToolResponse::Complete(r)) => {
+        Ok(CallToolResponse::Complete(mut r)) => {
+            // Printed for a person: the 2025-11-25 shape, without envelope fields.
+            r.result_type = None;
             let ok = r.is_error != Some(true);
             (serde_json::to_string_pretty(&r)?, ok)
         }

@@ -32,7 +32,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::cancel::await_or_cancel;
-use crate::hub::{Hub, RouteGuard};
+use crate::hub::{Event, Hub, RouteGuard};
 pub use client::UpstreamClient;
 
 /// How long an upstream may take to start and complete its handshake.
@@ -104,6 +104,8 @@ pub struct Upstream {
     backoff: Mutex<Backoff>,
     last_failure: Mutex<Option<String>>,
     tail: Arc<Mutex<Tail>>,
+    /// Whether a connection was ever made (a later one is a restart).
+    connected_before: std::sync::atomic::AtomicBool,
 }
 
 impl Upstream {
@@ -116,6 +118,7 @@ impl Upstream {
             backoff: Mutex::new(Backoff::default()),
             last_failure: Mutex::new(None),
             tail: Arc::new(Mutex::new(Tail::new(TAIL_LINES))),
+            connected_before: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -155,6 +158,20 @@ impl Upstream {
                 let conn = Arc::new(conn);
                 *slot = Some(conn.clone());
                 *lock(&self.last_failure) = None;
+                // A restarted server may offer other tools than before:
+                // clients should list again.
+                if self
+                    .connected_before
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    for event in [
+                        Event::ToolsChanged,
+                        Event::PromptsChanged,
+                        Event::ResourcesChanged,
+                    ] {
+                        self.hub.publish(event);
+                    }
+                }
                 Ok(conn)
             }
             Err(message) => {
@@ -338,6 +355,8 @@ impl Upstream {
         tracing::info!(upstream = %self.name(), protocol = %self.spec.protocol, "starting");
         match &self.spec.transport {
             transport @ UpstreamTransport::Stdio { command, .. } => {
+                // Only this run's stderr explains this run's failure.
+                *lock(&self.tail) = Tail::new(TAIL_LINES);
                 let child =
                     process::spawn(self.name(), transport, self.tail.clone()).map_err(|e| {
                         format!("could not be started: `{command}`: {e} (check `command` and PATH)")
@@ -373,7 +392,8 @@ impl Upstream {
                         .map(|s| format!(" (the process {s})"))
                         .unwrap_or_default();
                         Err(format!(
-                            "failed during the MCP handshake: {e}{status}{}",
+                            "failed during the MCP handshake: {}{status}{}",
+                            root_cause(&e),
                             self.stderr_excerpt()
                         ))
                     }
@@ -416,7 +436,10 @@ impl Upstream {
                         stop: None,
                         started: Instant::now(),
                     }),
-                    Ok(Err(e)) => Err(format!("at {url} failed during the MCP handshake: {e}")),
+                    Ok(Err(e)) => Err(format!(
+                        "at {url} failed during the MCP handshake: {}",
+                        root_cause(&e)
+                    )),
                     Err(_) => Err(format!(
                         "at {url} did not complete the MCP handshake within {} s",
                         CONNECT_TIMEOUT.as_secs()
@@ -473,6 +496,23 @@ impl Upstream {
             }
         }
     }
+}
+
+/// An rmcp error for a person: rmcp's messages name its internal transport
+/// types ("Transport [sluice::upstream::tap::Tapped<…>] error: …"), which
+/// say nothing to a user; keep what is around them.
+fn root_cause(error: &dyn std::error::Error) -> String {
+    let text = error.to_string();
+    let Some(start) = text.find("Transport [") else {
+        return text;
+    };
+    let Some(end) = text[start..]
+        .find("] error: ")
+        .map(|i| start + i + "] error: ".len())
+    else {
+        return text;
+    };
+    format!("{}{}", &text[..start], &text[end..])
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

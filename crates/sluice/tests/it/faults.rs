@@ -58,6 +58,43 @@ async fn an_upstream_that_cannot_start_is_named_and_the_others_serve() {
 }
 
 #[tokio::test]
+async fn an_unreachable_http_upstream_is_named_with_its_url() {
+    let dir = TempDir::new("unreachable");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // Nothing listens there (the port was just free); https exercises TLS setup too.
+    let config = dir.file(
+        "sluice.toml",
+        &(toml_upstream("shop", &sample())
+            + &format!("[upstreams.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n\n")
+            + &format!("[upstreams.tls]\nurl = \"https://127.0.0.1:{port}/mcp\"\nheaders = {{ Authorization = \"Bearer x\" }}\n")),
+    );
+    let (client, _) = connect(&via_config(&config)).await;
+    assert!(
+        client
+            .list_all_tools()
+            .await
+            .unwrap()
+            .iter()
+            .any(|t| t.name == "shop__echo")
+    );
+    for name in ["web", "tls"] {
+        let failed = client
+            .call_tool(call(&format!("{name}__anything"), serde_json::json!({})))
+            .await
+            .unwrap();
+        let text = first_text(&failed);
+        assert_eq!(failed.is_error, Some(true), "{text}");
+        assert!(text.starts_with(&format!("upstream `{name}`")), "{text}");
+        assert!(text.contains(&format!("127.0.0.1:{port}/mcp")), "{text}");
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
 async fn an_upstream_that_dies_during_the_handshake_is_explained() {
     let upstream = cmd(&["sh", "-c", "echo 'module not found: mcp' >&2; exit 7"]);
     let (client, _) = connect(&via_sluice(&upstream)).await;
@@ -80,7 +117,7 @@ async fn a_crash_mid_call_is_reported_and_the_next_call_restarts_the_upstream() 
         "sluice.toml",
         &(toml_upstream("py", &py_server()) + &toml_upstream("shop", &sample())),
     );
-    let (client, _) = connect(&via_config(&config)).await;
+    let (client, inbox) = connect(&via_config(&config)).await;
     let crashed = client
         .call_tool(call(
             "py__crash",
@@ -104,12 +141,21 @@ async fn a_crash_mid_call_is_reported_and_the_next_call_restarts_the_upstream() 
         .await
         .unwrap();
     assert_eq!(first_text(&shop), "unaffected");
-    // The next call starts the crashed one again.
+    // The next call starts the crashed one again, and clients are told
+    // to list again (a restarted server may offer other tools).
     let again = client
         .call_tool(call("py__echo", serde_json::json!({"text": "back"})))
         .await
         .unwrap();
     assert_eq!(first_text(&again), "back", "{again:?}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while inbox.lock().unwrap().tool_list_changed == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no tools/list_changed after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     client.cancel().await.unwrap();
 }
 
