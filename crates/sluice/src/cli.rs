@@ -34,12 +34,13 @@ pub struct Args {
     #[arg(long)]
     pub allow_any_host: bool,
 
-    /// Log level or filter (error, warn, info, debug, trace, or a tracing filter).
+    /// Log level or filter (error, warn, info, debug, trace, or a tracing filter;
+    /// the default keeps the MCP SDK's per-message lines out).
     #[arg(
         long,
         global = true,
         value_name = "LEVEL",
-        default_value = "info",
+        default_value = "info,rmcp=warn",
         env = "SLUICE_LOG"
     )]
     pub log_level: String,

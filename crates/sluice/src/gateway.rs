@@ -175,7 +175,12 @@ impl Gateway {
     async fn start(&self) {
         let starts = self.upstreams.iter().map(|u| async move {
             match u.connection().await {
-                Ok(_) => tracing::info!(upstream = %u.name(), "ready"),
+                Ok(_) => {
+                    tracing::info!(upstream = %u.name(), "ready");
+                    if !u.spec.tools.is_empty() {
+                        warn_unknown_tool_settings(u).await;
+                    }
+                }
                 Err(e) => tracing::error!("{e}"),
             }
         });
@@ -282,19 +287,7 @@ impl Gateway {
     /// All the tools, named for the client.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ErrorData> {
         let lists = self
-            .on_all(|u| async move {
-                list_all(
-                    &u,
-                    |cursor| {
-                        ClientRequest::ListToolsRequest(ListToolsRequest::with_param(page(cursor)))
-                    },
-                    |r| match r {
-                        ServerResult::ListToolsResult(r) => Some((r.tools, r.next_cursor)),
-                        _ => None,
-                    },
-                )
-                .await
-            })
+            .on_all(|u| async move { upstream_tools(&u).await })
             .await?;
         Ok(lists
             .into_iter()
@@ -835,6 +828,37 @@ async fn list_all<T>(
         }
     }
     Ok(all)
+}
+
+/// All of one upstream's tools, under their own names.
+async fn upstream_tools(upstream: &Upstream) -> Result<Vec<Tool>, CallError> {
+    list_all(
+        upstream,
+        |cursor| ClientRequest::ListToolsRequest(ListToolsRequest::with_param(page(cursor))),
+        |r| match r {
+            ServerResult::ListToolsResult(r) => Some((r.tools, r.next_cursor)),
+            _ => None,
+        },
+    )
+    .await
+}
+
+/// A `[upstreams.NAME.tools.TOOL]` table for a tool the upstream does not
+/// have is most likely a typo: say so (the settings would apply to nothing).
+async fn warn_unknown_tool_settings(upstream: &Upstream) {
+    let Ok(tools) = upstream_tools(upstream).await else {
+        return;
+    };
+    for name in upstream.spec.tools.keys() {
+        if !tools.iter().any(|t| t.name == name.as_str()) {
+            let known: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+            tracing::warn!(
+                "the config has settings for tool `{name}` of upstream `{}`, which has no such tool (it has: {})",
+                upstream.name(),
+                known.join(", ")
+            );
+        }
+    }
 }
 
 /// Whether the upstream declared a capability (starting it if needed).

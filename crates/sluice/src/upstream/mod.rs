@@ -231,8 +231,12 @@ impl Upstream {
         ) || !conn.alive();
         if closed {
             let how = conn.how_it_ended().await;
+            let again = match self.spec.transport {
+                UpstreamTransport::Stdio { .. } => "starts it again",
+                UpstreamTransport::Http { .. } => "connects again",
+            };
             CallError::Unavailable(format!(
-                "upstream `{}` {how} during the request; the next request starts it again{}",
+                "upstream `{}` {how} during the request; the next request {again}{}",
                 self.name(),
                 self.stderr_excerpt()
             ))

@@ -112,3 +112,36 @@ fn demo_runs_with_nothing_installed() {
     assert!(stdout.contains("progress 4/4"), "{stdout}");
     assert!(stdout.contains("unknown tool `nosuch`"), "{stdout}");
 }
+
+#[test]
+fn settings_for_a_tool_the_upstream_lacks_are_reported() {
+    let dir = TempDir::new("unknown-tool-settings");
+    let sample = sample();
+    let file = dir.file(
+        "sluice.toml",
+        &format!(
+            "[upstreams.shop]\ncommand = {:?}\nargs = {:?}\n\n[upstreams.shop.tools.ech0]\n",
+            sample[0],
+            &sample[1..]
+        ),
+    );
+    let out = Command::new(sluice())
+        .args([
+            "--log-level",
+            "warn",
+            "call",
+            "--tool",
+            "echo",
+            "--args",
+            r#"{"text":"hi"}"#,
+        ])
+        .args(["--config", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("settings for tool `ech0` of upstream `shop`, which has no such tool (it has: echo, inventory, slow_task)"),
+        "{stderr}"
+    );
+}
