@@ -24,13 +24,19 @@ use crate::hub::{Event, FirstClient, SessionEntry, SessionId};
 pub struct Session {
     gateway: Arc<Gateway>,
     id: SessionId,
+    /// Stops this session's background tasks when it ends.
+    closed: tokio_util::sync::CancellationToken,
 }
 
 impl Session {
     /// A session in front of `gateway`.
     pub fn new(gateway: Arc<Gateway>) -> Self {
         let id = gateway.hub().new_session_id();
-        Self { gateway, id }
+        Self {
+            gateway,
+            id,
+            closed: Default::default(),
+        }
     }
 
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
@@ -61,15 +67,25 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.gateway.hub().remove_session(self.id);
+        self.closed.cancel();
     }
 }
 
 /// Forwards the gateway's events to a legacy (initialize) session until it closes.
-async fn forward_events(gateway: Arc<Gateway>, id: SessionId, peer: Peer<RoleServer>) {
+async fn forward_events(
+    gateway: Arc<Gateway>,
+    id: SessionId,
+    peer: Peer<RoleServer>,
+    closed: tokio_util::sync::CancellationToken,
+) {
     use tokio::sync::broadcast::error::RecvError;
     let mut events = gateway.hub().subscribe();
     loop {
-        let event = match events.recv().await {
+        let received = tokio::select! {
+            () = closed.cancelled() => return,
+            received = events.recv() => received,
+        };
+        let event = match received {
             Ok(event) => event,
             Err(RecvError::Lagged(n)) => {
                 tracing::warn!(
@@ -171,6 +187,7 @@ impl ServerHandler for Session {
             self.gateway.clone(),
             self.id,
             context.peer.clone(),
+            self.closed.clone(),
         ));
         self.negotiate_initialize(&request)
     }
