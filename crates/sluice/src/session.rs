@@ -368,7 +368,12 @@ impl ServerHandler for Session {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        Some(requested.clone())
+        // List changes are forwarded; per-resource subscriptions of
+        // 2026-07-28 clients are not relayed upstream yet, so they are not
+        // acknowledged either (the client sees exactly what it will get).
+        let mut accepted = requested.clone();
+        accepted.resource_subscriptions = None;
+        Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
