@@ -478,7 +478,8 @@ impl Gateway {
             .clone();
         params.name = name.to_owned();
         params.meta = forwarded_meta(&caller.meta);
-        for round in 0..=crate::input::MAX_ROUNDS {
+        let mut round = 0;
+        loop {
             let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params.clone()));
             match self
                 .send(&upstream, request, caller)
@@ -491,6 +492,7 @@ impl Gateway {
                 {
                     (params.input_responses, params.request_state) =
                         crate::input::fulfil(r, caller, round).await?;
+                    round += 1;
                 }
                 ServerResult::InputRequiredResult(r) => {
                     return Ok(GetPromptResponse::InputRequired(r));
@@ -498,7 +500,6 @@ impl Gateway {
                 other => return Err(unexpected(&upstream, "prompts/get", &other)),
             }
         }
-        unreachable!("the last round returns")
     }
 
     /// Reads a resource.
