@@ -5,6 +5,7 @@
 //!    p50/p99 of each and the difference.
 //! 2. Latency over Streamable HTTP: the sample server serving HTTP, directly
 //!    and through `sluice --listen` with it as an HTTP upstream.
+//!    Then large results (1 and 10 MB of JSON text), median of 7 each way.
 //! 3. Throughput with 8 concurrent HTTP clients: requests per second,
 //!    directly and through sluice, in alternating blocks; the ratio.
 //!
@@ -126,6 +127,37 @@ async fn latency(label: &str, direct: &Client, proxied: &Client, calls: usize) {
     );
 }
 
+/// A large result (`inventory` of `count` items, one JSON text block):
+/// median of 7 calls each way, interleaved.
+async fn large_result(direct: &Client, proxied: &Client, count: usize) {
+    let params = CallToolRequestParams::new("inventory").with_arguments(
+        serde_json::json!({ "count": count })
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let mut bytes = 0;
+    let (mut d, mut p) = (Vec::new(), Vec::new());
+    for _ in 0..7 {
+        for (client, times) in [(direct, &mut d), (proxied, &mut p)] {
+            let start = Instant::now();
+            let result = client.call_tool(params.clone()).await.unwrap();
+            times.push(start.elapsed());
+            bytes = result.content[0].as_text().map_or(0, |t| t.text.len());
+        }
+    }
+    d.sort();
+    p.sort();
+    println!(
+        "{:<14} direct p50 {:>8.1} ms | sluice p50 {:>8.1} ms | added {:>6.1} ms ({:.1} ms per MB)",
+        format!("{:.1} MB result", bytes as f64 / 1e6),
+        d[3].as_secs_f64() * 1e3,
+        p[3].as_secs_f64() * 1e3,
+        (p[3].as_secs_f64() - d[3].as_secs_f64()) * 1e3,
+        (p[3].as_secs_f64() - d[3].as_secs_f64()) * 1e3 / (bytes as f64 / 1e6)
+    );
+}
+
 /// Requests per second from `clients` concurrent clients for `seconds`.
 async fn throughput(url: &str, clients: usize, seconds: f64) -> f64 {
     let mut sessions = Vec::new();
@@ -223,6 +255,9 @@ async fn bench() {
     .await;
     latency("stdio relay", &direct, &relayed, calls).await;
     latency("sluice/relay", &relayed, &proxied, calls).await;
+    for count in [10_000, 100_000] {
+        large_result(&direct, &proxied, count).await;
+    }
     for client in [direct, proxied, relayed] {
         client.cancel().await.unwrap();
     }
