@@ -24,6 +24,8 @@ pub struct ClientLines<R, W> {
     /// service loop's `select!` resumes where it stopped.
     line: Vec<u8>,
     writer: Arc<Mutex<W>>,
+    /// Run once when the client's input ends.
+    on_end: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
@@ -33,7 +35,23 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
             reader: BufReader::with_capacity(64 << 10, reader),
             line: Vec::new(),
             writer: Arc::new(Mutex::new(writer)),
+            on_end: None,
         }
+    }
+
+    /// Runs `f` when the client's input ends (EOF or a read error), before
+    /// rmcp starts draining the requests still running: a client that went
+    /// away should not make its upstream calls wait for that drain.
+    pub fn on_end(mut self, f: impl FnOnce() + Send + 'static) -> Self {
+        self.on_end = Some(Box::new(f));
+        self
+    }
+
+    fn ended(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        if let Some(f) = self.on_end.take() {
+            f();
+        }
+        None
     }
 }
 
@@ -97,11 +115,11 @@ where
                 .read_until(b'\n', &mut self.line)
                 .await;
             match read {
-                Ok(0) if self.line.is_empty() => return None,
+                Ok(0) if self.line.is_empty() => return self.ended(),
                 Ok(_) => {}
                 Err(e) => {
                     tracing::warn!("reading from the client failed: {e}");
-                    return None;
+                    return self.ended();
                 }
             }
             if self.line.len() > MAX_LINE {
@@ -135,13 +153,13 @@ where
                             .await
                             .is_err()
                         {
-                            return None;
+                            return self.ended();
                         }
                     }
                 }
             }
             if eof {
-                return None;
+                return self.ended();
             }
         }
     }

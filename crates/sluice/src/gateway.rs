@@ -187,6 +187,16 @@ impl Gateway {
         futures::future::join_all(starts).await;
     }
 
+    /// Cancels upstream what a client session was waiting for: it went away.
+    pub async fn cancel_session_calls(&self, session: SessionId) {
+        futures::future::join_all(
+            self.upstreams
+                .iter()
+                .map(|u| u.cancel_session_calls(session, "the client went away")),
+        )
+        .await;
+    }
+
     /// Stops every upstream.
     pub async fn shutdown(&self) {
         futures::future::join_all(self.upstreams.iter().map(|u| u.shutdown())).await;

@@ -268,12 +268,15 @@ impl Hub {
             .cloned()
     }
 
-    /// The upstream requests still waiting on `upstream`.
-    pub fn calls_to(&self, upstream: &str) -> Vec<RequestId> {
+    /// The upstream requests still waiting on `upstream` (for `session`
+    /// only, if given).
+    pub fn calls_to(&self, upstream: &str, session: Option<SessionId>) -> Vec<RequestId> {
         lock(&self.calls)
-            .keys()
-            .filter(|(u, _)| u == upstream)
-            .map(|(_, id)| id.clone())
+            .iter()
+            .filter(|((u, _), origin)| {
+                u == upstream && session.is_none_or(|s| origin.session == Some(s))
+            })
+            .map(|((_, id), _)| id.clone())
             .collect()
     }
 

@@ -26,12 +26,15 @@ pub struct HttpAccess {
 /// Serves one client over this process's stdin/stdout until it closes
 /// stdin or `shutdown` fires.
 pub async fn stdio(gateway: Arc<Gateway>, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let session = Session::new(gateway);
+    let session = Session::new(gateway.clone());
+    let id = session.id();
     let running = session
         .serve_with_ct(
             {
                 let (reader, writer) = rmcp::transport::stdio_pipes();
-                ClientLines::new(reader, writer)
+                ClientLines::new(reader, writer).on_end(move || {
+                    tokio::spawn(async move { gateway.cancel_session_calls(id).await });
+                })
             },
             shutdown,
         )

@@ -29,6 +29,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// Its id in the Hub.
+    pub fn id(&self) -> SessionId {
+        self.id
+    }
+
     /// A session in front of `gateway`.
     pub fn new(gateway: Arc<Gateway>) -> Self {
         let id = gateway.hub().new_session_id();

@@ -453,26 +453,25 @@ impl Upstream {
         }
     }
 
+    /// Cancels what the upstream is doing for one client session (it went away).
+    pub async fn cancel_session_calls(&self, session: crate::hub::SessionId, reason: &str) {
+        let ids = self.hub.calls_to(self.name(), Some(session));
+        if ids.is_empty() {
+            return;
+        }
+        if let Some(conn) = self.current().await {
+            conn.cancel(self.name(), ids, reason).await;
+        }
+    }
+
     /// Stops the upstream: cancels what it is still doing for clients,
     /// closes the session, then the process.
     pub async fn shutdown(&self) {
         let conn = self.connection.lock().await.take();
         if let Some(conn) = conn {
-            for id in self.hub.calls_to(self.name()) {
-                let params = rmcp::model::CancelledNotificationParam::new(
-                    Some(id),
-                    Some("sluice is shutting down".to_owned()),
-                );
-                let notification = rmcp::model::CancelledNotification::new(params);
-                if let Err(e) = conn
-                    .service
-                    .peer()
-                    .send_notification(notification.into())
-                    .await
-                {
-                    tracing::debug!(upstream = %self.name(), "cancellation not delivered: {e}");
-                }
-            }
+            let all = self.hub.calls_to(self.name(), None);
+            conn.cancel(self.name(), all, "sluice is shutting down")
+                .await;
             match Arc::try_unwrap(conn) {
                 Ok(mut conn) => {
                     let _ = conn
@@ -524,6 +523,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Connection {
+    /// Cancels these requests (`notifications/cancelled`); their callers get
+    /// a "cancelled" error at once.
+    async fn cancel(&self, upstream: &str, ids: Vec<rmcp::model::RequestId>, reason: &str) {
+        for id in ids {
+            let params =
+                rmcp::model::CancelledNotificationParam::new(Some(id), Some(reason.to_owned()));
+            let notification = rmcp::model::CancelledNotification::new(params);
+            if let Err(e) = self
+                .service
+                .peer()
+                .send_notification(notification.into())
+                .await
+            {
+                tracing::debug!(%upstream, "cancellation not delivered: {e}");
+            }
+        }
+    }
+
     /// Tells the upstream that the client's roots changed.
     pub async fn notify_roots_list_changed(&self) {
         if let Err(e) = self.service.peer().notify_roots_list_changed().await {
