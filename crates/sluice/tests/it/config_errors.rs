@@ -119,11 +119,7 @@ fn settings_for_a_tool_the_upstream_lacks_are_reported() {
     let sample = sample();
     let file = dir.file(
         "sluice.toml",
-        &format!(
-            "[upstreams.shop]\ncommand = {:?}\nargs = {:?}\n\n[upstreams.shop.tools.ech0]\n",
-            sample[0],
-            &sample[1..]
-        ),
+        &(toml_upstream("shop", &sample) + "[upstreams.shop.tools.ech0]\n"),
     );
     let out = Command::new(sluice())
         .args([

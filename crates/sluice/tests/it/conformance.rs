@@ -99,17 +99,6 @@ async fn fixture_http() -> (tokio::process::Child, String) {
     (child, format!("http://127.0.0.1:{port}/mcp"))
 }
 
-fn conformance_stdio() -> Vec<String> {
-    vec![
-        python().display().to_string(),
-        repo()
-            .join("tests/fixtures/conformance_server.py")
-            .display()
-            .to_string(),
-        "--stdio".into(),
-    ]
-}
-
 async fn through_sluice_loses_no_check(sluice: &HttpSluice, direct_url: &str, name: &str) {
     let dir = TempDir::new(name);
     let (direct, direct_total) = run_suite(direct_url, &dir.0.join("direct")).await;
@@ -142,7 +131,7 @@ async fn through_sluice_loses_no_check(sluice: &HttpSluice, direct_url: &str, na
 #[tokio::test]
 async fn conformance_suite_passes_through_sluice_to_a_stdio_upstream() {
     let (_fixture, direct_url) = fixture_http().await;
-    let sluice = HttpSluice::start(&[], &conformance_stdio()).await;
+    let sluice = HttpSluice::start(&[], &conformance_fixture()).await;
     through_sluice_loses_no_check(&sluice, &direct_url, "conformance-stdio").await;
 }
 

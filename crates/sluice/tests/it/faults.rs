@@ -15,14 +15,6 @@ fn call(tool: &str, arguments: serde_json::Value) -> CallToolRequestParams {
     CallToolRequestParams::new(tool.to_owned()).with_arguments(args(arguments))
 }
 
-fn toml_upstream(name: &str, command: &[String]) -> String {
-    format!(
-        "[upstreams.{name}]\ncommand = {:?}\nargs = {:?}\n\n",
-        command[0],
-        &command[1..]
-    )
-}
-
 #[tokio::test]
 async fn an_upstream_that_cannot_start_is_named_and_the_others_serve() {
     let dir = TempDir::new("cannot-start");

@@ -67,6 +67,20 @@ async fn concurrent_sessions_each_get_their_own_progress() {
     }
 }
 
+/// Sends a raw HTTP request; returns the connection and the first bytes of
+/// the response (at least its status line).
+async fn raw_request(addr: &str, request: &str) -> (tokio::net::TcpStream, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut head = vec![0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut head))
+        .await
+        .expect("a response within 10 s")
+        .unwrap();
+    let head = String::from_utf8_lossy(&head[..n]).into_owned();
+    (stream, head)
+}
+
 /// Sends a raw `initialize` POST with the given Host and Origin; returns
 /// the HTTP status line.
 async fn post_with(url: &str, host: &str, origin: Option<&str>) -> String {
@@ -82,17 +96,11 @@ async fn post_with(url: &str, host: &str, origin: Option<&str>) -> String {
         "POST /mcp HTTP/1.1\r\nHost: {host}\r\n{origin}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = vec![0u8; 256];
-    let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut response))
-        .await
-        .unwrap()
-        .unwrap();
-    String::from_utf8_lossy(&response[..n])
-        .lines()
+    let (_stream, head) = raw_request(&addr, &request).await;
+    head.lines()
         .next()
         .unwrap_or_default()
+        .to_owned()
         .to_owned()
 }
 
@@ -209,15 +217,8 @@ async fn a_stateless_http_client_that_disconnects_mid_call_cancels_it_upstream()
         "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: sleep\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    stream.write_all(request.as_bytes()).await.unwrap();
     // Progress flows, so the response stream opens at once.
-    let mut head = vec![0u8; 512];
-    let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut head))
-        .await
-        .unwrap()
-        .unwrap();
-    let head = String::from_utf8_lossy(&head[..n]).into_owned();
+    let (stream, head) = raw_request(&addr, &request).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     drop(stream);

@@ -51,14 +51,7 @@ async fn a_tool_added_upstream_is_announced_and_callable() {
 
 #[tokio::test]
 async fn a_subscribed_resource_update_reaches_the_client() {
-    let fixture = vec![
-        python().display().to_string(),
-        repo()
-            .join("tests/fixtures/conformance_server.py")
-            .display()
-            .to_string(),
-        "--stdio".into(),
-    ];
+    let fixture = conformance_fixture();
     let (client, inbox) = connect(&via_sluice(&fixture)).await;
     client
         .subscribe(SubscribeRequestParams::new("test://watched-resource"))

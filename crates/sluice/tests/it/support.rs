@@ -304,3 +304,24 @@ pub async fn wait_for_line(path: &Path, line: &str, within: Duration) -> String 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A `[upstreams.NAME]` table running `command`.
+pub fn toml_upstream(name: &str, command: &[String]) -> String {
+    format!(
+        "[upstreams.{name}]\ncommand = {:?}\nargs = {:?}\n\n",
+        command[0],
+        &command[1..]
+    )
+}
+
+/// The conformance fixture (tests/fixtures/conformance_server.py) over stdio.
+pub fn conformance_fixture() -> Vec<String> {
+    vec![
+        python().display().to_string(),
+        repo()
+            .join("tests/fixtures/conformance_server.py")
+            .display()
+            .to_string(),
+        "--stdio".into(),
+    ]
+}
