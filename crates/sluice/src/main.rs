@@ -18,7 +18,7 @@ fn main() -> ExitCode {
         && std::env::var_os("SLUICE_LOG").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(if quiet_demo {
-            tracing_subscriber::EnvFilter::new("warn")
+            tracing_subscriber::EnvFilter::new("warn,rmcp=error")
         } else {
             filter
         })
