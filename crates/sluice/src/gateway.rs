@@ -434,20 +434,25 @@ impl Gateway {
             .clone();
         params.name = name.to_owned().into();
         params.meta = forwarded_meta(&caller.meta);
+        if !crate::input::must_bridge(caller) {
+            // The common case: one request, its arguments moved, not copied.
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+            return self.call_answer(&upstream, self.send(&upstream, request, caller).await);
+        }
+        // The call may be repeated with the client's answers: keep a copy.
         let mut round = 0;
         loop {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-            let answer = self.send(&upstream, request, caller).await;
-            if let Ok(ServerResult::InputRequiredResult(result)) = &answer
-                && crate::input::must_bridge(caller)
-                && round < crate::input::MAX_ROUNDS
-            {
-                (params.input_responses, params.request_state) =
-                    crate::input::fulfil(result.clone(), caller, round).await?;
-                round += 1;
-                continue;
+            match self.send(&upstream, request, caller).await {
+                Ok(ServerResult::InputRequiredResult(result))
+                    if round < crate::input::MAX_ROUNDS =>
+                {
+                    (params.input_responses, params.request_state) =
+                        crate::input::fulfil(result, caller, round).await?;
+                    round += 1;
+                }
+                answer => return self.call_answer(&upstream, answer),
             }
-            return self.call_answer(&upstream, answer);
         }
     }
 
@@ -664,8 +669,15 @@ impl Gateway {
         caller: &Caller,
     ) -> Result<(), ErrorData> {
         let level = params.level;
+        if let Some(session) = caller.session {
+            self.hub.set_log_level(session, level);
+        }
         self.on_all(|u| async move {
             if !declares(&u, |c| c.logging.is_some()).await {
+                return Ok(());
+            }
+            // A 2026-07-28 upstream gets the level with each request.
+            if caller.session.is_some() && u.current().await.is_some_and(|c| c.speaks_2026()) {
                 return Ok(());
             }
             let request = ClientRequest::SetLevelRequest(SetLevelRequest::new(
@@ -691,7 +703,8 @@ impl Gateway {
         // `upstream::tap`).
         let progress_token = caller.meta.get_progress_token();
         let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
-        let call = upstream.send(request, &caller.ct, |handle| {
+        let log_level = caller.session.and_then(|s| hub.log_level(s));
+        let call = upstream.send(request, log_level, &caller.ct, |handle| {
             let mut guards: Vec<RouteGuard> = Vec::with_capacity(2);
             let listening = caller.peer.is_some();
             guards.push(hub.track_call(
@@ -824,7 +837,7 @@ async fn list_all<T>(
     let never = CancellationToken::new();
     for _ in 0..MAX_PAGES {
         let result = upstream
-            .send(request(cursor.take()), &never, |_| Vec::new())
+            .send(request(cursor.take()), None, &never, |_| Vec::new())
             .await?;
         let Some((items, next)) = extract(result) else {
             return Err(CallError::Unavailable(format!(

@@ -55,6 +55,8 @@ pub struct SessionEntry {
     pub capabilities: ClientCapabilities,
     /// Resources the client subscribed to.
     pub subscriptions: HashSet<String>,
+    /// The level the client set with `logging/setLevel`, if it did.
+    pub log_level: Option<rmcp::model::LoggingLevel>,
 }
 
 /// A notification an upstream sent about one request.
@@ -157,6 +159,18 @@ impl Hub {
     /// A registered session.
     pub fn session(&self, id: SessionId) -> Option<SessionEntry> {
         lock(&self.sessions).get(&id).cloned()
+    }
+
+    /// Records the log level a session asked for.
+    pub fn set_log_level(&self, id: SessionId, level: rmcp::model::LoggingLevel) {
+        if let Some(entry) = lock(&self.sessions).get_mut(&id) {
+            entry.log_level = Some(level);
+        }
+    }
+
+    /// The log level a session asked for.
+    pub fn log_level(&self, id: SessionId) -> Option<rmcp::model::LoggingLevel> {
+        lock(&self.sessions).get(&id).and_then(|e| e.log_level)
     }
 
     /// Whether a session is registered (cheaper than [`Self::session`]).

@@ -186,6 +186,7 @@ impl ServerHandler for Session {
                 peer: context.peer.clone(),
                 capabilities: request.capabilities.clone(),
                 subscriptions: Default::default(),
+                log_level: None,
             },
         );
         tokio::spawn(forward_events(

@@ -72,6 +72,13 @@ impl Connection {
             && self.exit.as_ref().is_none_or(|e| e.borrow().is_none())
     }
 
+    /// Whether the session with the upstream is of the 2026-07-28 era.
+    pub fn speaks_2026(&self) -> bool {
+        self.info().is_some_and(|info| {
+            info.protocol_version.as_str() >= ProtocolVersion::V_2026_07_28.as_str()
+        })
+    }
+
     /// What the upstream declared about itself.
     pub fn info(&self) -> Option<Arc<ServerPeerInfo>> {
         self.service.peer().peer_info()
@@ -201,14 +208,25 @@ impl Upstream {
     pub async fn send(
         &self,
         request: ClientRequest,
+        log_level: Option<rmcp::model::LoggingLevel>,
         ct: &CancellationToken,
         routes: impl FnOnce(&RequestHandle<RoleClient>) -> Vec<RouteGuard>,
     ) -> Result<ServerResult, CallError> {
         let conn = self.connection().await?;
+        let mut options = PeerRequestOptions::no_options();
+        // A 2026-07-28 upstream has no `logging/setLevel`: a client's level
+        // travels with each of its requests instead.
+        if let Some(level) = log_level
+            && conn.speaks_2026()
+        {
+            let mut meta = rmcp::model::RequestMetaObject::default();
+            meta.set_log_level(level);
+            options = options.with_meta(meta);
+        }
         let handle = match conn
             .service
             .peer()
-            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .send_request_with_option(request, options)
             .await
         {
             Ok(handle) => handle,

@@ -51,6 +51,9 @@ fn config_and_command_together_are_refused() {
     let (code, err) = run(&["--config", file.to_str().unwrap(), "--", "cat"]);
     assert_eq!(code, 2);
     assert!(err.contains("not both"), "{err}");
+    let (code, err) = run(&["--allow-host", "example.org", "--", "cat"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("only apply with --listen"), "{err}");
 }
 
 #[test]

@@ -254,3 +254,55 @@ async fn server_everything_declares_its_capability_dependent_tools_to_a_capable_
     )
     .await;
 }
+
+#[tokio::test]
+async fn an_older_client_answers_a_2026_upstreams_input_requests_and_gets_its_logs() {
+    // The upstream is held to 2026-07-28: it asks for sampling, elicitation
+    // and roots with `input_required` and logs per request. A 2025-11-25
+    // client knows neither; sluice asks it the classic way and carries its
+    // `logging/setLevel` with each request.
+    let declare = "sampling,elicitation,roots";
+    let direct = transcript(
+        Driver::PyLegacy,
+        &Target::Stdio(py_server()),
+        "fixture",
+        declare,
+    )
+    .await;
+    let dir = TempDir::new("bridge-2026");
+    let config = dir.file(
+        "sluice.toml",
+        &(toml_upstream("py", &py_server()) + "protocol = \"2026-07-28\"\n"),
+    );
+    let bridged = transcript(
+        Driver::PyLegacy,
+        &Target::Stdio(via_config(&config)),
+        "fixture",
+        declare,
+    )
+    .await;
+    for tool in ["ask_sampling", "ask_elicitation", "roots", "log"] {
+        let call = |t: &Value| {
+            t["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["tool"] == tool)
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        assert!(!call(&direct).is_empty(), "the script calls {tool}");
+        assert_eq!(call(&bridged), call(&direct), "{tool}");
+    }
+    let methods = |t: &Value| {
+        t["server_requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["method"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(methods(&bridged), methods(&direct));
+    assert_eq!(bridged["logs"], direct["logs"]);
+    assert!(!direct["logs"].as_array().unwrap().is_empty());
+}
