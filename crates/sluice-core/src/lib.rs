@@ -9,12 +9,33 @@
 //! - [`backoff`]: when a crashed upstream may be restarted.
 //! - [`tail`]: the last lines an upstream wrote to stderr, for error messages.
 //!
+//! Governing large results, in the order a result meets them:
+//! - [`budget`]: how much a client takes, and how text is measured (o200k
+//!   tokens × a factor, characters, lines).
+//! - [`document`]: a stored result (JSON minified, or text) and its index;
+//!   [`scan`] is the structural JSON scanner behind it.
+//! - [`shape`]: the inferred schema and the depth-cut preview of a result.
+//! - [`summary`]: the answer a model gets instead of a result too large.
+//! - [`pager`]: page plans and pages, lossless and O(page).
+//! - [`cursor`]: sealed (HMAC) positions of the next page.
+//! - [`store`]: where results live: handles, owners, expiry, LRU bound.
+//! - [`format`]: numbers, sizes and times for people.
+//!
 //! The MCP adapter (the `sluice` crate) is the only crate that knows `rmcp`;
 //! everything here is plain data and policy, usable by any embedding.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms, missing_docs)]
 
 pub mod backoff;
+pub mod budget;
 pub mod config;
+pub mod cursor;
+pub mod document;
+pub mod format;
 pub mod naming;
+pub mod pager;
+pub mod scan;
+pub mod shape;
+pub mod store;
+pub mod summary;
 pub mod tail;

@@ -1,0 +1,298 @@
+//! Budgets: how much of a result a client can take, and how it is measured.
+//!
+//! A budget is tokens **and** characters (and, for some clients, lines).
+//! Tokens are counted with OpenAI's o200k BPE (tables inside the
+//! `bpe-openai` crate, nothing downloaded) times a safety factor, because
+//! Claude's tokenizer, which no one can run offline, counts 20–35 % more.
+//! `chars / 4` is not used anywhere: on JSON it is off by −40 % to +59 %.
+
+use std::collections::BTreeMap;
+
+/// How much one answer may hold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    /// Tokens, as counted by [`count_tokens`] (o200k × `token_factor`).
+    pub max_tokens: u32,
+    /// Characters (Unicode scalar values).
+    pub max_chars: u32,
+    /// Lines, for clients that cut by lines (Codex); `None`: no limit.
+    pub max_lines: Option<u32>,
+    /// The multiplier from o200k tokens to the client's tokens.
+    pub token_factor: f32,
+}
+
+impl Default for Budget {
+    /// 18,000 tokens and 45,000 characters: under Claude Code's 25,000-token
+    /// limit and its 50,000-character spill, with room for the wrapper.
+    fn default() -> Self {
+        Self {
+            max_tokens: 18_000,
+            max_chars: 45_000,
+            max_lines: None,
+            token_factor: 1.25,
+        }
+    }
+}
+
+/// A partial budget: the fields a preset or a tool setting overrides.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BudgetOverride {
+    /// See [`Budget::max_tokens`].
+    pub max_tokens: Option<u32>,
+    /// See [`Budget::max_chars`].
+    pub max_chars: Option<u32>,
+    /// See [`Budget::max_lines`].
+    pub max_lines: Option<u32>,
+    /// See [`Budget::token_factor`].
+    pub token_factor: Option<f32>,
+}
+
+impl Budget {
+    /// This budget with `o`'s fields replacing its own.
+    pub fn with(self, o: &BudgetOverride) -> Self {
+        Self {
+            max_tokens: o.max_tokens.unwrap_or(self.max_tokens),
+            max_chars: o.max_chars.unwrap_or(self.max_chars),
+            max_lines: o.max_lines.or(self.max_lines),
+            token_factor: o.token_factor.unwrap_or(self.token_factor),
+        }
+    }
+
+    /// This budget, never larger than `o`'s limits (a tool may ask for less
+    /// than its client takes, never for more).
+    pub fn narrowed(self, o: &BudgetOverride) -> Self {
+        Self {
+            max_tokens: o
+                .max_tokens
+                .map_or(self.max_tokens, |t| t.min(self.max_tokens)),
+            max_chars: o
+                .max_chars
+                .map_or(self.max_chars, |c| c.min(self.max_chars)),
+            max_lines: match (self.max_lines, o.max_lines) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            token_factor: self.token_factor,
+        }
+    }
+
+    /// Whether `size` fits.
+    pub fn admits(&self, size: &Size) -> bool {
+        size.chars <= u64::from(self.max_chars)
+            && size.tokens.is_some_and(|t| t <= u64::from(self.max_tokens))
+            && self.max_lines.is_none_or(|l| size.lines <= u64::from(l))
+    }
+
+    /// The budget left after `reserve` tokens and characters.
+    pub fn less(&self, tokens: u32, chars: u32) -> Self {
+        Self {
+            max_tokens: self.max_tokens.saturating_sub(tokens).max(1),
+            max_chars: self.max_chars.saturating_sub(chars).max(1),
+            ..*self
+        }
+    }
+}
+
+/// The built-in per-client presets, by `clientInfo.name` (compared
+/// case-insensitively). Unknown clients get the `[budget]` defaults.
+pub fn builtin_presets() -> BTreeMap<String, BudgetOverride> {
+    let claude_code = BudgetOverride {
+        // Claude Code refuses results over 25,000 tokens and spills those
+        // over 50,000 characters to a file the model sees 2 KB of.
+        max_tokens: Some(18_000),
+        max_chars: Some(45_000),
+        ..Default::default()
+    };
+    let codex = BudgetOverride {
+        // Codex keeps 10 KiB and 256 lines of a tool result.
+        max_tokens: Some(4_000),
+        max_chars: Some(9 * 1024),
+        max_lines: Some(250),
+        ..Default::default()
+    };
+    BTreeMap::from([
+        ("claude-code".to_owned(), claude_code),
+        ("codex-mcp-client".to_owned(), codex),
+        ("codex".to_owned(), codex),
+    ])
+}
+
+/// The size of something sent to a client.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Size {
+    /// UTF-8 bytes.
+    pub bytes: u64,
+    /// Characters (Unicode scalar values).
+    pub chars: u64,
+    /// Lines (newlines + 1 per text).
+    pub lines: u64,
+    /// Tokens (o200k × factor); `None` when not counted because the
+    /// characters alone already exceed the budget.
+    pub tokens: Option<u64>,
+}
+
+impl Size {
+    /// Adds the size of `text`, counting tokens only while the total may
+    /// still fit `budget` (an over-budget result is not tokenized whole).
+    pub fn add_text(&mut self, text: &str, budget: &Budget) {
+        self.bytes += text.len() as u64;
+        self.chars += count_chars(text) as u64;
+        self.lines += memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64 + 1;
+        if self.chars > u64::from(budget.max_chars) {
+            self.tokens = None;
+            return;
+        }
+        if let Some(tokens) = self.tokens {
+            self.tokens = Some(tokens + u64::from(count_tokens(text, budget.token_factor)));
+        }
+    }
+
+    /// An empty size whose tokens are being counted.
+    pub fn counting() -> Self {
+        Self {
+            tokens: Some(0),
+            ..Self::default()
+        }
+    }
+}
+
+/// The number of characters (Unicode scalar values) in `text`.
+pub fn count_chars(text: &str) -> usize {
+    // Every byte that is not a UTF-8 continuation byte starts a character;
+    // this loop vectorizes, unlike `chars().count()` on older compilers.
+    text.as_bytes()
+        .iter()
+        .filter(|&&b| (b as i8) >= -0x40)
+        .count()
+}
+
+/// The tokens of `text` for a client: o200k tokens × `factor`, rounded up.
+pub fn count_tokens(text: &str, factor: f32) -> u32 {
+    scale(bpe_openai::o200k_base().count(text), factor)
+}
+
+/// Whether `text` is at most `limit` client tokens, stopping early when it
+/// is not (cheaper than counting a large text whole).
+pub fn tokens_within(text: &str, factor: f32, limit: u32) -> Option<u32> {
+    let raw_limit = (f64::from(limit) / f64::from(factor.max(0.01))).floor() as usize;
+    let tokenizer = bpe_openai::o200k_base();
+    let normalized = tokenizer.normalize(text);
+    tokenizer
+        .count_till_limit(&normalized, raw_limit + 1)
+        .map(|raw| scale(raw, factor))
+        .filter(|&t| t <= limit)
+}
+
+/// o200k tokens per byte of `text`, measured on up to three samples of
+/// `sample` bytes (start, middle, end), for planning pages without counting
+/// the whole document.
+pub fn bytes_per_token(text: &str, sample: usize) -> f32 {
+    let tokenizer = bpe_openai::o200k_base();
+    let len = text.len();
+    if len <= sample * 3 {
+        let tokens = tokenizer.count(text).max(1);
+        return len.max(1) as f32 / tokens as f32;
+    }
+    let mut bytes = 0;
+    let mut tokens = 0;
+    for start in [0, len / 2 - sample / 2, len - sample] {
+        let piece = char_slice(text, start, start + sample);
+        bytes += piece.len();
+        tokens += tokenizer.count(piece);
+    }
+    bytes.max(1) as f32 / tokens.max(1) as f32
+}
+
+/// `text[start..end]`, with both ends moved back to character boundaries.
+pub fn char_slice(text: &str, start: usize, end: usize) -> &str {
+    let start = floor_boundary(text, start);
+    let end = floor_boundary(text, end).max(start);
+    &text[start..end]
+}
+
+/// The largest character boundary of `text` at or before `at`.
+pub fn floor_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+fn scale(raw: usize, factor: f32) -> u32 {
+    let scaled = (raw as f64 * f64::from(factor)).ceil();
+    if scaled >= f64::from(u32::MAX) {
+        u32::MAX
+    } else {
+        scaled as u32
+    }
+}
+
+/// Warms the tokenizer's tables (about 0.1 s the first time).
+pub fn warm_up() {
+    let _ = bpe_openai::o200k_base().count("warm up");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_counted_with_the_factor() {
+        let raw = bpe_openai::o200k_base().count("hello world, this is a test");
+        assert!(raw > 3);
+        assert_eq!(
+            count_tokens("hello world, this is a test", 1.25) as usize,
+            (raw as f64 * 1.25).ceil() as usize
+        );
+        assert_eq!(
+            count_tokens("hello world, this is a test", 1.0) as usize,
+            raw
+        );
+    }
+
+    #[test]
+    fn tokens_within_stops_at_the_limit() {
+        let text = "word ".repeat(1000);
+        let all = count_tokens(&text, 1.25);
+        assert_eq!(tokens_within(&text, 1.25, all), Some(all));
+        assert_eq!(tokens_within(&text, 1.25, all - 2), None);
+    }
+
+    #[test]
+    fn size_stops_counting_tokens_past_the_chars() {
+        let budget = Budget {
+            max_chars: 10,
+            ..Budget::default()
+        };
+        let mut size = Size::counting();
+        size.add_text("héllo", &budget);
+        assert_eq!((size.bytes, size.chars, size.lines), (6, 5, 1));
+        assert!(size.tokens.is_some());
+        assert!(budget.admits(&size));
+        size.add_text("hello\nworld", &budget);
+        assert_eq!(size.tokens, None);
+        assert!(!budget.admits(&size));
+        assert_eq!(size.lines, 3);
+    }
+
+    #[test]
+    fn narrowing_never_widens() {
+        let b = Budget::default().narrowed(&BudgetOverride {
+            max_tokens: Some(100_000),
+            max_chars: Some(1000),
+            max_lines: Some(10),
+            token_factor: None,
+        });
+        assert_eq!(
+            (b.max_tokens, b.max_chars, b.max_lines),
+            (18_000, 1000, Some(10))
+        );
+    }
+
+    #[test]
+    fn char_slices_stay_on_boundaries() {
+        assert_eq!(char_slice("héllo", 0, 2), "h");
+        assert_eq!(char_slice("héllo", 2, 4), "él");
+    }
+}

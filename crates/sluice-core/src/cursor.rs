@@ -1,0 +1,228 @@
+//! Cursors: where the next page starts, sealed so a client can hold it but
+//! not forge it.
+//!
+//! A cursor carries the handle, the paged path, the budget the pages were
+//! planned for and a position, followed by an HMAC-SHA256 tag (truncated to
+//! 128 bits) under a key that never leaves the process. A cursor that was
+//! altered, cut, or sealed by another sluice fails to open.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+use crate::budget::Budget;
+use crate::pager::Position;
+
+/// The prefix of every cursor (the version of the format).
+const PREFIX: &str = "c1_";
+/// Bytes of the tag kept.
+const TAG: usize = 16;
+
+/// What a cursor says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cursor {
+    /// The stored result.
+    pub handle: String,
+    /// The paged path, as asked (`None`: the default target).
+    pub path: Option<String>,
+    /// The budget the page plan was made for.
+    pub budget: Budget,
+    /// Where the page starts.
+    pub at: Position,
+}
+
+/// Why a cursor was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CursorError {
+    /// Not a cursor of this format.
+    #[error("this is not a sluice cursor (cursors start with `{PREFIX}`)")]
+    Malformed,
+    /// The tag does not match: altered, or sealed by another process.
+    #[error("this cursor was altered or comes from another sluice process")]
+    Forged,
+}
+
+/// The key that seals cursors.
+#[derive(Clone)]
+pub struct CursorKey([u8; 32]);
+
+impl std::fmt::Debug for CursorKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CursorKey(…)")
+    }
+}
+
+impl CursorKey {
+    /// A fresh random key.
+    pub fn random() -> Self {
+        let mut key = [0; 32];
+        crate::store::random_bytes(&mut key);
+        Self(key)
+    }
+
+    /// A key from given bytes (several instances sharing one key).
+    pub fn from_bytes(key: [u8; 32]) -> Self {
+        Self(key)
+    }
+
+    fn mac(&self) -> Hmac<Sha256> {
+        <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes any key length")
+    }
+
+    /// `cursor` as an opaque string.
+    pub fn seal(&self, cursor: &Cursor) -> String {
+        let mut body = Vec::with_capacity(96);
+        body.push(cursor.handle.len() as u8);
+        body.extend_from_slice(cursor.handle.as_bytes());
+        match &cursor.path {
+            None => body.push(0),
+            Some(path) => {
+                body.push(1);
+                body.extend_from_slice(&(path.len() as u32).to_le_bytes());
+                body.extend_from_slice(path.as_bytes());
+            }
+        }
+        let b = &cursor.budget;
+        body.extend_from_slice(&b.max_tokens.to_le_bytes());
+        body.extend_from_slice(&b.max_chars.to_le_bytes());
+        body.extend_from_slice(&b.max_lines.unwrap_or(0).to_le_bytes());
+        body.extend_from_slice(&b.token_factor.to_bits().to_le_bytes());
+        for n in [cursor.at.unit, cursor.at.byte, cursor.at.char] {
+            body.extend_from_slice(&n.to_le_bytes());
+        }
+        let mut mac = self.mac();
+        mac.update(&body);
+        body.extend_from_slice(&mac.finalize().into_bytes()[..TAG]);
+        format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(body))
+    }
+
+    /// Opens a sealed cursor.
+    pub fn open(&self, sealed: &str) -> Result<Cursor, CursorError> {
+        let raw = sealed
+            .strip_prefix(PREFIX)
+            .and_then(|s| URL_SAFE_NO_PAD.decode(s).ok())
+            .ok_or(CursorError::Malformed)?;
+        if raw.len() < TAG + 1 {
+            return Err(CursorError::Malformed);
+        }
+        let (body, tag) = raw.split_at(raw.len() - TAG);
+        let mut mac = self.mac();
+        mac.update(body);
+        mac.verify_truncated_left(tag)
+            .map_err(|_| CursorError::Forged)?;
+        // Sealed by us: the layout is ours, but read it defensively anyway.
+        Reader(body).cursor().ok_or(CursorError::Malformed)
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    }
+    fn string(&mut self, n: usize) -> Option<String> {
+        self.take(n)
+            .and_then(|b| String::from_utf8(b.to_vec()).ok())
+    }
+    fn cursor(mut self) -> Option<Cursor> {
+        let len = self.u8()? as usize;
+        let handle = self.string(len)?;
+        let path = match self.u8()? {
+            0 => None,
+            _ => {
+                let len = self.u32()? as usize;
+                Some(self.string(len)?)
+            }
+        };
+        let max_tokens = self.u32()?;
+        let max_chars = self.u32()?;
+        let max_lines = Some(self.u32()?).filter(|&l| l > 0);
+        let token_factor = f32::from_bits(self.u32()?);
+        let at = Position {
+            unit: self.u64()?,
+            byte: self.u64()?,
+            char: self.u64()?,
+        };
+        self.0.is_empty().then_some(Cursor {
+            handle,
+            path,
+            budget: Budget {
+                max_tokens,
+                max_chars,
+                max_lines,
+                token_factor,
+            },
+            at,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cursor() -> Cursor {
+        Cursor {
+            handle: "h_abcdefghijklmnopqrstuv".into(),
+            path: Some("/tree/0/children".into()),
+            budget: Budget {
+                max_lines: Some(250),
+                ..Budget::default()
+            },
+            at: Position {
+                unit: 250,
+                byte: 7,
+                char: 5,
+            },
+        }
+    }
+
+    #[test]
+    fn a_sealed_cursor_opens_to_itself() {
+        let key = CursorKey::random();
+        let sealed = key.seal(&cursor());
+        assert!(sealed.starts_with("c1_"));
+        assert_eq!(key.open(&sealed), Ok(cursor()));
+        let plain = Cursor {
+            path: None,
+            budget: Budget::default(),
+            ..cursor()
+        };
+        assert_eq!(key.open(&key.seal(&plain)), Ok(plain));
+    }
+
+    #[test]
+    fn altered_foreign_and_garbage_cursors_are_refused() {
+        let key = CursorKey::random();
+        let sealed = key.seal(&cursor());
+        let mut bytes = URL_SAFE_NO_PAD.decode(&sealed[3..]).unwrap();
+        bytes[30] ^= 1;
+        let altered = format!("c1_{}", URL_SAFE_NO_PAD.encode(&bytes));
+        assert_eq!(key.open(&altered), Err(CursorError::Forged));
+        assert_eq!(CursorKey::random().open(&sealed), Err(CursorError::Forged));
+        assert_eq!(key.open("c1_!!!"), Err(CursorError::Malformed));
+        assert_eq!(key.open("hello"), Err(CursorError::Malformed));
+        assert_eq!(
+            key.open(&sealed[..sealed.len() - 4]),
+            Err(CursorError::Forged)
+        );
+    }
+}

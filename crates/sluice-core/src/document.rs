@@ -1,0 +1,258 @@
+//! A stored result: its text and the index that lets a page be served
+//! without reading the rest.
+//!
+//! A document is built once, when a result is stored: JSON is validated,
+//! minified (pages carry compact JSON: whitespace costs tokens) and scanned
+//! for its largest arrays; text gets a line index. Arrays other than the
+//! default one are indexed the first time a page of them is asked for, and
+//! kept.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use crate::budget::count_chars;
+use crate::scan::{self, ArraySpan, PointerError};
+
+/// What a document holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// One JSON value.
+    Json,
+    /// Plain text, paged by lines.
+    Text,
+    /// A list of MCP content blocks, held as a JSON array.
+    Blocks,
+}
+
+impl Kind {
+    /// Its name in `_meta` and in texts: `json`, `text` or `blocks`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Json => "json",
+            Kind::Text => "text",
+            Kind::Blocks => "blocks",
+        }
+    }
+}
+
+/// How many of a document's largest arrays are remembered.
+const ARRAYS_KEPT: usize = 12;
+
+/// A stored document and its index.
+#[derive(Debug)]
+pub struct Document {
+    kind: Kind,
+    text: String,
+    chars: u64,
+    /// JSON: the largest arrays, largest first.
+    arrays: Vec<ArraySpan>,
+    /// Text: the byte offset where every line starts.
+    line_starts: Vec<u64>,
+    /// JSON: item offsets of the arrays read so far, by pointer.
+    items: Mutex<HashMap<String, Arc<Items>>>,
+}
+
+/// The items of one array: where each starts.
+#[derive(Debug)]
+pub struct Items {
+    /// The array's bytes, `[` to `]`.
+    pub range: Range<usize>,
+    /// Where each item starts.
+    pub starts: Vec<u64>,
+}
+
+impl Items {
+    /// How many items.
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
+    /// The bytes of item `i` (without the comma that follows it).
+    pub fn item(&self, i: usize) -> Range<usize> {
+        let start = self.starts[i] as usize;
+        let end = self
+            .starts
+            .get(i + 1)
+            .map_or(self.range.end - 1, |&next| next as usize - 1);
+        start..end
+    }
+
+    /// The bytes of items `a..b` and the commas between them.
+    pub fn span(&self, a: usize, b: usize) -> Range<usize> {
+        self.item(a).start..self.item(b - 1).end
+    }
+}
+
+/// Why a JSON text could not be stored as JSON.
+#[derive(Debug, thiserror::Error)]
+#[error("not JSON: {0}")]
+pub struct NotJson(String);
+
+impl Document {
+    /// A JSON document from JSON text (any whitespace); an error if the
+    /// text is not one valid JSON value.
+    pub fn json(text: String) -> Result<Self, NotJson> {
+        Self::json_kind(text, Kind::Json)
+    }
+
+    /// A document of content blocks, from their JSON array.
+    pub fn blocks(json_array: String) -> Result<Self, NotJson> {
+        Self::json_kind(json_array, Kind::Blocks)
+    }
+
+    fn json_kind(text: String, kind: Kind) -> Result<Self, NotJson> {
+        serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| NotJson(e.to_string()))?;
+        let text = match scan::minify(&text) {
+            std::borrow::Cow::Borrowed(_) => text,
+            std::borrow::Cow::Owned(compact) => compact,
+        };
+        let arrays = scan::largest_arrays(&text, ARRAYS_KEPT);
+        Ok(Self {
+            kind,
+            chars: count_chars(&text) as u64,
+            text,
+            arrays,
+            line_starts: Vec::new(),
+            items: Mutex::default(),
+        })
+    }
+
+    /// A text document.
+    pub fn text(text: String) -> Self {
+        let mut line_starts = vec![0];
+        line_starts.extend(
+            memchr::memchr_iter(b'\n', text.as_bytes())
+                .map(|i| i as u64 + 1)
+                .filter(|&i| (i as usize) < text.len()),
+        );
+        Self {
+            kind: Kind::Text,
+            chars: count_chars(&text) as u64,
+            text,
+            arrays: Vec::new(),
+            line_starts,
+            items: Mutex::default(),
+        }
+    }
+
+    /// What it holds.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Its text: compact JSON, or the text as received.
+    pub fn text_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Its size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.text.len()
+    }
+
+    /// Its size in characters.
+    pub fn chars(&self) -> u64 {
+        self.chars
+    }
+
+    /// Text: where each line starts.
+    pub fn line_starts(&self) -> &[u64] {
+        &self.line_starts
+    }
+
+    /// JSON: its largest arrays, largest first.
+    pub fn arrays(&self) -> &[ArraySpan] {
+        &self.arrays
+    }
+
+    /// JSON: the array paged when no path is given: the root array, else the
+    /// largest one; `None` when there is no array.
+    pub fn default_array(&self) -> Option<&ArraySpan> {
+        self.arrays
+            .iter()
+            .find(|a| a.pointer.is_empty())
+            .or_else(|| self.arrays.first())
+    }
+
+    /// Memory held, approximately.
+    pub fn memory(&self) -> usize {
+        let items: usize = self
+            .items
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|i| i.starts.len() * 8)
+            .sum();
+        self.text.capacity() + self.line_starts.capacity() * 8 + items + 256
+    }
+
+    /// The bytes of the value at `pointer`.
+    pub fn resolve(&self, pointer: &str) -> Result<Range<usize>, PointerError> {
+        scan::resolve(&self.text, pointer)
+    }
+
+    /// The items of the array at `pointer` (indexed on first use), or
+    /// `Ok(None)` when the value there is not an array.
+    pub fn items(&self, pointer: &str) -> Result<Option<Arc<Items>>, PointerError> {
+        if let Some(items) = self.lock_items().get(pointer) {
+            return Ok(Some(items.clone()));
+        }
+        let range = match self.arrays.iter().find(|a| a.pointer == pointer) {
+            Some(a) => a.range.clone(),
+            None => self.resolve(pointer)?,
+        };
+        if self.text.as_bytes().get(range.start) != Some(&b'[') {
+            return Ok(None);
+        }
+        let items = Arc::new(Items {
+            starts: scan::item_starts(&self.text, range.clone()),
+            range,
+        });
+        self.lock_items().insert(pointer.to_owned(), items.clone());
+        Ok(Some(items))
+    }
+
+    fn lock_items(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Items>>> {
+        self.items.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_minified_and_its_arrays_indexed() {
+        let doc =
+            Document::json("{ \"n\": 2, \"rows\": [ {\"a\": 1}, {\"a\": 2} ] }".into()).unwrap();
+        assert_eq!(doc.text_str(), r#"{"n":2,"rows":[{"a":1},{"a":2}]}"#);
+        assert_eq!(doc.default_array().unwrap().pointer, "/rows");
+        let items = doc.items("/rows").unwrap().unwrap();
+        assert_eq!(items.len(), 2);
+        assert_eq!(&doc.text_str()[items.item(1)], r#"{"a":2}"#);
+        assert_eq!(&doc.text_str()[items.span(0, 2)], r#"{"a":1},{"a":2}"#);
+        assert!(doc.items("/n").unwrap().is_none());
+        assert!(doc.items("/zz").is_err());
+    }
+
+    #[test]
+    fn invalid_json_is_refused() {
+        assert!(Document::json("{\"a\": [1, 2".into()).is_err());
+        assert!(Document::json("".into()).is_err());
+    }
+
+    #[test]
+    fn text_lines_are_indexed() {
+        let doc = Document::text("a\nbb\n\nccc\n".into());
+        assert_eq!(doc.line_starts(), [0, 2, 5, 6]);
+        let doc = Document::text("no newline".into());
+        assert_eq!(doc.line_starts(), [0]);
+        assert_eq!(doc.chars(), 10);
+    }
+}

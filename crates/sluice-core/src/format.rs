@@ -1,0 +1,99 @@
+//! Numbers, sizes and times written for people (and models).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// `12480` → `"12,480"`.
+pub fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `629_145` → `"614 KB"`; 1 KB = 1024 bytes.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
+    if n < 1024 {
+        return format!("{n} bytes");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value < 10.0 {
+        format!("{value:.1} {}", UNITS[unit])
+    } else {
+        format!("{value:.0} {}", UNITS[unit])
+    }
+}
+
+/// `t` as an RFC 3339 UTC timestamp, to the second.
+pub fn timestamp(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// A duration in the largest unit that keeps it short: `42 s`, `3 min`, `2 h`.
+pub fn age(secs: u64) -> String {
+    match secs {
+        0..120 => format!("{secs} s"),
+        120..7200 => format!("{} min", secs / 60),
+        _ => format!("{} h", secs / 3600),
+    }
+}
+
+/// Howard Hinnant's days-to-civil algorithm.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn numbers_are_grouped() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(999), "999");
+        assert_eq!(group(12_480), "12,480");
+        assert_eq!(group(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn sizes_are_short() {
+        assert_eq!(bytes(500), "500 bytes");
+        assert_eq!(bytes(629_145), "614 KB");
+        assert_eq!(bytes(5 * 1024 * 1024 + 1), "5.0 MB");
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_795_357_326);
+        assert_eq!(timestamp(t), "2026-11-22T14:22:06Z");
+        assert_eq!(timestamp(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+    }
+}

@@ -1,0 +1,432 @@
+//! Where stored results live, and for how long.
+//!
+//! A result is stored under an unguessable handle and bound to its owner
+//! (the client session that received it): another owner gets "unknown
+//! handle", never the data. Entries expire after a time-to-live counted from
+//! their last use, and the store keeps under a byte bound by evicting the
+//! least recently used entries. Expiry is lazy on access and swept by
+//! [`Store::purge_expired`], which the embedding calls periodically (as
+//! mini-redis's purge task does).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+use crate::document::Document;
+
+/// Who a stored result belongs to: a client session, or [`ANONYMOUS`].
+pub type Owner = u64;
+
+/// The owner of results stored for clients that have no session (2026-07-28
+/// stateless HTTP requests, `sluice call`): the handle alone grants access.
+pub const ANONYMOUS: Owner = 0;
+
+/// What is known about a stored result besides its document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredInfo {
+    /// What produced it, e.g. `directory_tree` or `resources/read file:///x`.
+    pub source: String,
+    /// Bytes of what the upstream sent (before minifying).
+    pub bytes: u64,
+    /// Characters of what the upstream sent.
+    pub chars: u64,
+    /// Client tokens of what the upstream sent.
+    pub tokens: u64,
+    /// Whether `tokens` was extrapolated from samples (large results are
+    /// not tokenized whole).
+    pub tokens_estimated: bool,
+    /// Whether the upstream flagged the result as an error.
+    pub is_error: bool,
+}
+
+/// A stored result.
+#[derive(Debug)]
+pub struct Stored {
+    /// Its handle.
+    pub handle: String,
+    /// Its owner.
+    pub owner: Owner,
+    /// The document.
+    pub doc: Document,
+    /// What it is.
+    pub info: StoredInfo,
+    /// When it was stored.
+    pub created: SystemTime,
+}
+
+/// A stored result as listed, with its expiry.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// The result.
+    pub stored: Arc<Stored>,
+    /// When it expires unless used again.
+    pub expires_at: SystemTime,
+}
+
+/// Why a stored result is not available.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// Never stored, or stored for someone else.
+    #[error("unknown handle `{0}`: it was never issued to this session")]
+    Unknown(String),
+    /// Stored, but not used for longer than the time-to-live.
+    #[error("handle `{handle}` expired {} ago (results are kept {} after their last use)", crate::format::age(*ago_s), crate::format::age(*ttl_s))]
+    Expired {
+        /// The handle.
+        handle: String,
+        /// Seconds since it expired.
+        ago_s: u64,
+        /// The time-to-live.
+        ttl_s: u64,
+    },
+    /// Evicted to make room for newer results.
+    #[error("handle `{0}` was evicted to make room for newer results (the store is full)")]
+    Evicted(String),
+    /// Larger than the whole store.
+    #[error("the result ({}) is larger than the store's bound ({})", crate::format::bytes(*bytes), crate::format::bytes(*max))]
+    TooLarge {
+        /// Its size.
+        bytes: u64,
+        /// The store's bound.
+        max: u64,
+    },
+}
+
+/// Storage of results.
+pub trait Store: Send + Sync {
+    /// Stores `doc` for `owner`.
+    fn put(&self, owner: Owner, doc: Document, info: StoredInfo)
+    -> Result<Arc<Stored>, StoreError>;
+    /// The result `handle` of `owner`, its time-to-live restarted.
+    fn get(&self, owner: Owner, handle: &str) -> Result<Listed, StoreError>;
+    /// `owner`'s results, most recently stored first, at most `limit`.
+    fn list(&self, owner: Owner, limit: usize) -> Vec<Listed>;
+    /// Drops expired entries; returns how many.
+    fn purge_expired(&self) -> usize;
+    /// Entries and bytes held.
+    fn usage(&self) -> (usize, u64);
+}
+
+/// Limits of a [`MemoryStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreLimits {
+    /// Bytes of documents kept, at most.
+    pub max_bytes: u64,
+    /// How long an unused entry is kept.
+    pub ttl: Duration,
+}
+
+impl Default for StoreLimits {
+    /// 1 GiB, 30 minutes.
+    fn default() -> Self {
+        Self {
+            max_bytes: 1 << 30,
+            ttl: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// Stored results in memory.
+#[derive(Debug)]
+pub struct MemoryStore {
+    limits: StoreLimits,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    entries: HashMap<String, Entry>,
+    /// Entries by last use (tick → handle), least recent first.
+    lru: BTreeMap<u64, String>,
+    tick: u64,
+    bytes: u64,
+    /// Recently dropped handles, to say why they are gone.
+    gone: HashMap<String, (Owner, Gone)>,
+    gone_order: VecDeque<String>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    stored: Arc<Stored>,
+    tick: u64,
+    expires: Instant,
+    bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Gone {
+    Expired(Instant),
+    Evicted,
+}
+
+/// How many dropped handles are remembered.
+const GONE_KEPT: usize = 4096;
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new(limits: StoreLimits) -> Self {
+        Self {
+            limits,
+            inner: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Inner {
+    fn remove(&mut self, handle: &str, why: Gone) {
+        if let Some(entry) = self.entries.remove(handle) {
+            self.lru.remove(&entry.tick);
+            self.bytes -= entry.bytes;
+            self.gone
+                .insert(handle.to_owned(), (entry.stored.owner, why));
+            self.gone_order.push_back(handle.to_owned());
+            if self.gone_order.len() > GONE_KEPT
+                && let Some(old) = self.gone_order.pop_front()
+            {
+                self.gone.remove(&old);
+            }
+        }
+    }
+
+    fn touch(&mut self, handle: &str, expires: Instant) {
+        self.tick += 1;
+        let tick = self.tick;
+        if let Some(entry) = self.entries.get_mut(handle) {
+            self.lru.remove(&entry.tick);
+            entry.tick = tick;
+            entry.expires = expires;
+            self.lru.insert(tick, handle.to_owned());
+        }
+    }
+}
+
+impl Store for MemoryStore {
+    fn put(
+        &self,
+        owner: Owner,
+        doc: Document,
+        info: StoredInfo,
+    ) -> Result<Arc<Stored>, StoreError> {
+        let bytes = doc.memory() as u64;
+        if bytes > self.limits.max_bytes {
+            return Err(StoreError::TooLarge {
+                bytes,
+                max: self.limits.max_bytes,
+            });
+        }
+        let stored = Arc::new(Stored {
+            handle: new_handle(),
+            owner,
+            doc,
+            info,
+            created: SystemTime::now(),
+        });
+        let mut inner = self.lock();
+        while inner.bytes + bytes > self.limits.max_bytes {
+            let Some((_, oldest)) = inner.lru.pop_first() else {
+                break;
+            };
+            inner.remove(&oldest, Gone::Evicted);
+        }
+        inner.tick += 1;
+        let tick = inner.tick;
+        inner.lru.insert(tick, stored.handle.clone());
+        inner.bytes += bytes;
+        inner.entries.insert(
+            stored.handle.clone(),
+            Entry {
+                stored: stored.clone(),
+                tick,
+                expires: Instant::now() + self.limits.ttl,
+                bytes,
+            },
+        );
+        Ok(stored)
+    }
+
+    fn get(&self, owner: Owner, handle: &str) -> Result<Listed, StoreError> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let found = inner
+            .entries
+            .get(handle)
+            .filter(|e| e.stored.owner == owner)
+            .map(|e| (e.expires, e.stored.clone()));
+        match found {
+            Some((expires, _)) if expires <= now => {
+                inner.remove(handle, Gone::Expired(expires));
+                Err(StoreError::Expired {
+                    handle: handle.to_owned(),
+                    ago_s: now.duration_since(expires).as_secs(),
+                    ttl_s: self.limits.ttl.as_secs(),
+                })
+            }
+            Some((_, stored)) => {
+                inner.touch(handle, now + self.limits.ttl);
+                Ok(Listed {
+                    stored,
+                    expires_at: SystemTime::now() + self.limits.ttl,
+                })
+            }
+            None => match inner.gone.get(handle) {
+                Some((o, Gone::Expired(at))) if *o == owner => Err(StoreError::Expired {
+                    handle: handle.to_owned(),
+                    ago_s: now.saturating_duration_since(*at).as_secs(),
+                    ttl_s: self.limits.ttl.as_secs(),
+                }),
+                Some((o, Gone::Evicted)) if *o == owner => {
+                    Err(StoreError::Evicted(handle.to_owned()))
+                }
+                _ => Err(StoreError::Unknown(handle.to_owned())),
+            },
+        }
+    }
+
+    fn list(&self, owner: Owner, limit: usize) -> Vec<Listed> {
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        let inner = self.lock();
+        let mut listed: Vec<Listed> = inner
+            .entries
+            .values()
+            .filter(|e| e.stored.owner == owner && e.expires > now)
+            .map(|e| Listed {
+                stored: e.stored.clone(),
+                expires_at: wall + e.expires.duration_since(now),
+            })
+            .collect();
+        listed.sort_by_key(|l| std::cmp::Reverse(l.stored.created));
+        listed.truncate(limit);
+        listed
+    }
+
+    fn purge_expired(&self) -> usize {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let expired: Vec<(String, Instant)> = inner
+            .entries
+            .iter()
+            .filter(|(_, e)| e.expires <= now)
+            .map(|(h, e)| (h.clone(), e.expires))
+            .collect();
+        for (handle, at) in &expired {
+            inner.remove(handle, Gone::Expired(*at));
+        }
+        expired.len()
+    }
+
+    fn usage(&self) -> (usize, u64) {
+        let inner = self.lock();
+        (inner.entries.len(), inner.bytes)
+    }
+}
+
+/// A new handle: `h_` and 128 random bits.
+pub fn new_handle() -> String {
+    let mut bytes = [0u8; 16];
+    random_bytes(&mut bytes);
+    format!("h_{}", URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// Fills `buf` from the operating system's random source.
+pub fn random_bytes(buf: &mut [u8]) {
+    // The OS source failing is unrecoverable: handles would be guessable.
+    getrandom::fill(buf).expect("the operating system's random source failed");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> StoredInfo {
+        StoredInfo {
+            source: "t".into(),
+            bytes: 0,
+            chars: 0,
+            tokens: 0,
+            tokens_estimated: false,
+            is_error: false,
+        }
+    }
+
+    fn doc(n: usize) -> Document {
+        Document::text("x".repeat(n))
+    }
+
+    #[test]
+    fn handles_are_bound_to_their_owner() {
+        let store = MemoryStore::new(StoreLimits::default());
+        let stored = store.put(7, doc(10), info()).unwrap();
+        assert!(stored.handle.starts_with("h_") && stored.handle.len() == 24);
+        assert_eq!(
+            store.get(7, &stored.handle).unwrap().stored.handle,
+            stored.handle
+        );
+        assert_eq!(
+            store.get(8, &stored.handle).unwrap_err(),
+            StoreError::Unknown(stored.handle.clone())
+        );
+        assert!(matches!(
+            store.get(7, "h_nope"),
+            Err(StoreError::Unknown(_))
+        ));
+        assert_eq!(store.list(7, 10).len(), 1);
+        assert!(store.list(8, 10).is_empty());
+    }
+
+    #[test]
+    fn the_least_recently_used_entry_is_evicted() {
+        let one = doc(100).memory() as u64;
+        let store = MemoryStore::new(StoreLimits {
+            max_bytes: one * 2 + one / 2,
+            ttl: Duration::from_secs(60),
+        });
+        let a = store.put(1, doc(100), info()).unwrap();
+        let b = store.put(1, doc(100), info()).unwrap();
+        store.get(1, &a.handle).unwrap(); // a is now the most recent
+        let c = store.put(1, doc(100), info()).unwrap();
+        assert_eq!(
+            store.get(1, &b.handle).unwrap_err(),
+            StoreError::Evicted(b.handle.clone())
+        );
+        assert!(store.get(1, &a.handle).is_ok());
+        assert!(store.get(1, &c.handle).is_ok());
+        assert_eq!(store.usage().0, 2);
+        assert!(matches!(
+            store.put(1, doc(10_000), info()),
+            Err(StoreError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn unused_entries_expire_and_say_so() {
+        let store = MemoryStore::new(StoreLimits {
+            max_bytes: 1 << 20,
+            ttl: Duration::from_millis(30),
+        });
+        let a = store.put(1, doc(10), info()).unwrap();
+        let b = store.put(1, doc(10), info()).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(matches!(
+            store.get(1, &a.handle),
+            Err(StoreError::Expired { .. })
+        ));
+        assert_eq!(store.purge_expired(), 1);
+        assert!(matches!(
+            store.get(1, &b.handle),
+            Err(StoreError::Expired { .. })
+        ));
+        assert!(matches!(
+            store.get(2, &b.handle),
+            Err(StoreError::Unknown(_))
+        ));
+        assert_eq!(store.usage(), (0, 0));
+    }
+}

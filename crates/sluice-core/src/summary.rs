@@ -1,0 +1,563 @@
+//! The answer a model gets instead of a result too large for it: what the
+//! result is, its shape, a preview, and the exact calls that read the rest.
+//!
+//! The [`Overview`] (shape and preview material) is computed once when the
+//! result is stored, from samples: a 100 MB array is not parsed whole, only
+//! its first items and a spread of others. [`render`] then writes the
+//! answer for one budget, cutting the preview until the answer fits.
+
+use serde_json::Value;
+
+use crate::budget::{Budget, count_chars, count_tokens};
+use crate::document::{Document, Kind};
+use crate::format::{bytes, group};
+use crate::shape::{Cut, Shape, preview};
+use crate::store::StoredInfo;
+
+/// Items sampled from the start of the bulk array.
+const FIRST_ITEMS: usize = 20;
+/// Items sampled across the rest of it.
+const SPREAD_ITEMS: usize = 60;
+/// Bytes of items parsed for sampling, at most.
+const SAMPLE_BYTES: usize = 8 << 20;
+/// The largest document whose context around the bulk is parsed.
+const CONTEXT_BYTES: usize = 4 << 20;
+/// Items kept for previews.
+const PREVIEW_ITEMS: usize = 5;
+
+/// What is known of a stored document's structure, from samples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overview {
+    /// The inferred shape, rendered at several depths (deepest first).
+    shapes: Vec<String>,
+    /// The array holding the bulk: pointer and item count.
+    pub bulk: Option<(String, usize)>,
+    /// Other large arrays (pointer, items), largest first.
+    pub other_arrays: Vec<(String, usize)>,
+    /// Preview material: the document with the bulk array cut to its first
+    /// items (JSON), or its first lines (text).
+    material: Material,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Material {
+    Json(Value),
+    Lines {
+        first: Vec<String>,
+        lines: u64,
+        longest: u64,
+    },
+}
+
+impl Overview {
+    /// Samples `doc`.
+    pub fn of(doc: &Document) -> Self {
+        match doc.kind() {
+            Kind::Text => Self::of_text(doc),
+            Kind::Json | Kind::Blocks => Self::of_json(doc),
+        }
+    }
+
+    fn of_text(doc: &Document) -> Self {
+        let text = doc.text_str();
+        let starts = doc.line_starts();
+        let line = |i: usize| {
+            let a = starts[i] as usize;
+            let b = starts.get(i + 1).map_or(text.len(), |&s| s as usize);
+            text[a..b].trim_end_matches(['\n', '\r'])
+        };
+        let longest = (0..starts.len())
+            .map(|i| {
+                let a = starts[i] as usize;
+                starts.get(i + 1).map_or(text.len(), |&s| s as usize) - a
+            })
+            .max()
+            .unwrap_or(0);
+        let first = (0..starts.len().min(40))
+            .map(|i| cut_line(line(i), 400))
+            .collect();
+        Self {
+            shapes: vec![format!(
+                "text, {} lines (the longest {})",
+                group(starts.len() as u64),
+                bytes(longest as u64)
+            )],
+            bulk: None,
+            other_arrays: Vec::new(),
+            material: Material::Lines {
+                first,
+                lines: starts.len() as u64,
+                longest: longest as u64,
+            },
+        }
+    }
+
+    fn of_json(doc: &Document) -> Self {
+        let text = doc.text_str();
+        let bulk = doc.default_array().cloned();
+        let items = bulk
+            .as_ref()
+            .and_then(|b| doc.items(&b.pointer).ok().flatten());
+        let (for_shape, for_preview) = match (&bulk, &items) {
+            (Some(array), Some(items)) => {
+                // Sample: the first items, then a spread of the rest.
+                let n = items.len();
+                let mut picks: Vec<usize> = (0..n.min(FIRST_ITEMS)).collect();
+                if n > FIRST_ITEMS {
+                    let step = ((n - FIRST_ITEMS) / SPREAD_ITEMS).max(1);
+                    picks.extend((FIRST_ITEMS..n).step_by(step).take(SPREAD_ITEMS));
+                }
+                let mut budget = SAMPLE_BYTES;
+                let mut sampled = Vec::new();
+                for (k, i) in picks.iter().enumerate() {
+                    let range = items.item(*i);
+                    if range.len() > budget && k > 0 {
+                        continue;
+                    }
+                    budget = budget.saturating_sub(range.len());
+                    if let Ok(v) = serde_json::from_str::<Value>(&text[range]) {
+                        sampled.push(v);
+                    }
+                }
+                let first: Vec<Value> =
+                    sampled.iter().take(PREVIEW_ITEMS.min(n)).cloned().collect();
+                let outside = text.len() - array.bytes();
+                if outside <= CONTEXT_BYTES {
+                    let with = |values: &[Value]| {
+                        let mut s = String::with_capacity(outside + 64);
+                        s.push_str(&text[..array.range.start]);
+                        s.push_str(&Value::Array(values.to_vec()).to_string());
+                        s.push_str(&text[array.range.end..]);
+                        serde_json::from_str::<Value>(&s).unwrap_or(Value::Null)
+                    };
+                    (with(&sampled), with(&first))
+                } else {
+                    (Value::Array(sampled), Value::Array(first))
+                }
+            }
+            _ => {
+                let whole = serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
+                (whole.clone(), whole)
+            }
+        };
+        let shape = Shape::of(&for_shape);
+        let shapes = (1..=5).rev().map(|d| shape.render(d)).collect();
+        let material = preview(
+            &for_preview,
+            Cut {
+                depth: 8,
+                items: PREVIEW_ITEMS,
+                string_chars: 400,
+            },
+        );
+        Self {
+            shapes,
+            bulk: bulk.as_ref().map(|b| (b.pointer.clone(), b.items)),
+            other_arrays: doc
+                .arrays()
+                .iter()
+                .filter(|a| Some(&a.pointer) != bulk.as_ref().map(|b| &b.pointer))
+                .filter(|a| a.items > 1)
+                .take(3)
+                .map(|a| (a.pointer.clone(), a.items))
+                .collect(),
+            material: Material::Json(material),
+        }
+    }
+
+    fn shape(&self, level: usize) -> &str {
+        &self.shapes[level.min(self.shapes.len() - 1)]
+    }
+
+    /// The preview at `cut`, as text.
+    fn preview(&self, cut: Cut) -> (String, String) {
+        match &self.material {
+            Material::Json(value) => {
+                let mut cut_value = preview(value, cut);
+                let mut label = format!("depth {}", cut.depth);
+                if let Some((pointer, n)) = &self.bulk {
+                    let shown = (*n).min(cut.items).min(PREVIEW_ITEMS);
+                    if let Some(Value::Array(items)) = cut_value.pointer_mut(pointer) {
+                        items.retain(|v| !v.as_str().is_some_and(|s| s.starts_with("… ")));
+                        if *n > items.len() {
+                            items.push(Value::String(format!(
+                                "… {} more items",
+                                group((*n - items.len()) as u64)
+                            )));
+                        }
+                    }
+                    label = format!(
+                        "{} of {} items, {label}",
+                        group(shown as u64),
+                        group(*n as u64)
+                    );
+                }
+                let text = serde_json::to_string(&cut_value).unwrap_or_default();
+                (label, text)
+            }
+            Material::Lines { first, lines, .. } => {
+                let shown = first.len().min(cut.items * 4).max(1);
+                let text: Vec<String> = first
+                    .iter()
+                    .take(shown)
+                    .map(|l| cut_line(l, cut.string_chars))
+                    .collect();
+                (
+                    format!("first {} of {} lines", group(shown as u64), group(*lines)),
+                    text.join("\n"),
+                )
+            }
+        }
+    }
+}
+
+fn cut_line(line: &str, max: usize) -> String {
+    let chars = count_chars(line);
+    if chars <= max {
+        line.to_owned()
+    } else {
+        let kept: String = line.chars().take(max).collect();
+        format!("{kept}…(+{} chars)", group((chars - max) as u64))
+    }
+}
+
+/// How the answer is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// A summary: shape, a short preview, next steps.
+    Summary,
+    /// The preview as the answer, as long as fits, marked as truncated.
+    Truncated,
+}
+
+/// Everything the answer names.
+#[derive(Debug, Clone)]
+pub struct Answer<'a> {
+    /// What was called, e.g. `directory_tree`.
+    pub source: &'a str,
+    /// The handle.
+    pub handle: &'a str,
+    /// The stored result's sizes.
+    pub info: &'a StoredInfo,
+    /// The document's kind.
+    pub kind: Kind,
+    /// Pages for the caller's budget.
+    pub pages: usize,
+    /// The name of the read tool (`sluice_read`).
+    pub read_tool: &'a str,
+    /// Arguments of the upstream tool that narrow its result.
+    pub narrowing: &'a [String],
+    /// The deepest preview.
+    pub preview_depth: usize,
+    /// Summary or truncated preview.
+    pub style: Style,
+}
+
+/// The answer's text, fitted to `budget` (which should already leave room
+/// for whatever is sent with it).
+pub fn render(answer: &Answer<'_>, overview: &Overview, budget: &Budget) -> String {
+    let d = answer.preview_depth.max(1);
+    let cuts = [
+        (
+            Cut {
+                depth: d,
+                items: 5,
+                string_chars: 200,
+            },
+            0,
+        ),
+        (
+            Cut {
+                depth: d,
+                items: 3,
+                string_chars: 120,
+            },
+            0,
+        ),
+        (
+            Cut {
+                depth: d.min(3),
+                items: 2,
+                string_chars: 80,
+            },
+            1,
+        ),
+        (
+            Cut {
+                depth: d.min(2),
+                items: 1,
+                string_chars: 60,
+            },
+            2,
+        ),
+        (
+            Cut {
+                depth: 1,
+                items: 1,
+                string_chars: 40,
+            },
+            3,
+        ),
+        (
+            Cut {
+                depth: 0,
+                items: 1,
+                string_chars: 20,
+            },
+            4,
+        ),
+    ];
+    // A summary is kept short even when the budget is large: it is read
+    // once, the pages hold the data.
+    let limit = match answer.style {
+        Style::Summary => Budget {
+            max_tokens: budget.max_tokens.min(3_000),
+            max_chars: budget.max_chars.min(10_000),
+            ..*budget
+        },
+        Style::Truncated => *budget,
+    };
+    let mut last = String::new();
+    for (cut, shape_level) in cuts {
+        last = write(answer, overview, cut, shape_level);
+        if fits(&last, &limit) {
+            return last;
+        }
+    }
+    // Not even the smallest preview fits: the first lines, cut.
+    let mut out = String::new();
+    for line in last.lines() {
+        if !fits(&format!("{out}{line}\n"), budget) {
+            break;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+fn fits(text: &str, budget: &Budget) -> bool {
+    count_chars(text) as u64 <= u64::from(budget.max_chars)
+        && budget
+            .max_lines
+            .is_none_or(|l| text.lines().count() as u64 <= u64::from(l))
+        && count_tokens(text, budget.token_factor) <= budget.max_tokens
+}
+
+fn write(answer: &Answer<'_>, overview: &Overview, cut: Cut, shape_level: usize) -> String {
+    let info = answer.info;
+    let approx = if info.tokens_estimated { "≈" } else { "" };
+    let what = match answer.kind {
+        Kind::Json => "JSON",
+        Kind::Text => "text",
+        Kind::Blocks => "content blocks",
+    };
+    let returned = if info.is_error {
+        "returned an error of"
+    } else {
+        "returned"
+    };
+    let read = format!("{} {{\"handle\":\"{}\"}}", answer.read_tool, answer.handle);
+    let (label, preview) = overview.preview(cut);
+    let mut out = String::new();
+    match answer.style {
+        Style::Summary => out.push_str(&format!(
+            "{} {returned} {approx}{} tokens ({} of {what}), too large to show. Stored as {}.\n",
+            answer.source,
+            group(info.tokens),
+            bytes(info.bytes),
+            answer.handle
+        )),
+        Style::Truncated => out.push_str(&format!(
+            "[TRUNCATED by sluice: {} {returned} {approx}{} tokens ({} of {what}). Below is a cut preview, not the whole result; the whole result is stored as {}: {read} reads it in {} pages.]\n",
+            answer.source,
+            group(info.tokens),
+            bytes(info.bytes),
+            answer.handle,
+            group(answer.pages as u64)
+        )),
+    }
+    out.push_str(&format!("Shape: {}", overview.shape(shape_level)));
+    if let Some((pointer, n)) = &overview.bulk {
+        let at = if pointer.is_empty() {
+            "the root".to_owned()
+        } else {
+            pointer.clone()
+        };
+        out.push_str(&format!(" — the bulk: {} items at {at}", group(*n as u64)));
+    }
+    out.push('\n');
+    out.push_str(&format!("Preview ({label}):\n{preview}\n"));
+    if answer.style == Style::Truncated {
+        return out;
+    }
+    out.push_str(&format!(
+        "Next: {read} — {} page{}; add \"page\":N to jump",
+        group(answer.pages as u64),
+        if answer.pages == 1 { "" } else { "s" }
+    ));
+    if overview.bulk.is_some() {
+        out.push_str(", or \"path\":\"/json/pointer\" to page another array");
+    }
+    out.push('\n');
+    for (pointer, n) in &overview.other_arrays {
+        out.push_str(&format!(
+            "      {} {{\"handle\":\"{}\",\"path\":{:?}}} — {} items\n",
+            answer.read_tool,
+            answer.handle,
+            pointer,
+            group(*n as u64)
+        ));
+    }
+    if !answer.narrowing.is_empty() {
+        let args: Vec<String> = answer.narrowing.iter().map(|a| format!("`{a}`")).collect();
+        out.push_str(&format!(
+            "      or call {} again with {} to narrow it.\n",
+            answer.source,
+            join_or(&args)
+        ));
+    }
+    out
+}
+
+fn join_or(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+/// The arguments of a tool's input schema that narrow its result (`limit`,
+/// `max_count`, `head`, `excludePatterns`…), as named in the schema.
+pub fn narrowing_arguments(input_schema: &serde_json::Map<String, Value>) -> Vec<String> {
+    const HINTS: [&str; 16] = [
+        "limit", "max", "head", "tail", "exclude", "include", "filter", "query", "depth", "page",
+        "offset", "since", "until", "pattern", "fields", "count",
+    ];
+    let Some(Value::Object(properties)) = input_schema.get("properties") else {
+        return Vec::new();
+    };
+    properties
+        .keys()
+        .filter(|name| {
+            let lower = name.to_ascii_lowercase();
+            HINTS.iter().any(|h| lower.contains(h))
+        })
+        .take(4)
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn info(tokens: u64) -> StoredInfo {
+        StoredInfo {
+            source: "list_rows".into(),
+            bytes: 1_000_000,
+            chars: 1_000_000,
+            tokens,
+            tokens_estimated: false,
+            is_error: false,
+        }
+    }
+
+    #[test]
+    fn a_summary_names_shape_bulk_preview_and_next_steps() {
+        let rows: Vec<Value> = (0..5000)
+            .map(|i| {
+                let kind = ["a", "b"][i % 2];
+                json!({"id": i, "kind": kind, "text": "lorem ipsum ".repeat(5)})
+            })
+            .collect();
+        let doc =
+            Document::json(json!({"count": 5000, "rows": rows, "tags": ["x", "y"]}).to_string())
+                .unwrap();
+        let overview = Overview::of(&doc);
+        assert_eq!(overview.bulk, Some(("/rows".to_owned(), 5000)));
+        let info = info(300_000);
+        let narrowing = vec!["limit".to_owned()];
+        let answer = Answer {
+            source: "list_rows",
+            handle: "h_x",
+            info: &info,
+            kind: Kind::Json,
+            pages: 17,
+            read_tool: "sluice_read",
+            narrowing: &narrowing,
+            preview_depth: 3,
+            style: Style::Summary,
+        };
+        let text = render(&answer, &overview, &Budget::default());
+        assert!(text.starts_with("list_rows returned 300,000 tokens (977 KB of JSON), too large to show. Stored as h_x.\n"), "{text}");
+        assert!(text.contains(r#"Shape: {count: integer, rows: [{id: integer, kind: "a"|"b", text: string}], tags: ["x"|"y"]"#) || text.contains("Shape: {count: integer, rows: [{id: integer, kind: \"a\"|\"b\", text: string}], tags: [string]}"), "{text}");
+        assert!(text.contains("the bulk: 5,000 items at /rows"), "{text}");
+        assert!(
+            text.contains("Preview (5 of 5,000 items, depth 3):"),
+            "{text}"
+        );
+        assert!(text.contains("\"… 4,995 more items\""), "{text}");
+        assert!(
+            text.contains("Next: sluice_read {\"handle\":\"h_x\"} — 17 pages"),
+            "{text}"
+        );
+        assert!(
+            text.contains("or call list_rows again with `limit` to narrow it."),
+            "{text}"
+        );
+
+        // A tiny budget still gets an answer that fits.
+        let small = Budget {
+            max_tokens: 200,
+            max_chars: 700,
+            ..Budget::default()
+        };
+        let text = render(&answer, &overview, &small);
+        assert!(
+            fits(&text, &small) && text.contains("Stored as h_x"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn text_documents_preview_their_first_lines() {
+        let text: String = (0..1000).map(|i| format!("diff line {i}\n")).collect();
+        let doc = Document::text(text);
+        let overview = Overview::of(&doc);
+        let info = info(9000);
+        let answer = Answer {
+            source: "git_diff",
+            handle: "h_y",
+            info: &info,
+            kind: Kind::Text,
+            pages: 3,
+            read_tool: "sluice_read",
+            narrowing: &[],
+            preview_depth: 3,
+            style: Style::Truncated,
+        };
+        let out = render(&answer, &overview, &Budget::default());
+        assert!(
+            out.starts_with("[TRUNCATED by sluice: git_diff returned 9,000 tokens"),
+            "{out}"
+        );
+        assert!(out.contains("Shape: text, 1,000 lines"), "{out}");
+        assert!(
+            out.contains("Preview (first 20 of 1,000 lines):\ndiff line 0\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn narrowing_arguments_come_from_the_schema() {
+        let schema = json!({"type": "object", "properties": {
+            "path": {"type": "string"}, "excludePatterns": {}, "max_count": {}, "head": {}
+        }});
+        let mut names = narrowing_arguments(schema.as_object().unwrap());
+        names.sort();
+        assert_eq!(names, ["excludePatterns", "head", "max_count"]);
+    }
+}
