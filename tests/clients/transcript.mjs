@@ -381,9 +381,31 @@ class Recorder {
         onprogress: () => {}, // makes the SDK send a progressToken; progress is recorded in tap()
       }),
     );
-    this.t.calls.push(Object.assign(entry, r));
     prog.push(...(this.progressByToken.get(this.lastProgressToken) ?? []));
     this.progressByToken.clear();
+    if (r.result) r.result = await this.unstore(client, r.result);
+    this.t.calls.push(Object.assign(entry, r));
+  }
+
+  /** A result sluice stored (too large for the budget), read back whole with sluice_read:
+   * the text of a stored text result, as the one text block the upstream sent. */
+  async unstore(client, result) {
+    const stored = result._meta?.["sluice/stored"];
+    if (!stored) return result;
+    delete result._meta["sluice/stored"];
+    if (Object.keys(result._meta).length === 0) delete result._meta;
+    let request = { handle: stored.handle };
+    if (stored.kind !== "text") request.path = "";
+    let text = "";
+    for (;;) {
+      const page = await client.callTool({ name: "sluice_read", arguments: request });
+      text += page.content[0].text;
+      const cursor = page._meta["sluice/page"].next_cursor;
+      if (!cursor) break;
+      request = { cursor };
+    }
+    result.content = [{ type: "text", text }];
+    return result;
   }
 
   async step(key, entry, fn) {

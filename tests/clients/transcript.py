@@ -240,10 +240,32 @@ class Recorder:
         result = None
         try:
             result = await c.call_tool(tool, args, progress_callback=on_progress)
-            entry["result"] = dump(result)
+            entry["result"] = await self.unstore(c, dump(result))
         except Exception as e:  # noqa: BLE001
             entry["error"] = error_of(e)
         self.t["calls"].append(entry)
+        return result
+
+    async def unstore(self, c: Client, result: dict[str, Any]) -> dict[str, Any]:
+        """A result sluice stored (too large for the budget), read back whole with sluice_read:
+        the text of a stored text result, as the one text block the upstream sent."""
+        stored = (result.get("_meta") or {}).pop("sluice/stored", None)
+        if stored is None:
+            return result
+        if not result["_meta"]:
+            del result["_meta"]
+        request: dict[str, Any] = {"handle": stored["handle"]}
+        if stored["kind"] != "text":
+            request["path"] = ""
+        text = ""
+        while True:
+            page = dump(await c.call_tool("sluice_read", request))
+            text += page["content"][0]["text"]
+            cursor = page["_meta"]["sluice/page"]["next_cursor"]
+            if not cursor:
+                break
+            request = {"cursor": cursor}
+        result["content"] = [{"type": "text", "text": text}]
         return result
 
     async def step(self, key: str, entry: dict[str, Any], fn: Any) -> None:

@@ -15,7 +15,22 @@
 //! url = "http://127.0.0.1:3001/mcp"
 //! headers = { Authorization = "Bearer secret" }
 //!
-//! [upstreams.fs.tools.directory_tree]   # per-tool settings (later versions)
+//! [upstreams.fs.tools.directory_tree]   # per-tool settings
+//! max_tokens = 8000
+//! mode = "truncate"                      # or "buffer" (default), "passthrough"
+//!
+//! [budget]                               # the defaults shown
+//! max_tokens = 18000
+//! max_chars = 45000
+//! token_factor = 1.25
+//!
+//! [budget.clients."codex-mcp-client"]    # by clientInfo.name, over the built-in presets
+//! max_chars = 9216
+//! max_lines = 250
+//!
+//! [store]
+//! max_bytes = 1073741824                 # 1 GiB of stored results
+//! ttl_s = 1800                           # kept 30 min after their last use
 //! ```
 
 use std::collections::BTreeMap;
@@ -25,13 +40,46 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::budget::{Budget, BudgetOverride, builtin_presets};
 use crate::naming::SEPARATOR;
+use crate::store::StoreLimits;
 
 /// A validated configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The upstream servers, sorted by name.
     pub upstreams: Vec<UpstreamSpec>,
+    /// Budgets: the default and the per-client presets.
+    pub budget: BudgetConfig,
+    /// Bounds of the result store.
+    pub store: StoreLimits,
+}
+
+/// The `[budget]` table with the built-in presets folded in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetConfig {
+    /// For clients without a preset.
+    pub default: Budget,
+    /// Overrides by lower-case `clientInfo.name`.
+    pub clients: BTreeMap<String, BudgetOverride>,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        Self {
+            default: Budget::default(),
+            clients: builtin_presets(),
+        }
+    }
+}
+
+impl BudgetConfig {
+    /// The budget of the client that calls itself `client` (its
+    /// `clientInfo.name`), or the default one.
+    pub fn for_client(&self, client: Option<&str>) -> Budget {
+        let preset = client.and_then(|name| self.clients.get(&name.to_ascii_lowercase()));
+        preset.map_or(self.default, |o| self.default.with(o))
+    }
 }
 
 /// One upstream MCP server.
@@ -82,11 +130,44 @@ pub enum ProtocolChoice {
     Stateless,
 }
 
-/// Settings of one upstream tool. Reserved: later versions add budget,
-/// timeout and cache settings here; today the table must be empty.
+/// Settings of one upstream tool.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ToolSettings {}
+pub struct ToolSettings {
+    /// A lower token budget for this tool's results (never above the client's).
+    pub max_tokens: Option<u32>,
+    /// A lower character budget for this tool's results.
+    pub max_chars: Option<u32>,
+    /// How deep the preview of a stored result goes (default 3).
+    pub preview_depth: Option<u32>,
+    /// What happens to a result over budget.
+    pub mode: Option<Mode>,
+}
+
+impl ToolSettings {
+    /// The budget overrides these settings make.
+    pub fn budget(&self) -> BudgetOverride {
+        BudgetOverride {
+            max_tokens: self.max_tokens,
+            max_chars: self.max_chars,
+            ..Default::default()
+        }
+    }
+}
+
+/// What sluice does with a tool result over budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Store it and answer with a summary, a preview and a handle.
+    #[default]
+    Buffer,
+    /// Store it and answer with as much depth-cut preview as fits, marked
+    /// as truncated.
+    Truncate,
+    /// Send it whole, whatever its size (the tool's results are never stored).
+    Passthrough,
+}
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +202,74 @@ pub enum ConfigError {
 struct RawConfig {
     #[serde(default)]
     upstreams: BTreeMap<Spanned<String>, Spanned<RawUpstream>>,
+    budget: Option<Spanned<RawBudget>>,
+    store: Option<Spanned<RawStore>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBudget {
+    max_tokens: Option<u32>,
+    max_chars: Option<u32>,
+    max_lines: Option<u32>,
+    token_factor: Option<f32>,
+    #[serde(default)]
+    clients: BTreeMap<String, RawBudgetFields>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawBudgetFields {
+    max_tokens: Option<u32>,
+    max_chars: Option<u32>,
+    max_lines: Option<u32>,
+    token_factor: Option<f32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStore {
+    max_bytes: Option<u64>,
+    ttl_s: Option<u64>,
+}
+
+impl RawBudgetFields {
+    fn check(self, table: &str) -> Result<BudgetOverride, String> {
+        if let Some(t) = self.max_tokens
+            && t < 500
+        {
+            return Err(format!(
+                "{table}: `max_tokens = {t}` is too small: at least 500 are needed for a summary and a page"
+            ));
+        }
+        if let Some(c) = self.max_chars
+            && c < 2000
+        {
+            return Err(format!(
+                "{table}: `max_chars = {c}` is too small: at least 2000 are needed for a summary and a page"
+            ));
+        }
+        if let Some(l) = self.max_lines
+            && l < 20
+        {
+            return Err(format!(
+                "{table}: `max_lines = {l}` is too small: at least 20"
+            ));
+        }
+        if let Some(f) = self.token_factor
+            && !(0.5..=4.0).contains(&f)
+        {
+            return Err(format!(
+                "{table}: `token_factor = {f}` must be between 0.5 and 4 (1.25 allows for Claude's tokenizer counting more than o200k)"
+            ));
+        }
+        Ok(BudgetOverride {
+            max_tokens: self.max_tokens,
+            max_chars: self.max_chars,
+            max_lines: self.max_lines,
+            token_factor: self.token_factor,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -253,6 +402,28 @@ impl Config {
                     )
                 })?,
             };
+            for (tool, settings) in &raw.tools {
+                if let Some(t) = settings.max_tokens
+                    && t < 500
+                {
+                    return Err(at(
+                        span.clone(),
+                        format!(
+                            "upstream `{name}`, tool `{tool}`: `max_tokens = {t}` is too small: at least 500"
+                        ),
+                    ));
+                }
+                if let Some(c) = settings.max_chars
+                    && c < 2000
+                {
+                    return Err(at(
+                        span.clone(),
+                        format!(
+                            "upstream `{name}`, tool `{tool}`: `max_chars = {c}` is too small: at least 2000"
+                        ),
+                    ));
+                }
+            }
             upstreams.push(UpstreamSpec {
                 name,
                 transport,
@@ -260,7 +431,59 @@ impl Config {
                 tools: raw.tools,
             });
         }
-        Ok(Config { upstreams })
+        let mut budget = BudgetConfig::default();
+        if let Some(raw) = raw.budget {
+            let span = raw.span();
+            let raw = raw.into_inner();
+            let fields = RawBudgetFields {
+                max_tokens: raw.max_tokens,
+                max_chars: raw.max_chars,
+                max_lines: raw.max_lines,
+                token_factor: raw.token_factor,
+            };
+            let default = fields.check("[budget]").map_err(|e| at(span.clone(), e))?;
+            budget.default = budget.default.with(&default);
+            for (client, fields) in raw.clients {
+                let o = fields
+                    .check(&format!("[budget.clients.\"{client}\"]"))
+                    .map_err(|e| at(span.clone(), e))?;
+                let entry = budget
+                    .clients
+                    .entry(client.to_ascii_lowercase())
+                    .or_default();
+                *entry = merge(entry, &o);
+            }
+        }
+        let mut store = StoreLimits::default();
+        if let Some(raw) = raw.store {
+            let span = raw.span();
+            let raw = raw.into_inner();
+            if let Some(b) = raw.max_bytes {
+                if b < 1 << 20 {
+                    return Err(at(
+                        span,
+                        format!(
+                            "[store]: `max_bytes = {b}` is too small: at least 1048576 (1 MiB)"
+                        ),
+                    ));
+                }
+                store.max_bytes = b;
+            }
+            if let Some(t) = raw.ttl_s {
+                if t == 0 {
+                    return Err(at(
+                        span,
+                        "[store]: `ttl_s` must be at least 1 (seconds)".into(),
+                    ));
+                }
+                store.ttl = std::time::Duration::from_secs(t);
+            }
+        }
+        Ok(Config {
+            upstreams,
+            budget,
+            store,
+        })
     }
 
     /// The configuration of `sluice -- CMD ARGS…`: one stdio upstream, named
@@ -283,7 +506,18 @@ impl Config {
                 protocol: ProtocolChoice::Auto,
                 tools: BTreeMap::new(),
             }],
+            budget: BudgetConfig::default(),
+            store: StoreLimits::default(),
         })
+    }
+}
+
+fn merge(base: &BudgetOverride, o: &BudgetOverride) -> BudgetOverride {
+    BudgetOverride {
+        max_tokens: o.max_tokens.or(base.max_tokens),
+        max_chars: o.max_chars.or(base.max_chars),
+        max_lines: o.max_lines.or(base.max_lines),
+        token_factor: o.token_factor.or(base.token_factor),
     }
 }
 
@@ -471,6 +705,94 @@ protocol = "2026-07-28"
             parse("[upstreams.a]\nurl = \"http://h\"\nheaders = { \"bad header\" = \"v\" }\n")
                 .unwrap_err()
                 .contains("not a valid HTTP header name")
+        );
+    }
+
+    #[test]
+    fn budgets_presets_and_tool_settings() {
+        let config = parse(
+            r#"
+[upstreams.fs]
+command = "x"
+[upstreams.fs.tools.tree]
+max_tokens = 4000
+mode = "truncate"
+preview_depth = 2
+
+[budget]
+max_tokens = 20000
+[budget.clients."My-Client"]
+max_chars = 3000
+max_lines = 100
+[budget.clients.codex-mcp-client]
+max_tokens = 3000
+
+[store]
+ttl_s = 60
+"#,
+        )
+        .unwrap();
+        let b = &config.budget;
+        assert_eq!(b.for_client(None).max_tokens, 20_000);
+        assert_eq!(b.for_client(Some("claude-code")).max_chars, 45_000);
+        let mine = b.for_client(Some("my-client"));
+        assert_eq!(
+            (mine.max_tokens, mine.max_chars, mine.max_lines),
+            (20_000, 3000, Some(100))
+        );
+        let codex = b.for_client(Some("codex-mcp-client"));
+        assert_eq!(
+            (codex.max_tokens, codex.max_chars, codex.max_lines),
+            (3000, 9216, Some(250))
+        );
+        let tool = &config.upstreams[0].tools["tree"];
+        assert_eq!(tool.mode, Some(Mode::Truncate));
+        assert_eq!(mine.narrowed(&tool.budget()).max_tokens, 4000);
+        assert_eq!(config.store.ttl.as_secs(), 60);
+    }
+
+    #[test]
+    fn bad_budget_values_are_refused() {
+        let up = "[upstreams.a]\ncommand = \"x\"\n";
+        let err = parse(&format!("{up}[budget]\nmax_tokens = 10\n")).unwrap_err();
+        assert!(
+            err.starts_with("sluice.toml:3:1: [budget]: `max_tokens = 10` is too small"),
+            "{err}"
+        );
+        assert!(
+            parse(&format!("{up}[budget]\ntoken_factor = 0\n"))
+                .unwrap_err()
+                .contains("between 0.5 and 4")
+        );
+        assert!(
+            parse(&format!("{up}[budget]\nmax_tokens = -1\n"))
+                .unwrap_err()
+                .contains("invalid value")
+        );
+        assert!(
+            parse(&format!("{up}[budget.clients.x]\nmax_lines = 1\n"))
+                .unwrap_err()
+                .contains("[budget.clients.\"x\"]: `max_lines = 1`")
+        );
+        assert!(
+            parse(&format!("{up}[budget]\nbogus = 1\n"))
+                .unwrap_err()
+                .contains("unknown field `bogus`")
+        );
+        assert!(
+            parse(&format!("{up}[store]\nttl_s = 0\n"))
+                .unwrap_err()
+                .contains("ttl_s")
+        );
+        assert!(
+            parse(&format!("{up}[upstreams.a.tools.t]\nmode = \"lossy\"\n"))
+                .unwrap_err()
+                .contains("unknown variant `lossy`")
+        );
+        assert!(
+            parse(&format!("{up}[upstreams.a.tools.t]\nmax_chars = 5\n"))
+                .unwrap_err()
+                .contains("tool `t`: `max_chars = 5`")
         );
     }
 

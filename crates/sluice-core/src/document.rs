@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use crate::budget::count_chars;
+use crate::budget::{Budget, count_chars};
+use crate::pager::{PageError, Plan};
 use crate::scan::{self, ArraySpan, PointerError};
 
 /// What a document holds.
@@ -51,7 +52,15 @@ pub struct Document {
     line_starts: Vec<u64>,
     /// JSON: item offsets of the arrays read so far, by pointer.
     items: Mutex<HashMap<String, Arc<Items>>>,
+    /// Page plans made so far, by path and budget.
+    plans: Mutex<HashMap<PlanKey, Arc<Plan>>>,
 }
+
+/// What a page plan depends on besides the document.
+type PlanKey = (Option<String>, u32, u32, u32, u32);
+
+/// The most page plans kept per document (one per budget and path asked).
+const PLANS_KEPT: usize = 16;
 
 /// The items of one array: where each starts.
 #[derive(Debug)]
@@ -101,6 +110,19 @@ impl Document {
         Self::json_kind(text, Kind::Json)
     }
 
+    /// A JSON document if `text` is one JSON object or array, else a text
+    /// document.
+    pub fn json_or_text(text: String) -> Self {
+        let first = text.trim_start().as_bytes().first().copied();
+        let json = matches!(first, Some(b'{' | b'['))
+            && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
+        if json {
+            Self::json(text).unwrap_or_else(|_| unreachable!("validated just above"))
+        } else {
+            Self::text(text)
+        }
+    }
+
     /// A document of content blocks, from their JSON array.
     pub fn blocks(json_array: String) -> Result<Self, NotJson> {
         Self::json_kind(json_array, Kind::Blocks)
@@ -110,7 +132,11 @@ impl Document {
         serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| NotJson(e.to_string()))?;
         let text = match scan::minify(&text) {
             std::borrow::Cow::Borrowed(_) => text,
-            std::borrow::Cow::Owned(compact) => compact,
+            std::borrow::Cow::Owned(mut compact) => {
+                // Minifying allocated for the input's size: give back the rest.
+                compact.shrink_to_fit();
+                compact
+            }
         };
         let arrays = scan::largest_arrays(&text, ARRAYS_KEPT);
         Ok(Self {
@@ -120,6 +146,7 @@ impl Document {
             arrays,
             line_starts: Vec::new(),
             items: Mutex::default(),
+            plans: Mutex::default(),
         })
     }
 
@@ -138,6 +165,7 @@ impl Document {
             arrays: Vec::new(),
             line_starts,
             items: Mutex::default(),
+            plans: Mutex::default(),
         }
     }
 
@@ -169,6 +197,22 @@ impl Document {
     /// JSON: its largest arrays, largest first.
     pub fn arrays(&self) -> &[ArraySpan] {
         &self.arrays
+    }
+
+    /// JSON: the arrays worth naming to a model, largest first: those not
+    /// inside another named array, and any holding a tenth of the document.
+    pub fn notable_arrays(&self) -> Vec<&ArraySpan> {
+        let mut named: Vec<&ArraySpan> = Vec::new();
+        for array in &self.arrays {
+            let inside = named.iter().any(|n| {
+                array.pointer.starts_with(&n.pointer)
+                    && array.pointer[n.pointer.len()..].starts_with('/')
+            });
+            if !inside || array.bytes() * 10 >= self.text.len() {
+                named.push(array);
+            }
+        }
+        named
     }
 
     /// JSON: the array paged when no path is given: the root array, else the
@@ -218,6 +262,33 @@ impl Document {
         Ok(Some(items))
     }
 
+    /// The page plan of `path` for page data within `budget`, made on first
+    /// use and kept.
+    pub fn plan(&self, path: Option<&str>, budget: Budget) -> Result<Arc<Plan>, PageError> {
+        let key = (
+            path.map(str::to_owned),
+            budget.max_tokens,
+            budget.max_chars,
+            budget.max_lines.unwrap_or(0),
+            budget.token_factor.to_bits(),
+        );
+        if let Some(plan) = self.lock_plans().get(&key) {
+            return Ok(plan.clone());
+        }
+        let target = crate::pager::target(self, path)?;
+        let plan = Arc::new(Plan::new(self, target, budget));
+        let mut plans = self.lock_plans();
+        if plans.len() >= PLANS_KEPT {
+            plans.clear();
+        }
+        plans.insert(key, plan.clone());
+        Ok(plan)
+    }
+
+    fn lock_plans(&self) -> std::sync::MutexGuard<'_, HashMap<PlanKey, Arc<Plan>>> {
+        self.plans.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn lock_items(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Items>>> {
         self.items.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -243,6 +314,15 @@ mod tests {
 
     #[test]
     fn invalid_json_is_refused() {
+        assert_eq!(
+            Document::json_or_text("{\"a\": [1, 2".into()).kind(),
+            Kind::Text
+        );
+        assert_eq!(
+            Document::json_or_text("\"a string\"".into()).kind(),
+            Kind::Text
+        );
+        assert_eq!(Document::json_or_text(" [1]".into()).kind(), Kind::Json);
         assert!(Document::json("{\"a\": [1, 2".into()).is_err());
         assert!(Document::json("".into()).is_err());
     }

@@ -162,7 +162,7 @@ pub fn target(doc: &Document, path: Option<&str>) -> Result<Target, PageError> {
                 pointer,
                 what,
                 arrays: doc
-                    .arrays()
+                    .notable_arrays()
                     .iter()
                     .map(|a| (a.pointer.clone(), a.items))
                     .collect(),

@@ -40,6 +40,8 @@ pub struct StoredInfo {
     pub tokens_estimated: bool,
     /// Whether the upstream flagged the result as an error.
     pub is_error: bool,
+    /// Shape and preview material, sampled when stored.
+    pub overview: crate::summary::Overview,
 }
 
 /// A stored result.
@@ -353,6 +355,7 @@ mod tests {
             tokens: 0,
             tokens_estimated: false,
             is_error: false,
+            overview: crate::summary::Overview::of(&Document::text(String::new())),
         }
     }
 

@@ -154,8 +154,8 @@ impl Overview {
             shapes,
             bulk: bulk.as_ref().map(|b| (b.pointer.clone(), b.items)),
             other_arrays: doc
-                .arrays()
-                .iter()
+                .notable_arrays()
+                .into_iter()
                 .filter(|a| Some(&a.pointer) != bulk.as_ref().map(|b| &b.pointer))
                 .filter(|a| a.items > 1)
                 .take(3)
@@ -165,7 +165,8 @@ impl Overview {
         }
     }
 
-    fn shape(&self, level: usize) -> &str {
+    /// The shape, rendered: level 0 is the deepest (5 levels), 4 the shallowest.
+    pub fn shape(&self, level: usize) -> &str {
         &self.shapes[level.min(self.shapes.len() - 1)]
     }
 
@@ -431,9 +432,9 @@ fn join_or(items: &[String]) -> String {
 /// The arguments of a tool's input schema that narrow its result (`limit`,
 /// `max_count`, `head`, `excludePatterns`…), as named in the schema.
 pub fn narrowing_arguments(input_schema: &serde_json::Map<String, Value>) -> Vec<String> {
-    const HINTS: [&str; 16] = [
+    const HINTS: [&str; 17] = [
         "limit", "max", "head", "tail", "exclude", "include", "filter", "query", "depth", "page",
-        "offset", "since", "until", "pattern", "fields", "count",
+        "offset", "since", "until", "pattern", "fields", "count", "context",
     ];
     let Some(Value::Object(properties)) = input_schema.get("properties") else {
         return Vec::new();
@@ -462,6 +463,7 @@ mod tests {
             tokens,
             tokens_estimated: false,
             is_error: false,
+            overview: Overview::of(&Document::text(String::new())),
         }
     }
 

@@ -30,6 +30,8 @@ pub async fn run(
         meta: Default::default(),
         ct: CancellationToken::new(),
         legacy: false,
+        owner: sluice_core::store::ANONYMOUS,
+        client: None,
     };
     let params = CallToolRequestParams::new(tool).with_arguments(arguments);
     let result = gateway.call_tool(params, &caller).await;

@@ -62,6 +62,33 @@ fn model_sees(result: &impl serde::Serialize) {
     }
 }
 
+/// Prints the text blocks of a result (long ones cut), and its `_meta`.
+fn model_sees_text(result: &rmcp::model::CallToolResult) {
+    for block in &result.content {
+        match block.as_text() {
+            Some(t) => {
+                let chars = t.text.chars().count();
+                let shown: String = t.text.chars().take(600).collect();
+                for line in shown.lines() {
+                    println!("    {line}");
+                }
+                if chars > 600 {
+                    println!(
+                        "    … ({chars} characters in all; cut here by the demo, not by sluice)"
+                    );
+                }
+            }
+            None => println!("    {}", serde_json::to_string(block).unwrap_or_default()),
+        }
+    }
+    if let Some(meta) = &result.meta {
+        println!(
+            "    _meta: {}",
+            serde_json::to_string(&meta.0).unwrap_or_default()
+        );
+    }
+}
+
 /// Runs the walkthrough.
 pub async fn run() -> anyhow::Result<()> {
     let exe = std::env::current_exe()?;
@@ -77,6 +104,8 @@ pub async fn run() -> anyhow::Result<()> {
             protocol: ProtocolChoice::Auto,
             tools: BTreeMap::new(),
         }],
+        budget: Default::default(),
+        store: Default::default(),
     };
     println!("sluice demo: a sample MCP server (`sluice sample-server`) behind the gateway,");
     println!("and a client session through it. Everything below is what a model would see.");
@@ -86,7 +115,7 @@ pub async fn run() -> anyhow::Result<()> {
     let (client_io, server_io) = tokio::io::duplex(1 << 20);
     let shutdown = CancellationToken::new();
     let server = tokio::spawn({
-        let session = Session::new(gateway.clone());
+        let session = Session::for_connection(gateway.clone());
         let shutdown = shutdown.clone();
         async move {
             let running = session.serve_with_ct(server_io, shutdown).await?;
@@ -130,6 +159,43 @@ pub async fn run() -> anyhow::Result<()> {
         )
         .await?;
     model_sees(&result);
+
+    heading(
+        "tools/call inventory {\"count\":20000}: 1.6 MB, far over the budget: stored, and summarised",
+    );
+    let stored = client
+        .call_tool(
+            CallToolRequestParams::new("inventory").with_arguments(
+                serde_json::json!({"count": 20000})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        )
+        .await?;
+    model_sees_text(&stored);
+    let handle = stored
+        .meta
+        .as_ref()
+        .and_then(|m| m.0.get("sluice/stored"))
+        .and_then(|s| s["handle"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+
+    heading(&format!(
+        "tools/call sluice_read {{\"handle\":\"{handle}\",\"page\":2}}: whole items, a header, a cursor"
+    ));
+    let page = client
+        .call_tool(
+            CallToolRequestParams::new("sluice_read").with_arguments(
+                serde_json::json!({"handle": handle, "page": 2})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        )
+        .await?;
+    model_sees_text(&page);
 
     heading("tools/call slow_task {\"seconds\":1}: progress flows back through the gateway");
     let result = client

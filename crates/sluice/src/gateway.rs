@@ -27,8 +27,11 @@ use sluice_core::config::Config;
 use sluice_core::naming::Namer;
 use tokio_util::sync::CancellationToken;
 
+use crate::govern::{DEFAULT_PREVIEW_DEPTH, Governor, Policy, RESULT_URI};
 use crate::hub::{FirstClient, Hub, Notice, RouteGuard, SessionId};
 use crate::upstream::{CallError, Upstream};
+use sluice_core::config::Mode;
+use sluice_core::store::Owner;
 
 /// Who is asking: enough to route progress, cancellation and server→client
 /// requests back to the client.
@@ -47,6 +50,10 @@ pub struct Caller {
     /// The client speaks a protocol before 2026-07-28: results must not
     /// carry that version's fields (cache hints).
     pub legacy: bool,
+    /// Who the results it stores belong to.
+    pub owner: Owner,
+    /// The client's `clientInfo.name`, which picks its budget.
+    pub client: Option<String>,
 }
 
 /// The gateway.
@@ -62,6 +69,11 @@ pub struct Gateway {
     starting: Mutex<Option<Shared<BoxFuture<'static, ()>>>>,
     /// What sluice declares to clients, as of the last start.
     info: RwLock<ServerConfig>,
+    /// Budgets and stored results.
+    governor: Governor,
+    /// The input schema of every listed tool, by exposed name (for the
+    /// arguments that narrow a result).
+    input_schemas: Mutex<HashMap<String, Arc<rmcp::model::JsonObject>>>,
 }
 
 /// How long a client's `initialize` waits for the upstreams to start; past
@@ -86,6 +98,8 @@ impl Gateway {
             template_owners: Mutex::default(),
             starting: Mutex::new(None),
             info: RwLock::new(Self::everything_declared()),
+            governor: Governor::new(config),
+            input_schemas: Mutex::default(),
         })
     }
 
@@ -109,6 +123,31 @@ impl Gateway {
         config
     }
 
+    /// Drops expired stored results every 30 s while the gateway lives.
+    fn spawn_store_sweeper(self: &Arc<Self>) {
+        let gateway = Arc::downgrade(self);
+        tokio::spawn(async move {
+            // Loads the tokenizer's tables before the first large result.
+            tokio::task::spawn_blocking(sluice_core::budget::warm_up);
+            let mut tick = tokio::time::interval(Duration::from_secs(30));
+            loop {
+                tick.tick().await;
+                let Some(gateway) = gateway.upgrade() else {
+                    return;
+                };
+                let purged = gateway.governor.store().purge_expired();
+                if purged > 0 {
+                    tracing::debug!("dropped {purged} expired stored results");
+                }
+            }
+        });
+    }
+
+    /// The governor (budgets and stored results).
+    pub fn governor(&self) -> &Governor {
+        &self.governor
+    }
+
     /// Starts every upstream once, mirroring to them the first client
     /// (`client`); later calls change nothing.
     pub fn begin(self: &Arc<Self>, client: &FirstClient) {
@@ -122,6 +161,7 @@ impl Gateway {
         }
         self.hub.set_first_client(client);
         let gateway = self.clone();
+        self.spawn_store_sweeper();
         let task = tokio::spawn(async move {
             let begun = std::time::Instant::now();
             gateway.start().await;
@@ -211,7 +251,11 @@ impl Gateway {
     pub async fn server_info(&self) -> ServerConfig {
         // The union of what the upstreams declare, flag by flag, so that
         // one upstream's capabilities come through exactly.
-        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        // Tools and resources always: sluice's own tools and stored results.
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .build();
         let mut instructions = Vec::new();
         let mut names = Vec::new();
         for upstream in &self.upstreams {
@@ -299,15 +343,29 @@ impl Gateway {
         let lists = self
             .on_all(|u| async move { upstream_tools(&u).await })
             .await?;
-        Ok(lists
+        let mut schemas = HashMap::new();
+        let mut all: Vec<Tool> = lists
             .into_iter()
             .flat_map(|(u, tools)| {
                 tools.into_iter().map(move |mut tool| {
+                    let settings = u.spec.tools.get(tool.name.as_ref());
+                    // A stored result's answer cannot meet the tool's output
+                    // schema: clients that validate structured content would
+                    // reject it. Only tools never governed keep theirs.
+                    if settings.and_then(|s| s.mode) != Some(Mode::Passthrough) {
+                        tool.output_schema = None;
+                    }
                     tool.name = self.namer.expose(u.name(), &tool.name).into();
                     tool
                 })
             })
-            .collect())
+            .inspect(|tool| {
+                schemas.insert(tool.name.to_string(), tool.input_schema.clone());
+            })
+            .collect();
+        *lock(&self.input_schemas) = schemas;
+        all.extend(crate::builtins::tools());
+        Ok(all)
     }
 
     /// All the prompts, named for the client.
@@ -402,7 +460,7 @@ impl Gateway {
             .await?;
         let mut owners = lock(&self.template_owners);
         owners.clear();
-        let mut all = Vec::new();
+        let mut all = vec![crate::builtins::template()];
         for (u, templates) in lists {
             for template in templates {
                 let prefix = template
@@ -425,6 +483,22 @@ impl Gateway {
         caller: &Caller,
     ) -> Result<CallToolResponse, ErrorData> {
         let exposed = params.name.to_string();
+        let budget = self.governor.budget_for(caller.client.as_deref());
+        match exposed.as_str() {
+            crate::builtins::READ => {
+                return self
+                    .governor
+                    .read(params.arguments, caller.owner, budget)
+                    .map(|r| CallToolResponse::Complete(era(r, caller)));
+            }
+            crate::builtins::INFO => {
+                return self
+                    .governor
+                    .info(params.arguments, caller.owner, budget)
+                    .map(|r| CallToolResponse::Complete(era(r, caller)));
+            }
+            _ => {}
+        }
         let Some((upstream, name)) = self.namer.route(&exposed) else {
             return Err(self.unknown("tool", &exposed));
         };
@@ -432,18 +506,56 @@ impl Gateway {
             .upstream(upstream)
             .expect("routed to a known upstream")
             .clone();
+        let settings = upstream.spec.tools.get(name).cloned().unwrap_or_default();
+        if lock(&self.input_schemas).is_empty() {
+            // The client called without listing: learn the input schemas
+            // (for the arguments a stored answer suggests) once.
+            let _ = self.list_tools().await;
+        }
+        let narrowing = lock(&self.input_schemas)
+            .get(&exposed)
+            .map(|schema| sluice_core::summary::narrowing_arguments(schema))
+            .unwrap_or_default();
+        let policy = Policy {
+            owner: caller.owner,
+            budget: budget.narrowed(&settings.budget()),
+            source: exposed.clone(),
+            mode: settings.mode.unwrap_or_default(),
+            preview_depth: settings
+                .preview_depth
+                .map_or(DEFAULT_PREVIEW_DEPTH, |d| d as usize),
+            narrowing,
+        };
         params.name = name.to_owned().into();
         params.meta = forwarded_meta(&caller.meta);
-        if !crate::input::must_bridge(caller) {
+        let answer = if !crate::input::must_bridge(caller) {
             // The common case: one request, its arguments moved, not copied.
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-            return self.call_answer(&upstream, self.send(&upstream, request, caller).await);
+            self.call_answer(&upstream, self.send(&upstream, request, caller).await)
+        } else {
+            self.call_bridged(&upstream, params, caller).await
+        };
+        match answer {
+            Ok(CallToolResponse::Complete(result)) => Ok(CallToolResponse::Complete(
+                self.governor.tool_result(result, policy).await,
+            )),
+            other => other,
         }
+    }
+
+    /// Calls a tool for a client that cannot answer `input_required`
+    /// itself: sluice asks it with ordinary requests and calls again.
+    async fn call_bridged(
+        &self,
+        upstream: &Arc<Upstream>,
+        mut params: CallToolRequestParams,
+        caller: &Caller,
+    ) -> Result<CallToolResponse, ErrorData> {
         // The call may be repeated with the client's answers: keep a copy.
         let mut round = 0;
         loop {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-            match self.send(&upstream, request, caller).await {
+            match self.send(upstream, request, caller).await {
                 Ok(ServerResult::InputRequiredResult(result))
                     if round < crate::input::MAX_ROUNDS =>
                 {
@@ -451,7 +563,7 @@ impl Gateway {
                         crate::input::fulfil(result, caller, round).await?;
                     round += 1;
                 }
-                answer => return self.call_answer(&upstream, answer),
+                answer => return self.call_answer(upstream, answer),
             }
         }
     }
@@ -523,6 +635,26 @@ impl Gateway {
         mut params: ReadResourceRequestParams,
         caller: &Caller,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        let budget = self.governor.budget_for(caller.client.as_deref());
+        if params.uri.starts_with(RESULT_URI) {
+            return self
+                .governor
+                .read_result_resource(&params.uri, caller.owner, budget)
+                .map(|mut r| {
+                    if caller.legacy {
+                        r.result_type = None;
+                    }
+                    ReadResourceResponse::Complete(r)
+                });
+        }
+        let policy = Policy {
+            owner: caller.owner,
+            budget,
+            source: format!("resources/read {}", params.uri),
+            mode: Mode::Buffer,
+            preview_depth: DEFAULT_PREVIEW_DEPTH,
+            narrowing: Vec::new(),
+        };
         params.meta = forwarded_meta(&caller.meta);
         let candidates = self.resource_candidates(&params.uri).await;
         let mut last_error = None;
@@ -531,7 +663,10 @@ impl Gateway {
                 ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params.clone()));
             match self.send(&upstream, request, caller).await {
                 Ok(ServerResult::ReadResourceResult(r)) => {
-                    return Ok(ReadResourceResponse::Complete(r));
+                    let uri = params.uri.clone();
+                    return Ok(ReadResourceResponse::Complete(
+                        self.governor.resource_result(r, &uri, policy).await,
+                    ));
                 }
                 Ok(ServerResult::InputRequiredResult(r)) => {
                     return Ok(ReadResourceResponse::InputRequired(r));
@@ -812,6 +947,14 @@ fn in_clients_era(mut result: ServerResult, legacy: bool) -> ServerResult {
 }
 
 /// `true` if either says so, `false` if either says so, else unsaid.
+/// A result sluice made itself, shaped to the client's era.
+fn era(mut result: rmcp::model::CallToolResult, caller: &Caller) -> rmcp::model::CallToolResult {
+    if caller.legacy {
+        result.result_type = None;
+    }
+    result
+}
+
 fn either(a: Option<bool>, b: Option<bool>) -> Option<bool> {
     match (a, b) {
         (Some(true), _) | (_, Some(true)) => Some(true),

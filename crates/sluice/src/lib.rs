@@ -1,6 +1,6 @@
 //! sluice: an MCP gateway. It sits between an MCP client and the MCP
-//! servers the user runs, and (in later versions) keeps every tool result
-//! within the client's context budget without losing a byte.
+//! servers the user runs, and keeps every tool result within the client's
+//! context budget without losing a byte.
 //!
 //! # Layout
 //!
@@ -9,6 +9,9 @@
 //!   the stdio framing, with JSON-RPC errors for malformed lines.
 //! - [`session`]: one client session, the MCP server face of sluice.
 //! - [`gateway`]: routing client requests to upstreams and merging lists.
+//! - [`govern`]: measuring every result against the client's budget; storing
+//!   those over it and answering with a summary; [`builtins`]: the
+//!   `sluice_read` / `sluice_info` tools and `sluice://result/` resources.
 //! - [`hub`]: what sessions and upstream connections share (routes, events).
 //! - [`upstream`]: one supervised upstream server (child process or HTTP).
 //! - [`input`]: answering a 2026-07-28 upstream's `input_required` for older clients.
@@ -30,12 +33,14 @@ pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+pub mod builtins;
 pub mod call;
 pub mod cancel;
 pub mod cli;
 pub mod client_lines;
 pub mod demo;
 pub mod gateway;
+pub mod govern;
 pub mod hub;
 pub mod input;
 pub mod sample_server;

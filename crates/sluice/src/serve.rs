@@ -26,7 +26,7 @@ pub struct HttpAccess {
 /// Serves one client over this process's stdin/stdout until it closes
 /// stdin or `shutdown` fires.
 pub async fn stdio(gateway: Arc<Gateway>, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let session = Session::new(gateway.clone());
+    let session = Session::for_connection(gateway.clone());
     let id = session.id();
     let running = session
         .serve_with_ct(

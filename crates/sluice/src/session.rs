@@ -26,6 +26,9 @@ pub struct Session {
     id: SessionId,
     /// Stops this session's background tasks when it ends.
     closed: tokio_util::sync::CancellationToken,
+    /// The session is a whole connection (stdio), whatever its protocol
+    /// era: what it stores stays its own even without `initialize`.
+    connection: bool,
 }
 
 impl Session {
@@ -34,14 +37,23 @@ impl Session {
         self.id
     }
 
-    /// A session in front of `gateway`.
+    /// A session in front of `gateway`, made per Streamable HTTP session
+    /// (or per request, for 2026-07-28 stateless clients).
     pub fn new(gateway: Arc<Gateway>) -> Self {
         let id = gateway.hub().new_session_id();
         Self {
             gateway,
             id,
             closed: Default::default(),
+            connection: false,
         }
+    }
+
+    /// The session of a whole connection (stdio).
+    pub fn for_connection(gateway: Arc<Gateway>) -> Self {
+        let mut session = Self::new(gateway);
+        session.connection = true;
+        session
     }
 
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
@@ -58,8 +70,17 @@ impl Session {
         let legacy = ctx
             .protocol_version()
             .is_none_or(|v| v.as_str() < ProtocolVersion::V_2026_07_28.as_str());
+        // Stored results belong to the session; a stateless HTTP request has
+        // none, so its results are reachable by their unguessable handle.
+        let owner = if session.is_some() || self.connection {
+            self.id
+        } else {
+            sluice_core::store::ANONYMOUS
+        };
         Caller {
             legacy,
+            owner,
+            client: ctx.client_info().map(|info| info.name),
             session,
             peer: Some(ctx.peer.clone()),
             request: ctx.id.clone(),

@@ -386,10 +386,11 @@ impl Upstream {
                 let stop = child.stop.clone();
                 let exit = child.exit.clone();
                 let transport = tap::Tapped {
-                    inner: rmcp::transport::IntoTransport::<RoleClient, _, _>::into_transport((
+                    inner: rmcp::transport::async_rw::AsyncRwTransport::<RoleClient, _, _>::new(
                         child.stdout,
                         child.stdin,
-                    )),
+                    )
+                    .with_max_line_length(MAX_MESSAGE_BYTES),
                     hub: self.hub.clone(),
                     upstream: self.spec.name.clone(),
                 };
@@ -441,6 +442,7 @@ impl Upstream {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
                 config.custom_headers = custom;
                 config.allow_stateless = true;
+                config.max_sse_event_size = MAX_MESSAGE_BYTES;
                 let transport = tap::Tapped {
                     inner: StreamableHttpClientTransport::from_config(config),
                     hub: self.hub.clone(),
@@ -518,6 +520,11 @@ impl Upstream {
         }
     }
 }
+
+/// The largest message sluice takes from an upstream. rmcp's default (16 MiB)
+/// drops larger results, and the call waiting for one never ends; sluice
+/// stores large results instead, so it accepts up to 1 GiB.
+pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
 
 /// An rmcp error for a person: rmcp's messages name its internal transport
 /// types ("Transport [sluice::upstream::tap::Tapped<…>] error: …"), which

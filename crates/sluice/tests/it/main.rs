@@ -10,6 +10,7 @@ mod config_errors;
 mod conformance;
 mod eras;
 mod faults;
+mod govern;
 mod http;
 mod notifications;
 mod peers;

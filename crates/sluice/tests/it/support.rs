@@ -113,6 +113,8 @@ pub struct Inbox {
 pub struct Recorder {
     pub inbox: Arc<Mutex<Inbox>>,
     pub capabilities: ClientCapabilities,
+    /// The `clientInfo.name` it sends (default `sluice-tests`).
+    pub name: Option<String>,
 }
 
 impl ClientHandler for Recorder {
@@ -147,7 +149,10 @@ impl ClientHandler for Recorder {
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
             self.capabilities.clone(),
-            Implementation::new("sluice-tests", "0"),
+            Implementation::new(
+                self.name.clone().unwrap_or_else(|| "sluice-tests".into()),
+                "0",
+            ),
         )
     }
 }
@@ -157,7 +162,11 @@ pub type Client = RunningService<RoleClient, Recorder>;
 
 /// Connects an MCP client to `command` over stdio (stderr discarded).
 pub async fn connect(command: &[String]) -> (Client, Arc<Mutex<Inbox>>) {
-    let recorder = Recorder::default();
+    connect_with(command, Recorder::default()).await
+}
+
+/// Connects `recorder` (a client) to `command` over stdio.
+pub async fn connect_with(command: &[String], recorder: Recorder) -> (Client, Arc<Mutex<Inbox>>) {
     let inbox = recorder.inbox.clone();
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..]);
@@ -324,4 +333,179 @@ pub fn conformance_fixture() -> Vec<String> {
             .to_string(),
         "--stdio".into(),
     ]
+}
+
+/// sluice's own tools, which it lists beside the upstream's.
+pub const BUILTINS: [&str; 2] = ["sluice_read", "sluice_info"];
+
+/// The tools a client sees through sluice, given the upstream's: the same,
+/// without `outputSchema` (a stored answer could not meet it).
+pub fn as_listed_by_sluice(mut tools: Vec<rmcp::model::Tool>) -> Vec<rmcp::model::Tool> {
+    for tool in &mut tools {
+        tool.output_schema = None;
+    }
+    tools
+}
+
+/// The tools listed through sluice, without sluice's own (which must be there).
+pub fn upstream_part(tools: Vec<rmcp::model::Tool>) -> Vec<rmcp::model::Tool> {
+    for name in BUILTINS {
+        assert!(tools.iter().any(|t| t.name == name), "{name} is not listed");
+    }
+    tools
+        .into_iter()
+        .filter(|t| !BUILTINS.contains(&t.name.as_ref()))
+        .collect()
+}
+
+/// The `_meta[key]` of a tool result.
+pub fn meta(result: &rmcp::model::CallToolResult, key: &str) -> Option<serde_json::Value> {
+    result.meta.as_ref().and_then(|m| m.0.get(key).cloned())
+}
+
+/// Calls a tool and unwraps the result.
+pub async fn call(
+    client: &Client,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> rmcp::model::CallToolResult {
+    client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new(tool.to_owned())
+                .with_arguments(args(arguments)),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+/// Whether a result fits a budget as sluice counts it (everything sent:
+/// texts, and the `_meta` and links that go with them).
+pub fn fits(result: &rmcp::model::CallToolResult, max_tokens: u32, max_chars: u32) -> bool {
+    let mut text = serde_json::to_string(&result.meta).unwrap();
+    for block in &result.content {
+        match block.as_text() {
+            Some(t) => text.push_str(&t.text),
+            None => text.push_str(&serde_json::to_string(block).unwrap()),
+        }
+    }
+    let chars = text.chars().count() as u32;
+    let tokens = sluice_core::budget::count_tokens(&text, 1.25);
+    chars <= max_chars && tokens <= max_tokens
+}
+
+/// Every page of a stored result, following `next_cursor` from page 1
+/// (`path` as given to `sluice_read`). Asserts each page fits the default budget.
+pub async fn read_pages(
+    client: &Client,
+    handle: &str,
+    path: Option<&str>,
+) -> Vec<rmcp::model::CallToolResult> {
+    let mut request = serde_json::json!({"handle": handle});
+    if let Some(path) = path {
+        request["path"] = path.into();
+    }
+    let mut pages = Vec::new();
+    loop {
+        let page = call(client, "sluice_read", request).await;
+        assert_ne!(page.is_error, Some(true), "{}", first_text(&page));
+        assert!(
+            fits(&page, 18_000, 45_000),
+            "a page over the default budget"
+        );
+        let next = meta(&page, "sluice/page").expect("page meta")["next_cursor"].clone();
+        pages.push(page);
+        match next.as_str() {
+            Some(cursor) => request = serde_json::json!({"cursor": cursor}),
+            None => return pages,
+        }
+        assert!(pages.len() < 10_000, "pages never end");
+    }
+}
+
+/// What the pages of a stored result hold, reassembled.
+#[derive(Debug, PartialEq)]
+pub enum Reassembled {
+    /// `form: "items"` pages (and slices of items too large for a page).
+    Items(Vec<serde_json::Value>),
+    /// `form: "text"` pages of a text, or of a whole JSON value.
+    Text(String),
+}
+
+/// Reassembles pages: the elements of the paged array, or the text.
+/// `target` is the pointer of what was paged (`None` for a text document):
+/// a text page whose path is deeper is a slice of one item too large.
+pub fn reassemble(pages: &[rmcp::model::CallToolResult], target: Option<&str>) -> Reassembled {
+    let mut items = Vec::new();
+    let mut text = String::new();
+    let mut slice = String::new();
+    let mut any_items = false;
+    for page in pages {
+        let m = meta(page, "sluice/page").unwrap();
+        let data = first_text(page);
+        let path = m["path"].as_str();
+        if m["form"] == "items" {
+            any_items = true;
+            let values: Vec<serde_json::Value> =
+                serde_json::from_str(&data).expect("items page is a JSON array");
+            assert_eq!(
+                values.len() as u64,
+                m["end"].as_u64().unwrap() - m["start"].as_u64().unwrap()
+            );
+            assert_eq!(path, target, "items of the paged array");
+            items.extend(values);
+        } else if target.is_some() && path.is_some() && path != target {
+            any_items = true;
+            slice.push_str(&data);
+            if m["end"] == m["total"] {
+                items.push(
+                    serde_json::from_str(&slice).expect("the slices of an item make its JSON"),
+                );
+                slice.clear();
+            }
+        } else {
+            text.push_str(&data);
+        }
+    }
+    if any_items {
+        Reassembled::Items(items)
+    } else {
+        Reassembled::Text(text)
+    }
+}
+
+/// The handle of a stored answer (which must be one).
+pub fn stored_handle(result: &rmcp::model::CallToolResult) -> String {
+    let stored = meta(result, "sluice/stored")
+        .unwrap_or_else(|| panic!("not stored: {}", first_text(result)));
+    stored["handle"].as_str().unwrap().to_owned()
+}
+
+/// The whole document of a stored result, read back: the text of a text
+/// result, or the compact JSON of a JSON one (read with `path: ""`).
+pub async fn restore(client: &Client, result: &rmcp::model::CallToolResult) -> String {
+    let stored = meta(result, "sluice/stored").expect("a stored answer");
+    let handle = stored["handle"].as_str().unwrap();
+    let path = (stored["kind"] != "text").then_some("");
+    match reassemble(&read_pages(client, handle, path).await, path) {
+        Reassembled::Text(text) => text,
+        Reassembled::Items(items) => serde_json::to_string(&items).unwrap(),
+    }
+}
+
+/// Runs `git ARGS` in `repo` (a throwaway identity, no signing).
+pub fn git_in(repo: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(repo)
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
 }

@@ -1,0 +1,486 @@
+//! What storing and paging a large JSON result costs, measured side by side.
+//!
+//! Documents of 1, 10 and 100 MB are generated: `{"count": N, "rows": [...]}`
+//! with rows such as `{"id": i, "name": "row i été", "kind": "beta",
+//! "score": 12.5, "tags": ["a", "b"], "owner": {"team": "t3", "since": 2010}}`,
+//! pretty-printed with a 1-space indent (as Python's `json.dumps(indent=1)`),
+//! so that minifying has work to do.
+//!
+//! 1. Ingest: `Document::json` (validate, minify, find the largest arrays),
+//!    `Overview::of` (sampled shape and preview; it also indexes the items of
+//!    the bulk array) and the first `doc.plan(None, page budget)`; median of
+//!    several runs, in ms and MB/s of the pretty input, per stage and in all;
+//!    then the json stage's parts timed alone (validating with `IgnoredAny`,
+//!    `scan::minify`, `scan::largest_arrays`).
+//! 2. Serving the middle page of each document from a built plan:
+//!    `plan.serve(&doc, plan.start_of(k))`, median of 51 rounds that
+//!    interleave the three documents (so a busy moment of a shared machine
+//!    hits all sizes alike), with the time of counting that page's tokens
+//!    alone (`tokens_within`) beside it; the ratio of the 100 MB page to the
+//!    1 MB page (goal: at most 2).
+//! 3. The seed's way of serving the same page: parse the whole (pretty)
+//!    text into a `serde_json::Value`, take `rows`, serialize the same items
+//!    (and drop the tree); the ratio seed / sluice (goal: at least 1000× at
+//!    100 MB). The two pages are checked to hold the same items.
+//! 4. Resident memory of a stored 100 MB document: `VmRSS` growth, measured
+//!    in a child process (`pages --rss BYTES`) so that nothing else this
+//!    bench allocated is counted; from before the text is generated (the
+//!    tokenizer tables already loaded) to after the document is in a
+//!    `MemoryStore` with its plan, the text it came from dropped. Divided by
+//!    the JSON bytes, pretty and compact (goal: at most 1.2×).
+//! 5. Token counting: `count_tokens` on 1 and 10 MB of compact JSON, MB/s.
+//!
+//! The page budget is `Budget::default().less(600, 1000)`, as the gateway
+//! reserves room for a page's wrapper. MB are 10^6 bytes.
+//!
+//! Run with `cargo bench -p sluice-core --bench pages`. Figures vary with the
+//! machine: compare the ratios, measured in one run. Timings are reported,
+//! never asserted; only the seed and sluice pages are checked to hold the
+//! same items.
+
+use std::hint::black_box;
+use std::io::Write as _;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde::de::IgnoredAny;
+use serde::ser::SerializeSeq as _;
+use serde_json::Value;
+use sluice_core::budget::{self, Budget, count_tokens};
+use sluice_core::document::Document;
+use sluice_core::pager::{Form, Page, Plan, Position};
+use sluice_core::scan;
+use sluice_core::store::{MemoryStore, Store, StoreLimits, StoredInfo};
+use sluice_core::summary::Overview;
+
+const MB: f64 = 1e6;
+const SIZES: [usize; 3] = [1_000_000, 10_000_000, 100_000_000];
+/// Rounds of serving the middle pages, timed, and untimed before them.
+const ROUNDS: usize = 51;
+const WARM_UP: usize = 5;
+
+#[derive(Serialize)]
+struct Row {
+    id: usize,
+    name: String,
+    kind: &'static str,
+    score: f64,
+    tags: [&'static str; 2],
+    owner: Owner,
+}
+
+#[derive(Serialize)]
+struct Owner {
+    team: String,
+    since: usize,
+}
+
+fn row(i: usize) -> Row {
+    Row {
+        id: i,
+        name: format!("row {i} été"),
+        kind: ["alpha", "beta", "gamma"][i % 3],
+        score: (i % 10_007) as f64 * 0.731 + 0.5,
+        tags: ["a", "b"],
+        owner: Owner {
+            team: format!("t{}", i % 8),
+            since: 2010 + i % 15,
+        },
+    }
+}
+
+/// The `rows` array, generated while it is serialized.
+struct Rows(usize);
+
+impl Serialize for Rows {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0))?;
+        for i in 0..self.0 {
+            seq.serialize_element(&row(i))?;
+        }
+        seq.end()
+    }
+}
+
+#[derive(Serialize)]
+struct Top {
+    count: usize,
+    rows: Rows,
+}
+
+fn pretty(value: &impl Serialize, capacity: usize) -> String {
+    let mut out = Vec::with_capacity(capacity);
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b" ");
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
+    value.serialize(&mut ser).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// A pretty JSON document of about `target` bytes.
+fn generate(target: usize) -> String {
+    let sample = 1000;
+    let per_row = pretty(
+        &Top {
+            count: sample,
+            rows: Rows(sample),
+        },
+        0,
+    )
+    .len() as f64
+        / sample as f64;
+    let n = (target as f64 / per_row) as usize;
+    pretty(
+        &Top {
+            count: n,
+            rows: Rows(n),
+        },
+        target + target / 8,
+    )
+}
+
+fn page_budget() -> Budget {
+    Budget::default().less(600, 1000)
+}
+
+fn median(times: &mut [Duration]) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn mb_per_s(bytes: usize, d: Duration) -> f64 {
+    bytes as f64 / MB / d.as_secs_f64()
+}
+
+fn label(bytes: usize) -> String {
+    format!("{:.0} MB", bytes as f64 / MB)
+}
+
+/// `VmRSS` or `VmHWM` of this process, in bytes.
+fn proc_status(field: &str) -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.trim_start_matches(':').split_whitespace().next())
+        .and_then(|kb| kb.parse::<usize>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn info(bytes: usize, overview: Overview) -> StoredInfo {
+    StoredInfo {
+        source: "bench".into(),
+        bytes: bytes as u64,
+        chars: 0,
+        tokens: 0,
+        tokens_estimated: true,
+        is_error: false,
+        overview,
+    }
+}
+
+/// One generated document, ingested.
+struct Sample {
+    pretty: String,
+    doc: Document,
+    plan: Arc<Plan>,
+}
+
+/// Section 1: ingest, median of `reps`; returns the last document.
+fn ingest(target: usize, reps: usize) -> Sample {
+    let pretty = generate(target);
+    let (mut json, mut overview, mut plan_t, mut total) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut last = None;
+    for _ in 0..reps {
+        let text = pretty.clone();
+        let t0 = Instant::now();
+        let doc = Document::json(text).unwrap();
+        let t1 = Instant::now();
+        let ov = black_box(Overview::of(&doc));
+        let t2 = Instant::now();
+        let plan = doc.plan(None, page_budget()).unwrap();
+        let t3 = Instant::now();
+        json.push(t1 - t0);
+        overview.push(t2 - t1);
+        plan_t.push(t3 - t2);
+        total.push(t3 - t0);
+        drop(ov);
+        last = Some((doc, plan));
+    }
+    let (doc, plan) = last.unwrap();
+    let bytes = pretty.len();
+    let (j, o, p, t) = (
+        median(&mut json),
+        median(&mut overview),
+        median(&mut plan_t),
+        median(&mut total),
+    );
+    println!(
+        "{:<7} {:>9.2} MB {:>9.2} MB {:>6} | json {:>7.1} ms {:>6.0} MB/s | overview {:>6.1} ms {:>7.0} MB/s | plan {:>6.2} ms {:>8.0} MB/s | ingest {:>7.1} ms {:>5.0} MB/s",
+        label(target),
+        bytes as f64 / MB,
+        doc.bytes() as f64 / MB,
+        plan.pages(),
+        ms(j),
+        mb_per_s(bytes, j),
+        ms(o),
+        mb_per_s(bytes, o),
+        ms(p),
+        mb_per_s(bytes, p),
+        ms(t),
+        mb_per_s(bytes, t),
+    );
+    // The json stage's parts, each timed alone (the same median).
+    let (mut validate, mut minify, mut arrays) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let t0 = Instant::now();
+        black_box(serde_json::from_str::<IgnoredAny>(black_box(&pretty)).unwrap());
+        let t1 = Instant::now();
+        let compact = black_box(scan::minify(black_box(&pretty)));
+        let t2 = Instant::now();
+        black_box(scan::largest_arrays(black_box(&compact), 12));
+        let t3 = Instant::now();
+        validate.push(t1 - t0);
+        minify.push(t2 - t1);
+        arrays.push(t3 - t2);
+    }
+    let (v, m, a) = (
+        median(&mut validate),
+        median(&mut minify),
+        median(&mut arrays),
+    );
+    println!(
+        "{:<39} |   of which: validate (IgnoredAny) {:>6.1} ms {:>6.0} MB/s | minify {:>6.1} ms {:>6.0} MB/s | largest_arrays {:>6.1} ms {:>6.0} MB/s",
+        "",
+        ms(v),
+        mb_per_s(bytes, v),
+        ms(m),
+        mb_per_s(bytes, m),
+        ms(a),
+        mb_per_s(bytes, a),
+    );
+    Sample { pretty, doc, plan }
+}
+
+/// The middle page of a document: where it starts and the page served.
+struct Middle {
+    k: u64,
+    at: Position,
+    page: Page,
+}
+
+fn middle(sample: &Sample) -> Middle {
+    let Sample { doc, plan, .. } = sample;
+    let k = plan.pages().div_ceil(2) as u64;
+    let at = plan.start_of(k).unwrap();
+    let page = plan.serve(doc, at);
+    assert_eq!(page.form, Form::Items);
+    Middle { k, at, page }
+}
+
+/// Section 2: the middle page of every document, served in interleaved
+/// rounds (so that a busy moment of the machine hits all sizes alike);
+/// medians of serving it and of counting its tokens alone.
+fn serve_all(samples: &[Sample], middles: &[Middle]) -> Vec<(Duration, Duration)> {
+    let budget = page_budget();
+    let mut serve = vec![Vec::new(); samples.len()];
+    let mut count = vec![Vec::new(); samples.len()];
+    for round in 0..ROUNDS + WARM_UP {
+        for (i, (sample, m)) in samples.iter().zip(middles).enumerate() {
+            let t = Instant::now();
+            let page = black_box(sample.plan.serve(&sample.doc, black_box(m.at)));
+            let served = t.elapsed();
+            drop(page);
+            let t = Instant::now();
+            black_box(budget::tokens_within(
+                black_box(&m.page.data),
+                budget.token_factor,
+                budget.max_tokens,
+            ));
+            let counted = t.elapsed();
+            if round >= WARM_UP {
+                serve[i].push(served);
+                count[i].push(counted);
+            }
+        }
+    }
+    serve
+        .iter_mut()
+        .zip(&mut count)
+        .map(|(s, c)| (median(s), median(c)))
+        .collect()
+}
+
+/// The seed's page: the whole text parsed, the page's items serialized.
+fn seed_page(text: &str, a: usize, b: usize) -> String {
+    let value: Value = serde_json::from_str(text).unwrap();
+    let rows = value["rows"].as_array().unwrap();
+    serde_json::to_string(&rows[a..b]).unwrap()
+}
+
+/// Section 3 for one document, and its line of the table.
+fn seed(target: usize, sample: &Sample, m: &Middle, times: (Duration, Duration), reps: usize) {
+    let (a, b) = (m.page.start as usize, m.page.end as usize);
+    let seed = seed_page(&sample.pretty, a, b);
+    let same = serde_json::from_str::<Value>(&seed).unwrap()
+        == serde_json::from_str::<Value>(&m.page.data).unwrap();
+    assert!(same, "the seed and sluice pages differ");
+    let mut seed_times = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        black_box(seed_page(black_box(&sample.pretty), a, b));
+        seed_times.push(t.elapsed());
+    }
+    let seed = median(&mut seed_times);
+    let (sluice, tokens) = times;
+    println!(
+        "{:<7} page {:>4}/{:<5} items {:>6}..{:<6} {:>6} B | sluice {:>7.1} µs (counting its tokens {:>6.1} µs) | seed {:>7.1} ms (median of {:>2}) | seed/sluice {:>6.0}×",
+        label(target),
+        m.k,
+        sample.plan.pages(),
+        a,
+        b,
+        m.page.data.len(),
+        micros(sluice),
+        micros(tokens),
+        ms(seed),
+        reps,
+        seed.as_secs_f64() / sluice.as_secs_f64(),
+    );
+}
+
+/// `pages --rss BYTES`: stores one document of BYTES and prints
+/// `pretty compact rss_before rss_after hwm memory store_bytes`.
+fn rss_child(target: usize) {
+    budget::warm_up();
+    let store = MemoryStore::new(StoreLimits::default());
+    let before = proc_status("VmRSS");
+    let text = generate(target);
+    let pretty_bytes = text.len();
+    let doc = Document::json(text).unwrap();
+    let overview = Overview::of(&doc);
+    doc.plan(None, page_budget()).unwrap();
+    let compact = doc.bytes();
+    let memory = doc.memory();
+    let stored = store.put(1, doc, info(pretty_bytes, overview)).unwrap();
+    let after = proc_status("VmRSS");
+    let hwm = proc_status("VmHWM");
+    let (_, store_bytes) = store.usage();
+    println!(
+        "{pretty_bytes} {compact} {before} {after} {hwm} {memory} {store_bytes} {}",
+        stored.doc.bytes()
+    );
+    std::io::stdout().flush().unwrap();
+}
+
+/// Section 4, in a child process.
+fn rss(target: usize) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--rss", &target.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the --rss child failed");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let v: Vec<f64> = text
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let (pretty, compact, before, after, hwm, memory, store_bytes) =
+        (v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
+    let growth = after - before;
+    println!(
+        "{:<7} pretty {:>6.1} MB  compact {:>6.1} MB | RSS {:>6.1} → {:>6.1} MB, growth {:>6.1} MB = {:.2}× pretty, {:.2}× compact | peak {:>6.1} MB above start | doc.memory() {:>6.1} MB, store.usage() {:>6.1} MB",
+        label(target),
+        pretty / MB,
+        compact / MB,
+        before / MB,
+        after / MB,
+        growth / MB,
+        growth / pretty,
+        growth / compact,
+        (hwm - before) / MB,
+        memory / MB,
+        store_bytes / MB,
+    );
+}
+
+/// Section 5: tokens per second on the first `bytes` of `text`.
+fn tokens(text: &str, bytes: usize, reps: usize) {
+    let piece = budget::char_slice(text, 0, bytes);
+    let mut times = Vec::new();
+    let mut count = 0;
+    for _ in 0..reps {
+        let t = Instant::now();
+        count = black_box(count_tokens(black_box(piece), 1.0));
+        times.push(t.elapsed());
+    }
+    let d = median(&mut times);
+    println!(
+        "{:<7} compact JSON | {:>9} o200k tokens ({:.2} bytes/token) | {:>7.1} ms {:>5.1} MB/s (median of {reps})",
+        label(bytes),
+        count,
+        piece.len() as f64 / f64::from(count.max(1)),
+        ms(d),
+        mb_per_s(piece.len(), d),
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--rss") {
+        return rss_child(args[i + 1].parse().unwrap());
+    }
+    budget::warm_up();
+    let budget = page_budget();
+    println!(
+        "sluice pages: page budget {} tokens (×{}) / {} chars; MB = 10^6 bytes",
+        budget.max_tokens, budget.token_factor, budget.max_chars
+    );
+
+    println!(
+        "\n1. ingest = Document::json + Overview::of + first plan; median; MB/s of the pretty input (9, 5, 3 runs)"
+    );
+    println!("size       pretty     compact  pages");
+    let samples: Vec<Sample> = SIZES
+        .iter()
+        .zip([9, 5, 3])
+        .map(|(&size, reps)| ingest(size, reps))
+        .collect();
+
+    println!(
+        "\n2-3. the middle page: sluice plan.serve (median of {ROUNDS} interleaved rounds) vs seed (parse all, take rows, serialize the page's items)"
+    );
+    let middles: Vec<Middle> = samples.iter().map(middle).collect();
+    let times = serve_all(&samples, &middles);
+    for (i, reps) in [15, 7, 3].into_iter().enumerate() {
+        seed(SIZES[i], &samples[i], &middles[i], times[i], reps);
+    }
+    let pages: Vec<Duration> = times.iter().map(|t| t.0).collect();
+    println!(
+        "page(100 MB) / page(1 MB) = {:.2} (goal ≤ 2); page(10 MB) / page(1 MB) = {:.2}",
+        pages[2].as_secs_f64() / pages[0].as_secs_f64(),
+        pages[1].as_secs_f64() / pages[0].as_secs_f64(),
+    );
+
+    let compact = samples[2].doc.text_str().to_owned();
+    drop(samples);
+
+    println!(
+        "\n4. resident memory of a stored document (child process; text dropped; goal ≤ 1.2× JSON bytes)"
+    );
+    rss(SIZES[2]);
+
+    println!("\n5. count_tokens (o200k, bpe-openai)");
+    tokens(&compact, 1_000_000, 5);
+    tokens(&compact, 10_000_000, 3);
+}

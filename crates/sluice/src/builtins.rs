@@ -1,0 +1,572 @@
+//! sluice's own tools and resources: reading stored results.
+//!
+//! - `sluice_read {handle, page?, path?, max_tokens?}` or `{cursor}`: one page.
+//! - `sluice_info {handle?}`: a handle's metadata, shape and page plan; or
+//!   this session's handles.
+//! - `sluice://result/<handle>[?page=N&path=/p&cursor=c]` with
+//!   `resources/read`: the same pages.
+//!
+//! Mistakes a model can fix (an unknown handle, a page past the end, a path
+//! that is not an array) come back as error *results* that say what exists;
+//! a cursor that was altered or belongs to another session is a JSON-RPC
+//! `-32602` error, as the contract asks.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use rmcp::model::{
+    CallToolResult, ContentBlock, ErrorData, JsonObject, ReadResourceResult, ResourceContents,
+    ResourceTemplate, Tool,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sluice_core::budget::Budget;
+use sluice_core::cursor::Cursor;
+use sluice_core::format::{age, bytes, group, timestamp};
+use sluice_core::pager::{Page, PageError, Plan, Position};
+use sluice_core::store::{Listed, Owner, StoreError, Stored};
+
+use crate::govern::{Governor, PAGE_RESERVE, RESULT_URI, mime_of, stored_meta, with_meta};
+
+/// The read tool's name.
+pub const READ: &str = "sluice_read";
+/// The info tool's name.
+pub const INFO: &str = "sluice_info";
+/// The most handles `sluice_info` lists.
+const LISTED: usize = 20;
+
+/// Whether `name` is one of sluice's own tools.
+pub fn is_builtin(name: &str) -> bool {
+    name == READ || name == INFO
+}
+
+/// sluice's own tools, as listed.
+pub fn tools() -> Vec<Tool> {
+    let read = json!({
+        "type": "object",
+        "properties": {
+            "handle": {"type": "string", "description": "A stored result's handle (h_…)."},
+            "page": {"type": "integer", "minimum": 1, "description": "Page number, from 1 (default 1)."},
+            "path": {"type": "string", "description": "JSON Pointer of the array to page, e.g. \"/rows\"; \"\" pages the whole document as text."},
+            "max_tokens": {"type": "integer", "minimum": 500, "description": "A smaller page size, in tokens."},
+            "cursor": {"type": "string", "description": "The next_cursor of a previous page (instead of the other arguments)."}
+        }
+    });
+    let info = json!({
+        "type": "object",
+        "properties": {
+            "handle": {"type": "string", "description": "A stored result's handle; omit to list this session's."}
+        }
+    });
+    vec![
+        Tool::new(
+            READ,
+            "Read one page of a result sluice stored because it was too large: {handle, page?} or {cursor}. content[0] is the page's data, content[1] where it is and the next call.",
+            object(read),
+        ),
+        Tool::new(
+            INFO,
+            "Describe a stored result (shape, size, pages, expiry), or list this session's stored results.",
+            object(info),
+        ),
+    ]
+}
+
+/// The resource template of stored results.
+pub fn template() -> ResourceTemplate {
+    let mut template = ResourceTemplate::new(format!("{RESULT_URI}{{handle}}"), "sluice-result");
+    template.description = Some(
+        "A result stored by sluice. Add ?page=N, ?path=/json/pointer or ?cursor=… to read other pages.".into(),
+    );
+    template
+}
+
+fn object(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::default(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    handle: Option<String>,
+    page: Option<u64>,
+    path: Option<String>,
+    max_tokens: Option<u32>,
+    cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InfoArgs {
+    handle: Option<String>,
+}
+
+/// Where a read starts.
+enum From {
+    Page(u64),
+    At(Position),
+}
+
+/// A page request, validated.
+struct PageRequest {
+    handle: String,
+    path: Option<String>,
+    budget: Budget,
+    from: From,
+}
+
+fn error_result(message: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message.into())])
+}
+
+fn invalid_cursor(why: impl std::fmt::Display) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "{why}. Cursors are only valid in the session that received them; to start again, call {READ} with the handle from the stored result's answer (and \"page\" to jump)."
+        ),
+        None,
+    )
+}
+
+impl Governor {
+    /// `sluice_read`.
+    pub fn read(
+        &self,
+        arguments: Option<JsonObject>,
+        owner: Owner,
+        budget: Budget,
+    ) -> Result<CallToolResult, ErrorData> {
+        let args: ReadArgs = match serde_json::from_value(Value::Object(
+            arguments.unwrap_or_default(),
+        )) {
+            Ok(args) => args,
+            Err(e) => {
+                return Ok(error_result(format!(
+                    "{READ}: {e}. Call it as {{\"handle\":\"h_…\",\"page\":2}} or {{\"cursor\":\"c1_…\"}}."
+                )));
+            }
+        };
+        let request = match (args.cursor, args.handle) {
+            (Some(_), Some(_)) => {
+                return Ok(error_result(format!(
+                    "{READ}: give either `cursor` or `handle`, not both: a cursor already names its handle, page and size."
+                )));
+            }
+            (Some(cursor), None) => {
+                if args.page.is_some() || args.path.is_some() || args.max_tokens.is_some() {
+                    return Ok(error_result(format!(
+                        "{READ}: a `cursor` carries its page, path and size: call {READ} {{\"cursor\":\"…\"}} alone, or use `handle` with `page`, `path` and `max_tokens`."
+                    )));
+                }
+                self.open_cursor(&cursor)?
+            }
+            (None, Some(handle)) => {
+                if args.page == Some(0) {
+                    return Ok(error_result(format!("{READ}: pages are numbered from 1.")));
+                }
+                let budget = match args.max_tokens {
+                    Some(t) if t < 500 => {
+                        return Ok(error_result(format!(
+                            "{READ}: `max_tokens` must be at least 500 (a page needs room for its header)."
+                        )));
+                    }
+                    Some(t) => Budget {
+                        max_tokens: t.min(budget.max_tokens),
+                        ..budget
+                    },
+                    None => budget,
+                };
+                PageRequest {
+                    handle,
+                    path: args.path,
+                    budget,
+                    from: From::Page(args.page.unwrap_or(1)),
+                }
+            }
+            (None, None) => {
+                return Ok(error_result(format!(
+                    "{READ} needs a `handle` (from a stored result's answer) or a `cursor` (from a page's next_cursor). {}",
+                    self.handles_hint(owner)
+                )));
+            }
+        };
+        let via_cursor = matches!(request.from, From::At(_));
+        let stored = match self.store().get(owner, &request.handle) {
+            Ok(listed) => listed.stored,
+            Err(StoreError::Unknown(_)) if via_cursor => {
+                return Err(invalid_cursor(
+                    "this cursor belongs to a result this session does not have",
+                ));
+            }
+            Err(e) => return Ok(error_result(format!("{e}. {}", self.handles_hint(owner)))),
+        };
+        match self.page(&stored, &request) {
+            Ok((page, plan)) => Ok(self.page_result(&stored, &request, &page, &plan)),
+            Err(PageFailure::Model(message)) => Ok(error_result(message)),
+            Err(PageFailure::Cursor) => {
+                Err(invalid_cursor("this cursor does not point into its result"))
+            }
+        }
+    }
+
+    fn open_cursor(&self, sealed: &str) -> Result<PageRequest, ErrorData> {
+        let Cursor {
+            handle,
+            path,
+            budget,
+            at,
+        } = self.key().open(sealed).map_err(invalid_cursor)?;
+        Ok(PageRequest {
+            handle,
+            path,
+            budget,
+            from: From::At(at),
+        })
+    }
+
+    fn page(
+        &self,
+        stored: &Stored,
+        request: &PageRequest,
+    ) -> Result<(Page, Arc<Plan>), PageFailure> {
+        let page_budget = request.budget.less(PAGE_RESERVE.0, PAGE_RESERVE.1);
+        let plan = stored
+            .doc
+            .plan(request.path.as_deref(), page_budget)
+            .map_err(|e| PageFailure::Model(page_error(stored, &e)))?;
+        let from = match request.from {
+            From::Page(n) => plan
+                .start_of(n)
+                .map_err(|e| PageFailure::Model(page_error(stored, &e)))?,
+            From::At(at) => {
+                if !plan.holds(&stored.doc, at) {
+                    return Err(PageFailure::Cursor);
+                }
+                at
+            }
+        };
+        Ok((plan.serve(&stored.doc, from), plan))
+    }
+
+    fn next_cursor(&self, stored: &Stored, request: &PageRequest, page: &Page) -> Option<String> {
+        page.next.map(|at| {
+            self.key().seal(&Cursor {
+                handle: stored.handle.clone(),
+                path: request.path.clone(),
+                budget: request.budget,
+                at,
+            })
+        })
+    }
+
+    fn page_meta(&self, stored: &Stored, page: &Page, next: Option<&str>) -> Value {
+        let mut meta = json!({
+            "handle": stored.handle,
+            "page": page.page,
+            "pages": page.pages,
+            "form": page.form.as_str(),
+            "start": page.start,
+            "end": page.end,
+            "total": page.total,
+            "next_cursor": next,
+        });
+        if let Some(path) = &page.path {
+            meta["path"] = Value::String(path.clone());
+        }
+        meta
+    }
+
+    fn page_result(
+        &self,
+        stored: &Stored,
+        request: &PageRequest,
+        page: &Page,
+        _plan: &Plan,
+    ) -> CallToolResult {
+        let next = self.next_cursor(stored, request, page);
+        let call = next
+            .as_ref()
+            .map(|c| format!("{READ} {{\"cursor\":\"{c}\"}}"));
+        let header = page.header(call.as_deref());
+        let meta = self.page_meta(stored, page, next.as_deref());
+        let mut result = CallToolResult::success(vec![
+            ContentBlock::text(page.data.clone()),
+            ContentBlock::text(header),
+        ]);
+        result.meta = Some(with_meta(None, "sluice/page", meta));
+        result
+    }
+
+    /// `resources/read sluice://result/<handle>[?page=N&path=…&cursor=…]`.
+    pub fn read_result_resource(
+        &self,
+        uri: &str,
+        owner: Owner,
+        budget: Budget,
+    ) -> Result<ReadResourceResult, ErrorData> {
+        let rest = uri.strip_prefix(RESULT_URI).unwrap_or_default();
+        let (handle, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let mut page = None;
+        let mut path = None;
+        let mut cursor = None;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let value = percent_decode(value);
+            match key {
+                "page" => {
+                    page = Some(
+                        value
+                            .parse::<u64>()
+                            .ok()
+                            .filter(|&p| p > 0)
+                            .ok_or_else(|| {
+                                ErrorData::invalid_params(
+                                    format!("`page={value}` in {uri}: pages are numbered from 1"),
+                                    None,
+                                )
+                            })?,
+                    )
+                }
+                "path" => path = Some(value),
+                "cursor" => cursor = Some(value),
+                other => {
+                    return Err(ErrorData::invalid_params(
+                        format!("unknown parameter `{other}` in {uri}: use page, path or cursor"),
+                        None,
+                    ));
+                }
+            }
+        }
+        let request = match cursor {
+            Some(c) => self.open_cursor(&c)?,
+            None => PageRequest {
+                handle: handle.to_owned(),
+                path,
+                budget,
+                from: From::Page(page.unwrap_or(1)),
+            },
+        };
+        let not_found = |e: StoreError| {
+            ErrorData::resource_not_found(
+                format!("{e}. {}", self.handles_hint(owner)),
+                Some(json!({"uri": uri})),
+            )
+        };
+        let stored = self
+            .store()
+            .get(owner, &request.handle)
+            .map_err(not_found)?
+            .stored;
+        let (page, _) = self.page(&stored, &request).map_err(|e| match e {
+            PageFailure::Model(message) => ErrorData::invalid_params(message, None),
+            PageFailure::Cursor => invalid_cursor("this cursor does not point into its result"),
+        })?;
+        let next = self.next_cursor(&stored, &request, &page);
+        let mut meta = self.page_meta(&stored, &page, next.as_deref());
+        let next_uri = next
+            .as_ref()
+            .map(|c| format!("{RESULT_URI}{}?cursor={c}", stored.handle));
+        meta["header"] = Value::String(page.header(next_uri.as_deref()));
+        let mut result =
+            ReadResourceResult::new(vec![ResourceContents::text(page.data, uri).with_mime_type(
+                if page.form == sluice_core::pager::Form::Items {
+                    "application/json"
+                } else {
+                    mime_of(stored.doc.kind())
+                },
+            )]);
+        result.meta = Some(with_meta(None, "sluice/page", meta));
+        Ok(result)
+    }
+
+    /// `sluice_info`.
+    pub fn info(
+        &self,
+        arguments: Option<JsonObject>,
+        owner: Owner,
+        budget: Budget,
+    ) -> Result<CallToolResult, ErrorData> {
+        let args: InfoArgs =
+            match serde_json::from_value(Value::Object(arguments.unwrap_or_default())) {
+                Ok(args) => args,
+                Err(e) => {
+                    return Ok(error_result(format!(
+                        "{INFO}: {e}. Call it as {{\"handle\":\"h_…\"}} or {{}}."
+                    )));
+                }
+            };
+        let Some(handle) = args.handle else {
+            return Ok(self.list_handles(owner));
+        };
+        let listed = match self.store().get(owner, &handle) {
+            Ok(listed) => listed,
+            Err(e) => return Ok(error_result(format!("{e}. {}", self.handles_hint(owner)))),
+        };
+        let stored = &listed.stored;
+        let info = &stored.info;
+        let page_budget = budget.less(PAGE_RESERVE.0, PAGE_RESERVE.1);
+        let plan = stored.doc.plan(None, page_budget).ok();
+        let pages = plan.as_ref().map_or(1, |p| p.pages());
+        let path = plan
+            .as_ref()
+            .and_then(|p| p.target().pointer().map(str::to_owned));
+        let expires_at = timestamp(listed.expires_at);
+        let mut text = format!(
+            "{} — {} of {}, {}{} tokens ({}), {} characters; stored {} ago, expires {expires_at} unless read again.\n",
+            stored.handle,
+            info.source,
+            stored.doc.kind().as_str(),
+            if info.tokens_estimated { "≈" } else { "" },
+            group(info.tokens),
+            bytes(info.bytes),
+            group(info.chars),
+            age(since(stored.created)),
+        );
+        text.push_str(&format!("Shape: {}\n", info.overview.shape(1)));
+        let arrays: Vec<String> = stored
+            .doc
+            .notable_arrays()
+            .into_iter()
+            .take(6)
+            .map(|a| {
+                format!(
+                    "{} ({} items)",
+                    if a.pointer.is_empty() {
+                        "\"\""
+                    } else {
+                        &a.pointer
+                    },
+                    group(a.items as u64)
+                )
+            })
+            .collect();
+        if !arrays.is_empty() {
+            text.push_str(&format!("Arrays: {}\n", arrays.join(", ")));
+        }
+        text.push_str(&format!(
+            "Pages: {} of ≤ {} tokens{}: {READ} {{\"handle\":\"{}\"}}\n",
+            group(pages as u64),
+            group(u64::from(page_budget.max_tokens)),
+            path.as_deref()
+                .map(|p| format!(" at {}", if p.is_empty() { "the root" } else { p }))
+                .unwrap_or_default(),
+            stored.handle
+        ));
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.meta = Some(with_meta(
+            None,
+            "sluice/stored",
+            stored_meta(stored, pages, path.as_deref(), &expires_at),
+        ));
+        Ok(result)
+    }
+
+    fn list_handles(&self, owner: Owner) -> CallToolResult {
+        let listed = self.store().list(owner, LISTED);
+        let (entries, held) = self.store().usage();
+        let mut text = if listed.is_empty() {
+            "No stored results in this session: results within the budget pass through whole; larger ones are stored and their answer names a handle.\n".to_owned()
+        } else {
+            format!(
+                "Stored results of this session, newest first ({}):\n",
+                listed.len()
+            )
+        };
+        for l in &listed {
+            text.push_str(&format!("  {}\n", describe(l)));
+        }
+        text.push_str(&format!(
+            "The store holds {} results, {}.\n",
+            group(entries as u64),
+            bytes(held)
+        ));
+        let list: Vec<Value> = listed
+            .iter()
+            .map(|l| {
+                json!({
+                    "handle": l.stored.handle,
+                    "source": l.stored.info.source,
+                    "kind": l.stored.doc.kind().as_str(),
+                    "tokens": l.stored.info.tokens,
+                    "bytes": l.stored.info.bytes,
+                    "expires_at": timestamp(l.expires_at),
+                })
+            })
+            .collect();
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.meta = Some(with_meta(None, "sluice/handles", Value::Array(list)));
+        result
+    }
+
+    /// "Handles of this session: …", for error messages.
+    fn handles_hint(&self, owner: Owner) -> String {
+        let listed = self.store().list(owner, 5);
+        if listed.is_empty() {
+            return "This session has no stored results: call the tool again.".into();
+        }
+        let names: Vec<String> = listed.iter().map(describe).collect();
+        format!("This session's stored results: {}.", names.join("; "))
+    }
+}
+
+fn describe(l: &Listed) -> String {
+    let s = &l.stored;
+    format!(
+        "{} — {}, {} {}, {}{} tokens, stored {} ago",
+        s.handle,
+        s.info.source,
+        bytes(s.info.bytes),
+        s.doc.kind().as_str(),
+        if s.info.tokens_estimated { "≈" } else { "" },
+        group(s.info.tokens),
+        age(since(s.created))
+    )
+}
+
+fn since(t: SystemTime) -> u64 {
+    SystemTime::now()
+        .duration_since(t)
+        .map_or(0, |d| d.as_secs())
+}
+
+enum PageFailure {
+    /// A mistake the model can fix; the message says how.
+    Model(String),
+    /// A cursor that does not fit its result.
+    Cursor,
+}
+
+fn page_error(stored: &Stored, e: &PageError) -> String {
+    match e {
+        PageError::OutOfRange { .. } => format!(
+            "{e}. {READ} {{\"handle\":\"{}\"}} reads page 1.",
+            stored.handle
+        ),
+        _ => format!("{e}."),
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len()
+                && b[i + 1].is_ascii_hexdigit()
+                && b[i + 2].is_ascii_hexdigit() =>
+            {
+                let hex = |c: u8| (c as char).to_digit(16).unwrap_or(0) as u8;
+                out.push(hex(b[i + 1]) * 16 + hex(b[i + 2]));
+                i += 3;
+                continue;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

@@ -1,0 +1,409 @@
+//! Governing results: every upstream result is measured as the client would
+//! receive it; one within the client's budget passes untouched, one over it
+//! is stored and answered with a summary, a preview and a handle.
+//!
+//! The MCP side of `sluice_core`'s budget, document, summary and store: this
+//! module turns rmcp results into documents and answers back into rmcp
+//! results. The built-in tools that read stored results are in
+//! [`crate::builtins`].
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolResult, ContentBlock, MetaObject, ReadResourceResult, Resource, ResourceContents,
+};
+use serde_json::{Value, json};
+use sluice_core::budget::{Budget, Size, bytes_per_token, count_tokens};
+use sluice_core::config::{BudgetConfig, Config, Mode};
+use sluice_core::cursor::CursorKey;
+use sluice_core::document::{Document, Kind};
+use sluice_core::format::timestamp;
+use sluice_core::store::{MemoryStore, Owner, Store, Stored, StoredInfo};
+use sluice_core::summary::{self, Answer, Overview, Style};
+
+/// What a page's wrapper (header line, `_meta`, cursor) may take of the
+/// budget, in tokens and characters.
+pub const PAGE_RESERVE: (u32, u32) = (600, 1000);
+/// What the resource link and `_meta` of a stored answer may take.
+const ANSWER_RESERVE: (u32, u32) = (300, 600);
+/// The default depth of previews.
+pub const DEFAULT_PREVIEW_DEPTH: usize = 3;
+/// Results larger than this are stored on a blocking thread, so that a
+/// 100 MB result does not stall other calls (stdio runs one thread).
+const BLOCKING_BYTES: u64 = 256 * 1024;
+/// Up to this size, the tokens of a stored result are counted exactly;
+/// above, they are extrapolated from samples.
+const EXACT_TOKENS_BYTES: usize = 1 << 20;
+
+/// The URI scheme of stored results.
+pub const RESULT_URI: &str = "sluice://result/";
+
+/// The governor: budgets, the store and the cursor key.
+pub struct Governor {
+    store: Arc<dyn Store>,
+    key: CursorKey,
+    budgets: BudgetConfig,
+}
+
+/// How one result is governed.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Who may read it back.
+    pub owner: Owner,
+    /// The caller's budget for this tool.
+    pub budget: Budget,
+    /// What was called, as the client named it.
+    pub source: String,
+    /// Buffer, truncate or pass through.
+    pub mode: Mode,
+    /// How deep previews go.
+    pub preview_depth: usize,
+    /// Arguments of the tool that narrow its result.
+    pub narrowing: Vec<String>,
+}
+
+/// A result taken apart for storing.
+enum Raw {
+    /// One text that may be JSON.
+    Text(String),
+    /// `structuredContent`, serialized.
+    Json(String),
+    /// Several content blocks (or resource contents), as a JSON array.
+    Blocks(String),
+}
+
+impl Governor {
+    /// A governor with the configured budgets and store.
+    pub fn new(config: &Config) -> Self {
+        Self {
+            store: Arc::new(MemoryStore::new(config.store)),
+            key: CursorKey::random(),
+            budgets: config.budget.clone(),
+        }
+    }
+
+    /// The budget of a client, by its `clientInfo.name`.
+    pub fn budget_for(&self, client: Option<&str>) -> Budget {
+        self.budgets.for_client(client)
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The key that seals cursors.
+    pub fn key(&self) -> &CursorKey {
+        &self.key
+    }
+
+    /// Governs a tool result.
+    pub async fn tool_result(&self, result: CallToolResult, policy: Policy) -> CallToolResult {
+        if policy.mode == Mode::Passthrough {
+            return result;
+        }
+        let size = measure_call(&result, &policy.budget);
+        if policy.budget.admits(&size) {
+            return result;
+        }
+        let flagged = result.is_error;
+        let is_error = flagged == Some(true);
+        let (result_type, meta) = (result.result_type.clone(), result.meta.clone());
+        let raw = raw_of_call(result);
+        let mut answer = match self.keep(raw, size, is_error, &policy).await {
+            Ok(stored) => {
+                let (text, link, stored_meta) = self.answer(&stored, &policy);
+                let mut r = CallToolResult::success(vec![ContentBlock::text(text), link]);
+                r.is_error = flagged;
+                r.meta = Some(with_meta(meta, "sluice/stored", stored_meta));
+                r
+            }
+            Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+        };
+        answer.result_type = result_type;
+        answer
+    }
+
+    /// Governs the result of `resources/read`.
+    pub async fn resource_result(
+        &self,
+        result: ReadResourceResult,
+        uri: &str,
+        policy: Policy,
+    ) -> ReadResourceResult {
+        let mut size = Size::counting();
+        for contents in &result.contents {
+            add_contents(&mut size, contents, &policy.budget);
+        }
+        if policy.budget.admits(&size) {
+            return result;
+        }
+        let (result_type, meta) = (result.result_type.clone(), result.meta.clone());
+        let mut contents = result.contents;
+        let raw = match contents.as_mut_slice() {
+            [ResourceContents::TextResourceContents { text, .. }] => {
+                Raw::Text(std::mem::take(text))
+            }
+            _ => Raw::Blocks(serde_json::to_string(&contents).unwrap_or_default()),
+        };
+        let mut answer = match self.keep(raw, size, false, &policy).await {
+            Ok(stored) => {
+                let (text, _, stored_meta) = self.answer(&stored, &policy);
+                let mut r = ReadResourceResult::new(vec![ResourceContents::text(text, uri)]);
+                r.meta = Some(with_meta(meta, "sluice/stored", stored_meta));
+                r
+            }
+            Err(message) => ReadResourceResult::new(vec![ResourceContents::text(message, uri)]),
+        };
+        answer.result_type = result_type;
+        answer
+    }
+
+    /// Stores a result; the error is a message for the model.
+    async fn keep(
+        &self,
+        raw: Raw,
+        size: Size,
+        is_error: bool,
+        policy: &Policy,
+    ) -> Result<Arc<Stored>, String> {
+        let factor = policy.budget.token_factor;
+        let ingest = move || ingest(raw, size, factor);
+        let (doc, tokens, estimated) = if size.bytes > BLOCKING_BYTES {
+            tokio::task::spawn_blocking(ingest)
+                .await
+                .map_err(|e| format!("sluice failed to store the result: {e}"))?
+        } else {
+            ingest()
+        };
+        let overview = Overview::of(&doc);
+        let info = StoredInfo {
+            source: policy.source.clone(),
+            bytes: size.bytes,
+            chars: size.chars,
+            tokens,
+            tokens_estimated: estimated,
+            is_error,
+            overview,
+        };
+        self.store.put(policy.owner, doc, info).map_err(|e| {
+            format!(
+                "{} returned a result too large to show, and sluice could not store it: {e}. Call {} with arguments that narrow the result.",
+                policy.source, policy.source
+            )
+        })
+    }
+
+    /// The answer for a stored result: the text, the resource link and the
+    /// `sluice/stored` metadata.
+    fn answer(&self, stored: &Stored, policy: &Policy) -> (String, ContentBlock, Value) {
+        let page_budget = policy.budget.less(PAGE_RESERVE.0, PAGE_RESERVE.1);
+        let plan = stored.doc.plan(None, page_budget).ok();
+        let pages = plan.as_ref().map_or(1, |p| p.pages());
+        let path = plan
+            .as_ref()
+            .and_then(|p| p.target().pointer().map(str::to_owned));
+        let style = match policy.mode {
+            Mode::Truncate => Style::Truncated,
+            _ => Style::Summary,
+        };
+        let answer = Answer {
+            source: &policy.source,
+            handle: &stored.handle,
+            info: &stored.info,
+            kind: stored.doc.kind(),
+            pages,
+            read_tool: crate::builtins::READ,
+            narrowing: &policy.narrowing,
+            preview_depth: policy.preview_depth,
+            style,
+        };
+        let budget = policy.budget.less(ANSWER_RESERVE.0, ANSWER_RESERVE.1);
+        let text = summary::render(&answer, &stored.info.overview, &budget);
+        let expires_at = self
+            .store
+            .get(stored.owner, &stored.handle)
+            .map(|l| timestamp(l.expires_at))
+            .unwrap_or_default();
+        let meta = stored_meta(stored, pages, path.as_deref(), &expires_at);
+        let link = ContentBlock::resource_link(
+            Resource::new(
+                format!("{RESULT_URI}{}", stored.handle),
+                stored.handle.clone(),
+            )
+            .with_description(format!(
+                "The whole result of {}, stored by sluice; read it in pages.",
+                policy.source
+            ))
+            .with_mime_type(mime_of(stored.doc.kind()))
+            .with_size(stored.info.bytes),
+        );
+        (text, link, meta)
+    }
+}
+
+/// The `sluice/stored` metadata of a stored result.
+pub fn stored_meta(stored: &Stored, pages: usize, path: Option<&str>, expires_at: &str) -> Value {
+    let info = &stored.info;
+    let mut meta = json!({
+        "handle": stored.handle,
+        "tokens": info.tokens,
+        "chars": info.chars,
+        "bytes": info.bytes,
+        "kind": stored.doc.kind().as_str(),
+        "pages": pages,
+        "path": path,
+        "expires_at": expires_at,
+    });
+    if info.tokens_estimated {
+        meta["tokens_estimated"] = Value::Bool(true);
+    }
+    meta
+}
+
+/// The MIME type of a stored document.
+pub fn mime_of(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Text => "text/plain",
+        Kind::Json | Kind::Blocks => "application/json",
+    }
+}
+
+/// `meta` (kept) with `key` set to `value`.
+pub fn with_meta(meta: Option<MetaObject>, key: &str, value: Value) -> MetaObject {
+    let mut meta = meta.unwrap_or_default();
+    meta.0.insert(key.to_owned(), value);
+    meta
+}
+
+/// The size of a tool result as the client receives it: every text block,
+/// `structuredContent`, embedded resources, binary blocks by their encoded
+/// size. Stops counting tokens once the characters alone are over budget.
+fn measure_call(result: &CallToolResult, budget: &Budget) -> Size {
+    let mut size = Size::counting();
+    for block in &result.content {
+        match block {
+            ContentBlock::Text(t) => size.add_text(&t.text, budget),
+            ContentBlock::Image(i) => size.add_text(&i.data, budget),
+            ContentBlock::Audio(a) => size.add_text(&a.data, budget),
+            ContentBlock::Resource(r) => add_contents(&mut size, &r.resource, budget),
+            other => size.add_text(&serde_json::to_string(other).unwrap_or_default(), budget),
+        }
+    }
+    if let Some(structured) = &result.structured_content {
+        if size.chars > u64::from(budget.max_chars) {
+            // Already over: its size only matters for the figures.
+            size.bytes += estimate_json_bytes(structured);
+            size.chars += estimate_json_bytes(structured);
+        } else {
+            size.add_text(
+                &serde_json::to_string(structured).unwrap_or_default(),
+                budget,
+            );
+        }
+    }
+    size
+}
+
+fn add_contents(size: &mut Size, contents: &ResourceContents, budget: &Budget) {
+    match contents {
+        ResourceContents::TextResourceContents { text, .. } => size.add_text(text, budget),
+        ResourceContents::BlobResourceContents { blob, .. } => size.add_text(blob, budget),
+        other => size.add_text(&serde_json::to_string(other).unwrap_or_default(), budget),
+    }
+}
+
+/// The compact JSON size of `value` without building the string.
+fn estimate_json_bytes(value: &Value) -> u64 {
+    struct Counter(u64);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
+}
+
+/// Which part of a tool result is stored. One text block: that text (JSON
+/// if it parses); text blocks with `structuredContent`: the structured
+/// content (servers are asked to send its serialization as text too);
+/// anything else: the content blocks as a JSON array.
+fn raw_of_call(mut result: CallToolResult) -> Raw {
+    let all_text = result
+        .content
+        .iter()
+        .all(|b| matches!(b, ContentBlock::Text(_)));
+    match result.content.as_mut_slice() {
+        [ContentBlock::Text(t)] => Raw::Text(std::mem::take(&mut t.text)),
+        _ if all_text && result.structured_content.is_some() => {
+            Raw::Json(serde_json::to_string(&result.structured_content.take()).unwrap_or_default())
+        }
+        _ => Raw::Blocks(serde_json::to_string(&result.content).unwrap_or_default()),
+    }
+}
+
+/// Builds the document; returns it with the client tokens of what was sent
+/// and whether they were extrapolated.
+fn ingest(raw: Raw, size: Size, factor: f32) -> (Document, u64, bool) {
+    let text = match &raw {
+        Raw::Text(t) | Raw::Json(t) | Raw::Blocks(t) => t.as_str(),
+    };
+    let (tokens, estimated) = match size.tokens {
+        Some(tokens) => (tokens, false),
+        None if text.len() <= EXACT_TOKENS_BYTES && text.len() as u64 == size.bytes => {
+            (u64::from(count_tokens(text, factor)), false)
+        }
+        None => {
+            let per_token = f64::from(bytes_per_token(text, 8 * 1024));
+            let raw_tokens = size.bytes as f64 / per_token.max(0.1);
+            ((raw_tokens * f64::from(factor)).ceil() as u64, true)
+        }
+    };
+    let doc = match raw {
+        Raw::Text(t) => Document::json_or_text(t),
+        Raw::Json(t) => Document::json(t).unwrap_or_else(|e| Document::text(e.to_string())),
+        Raw::Blocks(t) => Document::blocks(t).unwrap_or_else(|e| Document::text(e.to_string())),
+    };
+    (doc, tokens, estimated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measuring_counts_text_and_structured_content() {
+        let budget = Budget::default();
+        let mut result = CallToolResult::success(vec![ContentBlock::text("hello")]);
+        result.structured_content = Some(json!({"a": "hello"}));
+        let size = measure_call(&result, &budget);
+        assert_eq!(size.chars, 5 + 13);
+        assert!(size.tokens.unwrap() > 2);
+        let big = CallToolResult::success(vec![ContentBlock::text("x".repeat(50_000))]);
+        let size = measure_call(&big, &budget);
+        assert_eq!((size.chars, size.tokens), (50_000, None));
+    }
+
+    #[test]
+    fn the_stored_part_is_chosen_by_the_rules() {
+        let one = CallToolResult::success(vec![ContentBlock::text("[1,2]")]);
+        assert!(matches!(raw_of_call(one), Raw::Text(t) if t == "[1,2]"));
+        let mut two =
+            CallToolResult::success(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
+        two.structured_content = Some(json!({"result": ["a", "b"]}));
+        assert!(matches!(raw_of_call(two), Raw::Json(t) if t == r#"{"result":["a","b"]}"#));
+        let mixed = CallToolResult::success(vec![
+            ContentBlock::text("a"),
+            ContentBlock::image("AAAA", "image/png"),
+        ]);
+        assert!(
+            matches!(raw_of_call(mixed), Raw::Blocks(t) if t.starts_with(r#"[{"type":"text""#))
+        );
+    }
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Calls one tool through sluice with the Python MCP SDK 2.x client and, if sluice stored the
+result, reads every page back by following next_cursor.
+
+    pages.py --mode auto|legacy (--stdio 'CMD ARGS...' | --url URL) --tool NAME [--args JSON]
+             [--path POINTER]
+
+Prints one JSON object on stdout:
+  {"protocol_version", "stored": <_meta["sluice/stored"]> | null, "answer": <first text>,
+   "pages": N, "forms": [...], "items": [...] (items pages, slices of items joined and parsed)
+   | "text": "..." (text pages joined), "max_page_chars": N}
+or, when the result was not stored, {"protocol_version", "stored": null, "result": <result>}.
+Exit 2 if connecting fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import warnings
+
+import anyio
+import mcp.types as types
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+
+
+def dump(x):  # noqa: ANN001, ANN201
+    return x.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def main(a: argparse.Namespace) -> dict:
+    if a.stdio:
+        argv = shlex.split(a.stdio)
+        target = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    else:
+        target = a.url
+    client = Client(
+        target,
+        mode=a.mode,
+        cache=None,
+        read_timeout_seconds=120,
+        client_info=types.Implementation(name=a.client_name, version="1.0.0"),
+    )
+    async with client as c:
+        out: dict = {"protocol_version": c.protocol_version}
+        result = dump(await c.call_tool(a.tool, json.loads(a.args)))
+        stored = (result.get("_meta") or {}).get("sluice/stored")
+        out["stored"] = stored
+        if stored is None:
+            out["result"] = result
+            return out
+        out["answer"] = result["content"][0]["text"]
+        request: dict = {"handle": stored["handle"]}
+        if a.path is not None:
+            request["path"] = a.path
+        items: list = []
+        text = ""
+        slice_ = ""
+        forms: list[str] = []
+        max_chars = 0
+        while True:
+            page = dump(await c.call_tool("sluice_read", request))
+            if page.get("isError"):
+                raise SystemExit(f"sluice_read failed: {page['content'][0]['text']}")
+            meta = page["_meta"]["sluice/page"]
+            data = page["content"][0]["text"]
+            max_chars = max(max_chars, len(json.dumps(page, ensure_ascii=False)))
+            forms.append(meta["form"])
+            target = a.path if a.path is not None else stored.get("path")
+            if meta["form"] == "items":
+                items.extend(json.loads(data))
+            elif target is not None and meta.get("path") not in (None, target):
+                # A slice of one item too large for a page.
+                forms[-1] = "items"
+                slice_ += data
+                if meta["end"] == meta["total"]:
+                    items.append(json.loads(slice_))
+                    slice_ = ""
+            else:
+                text += data
+            if not meta["next_cursor"]:
+                break
+            request = {"cursor": meta["next_cursor"]}
+        out.update(pages=len(forms), max_page_chars=max_chars)
+        if "items" in forms:
+            out["items"] = items
+        else:
+            out["text"] = text
+        return out
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--mode", choices=["auto", "legacy"], default="auto")
+    p.add_argument("--stdio")
+    p.add_argument("--url")
+    p.add_argument("--tool", required=True)
+    p.add_argument("--args", default="{}")
+    p.add_argument("--path")
+    p.add_argument("--client-name", default="sluice-pages-py")
+    args = p.parse_args()
+    try:
+        result = anyio.run(main, args)
+    except OSError as e:
+        print(f"cannot connect: {e}", file=sys.stderr)
+        sys.exit(2)
+    json.dump(result, sys.stdout, ensure_ascii=False)
