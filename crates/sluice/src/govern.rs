@@ -390,6 +390,62 @@ mod tests {
         assert_eq!((size.chars, size.tokens), (50_000, None));
     }
 
+    #[tokio::test]
+    async fn content_blocks_are_stored_as_an_array_and_read_back_whole() {
+        let governor = Governor::new(&Config::single_command(&["x".into()]).unwrap());
+        let mut blocks: Vec<ContentBlock> = (0..30)
+            .map(|i| ContentBlock::text(format!("block {i} ").repeat(400)))
+            .collect();
+        blocks.push(ContentBlock::image("A".repeat(120_000), "image/png"));
+        let want = serde_json::to_value(&blocks).unwrap();
+        let policy = Policy {
+            owner: 7,
+            budget: Budget::default(),
+            source: "gallery".into(),
+            mode: Mode::Buffer,
+            preview_depth: DEFAULT_PREVIEW_DEPTH,
+            narrowing: Vec::new(),
+        };
+        let answer = governor
+            .tool_result(CallToolResult::success(blocks), policy)
+            .await;
+        let stored = answer.meta.unwrap().0["sluice/stored"].clone();
+        assert_eq!(stored["kind"], "blocks");
+        let mut request = json!({"handle": stored["handle"]});
+        let (mut items, mut slice) = (Vec::new(), String::new());
+        loop {
+            let args = request.as_object().cloned();
+            let page = governor.read(args, 7, Budget::default()).unwrap();
+            let text = |i: usize| page.content[i].as_text().unwrap().text.clone();
+            let meta = page.meta.as_ref().unwrap().0["sluice/page"].clone();
+            if meta["form"] == "items" {
+                items.extend(serde_json::from_str::<Vec<Value>>(&text(0)).unwrap());
+            } else {
+                // The image is larger than a page: it comes in slices.
+                assert_eq!(meta["path"], format!("/{}", items.len()));
+                slice.push_str(&text(0));
+                if meta["end"] == meta["total"] {
+                    items.push(serde_json::from_str(&slice).unwrap());
+                    slice.clear();
+                }
+            }
+            match meta["next_cursor"].as_str() {
+                Some(c) => request = json!({"cursor": c}),
+                None => break,
+            }
+        }
+        assert_eq!(Value::Array(items), want);
+        // Another owner cannot read it.
+        let other = governor
+            .read(
+                json!({"handle": stored["handle"]}).as_object().cloned(),
+                8,
+                Budget::default(),
+            )
+            .unwrap();
+        assert_eq!(other.is_error, Some(true));
+    }
+
     #[test]
     fn the_stored_part_is_chosen_by_the_rules() {
         let one = CallToolResult::success(vec![ContentBlock::text("[1,2]")]);

@@ -368,6 +368,35 @@ async fn a_single_string_of_400_kb_and_text_that_is_not_json_reassemble() {
 }
 
 #[tokio::test]
+async fn a_large_resource_read_is_stored_and_paged_too() {
+    let uri = "fixture://big/300000";
+    let (direct, _) = connect(&py_server()).await;
+    let want = direct
+        .read_resource(ReadResourceRequestParams::new(uri))
+        .await
+        .unwrap();
+    let ResourceContents::TextResourceContents { text: want, .. } = &want.contents[0] else {
+        panic!("text contents");
+    };
+    let (client, _) = connect(&via_sluice(&py_server())).await;
+    let answer = client
+        .read_resource(ReadResourceRequestParams::new(uri))
+        .await
+        .unwrap();
+    let ResourceContents::TextResourceContents { text, .. } = &answer.contents[0] else {
+        panic!("text contents");
+    };
+    assert!(
+        text.starts_with(&format!("resources/read {uri} returned ")),
+        "{text}"
+    );
+    let stored = answer.meta.as_ref().unwrap().0["sluice/stored"].clone();
+    assert_eq!(stored["kind"], "text");
+    let pages = read_pages(&client, stored["handle"].as_str().unwrap(), None).await;
+    assert_eq!(reassemble(&pages, None), Reassembled::Text(want.clone()));
+}
+
+#[tokio::test]
 async fn bad_reads_get_clear_errors_and_sluice_keeps_serving() {
     let (client, _) = connect(&via_sluice(&py_server())).await;
     let answer = call(&client, "records", json!({"count": 3000})).await;
