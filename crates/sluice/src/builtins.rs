@@ -26,7 +26,7 @@ use sluice_core::format::{age, bytes, group, timestamp};
 use sluice_core::pager::{Page, PageError, Plan, Position};
 use sluice_core::store::{Listed, Owner, StoreError, Stored};
 
-use crate::govern::{Governor, PAGE_RESERVE, RESULT_URI, mime_of, stored_meta, with_meta};
+use crate::govern::{Governor, RESULT_URI, mime_of, page_budget, stored_meta, with_meta};
 
 /// The read tool's name.
 pub const READ: &str = "sluice_read";
@@ -232,7 +232,7 @@ impl Governor {
         stored: &Stored,
         request: &PageRequest,
     ) -> Result<(Page, Arc<Plan>), PageFailure> {
-        let page_budget = request.budget.less(PAGE_RESERVE.0, PAGE_RESERVE.1);
+        let page_budget = page_budget(request.budget, &stored.doc, request.path.as_deref());
         let plan = stored
             .doc
             .plan(request.path.as_deref(), page_budget)
@@ -407,7 +407,7 @@ impl Governor {
         };
         let stored = &listed.stored;
         let info = &stored.info;
-        let page_budget = budget.less(PAGE_RESERVE.0, PAGE_RESERVE.1);
+        let page_budget = page_budget(budget, &stored.doc, None);
         let plan = stored.doc.plan(None, page_budget).ok();
         let pages = plan.as_ref().map_or(1, |p| p.pages());
         let path = plan

@@ -22,8 +22,19 @@ use sluice_core::store::{MemoryStore, Owner, Store, Stored, StoredInfo};
 use sluice_core::summary::{self, Answer, Overview, Style};
 
 /// What a page's wrapper (header line, `_meta`, cursor) may take of the
-/// budget, in tokens and characters.
-pub const PAGE_RESERVE: (u32, u32) = (600, 1000);
+/// budget, in tokens and characters, besides the paged path (which the
+/// header, the `_meta` and the cursor each repeat).
+const PAGE_RESERVE: (u32, u32) = (600, 1000);
+
+/// The budget of a page's data: the caller's, less its wrapper. `path` is
+/// the path asked for (`None`: the default array of `doc`).
+pub fn page_budget(budget: Budget, doc: &Document, path: Option<&str>) -> Budget {
+    let pointer = path.map_or_else(
+        || doc.default_array().map_or(0, |a| a.pointer.len()),
+        str::len,
+    ) as u32;
+    budget.less(PAGE_RESERVE.0 + pointer, PAGE_RESERVE.1 + 4 * pointer)
+}
 /// What the resource link and `_meta` of a stored answer may take.
 const ANSWER_RESERVE: (u32, u32) = (300, 600);
 /// The default depth of previews.
@@ -32,8 +43,9 @@ pub const DEFAULT_PREVIEW_DEPTH: usize = 3;
 /// 100 MB result does not stall other calls (stdio runs one thread).
 const BLOCKING_BYTES: u64 = 256 * 1024;
 /// Up to this size, the tokens of a stored result are counted exactly;
-/// above, they are extrapolated from samples.
-const EXACT_TOKENS_BYTES: usize = 1 << 20;
+/// above, they are extrapolated from samples (counting runs at ~25 MB/s:
+/// exact figures for a 1 MB result would add 40 ms to its answer).
+const EXACT_TOKENS_BYTES: usize = 256 << 10;
 
 /// The URI scheme of stored results.
 pub const RESULT_URI: &str = "sluice://result/";
@@ -168,15 +180,22 @@ impl Governor {
         policy: &Policy,
     ) -> Result<Arc<Stored>, String> {
         let factor = policy.budget.token_factor;
-        let ingest = move || ingest(raw, size, factor);
-        let (doc, tokens, estimated) = if size.bytes > BLOCKING_BYTES {
+        let budget = policy.budget;
+        // Everything proportional to the document happens here, once: the
+        // index, the overview (sampled) and the caller's first page plan.
+        let ingest = move || {
+            let (doc, tokens, estimated) = ingest(raw, size, factor);
+            let overview = Overview::of(&doc);
+            let _ = doc.plan(None, page_budget(budget, &doc, None));
+            (doc, tokens, estimated, overview)
+        };
+        let (doc, tokens, estimated, overview) = if size.bytes > BLOCKING_BYTES {
             tokio::task::spawn_blocking(ingest)
                 .await
                 .map_err(|e| format!("sluice failed to store the result: {e}"))?
         } else {
             ingest()
         };
-        let overview = Overview::of(&doc);
         let info = StoredInfo {
             source: policy.source.clone(),
             bytes: size.bytes,
@@ -197,8 +216,10 @@ impl Governor {
     /// The answer for a stored result: the text, the resource link and the
     /// `sluice/stored` metadata.
     fn answer(&self, stored: &Stored, policy: &Policy) -> (String, ContentBlock, Value) {
-        let page_budget = policy.budget.less(PAGE_RESERVE.0, PAGE_RESERVE.1);
-        let plan = stored.doc.plan(None, page_budget).ok();
+        let plan = stored
+            .doc
+            .plan(None, page_budget(policy.budget, &stored.doc, None))
+            .ok();
         let pages = plan.as_ref().map_or(1, |p| p.pages());
         let path = plan
             .as_ref()
@@ -257,6 +278,10 @@ pub fn stored_meta(stored: &Stored, pages: usize, path: Option<&str>, expires_at
     });
     if info.tokens_estimated {
         meta["tokens_estimated"] = Value::Bool(true);
+    }
+    if path.is_none() {
+        // A text document has no path (as its pages have none).
+        meta.as_object_mut().map(|m| m.remove("path"));
     }
     meta
 }
