@@ -252,6 +252,9 @@ pub struct Answer<'a> {
     pub preview_depth: usize,
     /// Summary or truncated preview.
     pub style: Style,
+    /// The whole document, when it is small enough to be shown whole once
+    /// compacted (pretty-printing and duplicates made the result too large).
+    pub whole: Option<&'a str>,
 }
 
 /// The answer's text, fitted to `budget` (which should already leave room
@@ -318,9 +321,15 @@ pub fn render(answer: &Answer<'_>, overview: &Overview, budget: &Budget) -> Stri
         },
         Style::Truncated => *budget,
     };
+    if answer.style == Style::Summary && answer.whole.is_some() {
+        let text = write(answer, overview, cuts[0].0, 0, true);
+        if fits(&text, budget) {
+            return text;
+        }
+    }
     let mut last = String::new();
     for (cut, shape_level) in cuts {
-        last = write(answer, overview, cut, shape_level);
+        last = write(answer, overview, cut, shape_level, false);
         if fits(&last, &limit) {
             return last;
         }
@@ -345,7 +354,13 @@ fn fits(text: &str, budget: &Budget) -> bool {
         && count_tokens(text, budget.token_factor) <= budget.max_tokens
 }
 
-fn write(answer: &Answer<'_>, overview: &Overview, cut: Cut, shape_level: usize) -> String {
+fn write(
+    answer: &Answer<'_>,
+    overview: &Overview,
+    cut: Cut,
+    shape_level: usize,
+    whole: bool,
+) -> String {
     let info = answer.info;
     let approx = if info.tokens_estimated { "≈" } else { "" };
     let what = match answer.kind {
@@ -359,9 +374,19 @@ fn write(answer: &Answer<'_>, overview: &Overview, cut: Cut, shape_level: usize)
         "returned"
     };
     let read = format!("{} {{\"handle\":\"{}\"}}", answer.read_tool, answer.handle);
-    let (label, preview) = overview.preview(cut);
+    let (label, preview) = match answer.whole {
+        Some(text) if whole => ("the whole result, compact".to_owned(), text.to_owned()),
+        _ => overview.preview(cut),
+    };
     let mut out = String::new();
     match answer.style {
+        Style::Summary if whole => out.push_str(&format!(
+            "{} {returned} {approx}{} tokens ({} of {what}): over the budget as sent, but it fits once compacted, so it is shown whole below. Stored as {}.\n",
+            answer.source,
+            group(info.tokens),
+            bytes(info.bytes),
+            answer.handle
+        )),
         Style::Summary => out.push_str(&format!(
             "{} {returned} {approx}{} tokens ({} of {what}), too large to show. Stored as {}.\n",
             answer.source,
@@ -492,6 +517,7 @@ mod tests {
             narrowing: &narrowing,
             preview_depth: 3,
             style: Style::Summary,
+            whole: None,
         };
         let text = render(&answer, &overview, &Budget::default());
         assert!(text.starts_with("list_rows returned 300,000 tokens (977 KB of JSON), too large to show. Stored as h_x.\n"), "{text}");
@@ -508,6 +534,22 @@ mod tests {
         );
         assert!(
             text.contains("or call list_rows again with `limit` to narrow it."),
+            "{text}"
+        );
+
+        // A document small enough once compact is shown whole.
+        let small = Document::json(r#"{"a": [1, 2, 3]}"#.into()).unwrap();
+        let whole = Answer {
+            whole: Some(small.text_str()),
+            ..answer.clone()
+        };
+        let text = render(&whole, &Overview::of(&small), &Budget::default());
+        assert!(
+            text.contains("it fits once compacted, so it is shown whole below"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Preview (the whole result, compact):\n{\"a\":[1,2,3]}\n"),
             "{text}"
         );
 
@@ -540,6 +582,7 @@ mod tests {
             narrowing: &[],
             preview_depth: 3,
             style: Style::Truncated,
+            whole: None,
         };
         let out = render(&answer, &overview, &Budget::default());
         assert!(

@@ -238,6 +238,10 @@ impl Governor {
             narrowing: &policy.narrowing,
             preview_depth: policy.preview_depth,
             style,
+            // Small enough once compact (a pretty-printed or duplicated
+            // result): shown whole, which spares the model a read.
+            whole: (stored.doc.bytes() <= policy.budget.max_chars as usize)
+                .then(|| stored.doc.text_str()),
         };
         let budget = policy.budget.less(ANSWER_RESERVE.0, ANSWER_RESERVE.1);
         let text = summary::render(&answer, &stored.info.overview, &budget);
