@@ -483,4 +483,70 @@ fn main() {
     println!("\n5. count_tokens (o200k, bpe-openai)");
     tokens(&compact, 1_000_000, 5);
     tokens(&compact, 10_000_000, 3);
+
+    println!(
+        "\n6. search over 100 MB: sluice_search's matching vs grep on the same text (median of 3)"
+    );
+    search_bench(compact);
+}
+
+/// Section 6: `search::search` over the 100 MB document as JSON (strings
+/// with their paths) and as text (one record per line), vs `grep -c`.
+fn search_bench(compact: String) {
+    use sluice_core::search::{Matcher, Query, search};
+    let json_doc = Document::json(compact.clone()).unwrap();
+    // The same records as lines: one compact record per line.
+    let lines: String = compact
+        .trim_start_matches(|c| c != '[')
+        .trim_start_matches('[')
+        .replace("},{\"id\"", "}\n{\"id\"");
+    let path = std::env::temp_dir().join(format!("sluice-search-bench-{}.txt", std::process::id()));
+    std::fs::write(&path, &lines).unwrap();
+    let text_doc = Document::text(lines);
+    for (pattern, regex) in [("gamma", false), (r"row \d*77 ", true)] {
+        let matcher = Matcher::new(&Query {
+            pattern: pattern.into(),
+            regex,
+            case_sensitive: true,
+        })
+        .unwrap();
+        let run = |doc: &Document| {
+            let mut times = Vec::new();
+            let mut total = 0;
+            for _ in 0..3 {
+                let t = Instant::now();
+                total = black_box(search(doc, &matcher)).total;
+                times.push(t.elapsed());
+            }
+            (median(&mut times), total)
+        };
+        let (json_t, json_n) = run(&json_doc);
+        let (text_t, text_n) = run(&text_doc);
+        let mut grep_times = Vec::new();
+        let mut grep_n = String::new();
+        for _ in 0..3 {
+            let t = Instant::now();
+            let out = std::process::Command::new("grep")
+                .args([
+                    "-c",
+                    if regex { "-E" } else { "-F" },
+                    &pattern.replace(r"\d", "[0-9]"),
+                ])
+                .arg(&path)
+                .output()
+                .unwrap();
+            grep_times.push(t.elapsed());
+            grep_n = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        }
+        let grep_t = median(&mut grep_times);
+        let bytes = text_doc.bytes();
+        println!(
+            "{pattern:<14} json (strings + paths) {:>7.0} MB/s ({json_n} strings) | text {:>7.0} MB/s ({text_n} lines) | grep -c {:>7.0} MB/s ({grep_n} lines) | text/grep {:.2}",
+            mb_per_s(json_doc.bytes(), json_t),
+            mb_per_s(bytes, text_t),
+            mb_per_s(bytes, grep_t),
+            grep_t.as_secs_f64() / text_t.as_secs_f64(),
+        );
+    }
+    let _ = std::fs::remove_file(path);
 }

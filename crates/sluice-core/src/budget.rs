@@ -83,6 +83,16 @@ impl Budget {
             && self.max_lines.is_none_or(|l| size.lines <= u64::from(l))
     }
 
+    /// Whether `text` alone fits: characters, lines and tokens (counting
+    /// stops as soon as it is over).
+    pub fn fits_text(&self, text: &str) -> bool {
+        count_chars(text) as u64 <= u64::from(self.max_chars)
+            && self
+                .max_lines
+                .is_none_or(|l| text.lines().count() as u64 <= u64::from(l))
+            && tokens_within(text, self.token_factor, self.max_tokens).is_some()
+    }
+
     /// The budget left after `reserve` tokens and characters.
     pub fn less(&self, tokens: u32, chars: u32) -> Self {
         Self {

@@ -14,8 +14,27 @@ use sha2::Sha256;
 use crate::budget::Budget;
 use crate::pager::Position;
 
-/// The prefix of every cursor (the version of the format).
+/// The prefix of every page cursor (the version of the format).
 const PREFIX: &str = "c1_";
+/// The prefix of search cursors.
+const SEARCH_PREFIX: &str = "s1_";
+
+/// Where the next page of a search starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchCursor {
+    /// The stored result.
+    pub handle: String,
+    /// What is searched.
+    pub query: crate::search::Query,
+    /// Context lines around text hits.
+    pub context: u8,
+    /// The most hits per page.
+    pub max_matches: u32,
+    /// The caller's budget.
+    pub budget: Budget,
+    /// The first hit of the page.
+    pub start: u64,
+}
 /// Bytes of the tag kept.
 const TAG: usize = 16;
 
@@ -36,7 +55,9 @@ pub struct Cursor {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CursorError {
     /// Not a cursor of this format.
-    #[error("this is not a sluice cursor (cursors start with `{PREFIX}`)")]
+    #[error(
+        "this is not a sluice cursor of this kind (page cursors start with `{PREFIX}`, search cursors with `{SEARCH_PREFIX}`)"
+    )]
     Malformed,
     /// The tag does not match: altered, or sealed by another process.
     #[error("this cursor was altered or comes from another sluice process")]
@@ -70,6 +91,91 @@ impl CursorKey {
         <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes any key length")
     }
 
+    /// `body` sealed, as an opaque string starting with `prefix`.
+    fn seal_body(&self, prefix: &str, mut body: Vec<u8>) -> String {
+        let mut mac = self.mac();
+        mac.update(prefix.as_bytes());
+        mac.update(&body);
+        body.extend_from_slice(&mac.finalize().into_bytes()[..TAG]);
+        format!("{prefix}{}", URL_SAFE_NO_PAD.encode(body))
+    }
+
+    /// The body of a string sealed with `prefix`.
+    fn open_body(&self, prefix: &str, sealed: &str) -> Result<Vec<u8>, CursorError> {
+        let raw = sealed
+            .strip_prefix(prefix)
+            .and_then(|s| URL_SAFE_NO_PAD.decode(s).ok())
+            .ok_or(CursorError::Malformed)?;
+        if raw.len() < TAG + 1 {
+            return Err(CursorError::Malformed);
+        }
+        let (body, tag) = raw.split_at(raw.len() - TAG);
+        let mut mac = self.mac();
+        mac.update(prefix.as_bytes());
+        mac.update(body);
+        mac.verify_truncated_left(tag)
+            .map_err(|_| CursorError::Forged)?;
+        Ok(body.to_vec())
+    }
+
+    /// A search cursor as an opaque string.
+    pub fn seal_search(&self, cursor: &SearchCursor) -> String {
+        let mut body = Vec::with_capacity(96);
+        body.push(cursor.handle.len() as u8);
+        body.extend_from_slice(cursor.handle.as_bytes());
+        body.extend_from_slice(&(cursor.query.pattern.len() as u32).to_le_bytes());
+        body.extend_from_slice(cursor.query.pattern.as_bytes());
+        body.push(u8::from(cursor.query.regex) | u8::from(cursor.query.case_sensitive) << 1);
+        body.push(cursor.context);
+        body.extend_from_slice(&cursor.max_matches.to_le_bytes());
+        let b = &cursor.budget;
+        for n in [
+            b.max_tokens,
+            b.max_chars,
+            b.max_lines.unwrap_or(0),
+            b.token_factor.to_bits(),
+        ] {
+            body.extend_from_slice(&n.to_le_bytes());
+        }
+        body.extend_from_slice(&cursor.start.to_le_bytes());
+        self.seal_body(SEARCH_PREFIX, body)
+    }
+
+    /// Opens a sealed search cursor.
+    pub fn open_search(&self, sealed: &str) -> Result<SearchCursor, CursorError> {
+        let body = self.open_body(SEARCH_PREFIX, sealed)?;
+        let mut r = Reader(&body);
+        let read = |r: &mut Reader<'_>| -> Option<SearchCursor> {
+            let len = r.u8()? as usize;
+            let handle = r.string(len)?;
+            let len = r.u32()? as usize;
+            let pattern = r.string(len)?;
+            let flags = r.u8()?;
+            let context = r.u8()?;
+            let max_matches = r.u32()?;
+            let budget = Budget {
+                max_tokens: r.u32()?,
+                max_chars: r.u32()?,
+                max_lines: Some(r.u32()?).filter(|&l| l > 0),
+                token_factor: f32::from_bits(r.u32()?),
+            };
+            let start = r.u64()?;
+            r.0.is_empty().then_some(SearchCursor {
+                handle,
+                query: crate::search::Query {
+                    pattern,
+                    regex: flags & 1 != 0,
+                    case_sensitive: flags & 2 != 0,
+                },
+                context,
+                max_matches,
+                budget,
+                start,
+            })
+        };
+        read(&mut r).ok_or(CursorError::Malformed)
+    }
+
     /// `cursor` as an opaque string.
     pub fn seal(&self, cursor: &Cursor) -> String {
         let mut body = Vec::with_capacity(96);
@@ -91,28 +197,14 @@ impl CursorKey {
         for n in [cursor.at.unit, cursor.at.byte, cursor.at.char] {
             body.extend_from_slice(&n.to_le_bytes());
         }
-        let mut mac = self.mac();
-        mac.update(&body);
-        body.extend_from_slice(&mac.finalize().into_bytes()[..TAG]);
-        format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(body))
+        self.seal_body(PREFIX, body)
     }
 
     /// Opens a sealed cursor.
     pub fn open(&self, sealed: &str) -> Result<Cursor, CursorError> {
-        let raw = sealed
-            .strip_prefix(PREFIX)
-            .and_then(|s| URL_SAFE_NO_PAD.decode(s).ok())
-            .ok_or(CursorError::Malformed)?;
-        if raw.len() < TAG + 1 {
-            return Err(CursorError::Malformed);
-        }
-        let (body, tag) = raw.split_at(raw.len() - TAG);
-        let mut mac = self.mac();
-        mac.update(body);
-        mac.verify_truncated_left(tag)
-            .map_err(|_| CursorError::Forged)?;
+        let body = self.open_body(PREFIX, sealed)?;
         // Sealed by us: the layout is ours, but read it defensively anyway.
-        Reader(body).cursor().ok_or(CursorError::Malformed)
+        Reader(&body).cursor().ok_or(CursorError::Malformed)
     }
 }
 
@@ -207,6 +299,29 @@ mod tests {
             ..cursor()
         };
         assert_eq!(key.open(&key.seal(&plain)), Ok(plain));
+    }
+
+    #[test]
+    fn search_cursors_round_trip_and_are_not_page_cursors() {
+        let key = CursorKey::random();
+        let cursor = SearchCursor {
+            handle: "h_x".into(),
+            query: crate::search::Query {
+                pattern: "a|b".into(),
+                regex: true,
+                case_sensitive: false,
+            },
+            context: 2,
+            max_matches: 50,
+            budget: Budget::default(),
+            start: 150,
+        };
+        let sealed = key.seal_search(&cursor);
+        assert!(sealed.starts_with("s1_"));
+        assert_eq!(key.open_search(&sealed), Ok(cursor));
+        assert_eq!(key.open(&sealed), Err(CursorError::Malformed));
+        let page = key.seal(&super::tests::cursor());
+        assert_eq!(key.open_search(&page), Err(CursorError::Malformed));
     }
 
     #[test]

@@ -34,6 +34,17 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// Ends a header line: ` · next: CALL`, or ` · last page`.
+pub fn push_next(out: &mut String, next_call: Option<&str>) {
+    match next_call {
+        Some(call) => {
+            out.push_str(" · next: ");
+            out.push_str(call);
+        }
+        None => out.push_str(" · last page"),
+    }
+}
+
 /// `t` as an RFC 3339 UTC timestamp, to the second.
 pub fn timestamp(t: SystemTime) -> String {
     let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());

@@ -19,6 +19,7 @@
 //! - [`pager`]: page plans and pages, lossless and O(page).
 //! - [`cursor`]: sealed (HMAC) positions of the next page.
 //! - [`store`]: where results live: handles, owners, expiry, LRU bound.
+//! - [`search`]: literal / regex search over stored documents.
 //! - [`format`]: numbers, sizes and times for people.
 //!
 //! The MCP adapter (the `sluice` crate) is the only crate that knows `rmcp`;
@@ -35,6 +36,7 @@ pub mod format;
 pub mod naming;
 pub mod pager;
 pub mod scan;
+pub mod search;
 pub mod shape;
 pub mod store;
 pub mod summary;

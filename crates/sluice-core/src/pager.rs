@@ -694,13 +694,7 @@ impl Page {
         if self.continued {
             out.push_str(" (continued)");
         }
-        match next_call {
-            Some(call) => {
-                out.push_str(" · next: ");
-                out.push_str(call);
-            }
-            None => out.push_str(" · last page"),
-        }
+        crate::format::push_next(&mut out, next_call);
         out
     }
 }

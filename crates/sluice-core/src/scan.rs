@@ -184,6 +184,67 @@ fn unquote(literal: &str) -> Cow<'_, str> {
     }
 }
 
+/// Calls `visit` for every string of compact JSON `doc` (keys and values)
+/// with its literal's bytes (quotes included), whether it is a key, and a
+/// function that builds its JSON Pointer (the member's, for a key). Stops
+/// when `visit` returns `false`.
+pub fn visit_strings(
+    doc: &str,
+    mut visit: impl FnMut(std::ops::Range<usize>, bool, &dyn Fn() -> String) -> bool,
+) {
+    let b = doc.as_bytes();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                let end = string_end(b, i);
+                let mut key = false;
+                if let Some(top) = stack.last_mut() {
+                    top.empty = false;
+                    if !top.array && top.expect_key {
+                        top.key = i..end;
+                        top.expect_key = false;
+                        key = true;
+                    }
+                }
+                let pointer = || pointer_of(doc, &stack);
+                if !visit(i..end, key, &pointer) {
+                    return;
+                }
+                i = end;
+                continue;
+            }
+            open @ (b'[' | b'{') => {
+                stack.push(Frame {
+                    array: open == b'[',
+                    start: i,
+                    commas: 0,
+                    empty: true,
+                    key: 0..0,
+                    expect_key: open == b'{',
+                });
+            }
+            b']' | b'}' => {
+                stack.pop();
+            }
+            b',' => {
+                if let Some(top) = stack.last_mut() {
+                    top.commas += 1;
+                    top.expect_key = !top.array;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+}
+
+/// The text of a JSON string literal (quotes included), unescaped.
+pub fn string_text(literal: &str) -> Cow<'_, str> {
+    unquote(literal)
+}
+
 /// Appends `token` to a JSON Pointer, escaped (`~` → `~0`, `/` → `~1`).
 pub fn escape_token(token: &str, pointer: &mut String) {
     for c in token.chars() {
@@ -393,6 +454,31 @@ mod tests {
             .collect();
         assert_eq!(items, [r#"{"a":"x,]"}"#, "[1,2]", r#""s\"""#, "3"]);
         assert!(item_starts("[]", 0..2).is_empty());
+    }
+
+    #[test]
+    fn strings_are_visited_with_their_pointers() {
+        let doc = r#"{"a":["x",{"k\"":"v"}],"b":"y"}"#;
+        let mut seen = Vec::new();
+        visit_strings(doc, |range, key, pointer| {
+            seen.push((string_text(&doc[range]).into_owned(), key, pointer()));
+            true
+        });
+        let seen: Vec<(&str, bool, &str)> = seen
+            .iter()
+            .map(|(s, k, p)| (s.as_str(), *k, p.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("a", true, "/a"),
+                ("x", false, "/a/0"),
+                ("k\"", true, "/a/1/k\""),
+                ("v", false, "/a/1/k\""),
+                ("b", true, "/b"),
+                ("y", false, "/b"),
+            ]
+        );
     }
 
     #[test]

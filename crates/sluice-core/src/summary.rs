@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::budget::{Budget, count_chars, count_tokens};
+use crate::budget::{Budget, count_chars};
 use crate::document::{Document, Kind};
 use crate::format::{bytes, group};
 use crate::shape::{Cut, Shape, preview};
@@ -246,6 +246,8 @@ pub struct Answer<'a> {
     pub pages: usize,
     /// The name of the read tool (`sluice_read`).
     pub read_tool: &'a str,
+    /// The name of the search tool (`sluice_search`), if there is one.
+    pub search_tool: Option<&'a str>,
     /// Arguments of the upstream tool that narrow its result.
     pub narrowing: &'a [String],
     /// The deepest preview.
@@ -347,11 +349,7 @@ pub fn render(answer: &Answer<'_>, overview: &Overview, budget: &Budget) -> Stri
 }
 
 fn fits(text: &str, budget: &Budget) -> bool {
-    count_chars(text) as u64 <= u64::from(budget.max_chars)
-        && budget
-            .max_lines
-            .is_none_or(|l| text.lines().count() as u64 <= u64::from(l))
-        && count_tokens(text, budget.token_factor) <= budget.max_tokens
+    budget.fits_text(text)
 }
 
 fn write(
@@ -426,6 +424,17 @@ fn write(
         out.push_str(", or \"path\":\"/json/pointer\" to page another array");
     }
     out.push('\n');
+    if let Some(search) = answer.search_tool {
+        let what = if answer.kind == Kind::Text {
+            "lines"
+        } else {
+            "strings, with their JSON paths,"
+        };
+        out.push_str(&format!(
+            "      {search} {{\"handle\":\"{}\",\"pattern\":\"…\"}} — the {what} that match\n",
+            answer.handle
+        ));
+    }
     for (pointer, n) in &overview.other_arrays {
         out.push_str(&format!(
             "      {} {{\"handle\":\"{}\",\"path\":{:?}}} — {} items\n",
@@ -514,6 +523,7 @@ mod tests {
             kind: Kind::Json,
             pages: 17,
             read_tool: "sluice_read",
+            search_tool: Some("sluice_search"),
             narrowing: &narrowing,
             preview_depth: 3,
             style: Style::Summary,
@@ -579,6 +589,7 @@ mod tests {
             kind: Kind::Text,
             pages: 3,
             read_tool: "sluice_read",
+            search_tool: Some("sluice_search"),
             narrowing: &[],
             preview_depth: 3,
             style: Style::Truncated,

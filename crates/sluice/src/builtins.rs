@@ -21,9 +21,10 @@ use rmcp::model::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_core::budget::Budget;
-use sluice_core::cursor::Cursor;
+use sluice_core::cursor::{Cursor, SearchCursor};
 use sluice_core::format::{age, bytes, group, timestamp};
 use sluice_core::pager::{Page, PageError, Plan, Position};
+use sluice_core::search::{self, Hits, Matcher, Query};
 use sluice_core::store::{Listed, Owner, StoreError, Stored};
 
 use crate::govern::{Governor, RESULT_URI, mime_of, page_budget, stored_meta, with_meta};
@@ -32,12 +33,16 @@ use crate::govern::{Governor, RESULT_URI, mime_of, page_budget, stored_meta, wit
 pub const READ: &str = "sluice_read";
 /// The info tool's name.
 pub const INFO: &str = "sluice_info";
+/// The search tool's name.
+pub const SEARCH: &str = "sluice_search";
+/// Hits per search page unless `max_matches` says otherwise.
+const DEFAULT_MATCHES: u32 = 50;
 /// The most handles `sluice_info` lists.
 const LISTED: usize = 20;
 
 /// Whether `name` is one of sluice's own tools.
 pub fn is_builtin(name: &str) -> bool {
-    name == READ || name == INFO
+    name == READ || name == INFO || name == SEARCH
 }
 
 /// sluice's own tools, as listed.
@@ -52,6 +57,18 @@ pub fn tools() -> Vec<Tool> {
             "cursor": {"type": "string", "description": "The next_cursor of a previous page (instead of the other arguments)."}
         }
     });
+    let search = json!({
+        "type": "object",
+        "properties": {
+            "handle": {"type": "string", "description": "A stored result's handle (h_…)."},
+            "pattern": {"type": "string", "description": "Text to find (a regular expression if \"regex\" is true)."},
+            "regex": {"type": "boolean", "description": "Treat the pattern as a regular expression (default false)."},
+            "case_sensitive": {"type": "boolean", "description": "Default false."},
+            "context": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Lines around each text match (default 2)."},
+            "max_matches": {"type": "integer", "minimum": 1, "description": "Matches per page (default 50)."},
+            "cursor": {"type": "string", "description": "The next_cursor of a previous search page (instead of the other arguments)."}
+        }
+    });
     let info = json!({
         "type": "object",
         "properties": {
@@ -63,6 +80,11 @@ pub fn tools() -> Vec<Tool> {
             READ,
             "Read one page of a result sluice stored because it was too large: {handle, page?} or {cursor}. content[0] is the page's data, content[1] where it is and the next call.",
             object(read),
+        ),
+        Tool::new(
+            SEARCH,
+            "Search a stored result: JSON strings (keys and values) with their JSON paths, or text lines with context. {handle, pattern} or {cursor}.",
+            object(search),
         ),
         Tool::new(
             INFO,
@@ -95,6 +117,18 @@ struct ReadArgs {
     page: Option<u64>,
     path: Option<String>,
     max_tokens: Option<u32>,
+    cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    handle: Option<String>,
+    pattern: Option<String>,
+    regex: Option<bool>,
+    case_sensitive: Option<bool>,
+    context: Option<u32>,
+    max_matches: Option<u32>,
     cursor: Option<String>,
 }
 
@@ -379,6 +413,154 @@ impl Governor {
                 },
             )]);
         result.meta = Some(with_meta(None, "sluice/page", meta));
+        Ok(result)
+    }
+
+    /// `sluice_search`.
+    pub async fn search(
+        &self,
+        arguments: Option<JsonObject>,
+        owner: Owner,
+        budget: Budget,
+    ) -> Result<CallToolResult, ErrorData> {
+        let args: SearchArgs = match serde_json::from_value(Value::Object(
+            arguments.unwrap_or_default(),
+        )) {
+            Ok(args) => args,
+            Err(e) => {
+                return Ok(error_result(format!(
+                    "{SEARCH}: {e}. Call it as {{\"handle\":\"h_…\",\"pattern\":\"error\"}} or {{\"cursor\":\"s1_…\"}}."
+                )));
+            }
+        };
+        let cursor = match (args.cursor, args.handle, args.pattern) {
+            (Some(sealed), None, None) => {
+                if args.regex.is_some()
+                    || args.case_sensitive.is_some()
+                    || args.context.is_some()
+                    || args.max_matches.is_some()
+                {
+                    return Ok(error_result(format!(
+                        "{SEARCH}: a `cursor` carries its pattern and options: call {SEARCH} {{\"cursor\":\"…\"}} alone."
+                    )));
+                }
+                self.key().open_search(&sealed).map_err(invalid_cursor)?
+            }
+            (None, Some(handle), Some(pattern)) => {
+                let context = args.context.unwrap_or(2);
+                if context as usize > search::MAX_CONTEXT {
+                    return Ok(error_result(format!(
+                        "{SEARCH}: `context` is at most {} lines.",
+                        search::MAX_CONTEXT
+                    )));
+                }
+                if args.max_matches == Some(0) {
+                    return Ok(error_result(format!(
+                        "{SEARCH}: `max_matches` must be at least 1."
+                    )));
+                }
+                SearchCursor {
+                    handle,
+                    query: Query {
+                        pattern,
+                        regex: args.regex.unwrap_or(false),
+                        case_sensitive: args.case_sensitive.unwrap_or(false),
+                    },
+                    context: context as u8,
+                    max_matches: args.max_matches.unwrap_or(DEFAULT_MATCHES),
+                    budget,
+                    start: 0,
+                }
+            }
+            (Some(_), _, _) => {
+                return Ok(error_result(format!(
+                    "{SEARCH}: give either `cursor` alone or `handle` and `pattern`."
+                )));
+            }
+            _ => {
+                return Ok(error_result(format!(
+                    "{SEARCH} needs a `handle` and a `pattern` (or a `cursor` from a previous page). {}",
+                    self.handles_hint(owner)
+                )));
+            }
+        };
+        let via_cursor = cursor.start > 0;
+        let stored = match self.store().get(owner, &cursor.handle) {
+            Ok(listed) => listed.stored,
+            Err(StoreError::Unknown(_)) if via_cursor => {
+                return Err(invalid_cursor(
+                    "this cursor belongs to a result this session does not have",
+                ));
+            }
+            Err(e) => return Ok(error_result(format!("{e}. {}", self.handles_hint(owner)))),
+        };
+        let matcher = match Matcher::new(&cursor.query) {
+            Ok(m) => m,
+            Err(e) => {
+                return Ok(error_result(format!(
+                    "{SEARCH}: {e}. Use \"regex\": false to search the text literally."
+                )));
+            }
+        };
+        let key = (owner, cursor.handle.clone(), cursor.query.clone());
+        let hits = match self.recent_hits(&key) {
+            Some(hits) => hits,
+            None => {
+                let (doc, m) = (stored.clone(), matcher.clone());
+                let hits = Arc::new(
+                    tokio::task::spawn_blocking(move || search::search(&doc.doc, &m))
+                        .await
+                        .map_err(|e| {
+                            ErrorData::internal_error(format!("search failed: {e}"), None)
+                        })?,
+                );
+                self.keep_hits(key, hits.clone());
+                hits
+            }
+        };
+        if cursor.start as usize > hits.hits.len() {
+            return Err(invalid_cursor("this cursor does not point into its search"));
+        }
+        // The pattern is repeated in the cursor and `_meta`: reserve for it.
+        let page_budget = page_budget(cursor.budget, &stored.doc, Some(&cursor.query.pattern));
+        let limited = Hits {
+            hits: hits.hits[..hits
+                .hits
+                .len()
+                .min(cursor.start as usize + cursor.max_matches as usize)]
+                .to_vec(),
+            total: hits.total,
+        };
+        let page = search::page(
+            &stored.doc,
+            &limited,
+            &matcher,
+            cursor.start as usize,
+            cursor.context as usize,
+            &page_budget,
+        );
+        let next = (page.end < hits.hits.len()).then(|| {
+            self.key().seal_search(&SearchCursor {
+                start: page.end as u64,
+                ..cursor.clone()
+            })
+        });
+        let call = next
+            .as_ref()
+            .map(|c| format!("{SEARCH} {{\"cursor\":\"{c}\"}}"));
+        let header = search::header(&hits, &page, stored.doc.kind(), call.as_deref());
+        let meta = json!({
+            "handle": stored.handle,
+            "pattern": cursor.query.pattern,
+            "total": hits.total,
+            "returned": page.end - page.start,
+            "next_cursor": next,
+        });
+        let mut result = CallToolResult::success(vec![
+            ContentBlock::text(page.data),
+            ContentBlock::text(header),
+        ]);
+        result.meta = Some(with_meta(None, "sluice/search", meta));
         Ok(result)
     }
 

@@ -197,6 +197,21 @@ pub async fn run() -> anyhow::Result<()> {
         .await?;
     model_sees_text(&page);
 
+    heading(&format!(
+        "tools/call sluice_search {{\"handle\":\"{handle}\",\"pattern\":\"kettle #5\"}}: matches with their JSON paths"
+    ));
+    let found = client
+        .call_tool(
+            CallToolRequestParams::new("sluice_search").with_arguments(
+                serde_json::json!({"handle": handle, "pattern": "kettle #5", "max_matches": 5})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        )
+        .await?;
+    model_sees_text(&found);
+
     heading("tools/call slow_task {\"seconds\":1}: progress flows back through the gateway");
     let result = client
         .call_tool(

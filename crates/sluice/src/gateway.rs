@@ -491,6 +491,13 @@ impl Gateway {
                     .read(params.arguments, caller.owner, budget)
                     .map(|r| CallToolResponse::Complete(era(r, caller)));
             }
+            crate::builtins::SEARCH => {
+                return self
+                    .governor
+                    .search(params.arguments, caller.owner, budget)
+                    .await
+                    .map(|r| CallToolResponse::Complete(era(r, caller)));
+            }
             crate::builtins::INFO => {
                 return self
                     .governor

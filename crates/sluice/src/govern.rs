@@ -18,6 +18,7 @@ use sluice_core::config::{BudgetConfig, Config, Mode};
 use sluice_core::cursor::CursorKey;
 use sluice_core::document::{Document, Kind};
 use sluice_core::format::timestamp;
+use sluice_core::search::{Hits, Query};
 use sluice_core::store::{MemoryStore, Owner, Store, Stored, StoredInfo};
 use sluice_core::summary::{self, Answer, Overview, Style};
 
@@ -55,7 +56,15 @@ pub struct Governor {
     store: Arc<dyn Store>,
     key: CursorKey,
     budgets: BudgetConfig,
+    /// The hits of recent searches, so that their pages need no new search.
+    searches: std::sync::Mutex<std::collections::VecDeque<(SearchKey, Arc<Hits>)>>,
 }
+
+/// What a search's hits depend on.
+pub type SearchKey = (Owner, String, Query);
+
+/// How many searches' hits are kept.
+const SEARCHES_KEPT: usize = 8;
 
 /// How one result is governed.
 #[derive(Debug, Clone)]
@@ -91,6 +100,7 @@ impl Governor {
             store: Arc::new(MemoryStore::new(config.store)),
             key: CursorKey::random(),
             budgets: config.budget.clone(),
+            searches: Default::default(),
         }
     }
 
@@ -102,6 +112,24 @@ impl Governor {
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The hits of a recent search.
+    pub fn recent_hits(&self, key: &SearchKey) -> Option<Arc<Hits>> {
+        let searches = self.searches.lock().unwrap_or_else(|p| p.into_inner());
+        searches
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, h)| h.clone())
+    }
+
+    /// Keeps the hits of a search for its next pages.
+    pub fn keep_hits(&self, key: SearchKey, hits: Arc<Hits>) {
+        let mut searches = self.searches.lock().unwrap_or_else(|p| p.into_inner());
+        if searches.len() >= SEARCHES_KEPT {
+            searches.pop_front();
+        }
+        searches.push_back((key, hits));
     }
 
     /// The key that seals cursors.
@@ -235,6 +263,7 @@ impl Governor {
             kind: stored.doc.kind(),
             pages,
             read_tool: crate::builtins::READ,
+            search_tool: Some(crate::builtins::SEARCH),
             narrowing: &policy.narrowing,
             preview_depth: policy.preview_depth,
             style,

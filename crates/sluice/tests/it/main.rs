@@ -14,4 +14,5 @@ mod govern;
 mod http;
 mod notifications;
 mod peers;
+mod search;
 mod stdio;
