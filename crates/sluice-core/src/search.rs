@@ -47,7 +47,7 @@ pub enum SearchError {
 
 /// A compiled query.
 #[derive(Debug, Clone)]
-pub struct Matcher(Regex);
+pub struct Matcher(Regex, bool);
 
 impl Matcher {
     /// Compiles `query` (bounded: 1 MiB of program, 8 MiB of lazy DFA).
@@ -65,7 +65,10 @@ impl Matcher {
             .size_limit(1 << 20)
             .dfa_size_limit(8 << 20)
             .build()
-            .map(Self)
+            // A literal without quotes or backslashes matches a JSON string
+            // exactly where it matches the string's raw text (when that
+            // has no escapes), and never across a string's quotes.
+            .map(|re| Self(re, !query.regex && !query.pattern.contains(['"', '\\'])))
             .map_err(|e| SearchError::Invalid(e.to_string().replace('\n', " ")))
     }
 }
@@ -119,9 +122,22 @@ pub fn search(doc: &Document, matcher: &Matcher) -> Hits {
             }
         }
         Kind::Json | Kind::Blocks => {
+            // Where the pattern occurs in the raw text, in order: for a
+            // plain literal, a string without escapes matches exactly when
+            // one of these falls inside it (no unescaping, no regex call).
+            let mut raw = matcher
+                .1
+                .then(|| re.find_iter(text).map(|m| m.start()).peekable());
             scan::visit_strings(text, |range, key, pointer| {
                 let literal = &text[range.clone()];
-                if re.is_match(&scan::string_text(literal)) {
+                let matched = match &mut raw {
+                    Some(raw) if memchr::memchr(b'\\', literal.as_bytes()).is_none() => {
+                        while raw.next_if(|&s| s < range.start).is_some() {}
+                        raw.peek().is_some_and(|&s| s < range.end)
+                    }
+                    _ => re.is_match(&scan::string_text(literal)),
+                };
+                if matched {
                     total += 1;
                     if hits.len() < HITS_KEPT {
                         hits.push(Hit::Json {
@@ -394,6 +410,29 @@ mod tests {
             "{s}"
         );
         assert_eq!(count_chars(&s), SNIPPET_CHARS + 2);
+    }
+
+    #[test]
+    fn the_raw_prefilter_agrees_with_unescaped_matching() {
+        // Escaped strings, matches in numbers and keys, overlapping text.
+        let doc = Document::json(
+            r#"{"caf\u00e9":"cafe caf\u00e9","n":12,"s":"x12","aaa":["aa","a"],"q":"say \"hi\""}"#
+                .into(),
+        )
+        .unwrap();
+        for (pattern, want) in [
+            ("café", 2),
+            ("12", 1),
+            ("aa", 2),
+            ("a", 6),
+            ("hi", 1),
+            ("say \"", 1),
+        ] {
+            let literal = query(pattern, false, true);
+            let as_regex = query(&regex::escape(pattern), true, true);
+            assert_eq!(search(&doc, &literal), search(&doc, &as_regex), "{pattern}");
+            assert_eq!(search(&doc, &literal).total, want, "{pattern}");
+        }
     }
 
     #[test]
