@@ -79,7 +79,10 @@ impl Budget {
     /// Whether `size` fits.
     pub fn admits(&self, size: &Size) -> bool {
         size.chars <= u64::from(self.max_chars)
-            && size.tokens.is_some_and(|t| t <= u64::from(self.max_tokens))
+            && size.tokens.map_or_else(
+                || size.fits_by_bytes(self),
+                |t| t <= u64::from(self.max_tokens),
+            )
             && self.max_lines.is_none_or(|l| size.lines <= u64::from(l))
     }
 
@@ -136,33 +139,34 @@ pub struct Size {
     pub chars: u64,
     /// Lines (newlines + 1 per text).
     pub lines: u64,
-    /// Tokens (o200k × factor); `None` when not counted because the
-    /// characters alone already exceed the budget.
+    /// Tokens (o200k × factor), counted only when they decide: `None`
+    /// when the characters alone exceed the budget, or when the bytes alone
+    /// prove the tokens fit (an o200k token is at least one byte).
     pub tokens: Option<u64>,
 }
 
 impl Size {
-    /// Adds the size of `text`, counting tokens only while the total may
-    /// still fit `budget` (an over-budget result is not tokenized whole).
-    pub fn add_text(&mut self, text: &str, budget: &Budget) {
-        self.bytes += text.len() as u64;
-        self.chars += count_chars(text) as u64;
-        self.lines += memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64 + 1;
-        if self.chars > u64::from(budget.max_chars) {
-            self.tokens = None;
-            return;
+    /// The size of `parts` sent together, measured against `budget`.
+    pub fn of(parts: &[&str], budget: &Budget) -> Self {
+        let mut size = Self::default();
+        for text in parts {
+            size.bytes += text.len() as u64;
+            size.chars += count_chars(text) as u64;
+            size.lines += memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64 + 1;
         }
-        if let Some(tokens) = self.tokens {
-            self.tokens = Some(tokens + u64::from(count_tokens(text, budget.token_factor)));
+        if size.chars <= u64::from(budget.max_chars) && !size.fits_by_bytes(budget) {
+            let raw: usize = parts
+                .iter()
+                .map(|t| bpe_openai::o200k_base().count(*t))
+                .sum();
+            size.tokens = Some(u64::from(scale(raw, budget.token_factor)));
         }
+        size
     }
 
-    /// An empty size whose tokens are being counted.
-    pub fn counting() -> Self {
-        Self {
-            tokens: Some(0),
-            ..Self::default()
-        }
+    /// Whether the bytes alone prove the tokens fit.
+    fn fits_by_bytes(&self, budget: &Budget) -> bool {
+        self.bytes as f64 * f64::from(budget.token_factor) <= f64::from(budget.max_tokens)
     }
 }
 
@@ -270,20 +274,30 @@ mod tests {
     }
 
     #[test]
-    fn size_stops_counting_tokens_past_the_chars() {
+    fn sizes_count_tokens_only_when_they_decide() {
         let budget = Budget {
-            max_chars: 10,
+            max_tokens: 8,
+            max_chars: 20,
             ..Budget::default()
         };
-        let mut size = Size::counting();
-        size.add_text("héllo", &budget);
-        assert_eq!((size.bytes, size.chars, size.lines), (6, 5, 1));
-        assert!(size.tokens.is_some());
+        // 6 bytes × 1.25 ≤ 8 tokens: fits without tokenizing.
+        let size = Size::of(&["héllo"], &budget);
+        assert_eq!(
+            (size.bytes, size.chars, size.lines, size.tokens),
+            (6, 5, 1, None)
+        );
         assert!(budget.admits(&size));
-        size.add_text("hello\nworld", &budget);
+        // 17 bytes could be over 8 tokens: counted.
+        let size = Size::of(&["héllo", "hello\nworld"], &budget);
+        assert_eq!(size.lines, 3);
+        let raw = bpe_openai::o200k_base().count("héllo")
+            + bpe_openai::o200k_base().count("hello\nworld");
+        assert_eq!(size.tokens, Some((raw as f64 * 1.25).ceil() as u64));
+        assert_eq!(budget.admits(&size), size.tokens.unwrap() <= 8);
+        // Over the characters: not counted, not admitted.
+        let size = Size::of(&["x".repeat(30).as_str()], &budget);
         assert_eq!(size.tokens, None);
         assert!(!budget.admits(&size));
-        assert_eq!(size.lines, 3);
     }
 
     #[test]

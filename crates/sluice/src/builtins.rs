@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use sluice_core::budget::Budget;
 use sluice_core::cursor::{Cursor, SearchCursor};
 use sluice_core::format::{age, bytes, group, timestamp};
-use sluice_core::pager::{Page, PageError, Plan, Position};
+use sluice_core::pager::{Page, PageError, Position};
 use sluice_core::search::{self, Hits, Matcher, Query};
 use sluice_core::store::{Listed, Owner, StoreError, Stored};
 
@@ -238,7 +238,7 @@ impl Governor {
             Err(e) => return Ok(error_result(format!("{e}. {}", self.handles_hint(owner)))),
         };
         match self.page(&stored, &request) {
-            Ok((page, plan)) => Ok(self.page_result(&stored, &request, &page, &plan)),
+            Ok(page) => Ok(self.page_result(&stored, &request, &page)),
             Err(PageFailure::Model(message)) => Ok(error_result(message)),
             Err(PageFailure::Cursor) => {
                 Err(invalid_cursor("this cursor does not point into its result"))
@@ -261,11 +261,7 @@ impl Governor {
         })
     }
 
-    fn page(
-        &self,
-        stored: &Stored,
-        request: &PageRequest,
-    ) -> Result<(Page, Arc<Plan>), PageFailure> {
+    fn page(&self, stored: &Stored, request: &PageRequest) -> Result<Page, PageFailure> {
         let page_budget = page_budget(request.budget, &stored.doc, request.path.as_deref());
         let plan = stored
             .doc
@@ -282,7 +278,7 @@ impl Governor {
                 at
             }
         };
-        Ok((plan.serve(&stored.doc, from), plan))
+        Ok(plan.serve(&stored.doc, from))
     }
 
     fn next_cursor(&self, stored: &Stored, request: &PageRequest, page: &Page) -> Option<String> {
@@ -313,13 +309,7 @@ impl Governor {
         meta
     }
 
-    fn page_result(
-        &self,
-        stored: &Stored,
-        request: &PageRequest,
-        page: &Page,
-        _plan: &Plan,
-    ) -> CallToolResult {
+    fn page_result(&self, stored: &Stored, request: &PageRequest, page: &Page) -> CallToolResult {
         let next = self.next_cursor(stored, request, page);
         let call = next
             .as_ref()
@@ -394,7 +384,7 @@ impl Governor {
             .get(owner, &request.handle)
             .map_err(not_found)?
             .stored;
-        let (page, _) = self.page(&stored, &request).map_err(|e| match e {
+        let page = self.page(&stored, &request).map_err(|e| match e {
             PageFailure::Model(message) => ErrorData::invalid_params(message, None),
             PageFailure::Cursor => invalid_cursor("this cursor does not point into its result"),
         })?;

@@ -7,6 +7,7 @@
 //! results. The built-in tools that read stored results are in
 //! [`crate::builtins`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -171,10 +172,8 @@ impl Governor {
         uri: &str,
         policy: Policy,
     ) -> ReadResourceResult {
-        let mut size = Size::counting();
-        for contents in &result.contents {
-            add_contents(&mut size, contents, &policy.budget);
-        }
+        let parts: Vec<Cow<'_, str>> = result.contents.iter().map(contents_text).collect();
+        let size = Size::of(&borrow(&parts), &policy.budget);
         if policy.budget.admits(&size) {
             return result;
         }
@@ -338,36 +337,46 @@ pub fn with_meta(meta: Option<MetaObject>, key: &str, value: Value) -> MetaObjec
 /// `structuredContent`, embedded resources, binary blocks by their encoded
 /// size. Stops counting tokens once the characters alone are over budget.
 fn measure_call(result: &CallToolResult, budget: &Budget) -> Size {
-    let mut size = Size::counting();
-    for block in &result.content {
-        match block {
-            ContentBlock::Text(t) => size.add_text(&t.text, budget),
-            ContentBlock::Image(i) => size.add_text(&i.data, budget),
-            ContentBlock::Audio(a) => size.add_text(&a.data, budget),
-            ContentBlock::Resource(r) => add_contents(&mut size, &r.resource, budget),
-            other => size.add_text(&serde_json::to_string(other).unwrap_or_default(), budget),
-        }
+    let mut parts: Vec<Cow<'_, str>> = result
+        .content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text(t) => Cow::Borrowed(t.text.as_str()),
+            ContentBlock::Image(i) => Cow::Borrowed(i.data.as_str()),
+            ContentBlock::Audio(a) => Cow::Borrowed(a.data.as_str()),
+            ContentBlock::Resource(r) => contents_text(&r.resource),
+            other => Cow::Owned(serde_json::to_string(other).unwrap_or_default()),
+        })
+        .collect();
+    let Some(structured) = &result.structured_content else {
+        return Size::of(&borrow(&parts), budget);
+    };
+    let content_chars: usize = parts.iter().map(|p| p.len()).sum();
+    if content_chars > budget.max_chars as usize {
+        // Over already (bytes ≥ characters): the structured content's size
+        // only matters for the figures; it is not serialized.
+        let mut size = Size::of(&borrow(&parts), budget);
+        let extra = estimate_json_bytes(structured);
+        size.bytes += extra;
+        size.chars += extra;
+        return size;
     }
-    if let Some(structured) = &result.structured_content {
-        if size.chars > u64::from(budget.max_chars) {
-            // Already over: its size only matters for the figures.
-            size.bytes += estimate_json_bytes(structured);
-            size.chars += estimate_json_bytes(structured);
-        } else {
-            size.add_text(
-                &serde_json::to_string(structured).unwrap_or_default(),
-                budget,
-            );
-        }
-    }
-    size
+    parts.push(Cow::Owned(
+        serde_json::to_string(structured).unwrap_or_default(),
+    ));
+    Size::of(&borrow(&parts), budget)
 }
 
-fn add_contents(size: &mut Size, contents: &ResourceContents, budget: &Budget) {
+fn borrow<'a>(parts: &'a [Cow<'_, str>]) -> Vec<&'a str> {
+    parts.iter().map(|p| p.as_ref()).collect()
+}
+
+/// What resource contents send: their text, or their base64 blob.
+fn contents_text(contents: &ResourceContents) -> Cow<'_, str> {
     match contents {
-        ResourceContents::TextResourceContents { text, .. } => size.add_text(text, budget),
-        ResourceContents::BlobResourceContents { blob, .. } => size.add_text(blob, budget),
-        other => size.add_text(&serde_json::to_string(other).unwrap_or_default(), budget),
+        ResourceContents::TextResourceContents { text, .. } => Cow::Borrowed(text.as_str()),
+        ResourceContents::BlobResourceContents { blob, .. } => Cow::Borrowed(blob.as_str()),
+        other => Cow::Owned(serde_json::to_string(other).unwrap_or_default()),
     }
 }
 
@@ -442,7 +451,22 @@ mod tests {
         result.structured_content = Some(json!({"a": "hello"}));
         let size = measure_call(&result, &budget);
         assert_eq!(size.chars, 5 + 13);
-        assert!(size.tokens.unwrap() > 2);
+        assert_eq!(size.tokens, None, "a few bytes need no tokenizer");
+        assert!(budget.admits(&size));
+        // 40,000 characters of digits: within the characters, counted.
+        let digits: String = (0..8000).map(|i| format!("{i:04} ")).collect();
+        let mut counted = CallToolResult::success(vec![ContentBlock::text(digits.clone())]);
+        counted.structured_content = Some(json!({"d": digits}));
+        let size = measure_call(&counted, &budget);
+        assert!(
+            size.chars > 80_000 && size.tokens.is_none(),
+            "text + structured: over the characters"
+        );
+        let size = measure_call(
+            &CallToolResult::success(vec![ContentBlock::text(digits)]),
+            &budget,
+        );
+        assert!(size.tokens.unwrap() > 10_000, "{size:?}");
         let big = CallToolResult::success(vec![ContentBlock::text("x".repeat(50_000))]);
         let size = measure_call(&big, &budget);
         assert_eq!((size.chars, size.tokens), (50_000, None));
