@@ -519,6 +519,30 @@ async fn bad_reads_get_clear_errors_and_sluice_keeps_serving() {
         .await
         .unwrap_err();
     assert!(unknown.to_string().contains("unknown handle"), "{unknown}");
+    for (query, expected) in [
+        ("?page=0", "numbered from 1"),
+        ("?page=x", "numbered from 1"),
+        ("?bogus=1", "unknown parameter `bogus`"),
+        ("?cursor=garbage", "not a sluice cursor"),
+        ("?path=%2Fcount", "is a number, not an array"),
+    ] {
+        let uri = format!("sluice://result/{handle}{query}");
+        let err = client
+            .read_resource(ReadResourceRequestParams::new(uri.clone()))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(expected), "{uri}: {err}");
+    }
+    let second = client
+        .read_resource(ReadResourceRequestParams::new(format!(
+            "sluice://result/{handle}?path=%2Frows&page=2"
+        )))
+        .await
+        .unwrap();
+    assert_eq!(
+        second.meta.as_ref().unwrap().0["sluice/page"]["path"],
+        "/rows"
+    );
     let echo = call(&client, "echo", json!({"text": "still here"})).await;
     assert_eq!(first_text(&echo), "still here");
     client.cancel().await.unwrap();
