@@ -35,6 +35,7 @@ pub mod document;
 pub mod format;
 pub mod naming;
 pub mod pager;
+pub mod query;
 pub mod scan;
 pub mod search;
 pub mod shape;
