@@ -38,7 +38,9 @@ pub enum QueryError {
     #[error("the filter failed: {0}")]
     Runtime(String),
     /// Too many outputs.
-    #[error("the filter produced more than {0} outputs: narrow it (e.g. `limit(100; …)`, `first(…)`, or a `select`)")]
+    #[error(
+        "the filter produced more than {0} outputs: narrow it (e.g. `limit(100; …)`, `first(…)`, or a `select`)"
+    )]
     TooManyOutputs(usize),
     /// Too much output.
     #[error("the filter's output passed {0} bytes: narrow it or `length` it")]
@@ -59,7 +61,13 @@ pub fn run(filter: &str, doc: &[u8], limits: OutputLimits) -> Result<Vec<String>
     let loader = Loader::new(defs);
     let arena = Arena::default();
     let modules = loader
-        .load(&arena, File { code: filter, path: () })
+        .load(
+            &arena,
+            File {
+                code: filter,
+                path: (),
+            },
+        )
         .map_err(|errors| QueryError::Compile(describe_load_errors(filter, errors)))?;
     let compiled = Compiler::default()
         .with_funs(funs)
@@ -102,7 +110,9 @@ pub fn run(filter: &str, doc: &[u8], limits: OutputLimits) -> Result<Vec<String>
 fn caret(filter: &str, offset: usize) -> String {
     let offset = offset.min(filter.len());
     let line_start = filter[..offset].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = filter[offset..].find('\n').map_or(filter.len(), |i| offset + i);
+    let line_end = filter[offset..]
+        .find('\n')
+        .map_or(filter.len(), |i| offset + i);
     let column = filter[line_start..offset].chars().count();
     format!("{}\n{}^", &filter[line_start..line_end], " ".repeat(column))
 }
@@ -121,14 +131,26 @@ fn describe_load_errors<P>(filter: &str, errors: jaq_core::load::Errors<&str, P>
             jaq_core::load::Error::Lex(errs) => {
                 for (expected, found) in errs {
                     let at = offset_in(filter, found).unwrap_or(filter.len());
-                    out.push(format!("syntax error: expected {}\n{}", expected.as_str(), caret(filter, at)));
+                    out.push(format!(
+                        "syntax error: expected {}\n{}",
+                        expected.as_str(),
+                        caret(filter, at)
+                    ));
                 }
             }
             jaq_core::load::Error::Parse(errs) => {
                 for (expected, found) in errs {
                     let at = offset_in(filter, found).unwrap_or(filter.len());
-                    let found = if found.is_empty() { "the end".to_owned() } else { format!("`{}`", found.chars().take(20).collect::<String>()) };
-                    out.push(format!("syntax error: expected {}, found {found}\n{}", expected.as_str(), caret(filter, at)));
+                    let found = if found.is_empty() {
+                        "the end".to_owned()
+                    } else {
+                        format!("`{}`", found.chars().take(20).collect::<String>())
+                    };
+                    out.push(format!(
+                        "syntax error: expected {}, found {found}\n{}",
+                        expected.as_str(),
+                        caret(filter, at)
+                    ));
                 }
             }
             jaq_core::load::Error::Io(errs) => {
@@ -146,7 +168,11 @@ fn describe_compile_errors<P>(filter: &str, errors: jaq_core::compile::Errors<&s
     for (_, errs) in errors {
         for (name, undefined) in errs {
             let at = offset_in(filter, name).unwrap_or(0);
-            out.push(format!("undefined {}: `{name}`\n{}", undefined.as_str(), caret(filter, at)));
+            out.push(format!(
+                "undefined {}: `{name}`\n{}",
+                undefined.as_str(),
+                caret(filter, at)
+            ));
         }
     }
     out.join("\n")
@@ -169,9 +195,15 @@ mod tests {
     fn filters_run_and_print_compact_json() {
         let doc = r#"{"rows":[{"n":"a","x":3},{"n":"b","x":9}]}"#;
         assert_eq!(q(".rows[] | .n", doc).unwrap(), ["\"a\"", "\"b\""]);
-        assert_eq!(q("[.rows[] | select(.x > 5)]", doc).unwrap(), [r#"[{"n":"b","x":9}]"#]);
+        assert_eq!(
+            q("[.rows[] | select(.x > 5)]", doc).unwrap(),
+            [r#"[{"n":"b","x":9}]"#]
+        );
         assert_eq!(q("[.. | numbers] | add", doc).unwrap(), ["12"]);
-        assert_eq!(q(".rows | group_by(.x > 5) | map(length)", doc).unwrap(), ["[1,1]"]);
+        assert_eq!(
+            q(".rows | group_by(.x > 5) | map(length)", doc).unwrap(),
+            ["[1,1]"]
+        );
     }
 
     #[test]
@@ -185,16 +217,31 @@ mod tests {
         for outside in ["env", "input", "inputs", "$ENV", "input_filename"] {
             assert!(q(outside, "{}").is_err(), "{outside} must not be defined");
         }
-        assert!(matches!(q(".a + 1", r#"{"a":"x"}"#), Err(QueryError::Runtime(_))));
-        assert_eq!(q("halt", "{}"), Err(QueryError::Runtime("the filter halted".into())));
+        assert!(matches!(
+            q(".a + 1", r#"{"a":"x"}"#),
+            Err(QueryError::Runtime(_))
+        ));
+        assert_eq!(
+            q("halt", "{}"),
+            Err(QueryError::Runtime("the filter halted".into()))
+        );
         assert!(matches!(q(".", "not json"), Err(QueryError::Input(_))));
     }
 
     #[test]
     fn outputs_are_bounded_and_always_json() {
-        let limits = OutputLimits { max_outputs: 10, max_bytes: 1000 };
-        assert_eq!(run("range(100)", b"null", limits), Err(QueryError::TooManyOutputs(10)));
-        assert_eq!(run("\"x\" * 2000", b"null", limits), Err(QueryError::TooLarge(1000)));
+        let limits = OutputLimits {
+            max_outputs: 10,
+            max_bytes: 1000,
+        };
+        assert_eq!(
+            run("range(100)", b"null", limits),
+            Err(QueryError::TooManyOutputs(10))
+        );
+        assert_eq!(
+            run("\"x\" * 2000", b"null", limits),
+            Err(QueryError::TooLarge(1000))
+        );
         let err = q("[nan]", "null").unwrap_err().to_string();
         assert!(err.contains("not valid JSON"), "{err}");
     }

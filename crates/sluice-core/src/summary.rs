@@ -248,6 +248,8 @@ pub struct Answer<'a> {
     pub read_tool: &'a str,
     /// The name of the search tool (`sluice_search`), if there is one.
     pub search_tool: Option<&'a str>,
+    /// The name of the jq tool (`sluice_query`), if there is one.
+    pub query_tool: Option<&'a str>,
     /// Arguments of the upstream tool that narrow its result.
     pub narrowing: &'a [String],
     /// The deepest preview.
@@ -435,6 +437,15 @@ fn write(
             answer.handle
         ));
     }
+    if let Some(query) = answer.query_tool {
+        let (filter, what) = match &overview.bulk {
+            Some((pointer, _)) => (format!("{} | length", jq_path(pointer)), "jq over it"),
+            None if answer.kind == Kind::Text => ("length".to_owned(), "jq over its lines"),
+            None => ("keys".to_owned(), "jq over it"),
+        };
+        let call = serde_json::json!({"handle": answer.handle, "filter": filter});
+        out.push_str(&format!("      {query} {call} — {what}\n"));
+    }
     for (pointer, n) in &overview.other_arrays {
         out.push_str(&format!(
             "      {} {{\"handle\":\"{}\",\"path\":{:?}}} — {} items\n",
@@ -451,6 +462,29 @@ fn write(
             answer.source,
             join_or(&args)
         ));
+    }
+    out
+}
+
+/// A JSON Pointer as a jq path: `/rows/0/a b` → `.rows[0]."a b"`.
+pub fn jq_path(pointer: &str) -> String {
+    let mut out = String::new();
+    for raw in pointer.split('/').skip(1) {
+        let token = raw.replace("~1", "/").replace("~0", "~");
+        let plain = token.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && token.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if token.parse::<usize>().is_ok() {
+            out.push_str(&format!("[{token}]"));
+        } else if plain {
+            out.push('.');
+            out.push_str(&token);
+        } else {
+            out.push('.');
+            out.push_str(&serde_json::to_string(&token).unwrap_or_default());
+        }
+    }
+    if out.is_empty() || out.starts_with('[') {
+        out.insert(0, '.');
     }
     out
 }
@@ -524,6 +558,7 @@ mod tests {
             pages: 17,
             read_tool: "sluice_read",
             search_tool: Some("sluice_search"),
+            query_tool: Some("sluice_query"),
             narrowing: &narrowing,
             preview_depth: 3,
             style: Style::Summary,
@@ -590,6 +625,7 @@ mod tests {
             pages: 3,
             read_tool: "sluice_read",
             search_tool: Some("sluice_search"),
+            query_tool: Some("sluice_query"),
             narrowing: &[],
             preview_depth: 3,
             style: Style::Truncated,
@@ -605,6 +641,14 @@ mod tests {
             out.contains("Preview (first 20 of 1,000 lines):\ndiff line 0\n"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn pointers_become_jq_paths() {
+        assert_eq!(jq_path(""), ".");
+        assert_eq!(jq_path("/rows"), ".rows");
+        assert_eq!(jq_path("/0/children"), ".[0].children");
+        assert_eq!(jq_path("/a b/x~1y"), ".\"a b\".\"x/y\"");
     }
 
     #[test]

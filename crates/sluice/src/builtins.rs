@@ -35,6 +35,8 @@ pub const READ: &str = "sluice_read";
 pub const INFO: &str = "sluice_info";
 /// The search tool's name.
 pub const SEARCH: &str = "sluice_search";
+/// The jq tool's name.
+pub const QUERY: &str = "sluice_query";
 /// Hits per search page unless `max_matches` says otherwise.
 const DEFAULT_MATCHES: u32 = 50;
 /// The most handles `sluice_info` lists.
@@ -42,7 +44,7 @@ const LISTED: usize = 20;
 
 /// Whether `name` is one of sluice's own tools.
 pub fn is_builtin(name: &str) -> bool {
-    name == READ || name == INFO || name == SEARCH
+    name == READ || name == INFO || name == SEARCH || name == QUERY
 }
 
 /// sluice's own tools, as listed.
@@ -69,6 +71,15 @@ pub fn tools() -> Vec<Tool> {
             "cursor": {"type": "string", "description": "The next_cursor of a previous search page (instead of the other arguments)."}
         }
     });
+    let query = json!({
+        "type": "object",
+        "properties": {
+            "handle": {"type": "string", "description": "A stored result's handle (h_…)."},
+            "filter": {"type": "string", "description": "A jq filter (jaq), e.g. \".rows | map(.name)\". Text results are an array of lines."},
+            "max_tokens": {"type": "integer", "minimum": 500, "description": "A smaller answer size, in tokens."}
+        },
+        "required": ["handle", "filter"]
+    });
     let info = json!({
         "type": "object",
         "properties": {
@@ -85,6 +96,11 @@ pub fn tools() -> Vec<Tool> {
             SEARCH,
             "Search a stored result: JSON strings (keys and values) with their JSON paths, or text lines with context. {handle, pattern} or {cursor}.",
             object(search),
+        ),
+        Tool::new(
+            QUERY,
+            "Run a jq filter over a stored result; outputs one JSON value per line. A large answer is stored in turn (query it again).",
+            object(query),
         ),
         Tool::new(
             INFO,
@@ -130,6 +146,14 @@ struct SearchArgs {
     context: Option<u32>,
     max_matches: Option<u32>,
     cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QueryArgs {
+    handle: String,
+    filter: String,
+    max_tokens: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -551,6 +575,94 @@ impl Governor {
             ContentBlock::text(header),
         ]);
         result.meta = Some(with_meta(None, "sluice/search", meta));
+        Ok(result)
+    }
+
+    /// `sluice_query`: a jq filter over a stored result, in a worker process.
+    pub async fn query(
+        &self,
+        arguments: Option<JsonObject>,
+        owner: Owner,
+        budget: Budget,
+    ) -> Result<CallToolResult, ErrorData> {
+        let args: QueryArgs = match serde_json::from_value(Value::Object(
+            arguments.unwrap_or_default(),
+        )) {
+            Ok(args) => args,
+            Err(e) => {
+                return Ok(error_result(format!(
+                    "{QUERY}: {e}. Call it as {{\"handle\":\"h_…\",\"filter\":\".rows | length\"}}."
+                )));
+            }
+        };
+        let budget = match args.max_tokens {
+            Some(t) if t < 500 => {
+                return Ok(error_result(format!(
+                    "{QUERY}: `max_tokens` must be at least 500."
+                )));
+            }
+            Some(t) => Budget {
+                max_tokens: t.min(budget.max_tokens),
+                ..budget
+            },
+            None => budget,
+        };
+        let stored = match self.store().get(owner, &args.handle) {
+            Ok(listed) => listed.stored,
+            Err(e) => return Ok(error_result(format!("{e}. {}", self.handles_hint(owner)))),
+        };
+        let doc = match stored.doc.kind() {
+            // A text is queried as the JSON array of its lines.
+            sluice_core::document::Kind::Text => {
+                let text = stored.doc.text_str();
+                let lines: Vec<&str> = text.lines().collect();
+                serde_json::to_vec(&lines).unwrap_or_default()
+            }
+            _ => stored.doc.text_str().as_bytes().to_vec(),
+        };
+        let outputs =
+            match crate::jq_worker::run(&args.filter, doc, crate::jq_worker::Limits::default())
+                .await
+            {
+                Ok(outputs) => outputs,
+                Err(message) => return Ok(error_result(format!("{QUERY}: {message}"))),
+            };
+        let mut meta = json!({
+            "handle": stored.handle,
+            "filter": args.filter,
+            "outputs": outputs.len(),
+        });
+        let text = outputs.join("\n");
+        if budget.less(300, 600).fits_text(&text) {
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+            result.meta = Some(with_meta(None, "sluice/query", meta));
+            return Ok(result);
+        }
+        // Too large: stored in turn, as the array of the outputs.
+        let array = format!("[{}]", outputs.join(","));
+        let policy = crate::govern::Policy {
+            owner,
+            budget,
+            source: format!("{QUERY} {}", args.filter),
+            mode: sluice_core::config::Mode::Buffer,
+            preview_depth: crate::govern::DEFAULT_PREVIEW_DEPTH,
+            narrowing: Vec::new(),
+        };
+        let mut result = self
+            .tool_result(
+                CallToolResult::success(vec![ContentBlock::text(array)]),
+                policy,
+            )
+            .await;
+        if let Some(stored_as) = result
+            .meta
+            .as_ref()
+            .and_then(|m| m.0.get("sluice/stored"))
+            .and_then(|s| s.get("handle"))
+        {
+            meta["stored_as"] = stored_as.clone();
+        }
+        result.meta = Some(with_meta(result.meta, "sluice/query", meta));
         Ok(result)
     }
 

@@ -77,6 +77,9 @@ pub enum Sub {
         #[arg(long, value_name = "ADDR")]
         listen: Option<SocketAddr>,
     },
+    /// Runs one jq filter for sluice_query (started by sluice itself).
+    #[command(hide = true)]
+    JqWorker,
 }
 
 /// What to run, validated.
@@ -99,6 +102,8 @@ pub enum Command {
     Demo,
     /// The sample server, on stdio or at an HTTP address.
     SampleServer(Option<SocketAddr>),
+    /// One jq filter, for sluice_query.
+    JqWorker,
 }
 
 impl Args {
@@ -117,6 +122,7 @@ impl Args {
         match self.command {
             Some(Sub::Demo) => Ok(Command::Demo),
             Some(Sub::SampleServer { listen }) => Ok(Command::SampleServer(listen)),
+            Some(Sub::JqWorker) => Ok(Command::JqWorker),
             Some(Sub::Call {
                 tool,
                 args,

@@ -498,6 +498,13 @@ impl Gateway {
                     .await
                     .map(|r| CallToolResponse::Complete(era(r, caller)));
             }
+            crate::builtins::QUERY => {
+                return self
+                    .governor
+                    .query(params.arguments, caller.owner, budget)
+                    .await
+                    .map(|r| CallToolResponse::Complete(era(r, caller)));
+            }
             crate::builtins::INFO => {
                 return self
                     .governor

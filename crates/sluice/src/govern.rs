@@ -263,6 +263,7 @@ impl Governor {
             pages,
             read_tool: crate::builtins::READ,
             search_tool: Some(crate::builtins::SEARCH),
+            query_tool: Some(crate::builtins::QUERY),
             narrowing: &policy.narrowing,
             preview_depth: policy.preview_depth,
             style,

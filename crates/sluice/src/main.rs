@@ -57,6 +57,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let command = args.validate()?;
     match command {
         Command::Demo => sluice::demo::run().await.map(|()| ExitCode::SUCCESS),
+        Command::JqWorker => Ok(sluice::jq_worker::main()),
         Command::SampleServer(listen) => sluice::sample_server::run(listen)
             .await
             .map(|()| ExitCode::SUCCESS),

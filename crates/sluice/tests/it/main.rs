@@ -14,5 +14,6 @@ mod govern;
 mod http;
 mod notifications;
 mod peers;
+mod query;
 mod search;
 mod stdio;

@@ -138,8 +138,8 @@ fn what_sluice_adds(direct: &mut Value, proxied: &mut Value) {
         tools.retain(|t| !t["name"].as_str().is_some_and(|n| n.starts_with("sluice_")));
         assert_eq!(
             before - tools.len(),
-            3,
-            "sluice_read, sluice_search and sluice_info are listed"
+            4,
+            "sluice_read, sluice_search, sluice_query and sluice_info are listed"
         );
     }
     let p = proxied.as_object_mut().unwrap();

@@ -336,7 +336,12 @@ pub fn conformance_fixture() -> Vec<String> {
 }
 
 /// sluice's own tools, which it lists beside the upstream's.
-pub const BUILTINS: [&str; 3] = ["sluice_read", "sluice_search", "sluice_info"];
+pub const BUILTINS: [&str; 4] = [
+    "sluice_read",
+    "sluice_search",
+    "sluice_query",
+    "sluice_info",
+];
 
 /// The tools a client sees through sluice, given the upstream's: the same,
 /// without `outputSchema` (a stored answer could not meet it).
