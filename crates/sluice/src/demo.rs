@@ -212,6 +212,22 @@ pub async fn run() -> anyhow::Result<()> {
         .await?;
     model_sees_text(&found);
 
+    let filter = "[.items[] | select(.category == \"toys\")] | length";
+    heading(&format!(
+        "tools/call sluice_query {{\"handle\":\"{handle}\",\"filter\":{filter:?}}}: jq, in a worker process"
+    ));
+    let counted = client
+        .call_tool(
+            CallToolRequestParams::new("sluice_query").with_arguments(
+                serde_json::json!({"handle": handle, "filter": filter})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        )
+        .await?;
+    model_sees_text(&counted);
+
     heading("tools/call slow_task {\"seconds\":1}: progress flows back through the gateway");
     let result = client
         .call_tool(
