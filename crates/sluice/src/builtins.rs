@@ -176,6 +176,31 @@ struct PageRequest {
     from: From,
 }
 
+/// A tool's arguments, or the message that says how to call it.
+fn parse_args<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    arguments: Option<JsonObject>,
+    example: &str,
+) -> Result<T, String> {
+    serde_json::from_value(Value::Object(arguments.unwrap_or_default()))
+        .map_err(|e| format!("{tool}: {e}. Call it as {example}."))
+}
+
+/// `budget` with the `max_tokens` a call asked for (never more than the
+/// client's; at least 500, room for a page's wrapper).
+fn smaller(tool: &str, budget: Budget, max_tokens: Option<u32>) -> Result<Budget, String> {
+    match max_tokens {
+        Some(t) if t < 500 => Err(format!(
+            "{tool}: `max_tokens` must be at least 500 (an answer needs room for its header)."
+        )),
+        Some(t) => Ok(Budget {
+            max_tokens: t.min(budget.max_tokens),
+            ..budget
+        }),
+        None => Ok(budget),
+    }
+}
+
 fn error_result(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
 }
@@ -197,15 +222,13 @@ impl Governor {
         owner: Owner,
         budget: Budget,
     ) -> Result<CallToolResult, ErrorData> {
-        let args: ReadArgs = match serde_json::from_value(Value::Object(
-            arguments.unwrap_or_default(),
-        )) {
+        let args: ReadArgs = match parse_args(
+            READ,
+            arguments,
+            "{{\"handle\":\"h_…\",\"page\":2}} or {{\"cursor\":\"c1_…\"}}",
+        ) {
             Ok(args) => args,
-            Err(e) => {
-                return Ok(error_result(format!(
-                    "{READ}: {e}. Call it as {{\"handle\":\"h_…\",\"page\":2}} or {{\"cursor\":\"c1_…\"}}."
-                )));
-            }
+            Err(message) => return Ok(error_result(message)),
         };
         let request = match (args.cursor, args.handle) {
             (Some(_), Some(_)) => {
@@ -225,17 +248,9 @@ impl Governor {
                 if args.page == Some(0) {
                     return Ok(error_result(format!("{READ}: pages are numbered from 1.")));
                 }
-                let budget = match args.max_tokens {
-                    Some(t) if t < 500 => {
-                        return Ok(error_result(format!(
-                            "{READ}: `max_tokens` must be at least 500 (a page needs room for its header)."
-                        )));
-                    }
-                    Some(t) => Budget {
-                        max_tokens: t.min(budget.max_tokens),
-                        ..budget
-                    },
-                    None => budget,
+                let budget = match smaller(READ, budget, args.max_tokens) {
+                    Ok(budget) => budget,
+                    Err(message) => return Ok(error_result(message)),
                 };
                 PageRequest {
                     handle,
@@ -437,15 +452,13 @@ impl Governor {
         owner: Owner,
         budget: Budget,
     ) -> Result<CallToolResult, ErrorData> {
-        let args: SearchArgs = match serde_json::from_value(Value::Object(
-            arguments.unwrap_or_default(),
-        )) {
+        let args: SearchArgs = match parse_args(
+            SEARCH,
+            arguments,
+            "{{\"handle\":\"h_…\",\"pattern\":\"error\"}} or {{\"cursor\":\"s1_…\"}}",
+        ) {
             Ok(args) => args,
-            Err(e) => {
-                return Ok(error_result(format!(
-                    "{SEARCH}: {e}. Call it as {{\"handle\":\"h_…\",\"pattern\":\"error\"}} or {{\"cursor\":\"s1_…\"}}."
-                )));
-            }
+            Err(message) => return Ok(error_result(message)),
         };
         let cursor = match (args.cursor, args.handle, args.pattern) {
             (Some(sealed), None, None) => {
@@ -585,27 +598,17 @@ impl Governor {
         owner: Owner,
         budget: Budget,
     ) -> Result<CallToolResult, ErrorData> {
-        let args: QueryArgs = match serde_json::from_value(Value::Object(
-            arguments.unwrap_or_default(),
-        )) {
+        let args: QueryArgs = match parse_args(
+            QUERY,
+            arguments,
+            "{{\"handle\":\"h_…\",\"filter\":\".rows | length\"}}",
+        ) {
             Ok(args) => args,
-            Err(e) => {
-                return Ok(error_result(format!(
-                    "{QUERY}: {e}. Call it as {{\"handle\":\"h_…\",\"filter\":\".rows | length\"}}."
-                )));
-            }
+            Err(message) => return Ok(error_result(message)),
         };
-        let budget = match args.max_tokens {
-            Some(t) if t < 500 => {
-                return Ok(error_result(format!(
-                    "{QUERY}: `max_tokens` must be at least 500."
-                )));
-            }
-            Some(t) => Budget {
-                max_tokens: t.min(budget.max_tokens),
-                ..budget
-            },
-            None => budget,
+        let budget = match smaller(QUERY, budget, args.max_tokens) {
+            Ok(budget) => budget,
+            Err(message) => return Ok(error_result(message)),
         };
         let stored = match self.store().get(owner, &args.handle) {
             Ok(listed) => listed.stored,
@@ -673,15 +676,10 @@ impl Governor {
         owner: Owner,
         budget: Budget,
     ) -> Result<CallToolResult, ErrorData> {
-        let args: InfoArgs =
-            match serde_json::from_value(Value::Object(arguments.unwrap_or_default())) {
-                Ok(args) => args,
-                Err(e) => {
-                    return Ok(error_result(format!(
-                        "{INFO}: {e}. Call it as {{\"handle\":\"h_…\"}} or {{}}."
-                    )));
-                }
-            };
+        let args: InfoArgs = match parse_args(INFO, arguments, "{\"handle\":\"h_…\"} or {}") {
+            Ok(args) => args,
+            Err(message) => return Ok(error_result(message)),
+        };
         let Some(handle) = args.handle else {
             return Ok(self.list_handles(owner));
         };

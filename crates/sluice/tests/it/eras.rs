@@ -93,12 +93,7 @@ async fn auto_picks_an_era_the_upstream_speaks() {
 #[tokio::test]
 async fn server_filesystem_directory_tree_is_the_same_through_sluice() {
     let root = repo().display().to_string();
-    let js = peers().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    let server = vec![
-        node().display().to_string(),
-        js.display().to_string(),
-        root.clone(),
-    ];
+    let server = server_filesystem(&root);
     let (direct, _) = connect(&server).await;
     let (proxied, _) = connect(&via_sluice(&server)).await;
     assert_eq!(

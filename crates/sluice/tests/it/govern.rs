@@ -238,12 +238,7 @@ fn file_tree(dir: &TempDir, dirs: usize) -> std::path::PathBuf {
 async fn server_filesystem_directory_tree_of_thousands_of_entries_reassembles() {
     let dir = TempDir::new("govern-tree");
     let root = file_tree(&dir, 4).display().to_string();
-    let js = peers().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    let server = vec![
-        node().display().to_string(),
-        js.display().to_string(),
-        root.clone(),
-    ];
+    let server = server_filesystem(&root);
     let (direct, _) = connect(&server).await;
     let want = direct_json(&call(&direct, "directory_tree", json!({"path": root})).await);
     let (client, _) = connect(&via_sluice(&server)).await;

@@ -514,3 +514,13 @@ pub fn git_in(repo: &Path, args: &[&str]) {
         .unwrap();
     assert!(status.success(), "git {args:?}");
 }
+
+/// server-filesystem (npm) serving `root`, over stdio.
+pub fn server_filesystem(root: &str) -> Vec<String> {
+    let js = peers().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    vec![
+        node().display().to_string(),
+        js.display().to_string(),
+        root.to_owned(),
+    ]
+}
