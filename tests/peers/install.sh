@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real MCP peers the integration tests talk to, into one folder
 # ($SLUICE_PEERS, default: <cargo target dir>/peers). Idempotent: work already
-# done is skipped, so reruns take a second. Needs only Node (any), npm, Python 3.
+# done is skipped, so reruns take a second. Needs only Node (any), npm, Python 3,
+# and apt-get (as root, or sudo) for jq.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -42,6 +43,15 @@ if [ ! -f "$stamp" ]; then
   [ -x "$P/py/bin/python" ] || python3 -m venv "$P/py"
   "$P/py/bin/pip" install --quiet "${PY_PEERS[@]}"
   touch "$stamp"
+fi
+
+# Debian's jq (1.6) for the jq differential test.
+if ! command -v jq >/dev/null; then
+  log "installing jq"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null
 fi
 
 # Tell the tests where everything is.

@@ -29,11 +29,14 @@
 //!    `MemoryStore` with its plan, the text it came from dropped. Divided by
 //!    the JSON bytes, pretty and compact (goal: at most 1.2×).
 //! 5. Token counting: `count_tokens` on 1 and 10 MB of compact JSON, MB/s.
+//! 6. Search: `search::search` over 100 MB as JSON strings and as text
+//!    lines, MB/s, vs `grep -c` and `rg -c -j1` on the same lines.
 //!
 //! The page budget is `Budget::default().less(600, 1000)`, as the gateway
 //! reserves room for a page's wrapper. MB are 10^6 bytes.
 //!
-//! Run with `cargo bench -p sluice-core --bench pages`. Figures vary with the
+//! Run with `cargo bench -p sluice-core --bench pages` (`-- --search` for
+//! section 6 alone). Figures vary with the
 //! machine: compare the ratios, measured in one run. Timings are reported,
 //! never asserted; only the seed and sluice pages are checked to hold the
 //! same items.
@@ -440,6 +443,14 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--rss") {
         return rss_child(args[i + 1].parse().unwrap());
     }
+    if args.iter().any(|a| a == "--search") {
+        let pretty = generate(SIZES[2]);
+        let compact = Document::json(pretty).unwrap().text_str().to_owned();
+        println!(
+            "6. search over 100 MB: sluice_search's matching vs grep and rg on the same text (median of 3)"
+        );
+        return search_bench(compact);
+    }
     budget::warm_up();
     let budget = page_budget();
     println!(
@@ -485,13 +496,14 @@ fn main() {
     tokens(&compact, 10_000_000, 3);
 
     println!(
-        "\n6. search over 100 MB: sluice_search's matching vs grep on the same text (median of 3)"
+        "\n6. search over 100 MB: sluice_search's matching vs grep and rg on the same text (median of 3)"
     );
     search_bench(compact);
 }
 
 /// Section 6: `search::search` over the 100 MB document as JSON (strings
-/// with their paths) and as text (one record per line), vs `grep -c`.
+/// with their paths) and as text (one record per line), vs `grep -c` and
+/// `rg -c` on one thread (sluice searches on one).
 fn search_bench(compact: String) {
     use sluice_core::search::{Matcher, Query, search};
     let json_doc = Document::json(compact.clone()).unwrap();
@@ -522,30 +534,42 @@ fn search_bench(compact: String) {
         };
         let (json_t, json_n) = run(&json_doc);
         let (text_t, text_n) = run(&text_doc);
-        let mut grep_times = Vec::new();
-        let mut grep_n = String::new();
-        for _ in 0..3 {
-            let t = Instant::now();
-            let out = std::process::Command::new("grep")
-                .args([
-                    "-c",
-                    if regex { "-E" } else { "-F" },
-                    &pattern.replace(r"\d", "[0-9]"),
-                ])
-                .arg(&path)
-                .output()
-                .unwrap();
-            grep_times.push(t.elapsed());
-            grep_n = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        }
-        let grep_t = median(&mut grep_times);
+        // `grep -c` and `rg -c` (if installed) count the matching lines.
+        let count_lines = |program: &str, args: &[&str]| {
+            let mut times = Vec::new();
+            let mut n = String::new();
+            for _ in 0..3 {
+                let t = Instant::now();
+                let out = std::process::Command::new(program)
+                    .args(args)
+                    .arg(&path)
+                    .output()
+                    .ok()?;
+                times.push(t.elapsed());
+                n = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            }
+            Some((median(&mut times), n))
+        };
+        let grep_pattern = pattern.replace(r"\d", "[0-9]");
+        let flag = if regex { "-E" } else { "-F" };
+        let grep = count_lines("grep", &["-c", flag, &grep_pattern]);
+        let rg_flag = if regex { "-e" } else { "-F" };
+        let rg = count_lines("rg", &["-c", "-j1", rg_flag, pattern]);
         let bytes = text_doc.bytes();
+        let show = |tool: &str, run: &Option<(Duration, String)>| match run {
+            Some((t, n)) => format!(
+                "{tool} {:>7.0} MB/s ({n} lines), text/{tool} {:.2}",
+                mb_per_s(bytes, *t),
+                t.as_secs_f64() / text_t.as_secs_f64()
+            ),
+            None => format!("{tool}: not installed"),
+        };
         println!(
-            "{pattern:<14} json (strings + paths) {:>7.0} MB/s ({json_n} strings) | text {:>7.0} MB/s ({text_n} lines) | grep -c {:>7.0} MB/s ({grep_n} lines) | text/grep {:.2}",
+            "{pattern:<14} json (strings + paths) {:>7.0} MB/s ({json_n} strings) | text {:>7.0} MB/s ({text_n} lines) | {} | {}",
             mb_per_s(json_doc.bytes(), json_t),
             mb_per_s(bytes, text_t),
-            mb_per_s(bytes, grep_t),
-            grep_t.as_secs_f64() / text_t.as_secs_f64(),
+            show("grep -c", &grep),
+            show("rg -c -j1", &rg),
         );
     }
     let _ = std::fs::remove_file(path);

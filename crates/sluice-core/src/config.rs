@@ -31,6 +31,14 @@
 //! [store]
 //! max_bytes = 1073741824                 # 1 GiB of stored results
 //! ttl_s = 1800                           # kept 30 min after their last use
+//!
+//! [query]                                # jq over stored results
+//! timeout_s = 10                         # then the filter is stopped
+//! max_memory_mb = 1024                   # per filter, beyond its parsed document
+//! max_outputs = 100000
+//! max_output_mb = 64
+//! workers = 2                            # worker processes: queries at once
+//! cache_mb = 128                         # documents each worker keeps parsed
 //! ```
 
 use std::collections::BTreeMap;
@@ -42,6 +50,7 @@ use toml::Spanned;
 
 use crate::budget::{Budget, BudgetOverride, builtin_presets};
 use crate::naming::SEPARATOR;
+use crate::query::QuerySettings;
 use crate::store::StoreLimits;
 
 /// A validated configuration.
@@ -53,6 +62,8 @@ pub struct Config {
     pub budget: BudgetConfig,
     /// Bounds of the result store.
     pub store: StoreLimits,
+    /// jq queries: limits and workers.
+    pub query: QuerySettings,
 }
 
 /// The `[budget]` table with the built-in presets folded in.
@@ -204,6 +215,7 @@ struct RawConfig {
     upstreams: BTreeMap<Spanned<String>, Spanned<RawUpstream>>,
     budget: Option<Spanned<RawBudget>>,
     store: Option<Spanned<RawStore>>,
+    query: Option<Spanned<RawQuery>>,
 }
 
 #[derive(Deserialize)]
@@ -224,6 +236,65 @@ struct RawBudgetFields {
     max_chars: Option<u32>,
     max_lines: Option<u32>,
     token_factor: Option<f32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQuery {
+    timeout_s: Option<f64>,
+    max_memory_mb: Option<u64>,
+    max_outputs: Option<usize>,
+    max_output_mb: Option<usize>,
+    workers: Option<usize>,
+    cache_mb: Option<u64>,
+}
+
+impl RawQuery {
+    fn check(self) -> Result<QuerySettings, String> {
+        let mut q = QuerySettings::default();
+        if let Some(t) = self.timeout_s {
+            if !(0.1..=3600.0).contains(&t) {
+                return Err(format!(
+                    "[query]: `timeout_s = {t}` is out of range: from 0.1 to 3600 (seconds)"
+                ));
+            }
+            q.timeout = std::time::Duration::from_secs_f64(t);
+        }
+        if let Some(m) = self.max_memory_mb {
+            if !(64..=1 << 20).contains(&m) {
+                return Err(format!(
+                    "[query]: `max_memory_mb = {m}` is out of range: from 64 to 1048576"
+                ));
+            }
+            q.max_memory_bytes = m << 20;
+        }
+        if let Some(n) = self.max_outputs {
+            if n == 0 {
+                return Err("[query]: `max_outputs` must be at least 1".into());
+            }
+            q.max_outputs = n;
+        }
+        if let Some(m) = self.max_output_mb {
+            if !(1..=4096).contains(&m) {
+                return Err(format!(
+                    "[query]: `max_output_mb = {m}` is out of range: from 1 to 4096"
+                ));
+            }
+            q.max_output_bytes = m << 20;
+        }
+        if let Some(w) = self.workers {
+            if !(1..=64).contains(&w) {
+                return Err(format!(
+                    "[query]: `workers = {w}` is out of range: from 1 to 64"
+                ));
+            }
+            q.workers = w;
+        }
+        if let Some(c) = self.cache_mb {
+            q.cache_bytes = c << 20;
+        }
+        Ok(q)
+    }
 }
 
 #[derive(Deserialize)]
@@ -479,10 +550,18 @@ impl Config {
                 store.ttl = std::time::Duration::from_secs(t);
             }
         }
+        let query = match raw.query {
+            None => QuerySettings::default(),
+            Some(raw) => {
+                let span = raw.span();
+                raw.into_inner().check().map_err(|e| at(span, e))?
+            }
+        };
         Ok(Config {
             upstreams,
             budget,
             store,
+            query,
         })
     }
 
@@ -508,6 +587,7 @@ impl Config {
             }],
             budget: BudgetConfig::default(),
             store: StoreLimits::default(),
+            query: QuerySettings::default(),
         })
     }
 }
@@ -729,6 +809,12 @@ max_tokens = 3000
 
 [store]
 ttl_s = 60
+
+[query]
+timeout_s = 2.5
+max_memory_mb = 512
+workers = 1
+cache_mb = 0
 "#,
         )
         .unwrap();
@@ -749,6 +835,37 @@ ttl_s = 60
         assert_eq!(tool.mode, Some(Mode::Truncate));
         assert_eq!(mine.narrowed(&tool.budget()).max_tokens, 4000);
         assert_eq!(config.store.ttl.as_secs(), 60);
+        let q = config.query;
+        assert_eq!(q.timeout, std::time::Duration::from_millis(2500));
+        assert_eq!(
+            (q.max_memory_bytes, q.workers, q.cache_bytes),
+            (512 << 20, 1, 0)
+        );
+        assert_eq!(q.max_outputs, QuerySettings::default().max_outputs);
+    }
+
+    #[test]
+    fn bad_query_values_are_refused() {
+        let up = "[upstreams.a]\ncommand = \"x\"\n";
+        for (line, expected) in [
+            (
+                "timeout_s = 0",
+                "sluice.toml:3:1: [query]: `timeout_s = 0` is out of range",
+            ),
+            ("timeout_s = -1", "`timeout_s = -1` is out of range"),
+            (
+                "max_memory_mb = 8",
+                "`max_memory_mb = 8` is out of range: from 64",
+            ),
+            ("max_outputs = 0", "`max_outputs` must be at least 1"),
+            ("max_output_mb = 0", "`max_output_mb = 0` is out of range"),
+            ("workers = 0", "`workers = 0` is out of range: from 1 to 64"),
+            ("cache_mb = -5", "invalid value"),
+            ("timeout = 3", "unknown field `timeout`"),
+        ] {
+            let err = parse(&format!("{up}[query]\n{line}\n")).unwrap_err();
+            assert!(err.contains(expected), "{line}: {err}");
+        }
     }
 
     #[test]

@@ -216,12 +216,18 @@ impl Document {
     }
 
     /// JSON: the array paged when no path is given: the root array, else the
-    /// largest one; `None` when there is no array.
+    /// largest one; `None` when there is no array. A root array of one item
+    /// (`[[…]]`, `[{"rows": […]}]`) gives way to the largest array inside it.
     pub fn default_array(&self) -> Option<&ArraySpan> {
         self.arrays
             .iter()
-            .find(|a| a.pointer.is_empty())
-            .or_else(|| self.arrays.first())
+            .find(|a| a.pointer.is_empty() && a.items > 1)
+            .or_else(|| {
+                self.arrays
+                    .iter()
+                    .find(|a| !a.pointer.is_empty())
+                    .or_else(|| self.arrays.first())
+            })
     }
 
     /// Memory held, approximately.
@@ -304,6 +310,15 @@ mod tests {
             Document::json("{ \"n\": 2, \"rows\": [ {\"a\": 1}, {\"a\": 2} ] }".into()).unwrap();
         assert_eq!(doc.text_str(), r#"{"n":2,"rows":[{"a":1},{"a":2}]}"#);
         assert_eq!(doc.default_array().unwrap().pointer, "/rows");
+        // The root array, unless it is one item around a larger array.
+        let root = |text: &str| Document::json(text.into()).unwrap();
+        assert_eq!(root("[[1,2,3],[4]]").default_array().unwrap().pointer, "");
+        assert_eq!(root("[[1,2,3]]").default_array().unwrap().pointer, "/0");
+        assert_eq!(
+            root(r#"[{"r":[1,2]}]"#).default_array().unwrap().pointer,
+            "/0/r"
+        );
+        assert_eq!(root(r#"[{"r":1}]"#).default_array().unwrap().pointer, "");
         let items = doc.items("/rows").unwrap().unwrap();
         assert_eq!(items.len(), 2);
         assert_eq!(&doc.text_str()[items.item(1)], r#"{"a":2}"#);

@@ -25,6 +25,51 @@ pub struct OutputLimits {
     pub max_bytes: usize,
 }
 
+/// The `[query]` settings: what one query may take, and the workers that
+/// run queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuerySettings {
+    /// Wall-clock time of one query (`timeout_s`, default 10 s).
+    pub timeout: std::time::Duration,
+    /// Memory one filter may allocate beyond its document (`max_memory_mb`,
+    /// default 1024). Reading a document into jaq's values takes ~20 times
+    /// its size, allowed on top (up to 24 times).
+    pub max_memory_bytes: u64,
+    /// Outputs of one query (`max_outputs`, default 100,000).
+    pub max_outputs: usize,
+    /// Bytes of output of one query (`max_output_mb`, default 64).
+    pub max_output_bytes: usize,
+    /// Worker processes, hence queries at once (`workers`, default 2).
+    pub workers: usize,
+    /// Stored bytes of the documents each worker keeps parsed for the next
+    /// query (`cache_mb`, default 128; 0 parses every time). Parsed, they
+    /// take ~20 times as much memory.
+    pub cache_bytes: u64,
+}
+
+impl Default for QuerySettings {
+    fn default() -> Self {
+        Self {
+            timeout: std::time::Duration::from_secs(10),
+            max_memory_bytes: 1 << 30,
+            max_outputs: 100_000,
+            max_output_bytes: 64 << 20,
+            workers: 2,
+            cache_bytes: 128 << 20,
+        }
+    }
+}
+
+impl QuerySettings {
+    /// The output limits.
+    pub fn output_limits(&self) -> OutputLimits {
+        OutputLimits {
+            max_outputs: self.max_outputs,
+            max_bytes: self.max_output_bytes,
+        }
+    }
+}
+
 /// Why a query failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QueryError {
@@ -47,17 +92,75 @@ pub enum QueryError {
     TooLarge(usize),
 }
 
-/// Runs `filter` over the JSON `doc`; the outputs as compact JSON, one per
-/// entry.
-pub fn run(filter: &str, doc: &[u8], limits: OutputLimits) -> Result<Vec<String>, QueryError> {
-    let input = jaq_json::read::parse_single(doc).map_err(|e| QueryError::Input(e.to_string()))?;
+/// A document read into jaq's values once, to run any number of filters on.
+#[derive(Clone)]
+pub struct Parsed(Val);
+
+impl std::fmt::Debug for Parsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Parsed(..)")
+    }
+}
+
+impl Parsed {
+    /// Reads a JSON document.
+    pub fn json(doc: &[u8]) -> Result<Self, QueryError> {
+        jaq_json::read::parse_single(doc)
+            .map(Self)
+            .map_err(|e| QueryError::Input(e.to_string()))
+    }
+
+    /// Reads a text as the JSON array of its lines (`\n` or `\r\n`
+    /// ended), which is how text results are queried.
+    pub fn lines(text: &str) -> Self {
+        Self(
+            text.lines()
+                .map(|line| Val::utf8_str(line.as_bytes().to_vec()))
+                .collect(),
+        )
+    }
+}
+
+/// What a filter printed: compact JSON values, one per line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outputs {
+    /// How many values.
+    pub count: usize,
+    /// The values, each on its own line (compact JSON has no raw newline).
+    pub text: String,
+}
+
+impl Outputs {
+    /// The values one by one.
+    pub fn values(&self) -> impl Iterator<Item = &str> {
+        self.text.split('\n').take(self.count)
+    }
+
+    /// The values as one JSON array.
+    pub fn array(&self) -> String {
+        let mut array = String::with_capacity(self.text.len() + 2);
+        array.push('[');
+        for (i, value) in self.values().enumerate() {
+            if i > 0 {
+                array.push(',');
+            }
+            array.push_str(value);
+        }
+        array.push(']');
+        array
+    }
+}
+
+/// Compiles `filter` with jq's standard library minus [`BANNED`].
+fn compile(filter: &str) -> Result<jaq_core::Filter<data::JustLut<Val>>, QueryError> {
     let defs = jaq_core::defs()
-        .chain(jaq_std::defs())
+        .chain(jaq_std::defs().filter(|def| !SELECTORS.contains(&def.name)))
         .chain(jaq_json::defs());
     let funs = jaq_core::funs()
         .chain(jaq_std::funs())
         .chain(jaq_json::funs())
-        .filter(|(name, _, _)| !BANNED.contains(name));
+        .filter(|(name, _, _)| !BANNED.contains(name))
+        .chain(selectors());
     let loader = Loader::new(defs);
     let arena = Arena::default();
     let modules = loader
@@ -69,14 +172,77 @@ pub fn run(filter: &str, doc: &[u8], limits: OutputLimits) -> Result<Vec<String>
             },
         )
         .map_err(|errors| QueryError::Compile(describe_load_errors(filter, errors)))?;
-    let compiled = Compiler::default()
+    Compiler::default()
         .with_funs(funs)
         .compile(modules)
-        .map_err(|errors| QueryError::Compile(describe_compile_errors(filter, errors)))?;
+        .map_err(|errors| QueryError::Compile(describe_compile_errors(filter, errors)))
+}
+
+/// The type selectors that [`selectors`] implements natively.
+const SELECTORS: [&str; 9] = [
+    "values",
+    "nulls",
+    "booleans",
+    "numbers",
+    "strings",
+    "arrays",
+    "objects",
+    "iterables",
+    "scalars",
+];
+
+/// `numbers`, `strings`… as native filters, with paths and updates.
+/// jaq-std defines them in jq (`def numbers: select(isnumber)`, and
+/// `isnumber` is two comparisons), which made `[.. | numbers]` slower than
+/// jq 1.6; natively they cost a type test.
+fn selectors() -> impl Iterator<Item = jaq_core::native::Fun<data::JustLut<Val>>> {
+    use jaq_core::box_iter::box_once;
+    macro_rules! selector {
+        ($name:literal, $pattern:pat) => {
+            (
+                $name,
+                Box::new([]) as Box<[jaq_core::Bind]>,
+                jaq_core::Native::new(|cv| match cv.1 {
+                    v @ $pattern => box_once(Ok(v)),
+                    _ => Box::new(core::iter::empty()),
+                })
+                .with_paths(|cv| match cv.1 {
+                    (v @ $pattern, path) => box_once(Ok((v, path))),
+                    _ => Box::new(core::iter::empty()),
+                })
+                .with_update(|cv, f| match cv.1 {
+                    v @ $pattern => f(v),
+                    v => box_once(Ok(v)),
+                }),
+            )
+        };
+    }
+    [
+        selector!(
+            "values",
+            Val::Bool(_) | Val::Num(_) | Val::TStr(_) | Val::BStr(_) | Val::Arr(_) | Val::Obj(_)
+        ),
+        selector!("nulls", Val::Null),
+        selector!("booleans", Val::Bool(_)),
+        selector!("numbers", Val::Num(_)),
+        selector!("strings", Val::TStr(_) | Val::BStr(_)),
+        selector!("arrays", Val::Arr(_)),
+        selector!("objects", Val::Obj(_)),
+        selector!("iterables", Val::Arr(_) | Val::Obj(_)),
+        selector!(
+            "scalars",
+            Val::Null | Val::Bool(_) | Val::Num(_) | Val::TStr(_) | Val::BStr(_)
+        ),
+    ]
+    .into_iter()
+}
+
+/// Runs `filter` over a parsed document.
+pub fn run_parsed(filter: &str, doc: &Parsed, limits: OutputLimits) -> Result<Outputs, QueryError> {
+    let compiled = compile(filter)?;
     let ctx = Ctx::<data::JustLut<Val>>::new(&compiled.lut, Vars::new([]));
-    let mut outputs = Vec::new();
-    let mut bytes = 0;
-    for out in compiled.id.run((ctx, input)) {
+    let mut outputs = Outputs::default();
+    for out in compiled.id.run((ctx, doc.0.clone())) {
         let value = match out {
             Ok(v) => v,
             Err(exn) => match exn.get_err() {
@@ -84,26 +250,125 @@ pub fn run(filter: &str, doc: &[u8], limits: OutputLimits) -> Result<Vec<String>
                 Err(_) => return Err(QueryError::Runtime("the filter halted".into())),
             },
         };
-        if outputs.len() == limits.max_outputs {
+        if outputs.count == limits.max_outputs {
             return Err(QueryError::TooManyOutputs(limits.max_outputs));
         }
-        let text = value.to_string();
-        // jaq can make values JSON cannot hold (NaN, Infinity, non-string
-        // keys): never pass them on as JSON.
-        if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err() {
-            return Err(QueryError::Runtime(format!(
-                "output {} is not valid JSON ({}): jaq allows NaN, infinities and non-string object keys, JSON does not",
-                outputs.len() + 1,
-                text.chars().take(80).collect::<String>()
-            )));
+        // jaq can make values JSON cannot hold: NaN and infinities become
+        // what jq prints for them (null, ±1.7976931348623157e308), a
+        // non-string object key is refused.
+        let mut bytes = false;
+        let value = match as_json(&value, &mut bytes) {
+            Ok(None) => value,
+            Ok(Some(fixed)) => fixed,
+            Err(key) => {
+                return Err(QueryError::Runtime(format!(
+                    "output {} is not JSON: it has an object key that is not a string ({}); JSON keys are strings (`tostring` them)",
+                    outputs.count + 1,
+                    key.chars().take(80).collect::<String>()
+                )));
+            }
+        };
+        let start = outputs.text.len();
+        if outputs.count > 0 {
+            outputs.text.push('\n');
         }
-        bytes += text.len() + 1;
-        if bytes > limits.max_bytes {
+        use std::fmt::Write;
+        let _ = write!(outputs.text, "{value}");
+        if outputs.text.len() > limits.max_bytes {
             return Err(QueryError::TooLarge(limits.max_bytes));
         }
-        outputs.push(text);
+        let printed = outputs.text[start..].trim_start_matches('\n');
+        if bytes && serde_json::from_str::<serde::de::IgnoredAny>(printed).is_err() {
+            return Err(QueryError::Runtime(format!(
+                "output {} is not valid JSON ({}): it holds a byte string",
+                outputs.count + 1,
+                printed.chars().take(80).collect::<String>()
+            )));
+        }
+        outputs.count += 1;
     }
     Ok(outputs)
+}
+
+/// `value` made JSON: `Ok(None)` when it is already (the usual case, no
+/// copy), `Ok(Some(..))` with NaN as null and infinities (computed, or
+/// literals such as `1e1000`) as ±`f64::MAX`, as jq prints them; `Err` with
+/// the first object key that is not a string. Sets `bytes` when a byte
+/// string leaves the printed text to be checked.
+fn as_json(value: &Val, bytes: &mut bool) -> Result<Option<Val>, String> {
+    use jaq_json::Num;
+    let finite = |f: f64| {
+        if f.is_nan() {
+            Val::Null
+        } else {
+            Val::from(f64::MAX.copysign(f))
+        }
+    };
+    match value {
+        Val::Null | Val::Bool(_) | Val::TStr(_) => Ok(None),
+        Val::Num(Num::Float(f)) => Ok((!f.is_finite()).then(|| finite(*f))),
+        Val::Num(Num::Dec(d)) => Ok(d
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_infinite())
+            .map(finite)),
+        Val::Num(_) => Ok(None),
+        Val::BStr(_) => {
+            *bytes = true;
+            Ok(None)
+        }
+        Val::Arr(items) => {
+            let mut fixed: Option<Vec<Val>> = None;
+            for (i, item) in items.iter().enumerate() {
+                match (as_json(item, bytes)?, &mut fixed) {
+                    (Some(new), None) => {
+                        let mut copy = items[..i].to_vec();
+                        copy.push(new);
+                        fixed = Some(copy);
+                    }
+                    (Some(new), Some(copy)) => copy.push(new),
+                    (None, Some(copy)) => copy.push(item.clone()),
+                    (None, None) => {}
+                }
+            }
+            Ok(fixed.map(|items| items.into_iter().collect()))
+        }
+        Val::Obj(map) => {
+            let mut fixed: Option<jaq_json::Map> = None;
+            for (i, (key, item)) in map.iter().enumerate() {
+                if !matches!(key, Val::TStr(_)) {
+                    return Err(key.to_string());
+                }
+                match (as_json(item, bytes)?, &mut fixed) {
+                    (Some(new), None) => {
+                        let mut copy: jaq_json::Map = map
+                            .iter()
+                            .take(i)
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                        copy.insert(key.clone(), new);
+                        fixed = Some(copy);
+                    }
+                    (Some(new), Some(copy)) => {
+                        copy.insert(key.clone(), new);
+                    }
+                    (None, Some(copy)) => {
+                        copy.insert(key.clone(), item.clone());
+                    }
+                    (None, None) => {}
+                }
+            }
+            Ok(fixed.map(Val::obj))
+        }
+    }
+}
+
+/// Runs `filter` over the JSON `doc`; the outputs as compact JSON, one per
+/// entry. (Parses the document each time: see [`Parsed`] to parse once.)
+pub fn run(filter: &str, doc: &[u8], limits: OutputLimits) -> Result<Vec<String>, QueryError> {
+    let parsed = Parsed::json(doc)?;
+    let outputs = run_parsed(filter, &parsed, limits)?;
+    Ok(outputs.values().map(str::to_owned).collect())
 }
 
 /// `filter` with a caret under byte `offset`.
@@ -207,6 +472,39 @@ mod tests {
     }
 
     #[test]
+    fn native_type_selectors_run_give_paths_and_update() {
+        let doc = r#"{"a":[1,"x",null,true,{"b":2.5}],"c":"y"}"#;
+        assert_eq!(q("[.. | numbers] | add", doc).unwrap(), ["3.5"]);
+        assert_eq!(
+            q("[.. | strings], [.. | nulls], [.. | booleans]", doc).unwrap(),
+            [r#"["x","y"]"#, "[null]", "[true]"]
+        );
+        assert_eq!(
+            q("[.. | arrays | length], [.. | objects | length]", doc).unwrap(),
+            ["[5]", "[2,1]"]
+        );
+        assert_eq!(
+            q(
+                "[.a[] | scalars], [.a[] | iterables], [.a[] | values] | length",
+                doc
+            )
+            .unwrap(),
+            ["4", "1", "4"]
+        );
+        assert_eq!(
+            q("[path(.. | numbers)]", doc).unwrap(),
+            [r#"[["a",0],["a",4,"b"]]"#]
+        );
+        assert_eq!(
+            q("(.. | numbers) |= . * 2", doc).unwrap(),
+            [r#"{"a":[2,"x",null,true,{"b":5.0}],"c":"y"}"#]
+        );
+        assert_eq!(q("[paths(strings)]", doc).unwrap(), [r#"[["a",1],["c"]]"#]);
+        // The rest of the standard library still finds them.
+        assert_eq!(q("[[1,[2]],3] | flatten", "null").unwrap(), ["[1,2,3]"]);
+    }
+
+    #[test]
     fn mistakes_say_where_and_what() {
         let err = q(".rows[] | selec(.x)", "{}").unwrap_err().to_string();
         assert!(err.starts_with("undefined filter: `selec`"), "{err}");
@@ -242,7 +540,22 @@ mod tests {
             run("\"x\" * 2000", b"null", limits),
             Err(QueryError::TooLarge(1000))
         );
-        let err = q("[nan]", "null").unwrap_err().to_string();
-        assert!(err.contains("not valid JSON"), "{err}");
+        // What jq prints for NaN and infinities; keys must be strings.
+        assert_eq!(
+            q(
+                "[nan, 1], {a: infinite}, -infinite, 1e1000, [1, {b: [nan]}]",
+                "null"
+            )
+            .unwrap(),
+            [
+                "[null,1]",
+                "{\"a\":1.7976931348623157e308}",
+                "-1.7976931348623157e308",
+                "1.7976931348623157e308",
+                "[1,{\"b\":[null]}]"
+            ]
+        );
+        let err = q("{(1): 2}", "null").unwrap_err().to_string();
+        assert!(err.contains("key that is not a string (1)"), "{err}");
     }
 }

@@ -192,6 +192,81 @@ impl Shape {
     }
 }
 
+/// What sampling saw of one field of the objects in an array.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    /// Its key.
+    pub name: String,
+    /// In every sampled object.
+    pub always: bool,
+    /// Its values, as far as they are of one simple kind.
+    pub values: FieldValues,
+}
+
+/// The values of a [`Field`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum FieldValues {
+    /// A few distinct short strings, each seen more than once, with counts.
+    Enum(Vec<(String, usize)>),
+    /// Other strings.
+    Strings,
+    /// Numbers.
+    Numbers,
+    /// Booleans.
+    Booleans,
+    /// Objects, arrays, or a mix of kinds.
+    Other,
+}
+
+impl Shape {
+    /// The fields of the objects this shape's arrays hold, in first-seen
+    /// order; empty when the items are not objects.
+    pub fn item_fields(&self) -> Vec<Field> {
+        let Some(item) = self.array.as_ref().map(|a| &a.item) else {
+            return Vec::new();
+        };
+        let Some(fields) = &item.object else {
+            return Vec::new();
+        };
+        item.order
+            .iter()
+            .map(|name| {
+                let f = &fields[name];
+                let only = |kind: bool, others: [bool; 5]| kind && others.iter().all(|o| !o);
+                let is_string = f.string.is_some();
+                let is_number = f.integer || f.float;
+                let (array, object) = (f.array.is_some(), f.object.is_some());
+                let values = if only(is_string, [is_number, f.boolean, array, object, f.null]) {
+                    match &f.string.as_ref().and_then(|s| s.values.as_ref()) {
+                        Some(v)
+                            if v.len() > 1
+                                && v.len() <= ENUM_MAX
+                                && v.len() < f.seen_strings(v) =>
+                        {
+                            let mut counts: Vec<(String, usize)> =
+                                v.iter().map(|(k, n)| (k.clone(), *n)).collect();
+                            counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                            FieldValues::Enum(counts)
+                        }
+                        _ => FieldValues::Strings,
+                    }
+                } else if only(is_number, [is_string, f.boolean, array, object, f.null]) {
+                    FieldValues::Numbers
+                } else if only(f.boolean, [is_string, is_number, array, object, f.null]) {
+                    FieldValues::Booleans
+                } else {
+                    FieldValues::Other
+                };
+                Field {
+                    name: name.clone(),
+                    always: f.seen == item.objects,
+                    values,
+                }
+            })
+            .collect()
+    }
+}
+
 fn field_name(key: &str) -> String {
     let plain = !key.is_empty()
         && key

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::budget::{Budget, count_chars};
 use crate::document::{Document, Kind};
 use crate::format::{bytes, group};
-use crate::shape::{Cut, Shape, preview};
+use crate::shape::{Cut, Field, FieldValues, Shape, preview};
 use crate::store::StoredInfo;
 
 /// Items sampled from the start of the bulk array.
@@ -34,6 +34,9 @@ pub struct Overview {
     pub bulk: Option<(String, usize)>,
     /// Other large arrays (pointer, items), largest first.
     pub other_arrays: Vec<(String, usize)>,
+    /// Ready-made jq filters over the bulk, from the sampled items: (filter,
+    /// what it gives).
+    pub filters: Vec<(String, String)>,
     /// Preview material: the document with the bulk array cut to its first
     /// items (JSON), or its first lines (text).
     material: Material,
@@ -84,6 +87,7 @@ impl Overview {
             )],
             bulk: None,
             other_arrays: Vec::new(),
+            filters: Vec::new(),
             material: Material::Lines {
                 first,
                 lines: starts.len() as u64,
@@ -98,6 +102,7 @@ impl Overview {
         let items = bulk
             .as_ref()
             .and_then(|b| doc.items(&b.pointer).ok().flatten());
+        let mut fields = Vec::new();
         let (for_shape, for_preview) = match (&bulk, &items) {
             (Some(array), Some(items)) => {
                 // Sample: the first items, then a spread of the rest.
@@ -111,7 +116,10 @@ impl Overview {
                 let mut sampled = Vec::new();
                 for (k, i) in picks.iter().enumerate() {
                     let range = items.item(*i);
-                    if range.len() > budget && k > 0 {
+                    // The first item even when large, to have a shape, but
+                    // not one so large that parsing it costs more than the
+                    // answer is worth.
+                    if range.len() > budget && (k > 0 || range.len() > 4 * SAMPLE_BYTES) {
                         continue;
                     }
                     budget = budget.saturating_sub(range.len());
@@ -121,6 +129,11 @@ impl Overview {
                 }
                 let first: Vec<Value> =
                     sampled.iter().take(PREVIEW_ITEMS.min(n)).cloned().collect();
+                let sampled = Value::Array(sampled);
+                fields = Shape::of(&sampled).item_fields();
+                let Value::Array(sampled) = sampled else {
+                    unreachable!("made an array above")
+                };
                 let outside = text.len() - array.bytes();
                 if outside <= CONTEXT_BYTES {
                     let with = |values: &[Value]| {
@@ -152,6 +165,10 @@ impl Overview {
         );
         Self {
             shapes,
+            filters: bulk
+                .as_ref()
+                .map(|b| suggested_filters(&b.pointer, &fields))
+                .unwrap_or_default(),
             bulk: bulk.as_ref().map(|b| (b.pointer.clone(), b.items)),
             other_arrays: doc
                 .notable_arrays()
@@ -439,12 +456,17 @@ fn write(
     }
     if let Some(query) = answer.query_tool {
         let (filter, what) = match &overview.bulk {
+            Some((pointer, _)) if pointer.is_empty() => ("length".to_owned(), "jq over it"),
             Some((pointer, _)) => (format!("{} | length", jq_path(pointer)), "jq over it"),
             None if answer.kind == Kind::Text => ("length".to_owned(), "jq over its lines"),
             None => ("keys".to_owned(), "jq over it"),
         };
         let call = serde_json::json!({"handle": answer.handle, "filter": filter});
         out.push_str(&format!("      {query} {call} — {what}\n"));
+        for (filter, what) in &overview.filters {
+            let call = serde_json::json!({"handle": answer.handle, "filter": filter});
+            out.push_str(&format!("      {query} {call} — {what}\n"));
+        }
     }
     for (pointer, n) in &overview.other_arrays {
         out.push_str(&format!(
@@ -464,6 +486,144 @@ fn write(
         ));
     }
     out
+}
+
+/// Names of fields that usually say what an item is.
+const TELLING_NAMES: [&str; 22] = [
+    "id",
+    "name",
+    "title",
+    "path",
+    "file",
+    "filename",
+    "type",
+    "kind",
+    "status",
+    "state",
+    "url",
+    "key",
+    "message",
+    "level",
+    "severity",
+    "size",
+    "count",
+    "date",
+    "time",
+    "timestamp",
+    "created_at",
+    "updated_at",
+];
+
+/// Ready-made jq filters over the bulk array at `pointer`, from what its
+/// sampled items hold: counts by a small-enum field, the items with one of
+/// its values, and the few most telling fields of each item.
+pub fn suggested_filters(pointer: &str, fields: &[Field]) -> Vec<(String, String)> {
+    let at = jq_path(pointer);
+    let over = |f: String| if at == "." { f } else { format!("{at} | {f}") };
+    let mut filters = Vec::new();
+    // The enum with the fewest values makes the shortest table.
+    let group = fields
+        .iter()
+        .filter_map(|f| match &f.values {
+            FieldValues::Enum(values) if f.always => Some((f, values)),
+            _ => None,
+        })
+        .min_by_key(|(_, values)| values.len());
+    if let Some((field, values)) = group {
+        let key = jq_key(&field.name);
+        let label = object_key(&field.name);
+        let count = if field.name == "count" {
+            "items"
+        } else {
+            "count"
+        };
+        filters.push((
+            over(format!(
+                "group_by({key}) | map({{{label}: .[0]{key}, {count}: length}})"
+            )),
+            format!("how many of each {}", field.name),
+        ));
+        // The rarest value: what a model usually looks for (the failures
+        // among the passes).
+        let (value, _) = values.last().expect("an enum has values");
+        let literal = serde_json::to_string(value).unwrap_or_default();
+        filters.push((
+            over(format!("map(select({key} == {literal}))")),
+            format!("the items whose {} is {literal}", field.name),
+        ));
+    } else if let Some(flag) = fields
+        .iter()
+        .find(|f| f.always && f.values == FieldValues::Booleans)
+    {
+        filters.push((
+            over(format!("map(select({}))", jq_key(&flag.name))),
+            format!("the items whose {} is true", flag.name),
+        ));
+    }
+    if fields.len() > 5 {
+        let score = |f: &Field| -> i32 {
+            let kind = match f.values {
+                FieldValues::Enum(_) => 3,
+                FieldValues::Strings | FieldValues::Numbers => 2,
+                FieldValues::Booleans => 1,
+                FieldValues::Other => return i32::MIN,
+            };
+            let telling = TELLING_NAMES.contains(&f.name.to_ascii_lowercase().as_str());
+            kind + 3 * i32::from(telling) - i32::from(!f.always)
+        };
+        let mut ranked: Vec<(usize, i32)> = fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (i, score(f)))
+            .filter(|(_, s)| *s > i32::MIN)
+            .collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut picked: Vec<usize> = ranked.iter().take(4).map(|(i, _)| *i).collect();
+        picked.sort_unstable();
+        if picked.len() >= 2 {
+            let names: Vec<String> = picked
+                .iter()
+                .map(|&i| {
+                    let name = &fields[i].name;
+                    if is_plain(name) {
+                        name.clone()
+                    } else {
+                        format!("{}: {}", object_key(name), jq_key(name))
+                    }
+                })
+                .collect();
+            filters.push((
+                over(format!("map({{{}}})", names.join(", "))),
+                format!("only {} of the {} fields", picked.len(), fields.len()),
+            ));
+        }
+    }
+    filters
+}
+
+/// Whether `key` can be written bare in jq (`.key`, `{key}`).
+fn is_plain(key: &str) -> bool {
+    const KEYWORDS: [&str; 17] = [
+        "and", "or", "not", "if", "then", "elif", "else", "end", "as", "def", "reduce", "foreach",
+        "try", "catch", "label", "import", "include",
+    ];
+    key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !KEYWORDS.contains(&key)
+}
+
+/// `.key`, or `."the key"`.
+fn jq_key(key: &str) -> String {
+    format!(".{}", object_key(key))
+}
+
+/// `key`, or `"the key"`, as an object key in jq.
+fn object_key(key: &str) -> String {
+    if is_plain(key) {
+        key.to_owned()
+    } else {
+        serde_json::to_string(key).unwrap_or_default()
+    }
 }
 
 /// A JSON Pointer as a jq path: `/rows/0/a b` → `.rows[0]."a b"`.
@@ -640,6 +800,47 @@ mod tests {
         assert!(
             out.contains("Preview (first 20 of 1,000 lines):\ndiff line 0\n"),
             "{out}"
+        );
+    }
+
+    #[test]
+    fn suggested_filters_follow_the_sampled_fields() {
+        let items: Vec<Value> = (0..40)
+            .map(|i| {
+                let (count, status) = (["a", "b"][i % 2], ["ok", "ok", "failed"][i % 3]);
+                serde_json::json!({
+                    "id": i, "count": count, "status": status,
+                    "if": i, "payload": {"x": i}, "notes": format!("free text {i}"),
+                    "done": i % 2 == 0,
+                })
+            })
+            .collect();
+        let fields = Shape::of(&Value::Array(items)).item_fields();
+        let filters: Vec<String> = suggested_filters("/data/items", &fields)
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect();
+        assert_eq!(
+            filters,
+            [
+                // `count` has two values, `status` three: the shorter table.
+                ".data.items | group_by(.count) | map({count: .[0].count, items: length})",
+                ".data.items | map(select(.count == \"b\"))",
+                // `payload` is an object and never picked; `if` is quoted.
+                ".data.items | map({id, count, status, \"if\": .\"if\"})",
+            ]
+        );
+        // No enum: a boolean; five fields or fewer: no projection.
+        let items: Vec<Value> = (0..10)
+            .map(|i| serde_json::json!({"name": format!("n{i}"), "up": i > 3}))
+            .collect();
+        let fields = Shape::of(&Value::Array(items)).item_fields();
+        assert_eq!(
+            suggested_filters("", &fields),
+            [(
+                "map(select(.up))".to_owned(),
+                "the items whose up is true".to_owned()
+            )]
         );
     }
 

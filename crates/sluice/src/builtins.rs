@@ -614,35 +614,30 @@ impl Governor {
             Ok(listed) => listed.stored,
             Err(e) => return Ok(error_result(format!("{e}. {}", self.handles_hint(owner)))),
         };
-        let doc = match stored.doc.kind() {
-            // A text is queried as the JSON array of its lines.
-            sluice_core::document::Kind::Text => {
-                let text = stored.doc.text_str();
-                let lines: Vec<&str> = text.lines().collect();
-                serde_json::to_vec(&lines).unwrap_or_default()
-            }
-            _ => stored.doc.text_str().as_bytes().to_vec(),
+        // A text is queried as the JSON array of its lines (the worker
+        // splits it).
+        let outputs = match self.jq().run(&args.filter, &stored).await {
+            Ok(answer) => answer.outputs,
+            Err(message) => return Ok(error_result(format!("{QUERY}: {message}"))),
         };
-        let outputs =
-            match crate::jq_worker::run(&args.filter, doc, crate::jq_worker::Limits::default())
-                .await
-            {
-                Ok(outputs) => outputs,
-                Err(message) => return Ok(error_result(format!("{QUERY}: {message}"))),
-            };
         let mut meta = json!({
             "handle": stored.handle,
             "filter": args.filter,
-            "outputs": outputs.len(),
+            "outputs": outputs.count,
         });
-        let text = outputs.join("\n");
-        if budget.less(300, 600).fits_text(&text) {
-            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        if budget.less(300, 600).fits_text(&outputs.text) {
+            let mut result = CallToolResult::success(vec![ContentBlock::text(outputs.text)]);
             result.meta = Some(with_meta(None, "sluice/query", meta));
             return Ok(result);
         }
-        // Too large: stored in turn, as the array of the outputs.
-        let array = format!("[{}]", outputs.join(","));
+        // Too large: stored in turn: the output itself when there is one
+        // (`.rows | map(…)` stores the array it made), else the array of the
+        // outputs.
+        let array = if outputs.count == 1 {
+            outputs.text
+        } else {
+            outputs.array()
+        };
         let policy = crate::govern::Policy {
             owner,
             budget,
@@ -765,6 +760,15 @@ impl Governor {
             group(entries as u64),
             bytes(held)
         ));
+        let jq = self.jq().stats();
+        text.push_str(&format!(
+            "sluice_query, all sessions: {} queries, {} over a document kept parsed, {} stopped; jq workers: {} busy, {} idle.\n",
+            group(jq.queries),
+            group(jq.kept_parsed),
+            group(jq.stopped),
+            jq.workers_busy,
+            jq.workers_idle
+        ));
         let list: Vec<Value> = listed
             .iter()
             .map(|l| {
@@ -779,7 +783,8 @@ impl Governor {
             })
             .collect();
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-        result.meta = Some(with_meta(None, "sluice/handles", Value::Array(list)));
+        let meta = with_meta(None, "sluice/handles", Value::Array(list));
+        result.meta = Some(with_meta(Some(meta), "sluice/jq", json!(jq)));
         result
     }
 

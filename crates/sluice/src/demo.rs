@@ -106,6 +106,7 @@ pub async fn run() -> anyhow::Result<()> {
         }],
         budget: Default::default(),
         store: Default::default(),
+        query: Default::default(),
     };
     println!("sluice demo: a sample MCP server (`sluice sample-server`) behind the gateway,");
     println!("and a client session through it. Everything below is what a model would see.");

@@ -59,6 +59,8 @@ pub struct Governor {
     budgets: BudgetConfig,
     /// The hits of recent searches, so that their pages need no new search.
     searches: std::sync::Mutex<std::collections::VecDeque<(SearchKey, Arc<Hits>)>>,
+    /// The jq workers of `sluice_query`.
+    jq: crate::jq_pool::JqPool,
 }
 
 /// What a search's hits depend on.
@@ -102,12 +104,18 @@ impl Governor {
             key: CursorKey::random(),
             budgets: config.budget.clone(),
             searches: Default::default(),
+            jq: crate::jq_pool::JqPool::new(config.query),
         }
     }
 
     /// The budget of a client, by its `clientInfo.name`.
     pub fn budget_for(&self, client: Option<&str>) -> Budget {
         self.budgets.for_client(client)
+    }
+
+    /// The jq workers.
+    pub fn jq(&self) -> &crate::jq_pool::JqPool {
+        &self.jq
     }
 
     /// The store.
@@ -232,6 +240,8 @@ impl Governor {
             is_error,
             overview,
         };
+        // A stored result is often queried next: have a worker ready.
+        self.jq.warm();
         self.store.put(policy.owner, doc, info).map_err(|e| {
             format!(
                 "{} returned a result too large to show, and sluice could not store it: {e}. Call {} with arguments that narrow the result.",

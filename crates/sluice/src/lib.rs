@@ -14,7 +14,8 @@
 //!   `sluice_read` / `sluice_info` tools and `sluice://result/` resources.
 //! - [`hub`]: what sessions and upstream connections share (routes, events).
 //! - [`upstream`]: one supervised upstream server (child process or HTTP).
-//! - [`jq_worker`]: `sluice_query`'s filters, run in worker processes with limits.
+//! - [`jq_pool`]: warm jq worker processes that `sluice_query` runs filters in.
+//! - [`jq_worker`]: `sluice jq-worker`, the process that runs filters under limits.
 //! - [`input`]: answering a 2026-07-28 upstream's `input_required` for older clients.
 //! - [`cancel`]: waiting for a peer while honouring cancellation.
 //! - [`call`], [`demo`], [`sample_server`]: `sluice call`, `sluice demo`,
@@ -44,6 +45,7 @@ pub mod gateway;
 pub mod govern;
 pub mod hub;
 pub mod input;
+pub mod jq_pool;
 pub mod jq_worker;
 pub mod sample_server;
 pub mod serve;

@@ -26,6 +26,54 @@ async fn queries_answer_inline_or_are_stored_and_chain() {
     );
     let q = |filter: &str| json!({"handle": handle, "filter": filter});
 
+    // The ready-made filters of the answer's next steps all run.
+    let offered: Vec<String> = first_text(&answer)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("sluice_query "))
+        .map(|l| {
+            let call: serde_json::Value = serde_json::Deserializer::from_str(l)
+                .into_iter()
+                .next()
+                .unwrap()
+                .unwrap();
+            call["filter"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(
+        offered[..2],
+        [
+            ".rows | length",
+            ".rows | group_by(.kind) | map({kind: .[0].kind, count: length})"
+        ]
+    );
+    assert!(
+        offered[2].starts_with(".rows | map(select(.kind == \""),
+        "{offered:?}"
+    );
+    assert_eq!(offered[3], ".rows | map({id, name, kind, score})");
+    let by_kind = call(&client, "sluice_query", q(&offered[1])).await;
+    assert_eq!(
+        first_text(&by_kind),
+        r#"[{"kind":"alpha","count":6667},{"kind":"beta","count":6667},{"kind":"gamma","count":6666}]"#
+    );
+    let selected = call(&client, "sluice_query", q(&offered[2])).await;
+    let selected = stored_handle(&selected);
+    let kinds = call(
+        &client,
+        "sluice_query",
+        json!({"handle": selected, "filter": "map(.kind) | unique | length"}),
+    )
+    .await;
+    assert_eq!(first_text(&kinds), "1", "one kind selected");
+    let picked = stored_handle(&call(&client, "sluice_query", q(&offered[3])).await);
+    let keys = call(
+        &client,
+        "sluice_query",
+        json!({"handle": picked, "filter": "map(keys_unsorted) | unique"}),
+    )
+    .await;
+    assert_eq!(first_text(&keys), r#"[["id","name","kind","score"]]"#);
+
     let count = call(&client, "sluice_query", q(".rows | length")).await;
     assert_eq!(first_text(&count), "20000");
     assert_eq!(
@@ -104,8 +152,13 @@ async fn bad_filters_get_clear_errors_and_sluice_keeps_serving() {
     // a 2 GB string gets there at once.
     let memory = error_text(&call(&client, "sluice_query", q(r#""x" * 2000000000"#)).await);
     assert!(memory.contains("stopped at 1024 MiB"), "{memory}");
-    let nan = error_text(&call(&client, "sluice_query", q("nan")).await);
-    assert!(nan.contains("not valid JSON"), "{nan}");
+    // NaN prints as jq prints it; a key that is not a string is refused.
+    assert_eq!(
+        first_text(&call(&client, "sluice_query", q("[nan]")).await),
+        "[null]"
+    );
+    let key = error_text(&call(&client, "sluice_query", q("{(1): 2}")).await);
+    assert!(key.contains("object key that is not a string"), "{key}");
     let unknown = error_text(
         &call(
             &client,
@@ -149,5 +202,80 @@ async fn bad_filters_get_clear_errors_and_sluice_keeps_serving() {
         error_text(&stopped).contains("stopped after 10 s"),
         "{}",
         first_text(&stopped)
+    );
+}
+
+/// The `sluice/jq` figures of `sluice_info`.
+async fn jq_stats(client: &Client) -> serde_json::Value {
+    meta(&call(client, "sluice_info", json!({})).await, "sluice/jq").unwrap()
+}
+
+#[tokio::test]
+async fn workers_stay_warm_keep_documents_parsed_and_obey_the_config() {
+    let dir = TempDir::new("query-config");
+    let config = dir.file(
+        "sluice.toml",
+        &format!(
+            "{}[query]\ntimeout_s = 1.5\nmax_memory_mb = 128\nworkers = 1\n",
+            toml_upstream("py", &py_server())
+        ),
+    );
+    let (client, _) = connect(&via_config(&config)).await;
+    let rows = stored_handle(&call(&client, "records", json!({"count": 5000})).await);
+    let text = stored_handle(&call(&client, "big", json!({"bytes": 300_000})).await);
+    let q = |handle: &str, filter: &str| json!({"handle": handle, "filter": filter});
+    let stats = jq_stats(&client).await;
+    assert_eq!(stats["queries"], 0, "{stats}");
+
+    // The first query over a document parses it; the next ones reuse it.
+    assert_eq!(
+        first_text(&call(&client, "sluice_query", q(&rows, ".count")).await),
+        "5000"
+    );
+    assert_eq!(
+        first_text(&call(&client, "sluice_query", q(&rows, ".rows[4999].id")).await),
+        "4999"
+    );
+    assert_eq!(
+        first_text(&call(&client, "sluice_query", q(&text, "length")).await),
+        "4348"
+    );
+    assert_eq!(
+        first_text(&call(&client, "sluice_query", q(&rows, ".rows | length")).await),
+        "5000"
+    );
+    let stats = jq_stats(&client).await;
+    assert_eq!(
+        (&stats["queries"], &stats["kept_parsed"], &stats["stopped"]),
+        (&json!(4), &json!(2), &json!(0)),
+        "two documents, each parsed once: {stats}"
+    );
+    assert_eq!(
+        (&stats["workers_idle"], &stats["workers_busy"]),
+        (&json!(1), &json!(0))
+    );
+    let info = first_text(&call(&client, "sluice_info", json!({})).await);
+    assert!(
+        info.contains(
+            "sluice_query, all sessions: 4 queries, 2 over a document kept parsed, 0 stopped"
+        ),
+        "{info}"
+    );
+
+    // The configured clock and memory limit.
+    let forever = error_text(&call(&client, "sluice_query", q(&rows, "def f: f; f")).await);
+    assert!(forever.contains("stopped after 1.5 s"), "{forever}");
+    let memory = error_text(&call(&client, "sluice_query", q(&rows, r#""x" * 300000000"#)).await);
+    assert!(memory.contains("stopped at 128 MiB"), "{memory}");
+    // A new worker takes over, and parses the document again.
+    assert_eq!(
+        first_text(&call(&client, "sluice_query", q(&rows, ".count")).await),
+        "5000"
+    );
+    let stats = jq_stats(&client).await;
+    assert_eq!(
+        (&stats["queries"], &stats["kept_parsed"], &stats["stopped"]),
+        (&json!(7), &json!(2), &json!(2)),
+        "{stats}"
     );
 }
