@@ -3,13 +3,15 @@
 result, reads every page back by following next_cursor.
 
     pages.py --mode auto|legacy (--stdio 'CMD ARGS...' | --url URL) --tool NAME [--args JSON]
-             [--path POINTER]
+             [--path POINTER] [--query FILTER]... [--search PATTERN]...
 
 Prints one JSON object on stdout:
   {"protocol_version", "stored": <_meta["sluice/stored"]> | null, "answer": <first text>,
    "pages": N, "forms": [...], "items": [...] (items pages, slices of items joined and parsed)
    | "text": "..." (text pages joined), "max_page_chars": N}
 or, when the result was not stored, {"protocol_version", "stored": null, "result": <result>}.
+With --query or --search, the stored result is queried (sluice_query) or searched
+(sluice_search) instead of paged: "answers": [{"text", "meta", "is_error"}] in order.
 Exit 2 if connecting fails.
 """
 
@@ -56,6 +58,21 @@ async def main(a: argparse.Namespace) -> dict:
             out["result"] = result
             return out
         out["answer"] = result["content"][0]["text"]
+        if a.query or a.search:
+            asked = [("sluice_query", {"filter": f}) for f in a.query]
+            asked += [("sluice_search", {"pattern": p}) for p in a.search]
+            answers = []
+            for tool, arguments in asked:
+                answer = dump(await c.call_tool(tool, {"handle": stored["handle"], **arguments}))
+                answers.append(
+                    {
+                        "text": answer["content"][0]["text"],
+                        "meta": answer.get("_meta") or {},
+                        "is_error": bool(answer.get("isError")),
+                    }
+                )
+            out["answers"] = answers
+            return out
         request: dict = {"handle": stored["handle"]}
         if a.path is not None:
             request["path"] = a.path
@@ -104,6 +121,8 @@ if __name__ == "__main__":
     p.add_argument("--args", default="{}")
     p.add_argument("--path")
     p.add_argument("--client-name", default="sluice-pages-py")
+    p.add_argument("--query", action="append", default=[])
+    p.add_argument("--search", action="append", default=[])
     args = p.parse_args()
     try:
         result = anyio.run(main, args)

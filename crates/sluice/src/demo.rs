@@ -62,17 +62,25 @@ fn model_sees(result: &impl serde::Serialize) {
     }
 }
 
-/// Prints the text blocks of a result (long ones cut), and its `_meta`.
+/// Prints the text blocks of a result (long lines cut), and its `_meta`.
 fn model_sees_text(result: &rmcp::model::CallToolResult) {
     for block in &result.content {
         match block.as_text() {
             Some(t) => {
+                // Every line (up to 14), each cut at 300 characters: the
+                // summary's next steps stay visible.
                 let chars = t.text.chars().count();
-                let shown: String = t.text.chars().take(600).collect();
-                for line in shown.lines() {
-                    println!("    {line}");
+                let mut cut = false;
+                for (i, line) in t.text.lines().enumerate() {
+                    if i == 14 {
+                        cut = true;
+                        break;
+                    }
+                    let shown: String = line.chars().take(300).collect();
+                    cut |= shown.len() < line.len();
+                    println!("    {shown}");
                 }
-                if chars > 600 {
+                if cut {
                     println!(
                         "    … ({chars} characters in all; cut here by the demo, not by sluice)"
                     );

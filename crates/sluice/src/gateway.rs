@@ -499,11 +499,14 @@ impl Gateway {
                     .map(|r| CallToolResponse::Complete(era(r, caller)));
             }
             crate::builtins::QUERY => {
-                return self
-                    .governor
-                    .query(params.arguments, caller.owner, budget)
-                    .await
-                    .map(|r| CallToolResponse::Complete(era(r, caller)));
+                // A query the client cancels (or leaves) stops at once:
+                // dropping it kills its worker.
+                return tokio::select! {
+                    r = self.governor.query(params.arguments, caller.owner, budget) => {
+                        r.map(|r| CallToolResponse::Complete(era(r, caller)))
+                    }
+                    () = caller.ct.cancelled() => Err(call_error(CallError::Cancelled)),
+                };
             }
             crate::builtins::INFO => {
                 return self

@@ -9,50 +9,6 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-/// A Python SDK 2.x client (tests/clients/pages.py): calls `tool` and reads
-/// every page back.
-async fn pages_py(
-    mode: &str,
-    target: &[&str],
-    tool: &str,
-    arguments: Value,
-    path: Option<&str>,
-) -> Value {
-    let mut command = tokio::process::Command::new(python());
-    command
-        .arg(repo().join("tests/clients/pages.py"))
-        .args([
-            "--mode",
-            mode,
-            "--tool",
-            tool,
-            "--args",
-            &arguments.to_string(),
-        ])
-        .args(target);
-    if let Some(path) = path {
-        command.args(["--path", path]);
-    }
-    let out = tokio::time::timeout(Duration::from_secs(240), command.output())
-        .await
-        .expect("pages.py finishes")
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pages.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn stdio_target(command: &[String]) -> String {
-    command
-        .iter()
-        .map(|p| format!("'{p}'"))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// The direct result's one text block, parsed as JSON.
 fn direct_json(result: &rmcp::model::CallToolResult) -> Value {
     serde_json::from_str(&first_text(result)).expect("the upstream sent JSON text")
@@ -164,7 +120,7 @@ async fn a_2026_python_client_pages_the_same_rows_over_stdio_and_http() {
         &["--stdio", &stdio],
         "records",
         json!({"count": 5000}),
-        None,
+        &[],
     )
     .await;
     assert_eq!(got["protocol_version"], "2026-07-28");
@@ -178,7 +134,7 @@ async fn a_2026_python_client_pages_the_same_rows_over_stdio_and_http() {
             &["--url", &sluice.url],
             "records",
             json!({"count": 5000}),
-            None,
+            &[],
         )
         .await;
         assert_eq!(got["items"], want["rows"], "{mode} over HTTP");

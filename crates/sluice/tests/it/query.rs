@@ -272,10 +272,109 @@ async fn workers_stay_warm_keep_documents_parsed_and_obey_the_config() {
         first_text(&call(&client, "sluice_query", q(&rows, ".count")).await),
         "5000"
     );
+
+    // A query the client cancels ends its worker at once: the only worker
+    // is free for the next query (else that one would wait and fail with
+    // "all 1 jq workers stayed busy").
+    let handle = client
+        .send_cancellable_request(
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+                rmcp::model::CallToolRequestParams::new("sluice_query")
+                    .with_arguments(args(q(&rows, "def f: f; f"))),
+            )),
+            rmcp::service::PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    handle.cancel(Some("changed my mind".into())).await.unwrap();
+    // Its worker is gone well before the 1.5 s clock would have ended it.
+    let mut busy = json!(1);
+    for _ in 0..9 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        busy = jq_stats(&client).await["workers_busy"].clone();
+        if busy == 0 {
+            break;
+        }
+    }
+    assert_eq!(busy, 0, "the cancelled query still holds its worker");
+    assert_eq!(
+        first_text(&call(&client, "sluice_query", q(&rows, ".count")).await),
+        "5000"
+    );
     let stats = jq_stats(&client).await;
     assert_eq!(
         (&stats["queries"], &stats["kept_parsed"], &stats["stopped"]),
-        (&json!(7), &json!(2), &json!(2)),
-        "{stats}"
+        (&json!(8), &json!(2), &json!(2)),
+        "the cancelled query is not counted: {stats}"
     );
+}
+
+#[tokio::test]
+async fn a_python_client_queries_and_searches_in_both_eras_over_stdio_and_http() {
+    let extra = [
+        "--query",
+        "[.rows[] | select(.kind == \"gamma\")] | length",
+        "--query",
+        ".rows | map(.id)",
+        "--query",
+        ".rows | mapp(.id)",
+        "--search",
+        "row 2999 ",
+    ];
+    let check = |got: &serde_json::Value, how: &str| {
+        let answers = got["answers"].as_array().unwrap();
+        assert_eq!(answers[0]["text"], "1000", "{how}");
+        assert_eq!(answers[0]["meta"]["sluice/query"]["outputs"], 1, "{how}");
+        // 3,000 ids fit inline, one JSON array.
+        let ids: Vec<u64> = serde_json::from_str(answers[1]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(ids, (0..3000).collect::<Vec<u64>>(), "{how}");
+        assert_eq!(answers[2]["is_error"], true, "{how}");
+        assert!(
+            answers[2]["text"]
+                .as_str()
+                .unwrap()
+                .contains("undefined filter: `mapp`"),
+            "{how}"
+        );
+        assert_eq!(answers[3]["meta"]["sluice/search"]["total"], 1, "{how}");
+        assert!(
+            answers[3]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with(r#"{"path":"/rows/2999/name","value":"row 2999 été ✓"}"#),
+            "{how}: {}",
+            answers[3]["text"]
+        );
+    };
+    let stdio = stdio_target(&via_sluice(&py_server()));
+    for mode in ["auto", "legacy"] {
+        let got = pages_py(
+            mode,
+            &["--stdio", &stdio],
+            "records",
+            json!({"count": 3000}),
+            &extra,
+        )
+        .await;
+        check(
+            &got,
+            &format!("{mode} over stdio ({})", got["protocol_version"]),
+        );
+    }
+    let sluice = HttpSluice::start(&[], &py_server()).await;
+    for mode in ["auto", "legacy"] {
+        let got = pages_py(
+            mode,
+            &["--url", &sluice.url],
+            "records",
+            json!({"count": 3000}),
+            &extra,
+        )
+        .await;
+        check(
+            &got,
+            &format!("{mode} over HTTP ({})", got["protocol_version"]),
+        );
+    }
 }

@@ -524,3 +524,46 @@ pub fn server_filesystem(root: &str) -> Vec<String> {
         root.to_owned(),
     ]
 }
+
+/// A Python SDK 2.x client (tests/clients/pages.py): calls `tool` and reads
+/// every page back, or queries and searches it (`extra`: `--query F`,
+/// `--search P`, `--path P`).
+pub async fn pages_py(
+    mode: &str,
+    target: &[&str],
+    tool: &str,
+    arguments: serde_json::Value,
+    extra: &[&str],
+) -> serde_json::Value {
+    let mut command = tokio::process::Command::new(python());
+    command
+        .arg(repo().join("tests/clients/pages.py"))
+        .args([
+            "--mode",
+            mode,
+            "--tool",
+            tool,
+            "--args",
+            &arguments.to_string(),
+        ])
+        .args(target)
+        .args(extra);
+    let out = tokio::time::timeout(Duration::from_secs(240), command.output())
+        .await
+        .expect("pages.py finishes")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pages.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+pub fn stdio_target(command: &[String]) -> String {
+    command
+        .iter()
+        .map(|p| format!("'{p}'"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
