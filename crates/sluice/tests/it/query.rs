@@ -348,33 +348,14 @@ async fn a_python_client_queries_and_searches_in_both_eras_over_stdio_and_http()
         );
     };
     let stdio = stdio_target(&via_sluice(&py_server()));
-    for mode in ["auto", "legacy"] {
-        let got = pages_py(
-            mode,
-            &["--stdio", &stdio],
-            "records",
-            json!({"count": 3000}),
-            &extra,
-        )
-        .await;
-        check(
-            &got,
-            &format!("{mode} over stdio ({})", got["protocol_version"]),
-        );
-    }
     let sluice = HttpSluice::start(&[], &py_server()).await;
-    for mode in ["auto", "legacy"] {
-        let got = pages_py(
-            mode,
-            &["--url", &sluice.url],
-            "records",
-            json!({"count": 3000}),
-            &extra,
-        )
-        .await;
-        check(
-            &got,
-            &format!("{mode} over HTTP ({})", got["protocol_version"]),
-        );
+    for target in [["--stdio", stdio.as_str()], ["--url", sluice.url.as_str()]] {
+        for mode in ["auto", "legacy"] {
+            let got = pages_py(mode, &target, "records", json!({"count": 3000}), &extra).await;
+            check(
+                &got,
+                &format!("{mode} via {} ({})", target[0], got["protocol_version"]),
+            );
+        }
     }
 }
