@@ -18,6 +18,7 @@
 //! [upstreams.fs.tools.directory_tree]   # per-tool settings
 //! max_tokens = 8000
 //! mode = "truncate"                      # or "buffer" (default), "passthrough"
+//! timeout_s = 60                         # then the call goes on in the background
 //!
 //! [budget]                               # the defaults shown
 //! max_tokens = 18000
@@ -39,6 +40,13 @@
 //! max_output_mb = 64
 //! workers = 2                            # worker processes: queries at once
 //! cache_mb = 128                         # documents each worker keeps parsed
+//!
+//! [operations]                           # slow calls
+//! default_timeout_s = 10                 # a call waits this long, then goes on in the background
+//! max_timeout_s = 300                    # the most `_timeout_s` and `wait_s` may ask
+//! retention_h = 24                       # ended operations are kept this long
+//! max_running = 16                       # per session
+//! max_running_total = 256
 //! ```
 
 use std::collections::BTreeMap;
@@ -50,6 +58,7 @@ use toml::Spanned;
 
 use crate::budget::{Budget, BudgetOverride, builtin_presets};
 use crate::naming::SEPARATOR;
+use crate::operation::OperationSettings;
 use crate::query::QuerySettings;
 use crate::store::StoreLimits;
 
@@ -64,6 +73,8 @@ pub struct Config {
     pub store: StoreLimits,
     /// jq queries: limits and workers.
     pub query: QuerySettings,
+    /// Slow calls as operations.
+    pub operations: OperationSettings,
 }
 
 /// The `[budget]` table with the built-in presets folded in.
@@ -142,7 +153,7 @@ pub enum ProtocolChoice {
 }
 
 /// Settings of one upstream tool.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSettings {
     /// A lower token budget for this tool's results (never above the client's).
@@ -153,6 +164,9 @@ pub struct ToolSettings {
     pub preview_depth: Option<u32>,
     /// What happens to a result over budget.
     pub mode: Option<Mode>,
+    /// Seconds a call waits before it goes on in the background (default
+    /// `[operations] default_timeout_s`).
+    pub timeout_s: Option<f64>,
 }
 
 impl ToolSettings {
@@ -216,6 +230,7 @@ struct RawConfig {
     budget: Option<Spanned<RawBudget>>,
     store: Option<Spanned<RawStore>>,
     query: Option<Spanned<RawQuery>>,
+    operations: Option<Spanned<RawOperations>>,
 }
 
 #[derive(Deserialize)]
@@ -236,6 +251,68 @@ struct RawBudgetFields {
     max_chars: Option<u32>,
     max_lines: Option<u32>,
     token_factor: Option<f32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOperations {
+    default_timeout_s: Option<f64>,
+    max_timeout_s: Option<f64>,
+    retention_h: Option<f64>,
+    max_running: Option<usize>,
+    max_running_total: Option<usize>,
+}
+
+impl RawOperations {
+    fn check(self) -> Result<OperationSettings, String> {
+        let mut o = OperationSettings::default();
+        let seconds = |key: &str, v: f64| {
+            if v > 0.0 && v <= 86_400.0 {
+                Ok(std::time::Duration::from_secs_f64(v))
+            } else {
+                Err(format!(
+                    "[operations]: `{key} = {v}` is out of range: more than 0, at most 86400 (seconds)"
+                ))
+            }
+        };
+        if let Some(v) = self.max_timeout_s {
+            o.max_timeout = seconds("max_timeout_s", v)?;
+        }
+        if let Some(v) = self.default_timeout_s {
+            o.default_timeout = seconds("default_timeout_s", v)?;
+        }
+        if o.default_timeout > o.max_timeout {
+            return Err(format!(
+                "[operations]: `default_timeout_s` ({} s) is over `max_timeout_s` ({} s)",
+                o.default_timeout.as_secs_f64(),
+                o.max_timeout.as_secs_f64()
+            ));
+        }
+        if let Some(h) = self.retention_h {
+            if !(h > 0.0 && h <= 24.0 * 365.0) {
+                return Err(format!(
+                    "[operations]: `retention_h = {h}` is out of range: more than 0, at most 8760 (hours)"
+                ));
+            }
+            o.retention = std::time::Duration::from_secs_f64(h * 3600.0);
+        }
+        for (key, value, field) in [
+            ("max_running", self.max_running, &mut o.max_running),
+            (
+                "max_running_total",
+                self.max_running_total,
+                &mut o.max_running_total,
+            ),
+        ] {
+            if let Some(n) = value {
+                if n == 0 {
+                    return Err(format!("[operations]: `{key}` must be at least 1"));
+                }
+                *field = n;
+            }
+        }
+        Ok(o)
+    }
 }
 
 #[derive(Deserialize)]
@@ -494,6 +571,16 @@ impl Config {
                         ),
                     ));
                 }
+                if let Some(t) = settings.timeout_s
+                    && !(t > 0.0 && t.is_finite())
+                {
+                    return Err(at(
+                        span.clone(),
+                        format!(
+                            "upstream `{name}`, tool `{tool}`: `timeout_s = {t}` must be more than 0 (seconds)"
+                        ),
+                    ));
+                }
             }
             upstreams.push(UpstreamSpec {
                 name,
@@ -557,11 +644,19 @@ impl Config {
                 raw.into_inner().check().map_err(|e| at(span, e))?
             }
         };
+        let operations = match raw.operations {
+            None => OperationSettings::default(),
+            Some(raw) => {
+                let span = raw.span();
+                raw.into_inner().check().map_err(|e| at(span, e))?
+            }
+        };
         Ok(Config {
             upstreams,
             budget,
             store,
             query,
+            operations,
         })
     }
 
@@ -588,6 +683,7 @@ impl Config {
             budget: BudgetConfig::default(),
             store: StoreLimits::default(),
             query: QuerySettings::default(),
+            operations: OperationSettings::default(),
         })
     }
 }
@@ -842,6 +938,45 @@ cache_mb = 0
             (512 << 20, 1, 0)
         );
         assert_eq!(q.max_outputs, QuerySettings::default().max_outputs);
+    }
+
+    #[test]
+    fn operations_settings_are_read_and_checked() {
+        let up = "[upstreams.a]\ncommand = \"x\"\n[upstreams.a.tools.t]\ntimeout_s = 60\n";
+        let config = parse(&format!(
+            "{up}[operations]\ndefault_timeout_s = 2.5\nretention_h = 1\nmax_running = 3\n"
+        ))
+        .unwrap();
+        let o = config.operations;
+        assert_eq!(o.default_timeout, std::time::Duration::from_millis(2500));
+        assert_eq!((o.retention.as_secs(), o.max_running), (3600, 3));
+        assert_eq!(config.upstreams[0].tools["t"].timeout_s, Some(60.0));
+        let up = "[upstreams.a]\ncommand = \"x\"\n";
+        for (text, expected) in [
+            (
+                "[operations]\ndefault_timeout_s = -1\n",
+                "`default_timeout_s = -1` is out of range",
+            ),
+            (
+                "[operations]\ndefault_timeout_s = 400\n",
+                "is over `max_timeout_s` (300 s)",
+            ),
+            (
+                "[operations]\nretention_h = 0\n",
+                "`retention_h = 0` is out of range",
+            ),
+            (
+                "[operations]\nmax_running = 0\n",
+                "`max_running` must be at least 1",
+            ),
+            (
+                "[upstreams.a.tools.t]\ntimeout_s = 0\n",
+                "`timeout_s = 0` must be more than 0",
+            ),
+        ] {
+            let err = parse(&format!("{up}{text}")).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
     }
 
     #[test]

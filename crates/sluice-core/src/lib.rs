@@ -8,6 +8,8 @@
 //!   namespace (`<upstream>__<tool>`), and how a prefixed name is routed back.
 //! - [`backoff`]: when a crashed upstream may be restarted.
 //! - [`tail`]: the last lines an upstream wrote to stderr, for error messages.
+//! - [`operation`]: `[operations]` settings and how long a call waits before
+//!   it goes on in the background.
 //!
 //! Governing large results, in the order a result meets them:
 //! - [`budget`]: how much a client takes, and how text is measured (o200k
@@ -34,6 +36,7 @@ pub mod cursor;
 pub mod document;
 pub mod format;
 pub mod naming;
+pub mod operation;
 pub mod pager;
 pub mod query;
 pub mod scan;

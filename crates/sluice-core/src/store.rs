@@ -332,9 +332,14 @@ impl Store for MemoryStore {
 
 /// A new handle: `h_` and 128 random bits.
 pub fn new_handle() -> String {
+    random_id("h_")
+}
+
+/// `prefix` and 128 random bits (URL-safe base64): an unguessable id.
+pub fn random_id(prefix: &str) -> String {
     let mut bytes = [0u8; 16];
     random_bytes(&mut bytes);
-    format!("h_{}", URL_SAFE_NO_PAD.encode(bytes))
+    format!("{prefix}{}", URL_SAFE_NO_PAD.encode(bytes))
 }
 
 /// Fills `buf` from the operating system's random source.

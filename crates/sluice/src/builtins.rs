@@ -37,6 +37,10 @@ pub const INFO: &str = "sluice_info";
 pub const SEARCH: &str = "sluice_search";
 /// The jq tool's name.
 pub const QUERY: &str = "sluice_query";
+/// The tool that reads an operation's status and result.
+pub const RESULT: &str = "sluice_result";
+/// The tool that stops an operation.
+pub const CANCEL: &str = "sluice_cancel";
 /// Hits per search page unless `max_matches` says otherwise.
 const DEFAULT_MATCHES: u32 = 50;
 /// The most handles `sluice_info` lists.
@@ -44,7 +48,7 @@ const LISTED: usize = 20;
 
 /// Whether `name` is one of sluice's own tools.
 pub fn is_builtin(name: &str) -> bool {
-    name == READ || name == INFO || name == SEARCH || name == QUERY
+    [READ, INFO, SEARCH, QUERY, RESULT, CANCEL].contains(&name)
 }
 
 /// sluice's own tools, as listed.
@@ -104,10 +108,46 @@ pub fn tools() -> Vec<Tool> {
         ),
         Tool::new(
             INFO,
-            "Describe a stored result (shape, size, pages, expiry), or list this session's stored results.",
+            "Describe a stored result (shape, size, pages, expiry), or list this session's stored results and operations.",
             object(info),
         ),
+        Tool::new(
+            RESULT,
+            "The status of an operation (a call that went on in the background), and its result once it has ended. {operation, wait_s?}: wait_s waits up to that many seconds for the end.",
+            object(json!({
+                "type": "object",
+                "properties": {
+                    "operation": {"type": "string", "description": "The operation id (op_…)."},
+                    "wait_s": {"type": "number", "minimum": 0, "description": "Seconds to wait for the end (default 0: answer at once)."}
+                },
+                "required": ["operation"]
+            })),
+        ),
+        Tool::new(
+            CANCEL,
+            "Stop an operation (a call that went on in the background); answers with what it had reported so far.",
+            object(json!({
+                "type": "object",
+                "properties": {
+                    "operation": {"type": "string", "description": "The operation id (op_…)."}
+                },
+                "required": ["operation"]
+            })),
+        ),
     ]
+}
+
+/// `_timeout_s`, as added to every upstream tool's input schema.
+pub fn timeout_property(settings: &sluice_core::operation::OperationSettings) -> Value {
+    json!({
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "description": format!(
+            "sluice: seconds to wait before the call goes on in the background as an operation (default {}, at most {}).",
+            settings.default_timeout.as_secs_f64(),
+            settings.max_timeout.as_secs_f64()
+        )
+    })
 }
 
 /// The resource template of stored results.

@@ -32,9 +32,26 @@ pub async fn run(
         legacy: false,
         owner: sluice_core::store::ANONYMOUS,
         client: None,
+        partial: None,
     };
     let params = CallToolRequestParams::new(tool).with_arguments(arguments);
-    let result = gateway.call_tool(params, &caller).await;
+    let mut result = gateway.call_tool(params, &caller).await;
+    // A one-off call has nobody to come back later: wait for an operation.
+    while let Ok(CallToolResponse::Complete(r)) = &result {
+        let Some(id) = r
+            .meta
+            .as_ref()
+            .and_then(|m| m.0.get(crate::operations::META))
+            .filter(|op| op["status"] == "running")
+            .and_then(|op| op["id"].as_str())
+        else {
+            break;
+        };
+        let wait = serde_json::json!({"operation": id, "wait_s": 60});
+        let params = CallToolRequestParams::new(crate::builtins::RESULT)
+            .with_arguments(wait.as_object().cloned().unwrap_or_default());
+        result = gateway.call_tool(params, &caller).await;
+    }
     gateway.shutdown().await;
     let (json, ok) = match result {
         Ok(CallToolResponse::Complete(mut r)) => {

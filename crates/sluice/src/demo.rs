@@ -51,6 +51,12 @@ impl ClientHandler for DemoClient {
     }
 }
 
+/// A tool call with JSON arguments.
+fn params(tool: &str, arguments: serde_json::Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(tool.to_owned())
+        .with_arguments(arguments.as_object().cloned().unwrap_or_default())
+}
+
 fn heading(text: &str) {
     println!("\n== {text}");
 }
@@ -115,6 +121,7 @@ pub async fn run() -> anyhow::Result<()> {
         budget: Default::default(),
         store: Default::default(),
         query: Default::default(),
+        operations: Default::default(),
     };
     println!("sluice demo: a sample MCP server (`sluice sample-server`) behind the gateway,");
     println!("and a client session through it. Everything below is what a model would see.");
@@ -145,27 +152,16 @@ pub async fn run() -> anyhow::Result<()> {
 
     heading("tools/call echo {\"text\":\"hello through sluice\"}: a small result passes untouched");
     let result = client
-        .call_tool(
-            CallToolRequestParams::new("echo").with_arguments(
-                serde_json::json!({"text": "hello through sluice"})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
-        )
+        .call_tool(params(
+            "echo",
+            serde_json::json!({"text": "hello through sluice"}),
+        ))
         .await?;
     model_sees(&result);
 
     heading("tools/call inventory {\"count\":2}");
     let result = client
-        .call_tool(
-            CallToolRequestParams::new("inventory").with_arguments(
-                serde_json::json!({"count": 2})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
-        )
+        .call_tool(params("inventory", serde_json::json!({"count": 2})))
         .await?;
     model_sees(&result);
 
@@ -173,14 +169,7 @@ pub async fn run() -> anyhow::Result<()> {
         "tools/call inventory {\"count\":20000}: 1.6 MB, far over the budget: stored, and summarised",
     );
     let stored = client
-        .call_tool(
-            CallToolRequestParams::new("inventory").with_arguments(
-                serde_json::json!({"count": 20000})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
-        )
+        .call_tool(params("inventory", serde_json::json!({"count": 20000})))
         .await?;
     model_sees_text(&stored);
     let handle = stored
@@ -195,14 +184,10 @@ pub async fn run() -> anyhow::Result<()> {
         "tools/call sluice_read {{\"handle\":\"{handle}\",\"page\":2}}: whole items, a header, a cursor"
     ));
     let page = client
-        .call_tool(
-            CallToolRequestParams::new("sluice_read").with_arguments(
-                serde_json::json!({"handle": handle, "page": 2})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
-        )
+        .call_tool(params(
+            "sluice_read",
+            serde_json::json!({"handle": handle, "page": 2}),
+        ))
         .await?;
     model_sees_text(&page);
 
@@ -210,14 +195,10 @@ pub async fn run() -> anyhow::Result<()> {
         "tools/call sluice_search {{\"handle\":\"{handle}\",\"pattern\":\"kettle #5\"}}: matches with their JSON paths"
     ));
     let found = client
-        .call_tool(
-            CallToolRequestParams::new("sluice_search").with_arguments(
-                serde_json::json!({"handle": handle, "pattern": "kettle #5", "max_matches": 5})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
-        )
+        .call_tool(params(
+            "sluice_search",
+            serde_json::json!({"handle": handle, "pattern": "kettle #5", "max_matches": 5}),
+        ))
         .await?;
     model_sees_text(&found);
 
@@ -226,29 +207,47 @@ pub async fn run() -> anyhow::Result<()> {
         "tools/call sluice_query {{\"handle\":\"{handle}\",\"filter\":{filter:?}}}: jq, in a worker process"
     ));
     let counted = client
-        .call_tool(
-            CallToolRequestParams::new("sluice_query").with_arguments(
-                serde_json::json!({"handle": handle, "filter": filter})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
-        )
+        .call_tool(params(
+            "sluice_query",
+            serde_json::json!({"handle": handle, "filter": filter}),
+        ))
         .await?;
     model_sees_text(&counted);
 
     heading("tools/call slow_task {\"seconds\":1}: progress flows back through the gateway");
     let result = client
-        .call_tool(
-            CallToolRequestParams::new("slow_task").with_arguments(
-                serde_json::json!({"seconds": 1})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
-        )
+        .call_tool(params("slow_task", serde_json::json!({"seconds": 1})))
         .await?;
     model_sees(&result);
+
+    heading(
+        "tools/call slow_task {\"seconds\":2,\"_timeout_s\":0.6}: still running at its timeout, it goes on as an operation",
+    );
+    let started = client
+        .call_tool(params(
+            "slow_task",
+            serde_json::json!({"seconds": 2, "_timeout_s": 0.6}),
+        ))
+        .await?;
+    model_sees_text(&started);
+    let operation = started
+        .meta
+        .as_ref()
+        .and_then(|m| m.0.get("sluice/operation"))
+        .and_then(|o| o.get("id"))
+        .and_then(|id| id.as_str())
+        .unwrap_or_default()
+        .to_owned();
+    heading(&format!(
+        "tools/call sluice_result {{\"operation\":\"{operation}\",\"wait_s\":30}}: returns when it ends"
+    ));
+    let ended = client
+        .call_tool(params(
+            "sluice_result",
+            serde_json::json!({"operation": operation, "wait_s": 30}),
+        ))
+        .await?;
+    model_sees_text(&ended);
 
     heading("resources/read sample://readme");
     let read = client

@@ -54,6 +54,9 @@ pub struct Caller {
     pub owner: Owner,
     /// The client's `clientInfo.name`, which picks its budget.
     pub client: Option<String>,
+    /// Where a call that may become an operation keeps the progress the
+    /// upstream reports (its partial result).
+    pub partial: Option<Arc<crate::operations::Partial>>,
 }
 
 /// The gateway.
@@ -71,6 +74,8 @@ pub struct Gateway {
     info: RwLock<ServerConfig>,
     /// Budgets and stored results.
     governor: Governor,
+    /// Calls that outlived their timeout.
+    operations: crate::operations::Operations,
     /// The input schema of every listed tool, by exposed name (for the
     /// arguments that narrow a result).
     input_schemas: Mutex<HashMap<String, Arc<rmcp::model::JsonObject>>>,
@@ -99,6 +104,7 @@ impl Gateway {
             starting: Mutex::new(None),
             info: RwLock::new(Self::everything_declared()),
             governor: Governor::new(config),
+            operations: crate::operations::Operations::new(config.operations),
             input_schemas: Mutex::default(),
         })
     }
@@ -363,6 +369,22 @@ impl Gateway {
                 schemas.insert(tool.name.to_string(), tool.input_schema.clone());
             })
             .collect();
+        // Every upstream tool takes sluice's `_timeout_s`.
+        let timeout = crate::builtins::timeout_property(self.operations.settings());
+        for tool in &mut all {
+            let schema = Arc::make_mut(&mut tool.input_schema);
+            if let Some(serde_json::Value::Object(properties)) = schema.get_mut("properties") {
+                properties.insert(
+                    sluice_core::operation::TIMEOUT_ARG.to_owned(),
+                    timeout.clone(),
+                );
+            } else {
+                schema.insert(
+                    "properties".to_owned(),
+                    serde_json::json!({ sluice_core::operation::TIMEOUT_ARG: timeout }),
+                );
+            }
+        }
         *lock(&self.input_schemas) = schemas;
         all.extend(crate::builtins::tools());
         Ok(all)
@@ -478,7 +500,7 @@ impl Gateway {
 
     /// Calls a tool.
     pub async fn call_tool(
-        &self,
+        self: &Arc<Self>,
         mut params: CallToolRequestParams,
         caller: &Caller,
     ) -> Result<CallToolResponse, ErrorData> {
@@ -509,10 +531,32 @@ impl Gateway {
                 };
             }
             crate::builtins::INFO => {
-                return self
-                    .governor
-                    .info(params.arguments, caller.owner, budget)
-                    .map(|r| CallToolResponse::Complete(era(r, caller)));
+                let listing = params.arguments.as_ref().is_none_or(|a| a.is_empty());
+                let mut result = self.governor.info(params.arguments, caller.owner, budget)?;
+                if listing {
+                    // The session's operations, after its stored results.
+                    let ops = self.operations.list(caller.owner);
+                    if let Some(rmcp::model::ContentBlock::Text(text)) = result.content.first_mut()
+                    {
+                        text.text.push_str(&self.operations.list_hint(caller.owner));
+                        text.text.push('\n');
+                    }
+                    let list: Vec<serde_json::Value> = ops.iter().map(|o| o.meta()).collect();
+                    result.meta = Some(crate::govern::with_meta(
+                        result.meta,
+                        "sluice/operations",
+                        serde_json::Value::Array(list),
+                    ));
+                }
+                return Ok(CallToolResponse::Complete(era(result, caller)));
+            }
+            crate::builtins::RESULT => {
+                let result = self.operations.result(params.arguments, caller.owner).await;
+                return Ok(CallToolResponse::Complete(era(result, caller)));
+            }
+            crate::builtins::CANCEL => {
+                let result = self.operations.cancel(params.arguments, caller.owner);
+                return Ok(CallToolResponse::Complete(era(result, caller)));
             }
             _ => {}
         }
@@ -545,19 +589,104 @@ impl Gateway {
         };
         params.name = name.to_owned().into();
         params.meta = forwarded_meta(&caller.meta);
-        let answer = if !crate::input::must_bridge(caller) {
+        // `_timeout_s` is sluice's: the upstream never sees it.
+        let timeout_arg = params
+            .arguments
+            .as_mut()
+            .and_then(|a| a.remove(sluice_core::operation::TIMEOUT_ARG));
+        let settings = self.operations.settings();
+        let timeout =
+            match settings.timeout(timeout_arg.as_ref(), settings_timeout(&upstream, name)) {
+                Ok(timeout) => timeout,
+                Err(message) => return Ok(CallToolResponse::Complete(error_result(message))),
+            };
+        if let Err(message) = self.operations.admit(caller.owner) {
+            return Ok(CallToolResponse::Complete(error_result(message)));
+        }
+        // The call runs in a task of its own, which a timeout leaves running
+        // in the background; until then the client's cancellation stops it.
+        let started = std::time::Instant::now();
+        let partial = Arc::new(crate::operations::Partial::default());
+        let stop = CancellationToken::new();
+        let mut inner = caller.clone();
+        inner.ct = stop.clone();
+        inner.partial = Some(partial.clone());
+        let gateway = self.clone();
+        let mut call = tokio::spawn(async move {
+            gateway
+                .call_upstream(&upstream, params, policy, &inner)
+                .await
+        });
+        let done = tokio::select! {
+            done = &mut call => done,
+            () = caller.ct.cancelled() => {
+                stop.cancel();
+                return Err(call_error(CallError::Cancelled));
+            }
+            () = tokio::time::sleep(timeout) => {
+                let op = self.operations.start(caller.owner, &exposed, partial, stop, started);
+                if let Some(session) = caller.session {
+                    self.hub.detach_calls(session, &caller.request);
+                }
+                let answer = self.operations.started_answer(&op);
+                tokio::spawn(async move {
+                    let outcome = match call.await {
+                        Ok(Done::Answer(answer)) => match *answer {
+                            Ok(CallToolResponse::Complete(result)) => {
+                                crate::operations::Outcome::Completed(result)
+                            }
+                            Ok(_) => crate::operations::Outcome::Failed(
+                                "the upstream asked for input or answered with a task, which an operation cannot take".into(),
+                            ),
+                            Err(e) => crate::operations::Outcome::Failed(e.message.to_string()),
+                        },
+                        Ok(Done::Unavailable(why)) => crate::operations::Outcome::Failed(why),
+                        Err(e) => crate::operations::Outcome::Failed(format!("sluice lost the call: {e}")),
+                    };
+                    op.finish(outcome);
+                });
+                return Ok(CallToolResponse::Complete(era(answer, caller)));
+            }
+        };
+        match done {
+            Ok(Done::Answer(answer)) => *answer,
+            Ok(Done::Unavailable(message)) => Ok(CallToolResponse::Complete(error_result(message))),
+            Err(e) => Err(ErrorData::internal_error(
+                format!("sluice lost the call: {e}"),
+                None,
+            )),
+        }
+    }
+
+    /// Sends a tool call upstream and governs its result.
+    async fn call_upstream(
+        &self,
+        upstream: &Arc<Upstream>,
+        params: CallToolRequestParams,
+        policy: Policy,
+        caller: &Caller,
+    ) -> Done {
+        let sent = if !crate::input::must_bridge(caller) {
             // The common case: one request, its arguments moved, not copied.
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-            self.call_answer(&upstream, self.send(&upstream, request, caller).await)
+            self.send(upstream, request, caller).await
         } else {
-            self.call_bridged(&upstream, params, caller).await
+            match self.call_bridged(upstream, params, caller).await {
+                Ok(sent) => sent,
+                Err(e) => return Done::Answer(Box::new(Err(e))),
+            }
         };
-        match answer {
+        // Told apart so that an operation can fail with the reason.
+        if let Err(CallError::Unavailable(why)) = sent {
+            return Done::Unavailable(why);
+        }
+        let answer = self.call_answer(upstream, sent);
+        Done::Answer(Box::new(match answer {
             Ok(CallToolResponse::Complete(result)) => Ok(CallToolResponse::Complete(
                 self.governor.tool_result(result, policy).await,
             )),
             other => other,
-        }
+        }))
     }
 
     /// Calls a tool for a client that cannot answer `input_required`
@@ -567,7 +696,7 @@ impl Gateway {
         upstream: &Arc<Upstream>,
         mut params: CallToolRequestParams,
         caller: &Caller,
-    ) -> Result<CallToolResponse, ErrorData> {
+    ) -> Result<Result<ServerResult, CallError>, ErrorData> {
         // The call may be repeated with the client's answers: keep a copy.
         let mut round = 0;
         loop {
@@ -580,7 +709,7 @@ impl Gateway {
                         crate::input::fulfil(result, caller, round).await?;
                     round += 1;
                 }
-                answer => return self.call_answer(upstream, answer),
+                answer => return Ok(answer),
             }
         }
     }
@@ -866,7 +995,9 @@ impl Gateway {
                 caller.request.clone(),
                 listening.then(|| notices_tx.clone()),
             ));
-            if listening && progress_token.is_some() {
+            // A call that may become an operation always hears its
+            // progress (rmcp asks every upstream request for it).
+            if (listening && progress_token.is_some()) || caller.partial.is_some() {
                 guards.push(hub.route_progress(
                     upstream.name(),
                     handle.progress_token.clone(),
@@ -875,13 +1006,25 @@ impl Gateway {
             }
             guards
         });
-        let Some(peer) = caller.peer.clone() else {
+        if caller.peer.is_none() && caller.partial.is_none() {
             return call.await.map(|r| in_clients_era(r, caller.legacy));
-        };
+        }
         let forward = |notice: Notice| {
-            let peer = peer.clone();
+            let partial = caller.partial.clone();
+            // Once the call went on in the background, its client has its
+            // answer: it hears no more about the call.
+            let peer = caller
+                .peer
+                .clone()
+                .filter(|_| !partial.as_ref().is_some_and(|p| p.detached()));
             let token = progress_token.clone();
             async move {
+                match (&notice, &partial) {
+                    (Notice::Progress(params), Some(partial)) => partial.progress(params),
+                    (Notice::Log(params), Some(partial)) => partial.log(params),
+                    _ => {}
+                }
+                let Some(peer) = peer else { return };
                 let sent = match notice {
                     Notice::Progress(mut params) => {
                         let Some(token) = token else { return };
@@ -1063,6 +1206,23 @@ fn unexpected(upstream: &Upstream, method: &str, result: &ServerResult) -> Error
         ),
         None,
     )
+}
+
+/// How an upstream tool call ended.
+enum Done {
+    /// An answer (governed), or a JSON-RPC error.
+    Answer(Box<Result<CallToolResponse, ErrorData>>),
+    /// The upstream could not be reached or died: why.
+    Unavailable(String),
+}
+
+fn error_result(message: String) -> rmcp::model::CallToolResult {
+    rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(message)])
+}
+
+/// The tool's configured `timeout_s`.
+fn settings_timeout(upstream: &Upstream, tool: &str) -> Option<f64> {
+    upstream.spec.tools.get(tool).and_then(|s| s.timeout_s)
 }
 
 fn call_error(error: CallError) -> ErrorData {

@@ -275,6 +275,17 @@ impl Hub {
         }
     }
 
+    /// Detaches the upstream requests serving `session`'s `request` from
+    /// the session: they went on in the background as an operation, which
+    /// the session leaving must not cancel.
+    pub fn detach_calls(&self, session: SessionId, request: &RequestId) {
+        for origin in lock(&self.calls).values_mut() {
+            if origin.session == Some(session) && origin.request == *request {
+                origin.session = None;
+            }
+        }
+    }
+
     /// The client request an upstream request serves.
     pub fn call_origin(&self, upstream: &str, id: &RequestId) -> Option<CallOrigin> {
         lock(&self.calls)

@@ -16,6 +16,7 @@
 //! - [`upstream`]: one supervised upstream server (child process or HTTP).
 //! - [`jq_pool`]: warm jq worker processes that `sluice_query` runs filters in.
 //! - [`jq_worker`]: `sluice jq-worker`, the process that runs filters under limits.
+//! - [`operations`]: calls that outlived their timeout, going on in the background.
 //! - [`input`]: answering a 2026-07-28 upstream's `input_required` for older clients.
 //! - [`cancel`]: waiting for a peer while honouring cancellation.
 //! - [`call`], [`demo`], [`sample_server`]: `sluice call`, `sluice demo`,
@@ -47,6 +48,7 @@ pub mod hub;
 pub mod input;
 pub mod jq_pool;
 pub mod jq_worker;
+pub mod operations;
 pub mod sample_server;
 pub mod serve;
 pub mod session;

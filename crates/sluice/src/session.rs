@@ -86,6 +86,7 @@ impl Session {
             request: ctx.id.clone(),
             meta: ctx.meta.clone(),
             ct: ctx.ct.clone(),
+            partial: None,
         }
     }
 }

@@ -595,7 +595,13 @@ async fn a_100_mb_result_does_not_stall_other_sessions() {
     let (a, _) = connect_http(&sluice.url).await;
     let (b, _) = connect_http(&sluice.url).await;
     let big = tokio::spawn(async move {
-        let r = call(&a, "py__big", json!({"bytes": 100_000_000})).await;
+        // Slow in a debug build: wait for it rather than become an operation.
+        let r = call(
+            &a,
+            "py__big",
+            json!({"bytes": 100_000_000, "_timeout_s": 300}),
+        )
+        .await;
         (r, a)
     });
     tokio::time::sleep(Duration::from_millis(300)).await;

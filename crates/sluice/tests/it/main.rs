@@ -13,6 +13,7 @@ mod faults;
 mod govern;
 mod http;
 mod notifications;
+mod operations;
 mod peers;
 mod query;
 mod search;

@@ -127,6 +127,15 @@ fn normalize(mut t: Value) -> Value {
 /// template of stored results (with the resources capability they need),
 /// and no `outputSchema` (a stored answer could not meet it). Results too
 /// large for the budget were read back whole by the driver.
+/// Whether the direct listing of tool `name` has no `properties` at all
+/// (sluice adds one for `_timeout_s`).
+fn direct_without_properties(direct: &Value, name: &Value) -> bool {
+    direct["tools"]
+        .as_array()
+        .and_then(|tools| tools.iter().find(|t| t["name"] == *name))
+        .is_some_and(|t| t["inputSchema"].get("properties").is_none())
+}
+
 fn what_sluice_adds(direct: &mut Value, proxied: &mut Value) {
     if let Some(tools) = direct["tools"].as_array_mut() {
         for tool in tools {
@@ -138,9 +147,27 @@ fn what_sluice_adds(direct: &mut Value, proxied: &mut Value) {
         tools.retain(|t| !t["name"].as_str().is_some_and(|n| n.starts_with("sluice_")));
         assert_eq!(
             before - tools.len(),
-            4,
-            "sluice_read, sluice_search, sluice_query and sluice_info are listed"
+            6,
+            "sluice_read, _search, _query, _info, _result and _cancel are listed"
         );
+        // Every upstream tool gains `_timeout_s`.
+        for tool in tools {
+            let properties = tool
+                .pointer_mut("/inputSchema/properties")
+                .and_then(Value::as_object_mut)
+                .expect("a listed tool has properties");
+            assert!(
+                properties.remove("_timeout_s").is_some(),
+                "{} takes _timeout_s",
+                tool["name"]
+            );
+            if properties.is_empty() && direct_without_properties(direct, &tool["name"]) {
+                tool["inputSchema"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("properties");
+            }
+        }
     }
     let p = proxied.as_object_mut().unwrap();
     if let Some(templates) = p.get_mut("templates").and_then(Value::as_array_mut) {

@@ -336,11 +336,13 @@ pub fn conformance_fixture() -> Vec<String> {
 }
 
 /// sluice's own tools, which it lists beside the upstream's.
-pub const BUILTINS: [&str; 4] = [
+pub const BUILTINS: [&str; 6] = [
     "sluice_read",
     "sluice_search",
     "sluice_query",
     "sluice_info",
+    "sluice_result",
+    "sluice_cancel",
 ];
 
 /// The tools a client sees through sluice, given the upstream's: the same,
@@ -348,6 +350,23 @@ pub const BUILTINS: [&str; 4] = [
 pub fn as_listed_by_sluice(mut tools: Vec<rmcp::model::Tool>) -> Vec<rmcp::model::Tool> {
     for tool in &mut tools {
         tool.output_schema = None;
+        let schema = Arc::make_mut(&mut tool.input_schema);
+        let timeout = serde_json::json!({
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "sluice: seconds to wait before the call goes on in the background as an operation (default 10, at most 300)."
+        });
+        match schema.get_mut("properties") {
+            Some(serde_json::Value::Object(properties)) => {
+                properties.insert("_timeout_s".into(), timeout);
+            }
+            _ => {
+                schema.insert(
+                    "properties".into(),
+                    serde_json::json!({ "_timeout_s": timeout }),
+                );
+            }
+        }
     }
     tools
 }
