@@ -17,27 +17,17 @@
 //! Run with `cargo bench -p sluice --bench operations` (`-- --ops 1000
 //! --polls 300`). Compare figures within one run: the machine is shared.
 
+mod support;
+use support::{arg, params};
+
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 
 type Client = RunningService<RoleClient, ()>;
-
-fn arg(name: &str, default: &str) -> String {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-        .unwrap_or_else(|| default.to_owned())
-}
-
-fn params(tool: &str, args: serde_json::Value) -> CallToolRequestParams {
-    CallToolRequestParams::new(tool.to_owned()).with_arguments(args.as_object().cloned().unwrap())
-}
 
 /// (resident kB, CPU ticks user + system) of a process.
 fn usage(pid: u32) -> (u64, u64) {

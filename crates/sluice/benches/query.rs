@@ -22,13 +22,15 @@
 //! 10,100 --reps 3`). A tool that is missing is reported and skipped.
 //! Compare ratios within one run: the machine is shared.
 
+mod support;
+use support::{arg, params};
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use sluice_core::query::{OutputLimits, Parsed, run_parsed};
@@ -44,14 +46,6 @@ const FILTERS: [&str; 3] = [
 
 fn sluice() -> &'static str {
     env!("CARGO_BIN_EXE_sluice")
-}
-
-fn arg(name: &str, default: &str) -> String {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-        .unwrap_or_else(|| default.to_owned())
 }
 
 fn median(mut times: Vec<Duration>) -> Duration {
@@ -100,10 +94,6 @@ fn workers_rss(parent: u32) -> Vec<u64> {
         }
     }
     rss
-}
-
-fn params(tool: &str, args: serde_json::Value) -> CallToolRequestParams {
-    CallToolRequestParams::new(tool.to_owned()).with_arguments(args.as_object().cloned().unwrap())
 }
 
 /// Stores `inventory {count}` through `client`; its handle.

@@ -551,8 +551,13 @@ impl Gateway {
                 return Ok(CallToolResponse::Complete(era(result, caller)));
             }
             crate::builtins::RESULT => {
-                let result = self.operations.result(params.arguments, caller.owner).await;
-                return Ok(CallToolResponse::Complete(era(result, caller)));
+                // A wait the client gives up on ends with it.
+                return tokio::select! {
+                    result = self.operations.result(params.arguments, caller.owner) => {
+                        Ok(CallToolResponse::Complete(era(result, caller)))
+                    }
+                    () = caller.ct.cancelled() => Err(call_error(CallError::Cancelled)),
+                };
             }
             crate::builtins::CANCEL => {
                 let result = self.operations.cancel(params.arguments, caller.owner);
