@@ -302,3 +302,44 @@ async fn server_everythings_long_running_operation_reports_progress_as_an_operat
         (&json!("completed"), &json!(4))
     );
 }
+
+#[tokio::test]
+async fn python_clients_of_both_eras_collect_operations_over_stdio_and_http() {
+    let dir = TempDir::new("operations-py");
+    let stdio = stdio_target(&via_sluice(&py_server()));
+    let sluice = HttpSluice::start(&[], &py_server()).await;
+    let mut eras = std::collections::BTreeSet::new();
+    for target in [["--stdio", stdio.as_str()], ["--url", sluice.url.as_str()]] {
+        for mode in ["auto", "legacy"] {
+            let marker = dir.0.join(format!("marker-{mode}-{}", &target[0][2..]));
+            let out = tokio::process::Command::new(python())
+                .arg(repo().join("tests/clients/operation.py"))
+                .args(["--mode", mode, "--marker", &marker.display().to_string()])
+                .args(target)
+                .output()
+                .await
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "operation.py: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let how = format!("{mode} via {} ({})", target[0], got["protocol_version"]);
+            eras.insert(got["protocol_version"].as_str().unwrap().to_owned());
+            assert_eq!(got["started"]["status"], "running", "{how}");
+            assert_eq!(got["ended"]["status"], "completed", "{how}");
+            assert_eq!(got["text"], "slept 2.0s", "{how}");
+            assert_eq!(
+                std::fs::read_to_string(&marker).unwrap().trim(),
+                "completed",
+                "{how}"
+            );
+        }
+    }
+    assert_eq!(
+        eras.into_iter().collect::<Vec<_>>(),
+        ["2025-11-25", "2026-07-28"],
+        "both eras"
+    );
+}
