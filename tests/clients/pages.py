@@ -3,7 +3,7 @@
 result, reads every page back by following next_cursor.
 
     pages.py --mode auto|legacy (--stdio 'CMD ARGS...' | --url URL) --tool NAME [--args JSON]
-             [--path POINTER] [--query FILTER]... [--search PATTERN]...
+             [--path POINTER] [--query FILTER]... [--search PATTERN]... [--wait-operation]
 
 Prints one JSON object on stdout:
   {"protocol_version", "stored": <_meta["sluice/stored"]> | null, "answer": <first text>,
@@ -12,6 +12,9 @@ Prints one JSON object on stdout:
 or, when the result was not stored, {"protocol_version", "stored": null, "result": <result>}.
 With --query or --search, the stored result is queried (sluice_query) or searched
 (sluice_search) instead of paged: "answers": [{"text", "meta", "is_error"}] in order.
+With --wait-operation, a call that became an operation is collected with sluice_result:
+{"protocol_version", "started": <its _meta["sluice/operation"]>, "ended": <the same, at the
+end>, "text": <the result's first text>}.
 Exit 2 if connecting fails.
 """
 
@@ -52,6 +55,15 @@ async def main(a: argparse.Namespace) -> dict:
     async with client as c:
         out: dict = {"protocol_version": c.protocol_version}
         result = dump(await c.call_tool(a.tool, json.loads(a.args)))
+        operation = (result.get("_meta") or {}).get("sluice/operation")
+        if a.wait_operation and operation:
+            ended = dump(await c.call_tool("sluice_result", {"operation": operation["id"], "wait_s": 30}))
+            out.update(
+                started=operation,
+                ended=ended["_meta"]["sluice/operation"],
+                text=ended["content"][0]["text"],
+            )
+            return out
         stored = (result.get("_meta") or {}).get("sluice/stored")
         out["stored"] = stored
         if stored is None:
@@ -123,6 +135,7 @@ if __name__ == "__main__":
     p.add_argument("--client-name", default="sluice-pages-py")
     p.add_argument("--query", action="append", default=[])
     p.add_argument("--search", action="append", default=[])
+    p.add_argument("--wait-operation", action="store_true")
     args = p.parse_args()
     try:
         result = anyio.run(main, args)

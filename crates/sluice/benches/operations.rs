@@ -18,16 +18,9 @@
 //! --polls 300`). Compare figures within one run: the machine is shared.
 
 mod support;
-use support::{arg, params};
+use support::{arg, params, sluice_with_config};
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-use rmcp::ServiceExt;
-use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::TokioChildProcess;
-
-type Client = RunningService<RoleClient, ()>;
 
 /// (resident kB, CPU ticks user + system) of a process.
 fn usage(pid: u32) -> (u64, u64) {
@@ -62,23 +55,11 @@ async fn main() {
     let dir = std::env::temp_dir().join(format!("sluice-ops-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     // A config raising the limits for this many operations.
-    let config = dir.join("sluice.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[upstreams.sample]\ncommand = {:?}\nargs = [\"sample-server\"]\n\n[operations]\nmax_running = {ops}\nmax_running_total = {ops}\n",
-            env!("CARGO_BIN_EXE_sluice")
-        ),
-    )
-    .unwrap();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
-    cmd.args(["--log-level", "warn", "--config"]).arg(&config);
-    let (transport, _) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let pid = transport.id().unwrap();
-    let client: Client = ().serve(transport).await.unwrap();
+    let toml = format!(
+        "[upstreams.sample]\ncommand = {:?}\nargs = [\"sample-server\"]\n\n[operations]\nmax_running = {ops}\nmax_running_total = {ops}\n",
+        env!("CARGO_BIN_EXE_sluice")
+    );
+    let (client, pid) = sluice_with_config(&dir, "sluice", &toml).await;
     // Warm up: the upstream started, one call made.
     client
         .call_tool(params("echo", serde_json::json!({"text": "warm"})))

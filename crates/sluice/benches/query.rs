@@ -23,16 +23,14 @@
 //! Compare ratios within one run: the machine is shared.
 
 mod support;
-use support::{arg, params};
+use support::{arg, params, sluice_with_config};
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rmcp::ServiceExt;
 use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::TokioChildProcess;
 use sluice_core::query::{OutputLimits, Parsed, run_parsed};
 
 type Client = RunningService<RoleClient, ()>;
@@ -56,23 +54,11 @@ fn median(mut times: Vec<Duration>) -> Duration {
 /// A sluice in front of its own sample server, with room for big queries;
 /// its process id.
 async fn gateway(dir: &Path, name: &str, cache_mb: u64) -> (Client, u32) {
-    let config = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            "[upstreams.sample]\ncommand = {:?}\nargs = [\"sample-server\"]\n\n[store]\nmax_bytes = 4294967296\n\n[query]\ntimeout_s = 600\nmax_memory_mb = 16384\nmax_outputs = 100000000\nmax_output_mb = 4096\ncache_mb = {cache_mb}\n",
-            sluice()
-        ),
-    )
-    .unwrap();
-    let mut cmd = tokio::process::Command::new(sluice());
-    cmd.args(["--log-level", "warn", "--config"]).arg(&config);
-    let (transport, _) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let pid = transport.id().unwrap();
-    (().serve(transport).await.unwrap(), pid)
+    let toml = format!(
+        "[upstreams.sample]\ncommand = {:?}\nargs = [\"sample-server\"]\n\n[store]\nmax_bytes = 4294967296\n\n[query]\ntimeout_s = 600\nmax_memory_mb = 16384\nmax_outputs = 100000000\nmax_output_mb = 4096\ncache_mb = {cache_mb}\n",
+        sluice()
+    );
+    sluice_with_config(dir, name, &toml).await
 }
 
 /// Resident memory of the `jq-worker` children of `parent`, in MB.

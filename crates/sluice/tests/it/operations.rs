@@ -312,19 +312,8 @@ async fn python_clients_of_both_eras_collect_operations_over_stdio_and_http() {
     for target in [["--stdio", stdio.as_str()], ["--url", sluice.url.as_str()]] {
         for mode in ["auto", "legacy"] {
             let marker = dir.0.join(format!("marker-{mode}-{}", &target[0][2..]));
-            let out = tokio::process::Command::new(python())
-                .arg(repo().join("tests/clients/operation.py"))
-                .args(["--mode", mode, "--marker", &marker.display().to_string()])
-                .args(target)
-                .output()
-                .await
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "operation.py: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let arguments = json!({"seconds": 2, "marker": marker, "_timeout_s": 0.5});
+            let got = pages_py(mode, &target, "sleep", arguments, &["--wait-operation"]).await;
             let how = format!("{mode} via {} ({})", target[0], got["protocol_version"]);
             eras.insert(got["protocol_version"].as_str().unwrap().to_owned());
             assert_eq!(got["started"]["status"], "running", "{how}");
