@@ -33,6 +33,7 @@ pub async fn run(
         owner: sluice_core::store::ANONYMOUS,
         client: None,
         partial: None,
+        tasks: false,
     };
     let params = CallToolRequestParams::new(tool).with_arguments(arguments);
     let mut result = gateway.call_tool(params, &caller).await;

@@ -15,7 +15,7 @@ use futures::future::{BoxFuture, Shared};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest,
     CompleteRequestParams, CompleteResult, ErrorCode, ErrorData, GetPromptRequest,
-    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsRequest,
+    GetPromptRequestParams, GetPromptResponse, GetTaskResult, Implementation, ListPromptsRequest,
     ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, PaginatedRequestParams,
     Prompt, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference,
     RequestId, RequestMetaObject, Resource, ResourceTemplate, ServerCapabilities, ServerConfig,
@@ -26,6 +26,8 @@ use rmcp::service::{Peer, RoleServer};
 use sluice_core::config::Config;
 use sluice_core::naming::Namer;
 use tokio_util::sync::CancellationToken;
+
+mod task_call;
 
 use crate::govern::{DEFAULT_PREVIEW_DEPTH, Governor, Policy, RESULT_URI};
 use crate::hub::{FirstClient, Hub, Notice, RouteGuard, SessionId};
@@ -57,6 +59,9 @@ pub struct Caller {
     /// Where a call that may become an operation keeps the progress the
     /// upstream reports (its partial result).
     pub partial: Option<Arc<crate::operations::Partial>>,
+    /// The client declared the MCP tasks extension (SEP-2663): a call that
+    /// outlives its timeout is answered with a task, not a text.
+    pub tasks: bool,
 }
 
 /// The gateway.
@@ -79,6 +84,9 @@ pub struct Gateway {
     /// The input schema of every listed tool, by exposed name (for the
     /// arguments that narrow a result).
     input_schemas: Mutex<HashMap<String, Arc<rmcp::model::JsonObject>>>,
+    /// Tools (by exposed name) that refused a plain call: they are called
+    /// as upstream tasks ([`task_call`]).
+    task_tools: Mutex<std::collections::HashSet<String>>,
 }
 
 /// How long a client's `initialize` waits for the upstreams to start; past
@@ -106,6 +114,7 @@ impl Gateway {
             governor: Governor::new(config),
             operations: crate::operations::Operations::new(config.operations),
             input_schemas: Mutex::default(),
+            task_tools: Mutex::default(),
         })
     }
 
@@ -123,6 +132,7 @@ impl Gateway {
                 .enable_resources_subscribe()
                 .enable_completions()
                 .enable_logging()
+                .enable_tasks()
                 .build(),
         );
         config.server_info = Implementation::new("sluice", env!("CARGO_PKG_VERSION"));
@@ -258,9 +268,12 @@ impl Gateway {
         // The union of what the upstreams declare, flag by flag, so that
         // one upstream's capabilities come through exactly.
         // Tools and resources always: sluice's own tools and stored results.
+        // Tasks always: sluice's operations are tasks to clients that
+        // declare the extension.
         let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_resources()
+            .enable_tasks()
             .build();
         let mut instructions = Vec::new();
         let mut names = Vec::new();
@@ -633,7 +646,16 @@ impl Gateway {
                 if let Some(session) = caller.session {
                     self.hub.detach_calls(session, &caller.request);
                 }
-                let answer = self.operations.started_answer(&op);
+                let answer = if caller.tasks {
+                    let mut meta = rmcp::model::MetaObject::new();
+                    meta.insert(crate::operations::META.into(), op.meta());
+                    CallToolResponse::Task(
+                        rmcp::model::CreateTaskResult::new(op.task(settings.retention))
+                            .with_meta(meta),
+                    )
+                } else {
+                    CallToolResponse::Complete(era(self.operations.started_answer(&op), caller))
+                };
                 tokio::spawn(async move {
                     let outcome = match call.await {
                         Ok(Done::Answer(answer)) => match *answer {
@@ -650,7 +672,7 @@ impl Gateway {
                     };
                     op.finish(outcome);
                 });
-                return Ok(CallToolResponse::Complete(era(answer, caller)));
+                return Ok(answer);
             }
         };
         match done {
@@ -671,14 +693,33 @@ impl Gateway {
         policy: Policy,
         caller: &Caller,
     ) -> Done {
-        let sent = if !crate::input::must_bridge(caller) {
-            // The common case: one request, its arguments moved, not copied.
-            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-            self.send(upstream, request, caller).await
+        let sent = if lock(&self.task_tools).contains(&policy.source) {
+            self.call_as_task(upstream, params, caller).await
         } else {
-            match self.call_bridged(upstream, params, caller).await {
-                Ok(sent) => sent,
-                Err(e) => return Done::Answer(Box::new(Err(e))),
+            // A 2025-11-25 upstream may refuse a plain call to a tool that
+            // needs a task: the call is kept to make it again as one.
+            let legacy = upstream.current().await.is_none_or(|c| !c.speaks_2026());
+            let again = legacy.then(|| params.clone());
+            let sent = if !crate::input::must_bridge(caller) {
+                // The common case: one request, its arguments moved.
+                let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+                self.send(upstream, request, caller).await
+            } else {
+                match self.call_bridged(upstream, params, caller).await {
+                    Ok(sent) => sent,
+                    Err(e) => return Done::Answer(Box::new(Err(e))),
+                }
+            };
+            match again {
+                Some(params) if task_call::refused_without_task(&sent) => {
+                    tracing::info!(
+                        tool = %policy.source,
+                        "the tool must be called as a task: sluice calls it as one and polls"
+                    );
+                    lock(&self.task_tools).insert(policy.source.clone());
+                    self.call_as_task(upstream, params, caller).await
+                }
+                _ => sent,
             }
         };
         // Told apart so that an operation can fail with the reason.
@@ -738,6 +779,17 @@ impl Gateway {
             )),
             Err(e) => Err(call_error(e)),
         }
+    }
+
+    /// `tasks/get`: an operation seen as an MCP task.
+    pub fn get_task(&self, task_id: &str, caller: &Caller) -> Result<GetTaskResult, ErrorData> {
+        self.operations
+            .get_task(task_id, caller.owner, |result| era(result, caller))
+    }
+
+    /// `tasks/cancel`: cancels an operation, as `sluice_cancel` does.
+    pub fn cancel_task(&self, task_id: &str, caller: &Caller) -> Result<(), ErrorData> {
+        self.operations.cancel_task(task_id, caller.owner)
     }
 
     /// Gets a prompt.

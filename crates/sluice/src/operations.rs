@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use rmcp::model::{
-    CallToolResult, ContentBlock, JsonObject, LoggingMessageNotificationParam,
-    ProgressNotificationParam,
+    CallToolResult, ContentBlock, DetailedTask, ErrorCode, ErrorData, GetTaskResult, JsonObject,
+    LoggingMessageNotificationParam, ProgressNotificationParam, Task, TaskPayload, TaskStatus,
 };
 use serde_json::{Value, json};
 use sluice_core::format::timestamp;
@@ -33,6 +33,9 @@ pub const META: &str = "sluice/operation";
 #[derive(Debug, Default)]
 pub struct Partial {
     progress: Mutex<Option<ProgressNotificationParam>>,
+    /// The latest status message of an upstream task (a tool that must be
+    /// called as an MCP task reports this instead of progress).
+    status: Mutex<Option<String>>,
     /// The last log lines routed to the call, oldest first.
     logs: Mutex<std::collections::VecDeque<String>>,
     detached: AtomicBool,
@@ -45,6 +48,11 @@ impl Partial {
     /// Keeps the latest progress.
     pub fn progress(&self, params: &ProgressNotificationParam) {
         *lock(&self.progress) = Some(params.clone());
+    }
+
+    /// Keeps an upstream task's latest status message.
+    pub fn status(&self, message: &str) {
+        *lock(&self.status) = Some(message.chars().take(300).collect());
     }
 
     /// Keeps a log line (the last [`LOG_LINES`], each cut at 300 characters).
@@ -93,6 +101,11 @@ impl Partial {
         })
     }
 
+    /// The upstream task's latest status message, if any.
+    fn status_message(&self) -> Option<String> {
+        lock(&self.status).clone()
+    }
+
     /// " Progress: 3/5 (step 3)." and the last log lines, if any.
     fn describe(&self) -> String {
         let logs = lock(&self.logs);
@@ -102,8 +115,18 @@ impl Partial {
             let lines: Vec<&str> = logs.iter().map(String::as_str).collect();
             format!("\nLast log lines: {}", lines.join(" | "))
         };
+        let status = self
+            .status_message()
+            .map(|m| format!(" Status: {m}"))
+            .unwrap_or_default();
         let progress = lock(&self.progress).as_ref().map_or_else(
-            || " The tool has reported no progress.".to_owned(),
+            || {
+                if status.is_empty() {
+                    " The tool has reported no progress.".to_owned()
+                } else {
+                    String::new()
+                }
+            },
             |p| {
                 let mut s = format!(" Progress: {}", number(p.progress));
                 if let Some(total) = p.total {
@@ -116,7 +139,7 @@ impl Partial {
                 s
             },
         );
-        progress + &logs
+        status + &progress + &logs
     }
 }
 
@@ -235,7 +258,78 @@ impl Operation {
         if let Some(progress) = self.partial.json() {
             meta["progress"] = progress;
         }
+        if let Some(message) = self.partial.status_message() {
+            meta["status_message"] = json!(message);
+        }
         meta
+    }
+
+    /// The operation as an MCP task (SEP-2663): its id is the task id.
+    pub fn task(&self, retention: Duration) -> Task {
+        let (status, ended) = {
+            let state = lock(&self.state);
+            (state.status, state.ended)
+        };
+        let lived = ended.unwrap_or_else(Instant::now) - self.started;
+        let status = match status {
+            Status::Running => TaskStatus::Working,
+            Status::Completed => TaskStatus::Completed,
+            Status::Failed => TaskStatus::Failed,
+            Status::Cancelled => TaskStatus::Cancelled,
+        };
+        let message = self.partial.describe();
+        let mut task = Task::new(
+            self.id.clone(),
+            status,
+            timestamp(self.started_at),
+            timestamp(self.started_at + lived),
+        )
+        // Kept `retention` after it ends: counted from its creation.
+        .with_ttl_ms((lived + retention).as_millis() as u64)
+        .with_poll_interval_ms(TASK_POLL_MS);
+        if !message.trim().is_empty() {
+            task = task.with_status_message(message.trim());
+        }
+        task
+    }
+
+    /// The task with what its status carries: the result of a completed
+    /// call (`finish` turns it into the client's era), the error of a
+    /// failed one.
+    fn detailed_task(
+        &self,
+        retention: Duration,
+        finish: impl FnOnce(CallToolResult) -> CallToolResult,
+    ) -> DetailedTask {
+        let task = self.task(retention);
+        let outcome = lock(&self.state).outcome.clone();
+        let payload = match (task.status, outcome) {
+            (TaskStatus::Completed, Some(Outcome::Completed(result))) => {
+                let result = serde_json::to_value(finish(result))
+                    .ok()
+                    .and_then(|v| match v {
+                        Value::Object(o) => Some(o),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                TaskPayload::Completed { result }
+            }
+            (TaskStatus::Failed, Some(Outcome::Failed(why))) => {
+                let mut error = JsonObject::new();
+                error.insert("code".into(), json!(ErrorCode::INTERNAL_ERROR.0));
+                error.insert(
+                    "message".into(),
+                    json!(format!(
+                        "operation {} (`{}`) failed: {why}",
+                        self.id, self.tool
+                    )),
+                );
+                TaskPayload::Failed { error }
+            }
+            (TaskStatus::Cancelled, _) => TaskPayload::Cancelled,
+            _ => TaskPayload::Working,
+        };
+        DetailedTask::new(task, payload)
     }
 
     /// Waits until the operation ends or `wait` passes, without polling.
@@ -428,26 +522,78 @@ impl Operations {
             Ok(op) => op,
             Err(message) => return error(message),
         };
-        {
-            let mut state = lock(&op.state);
-            if state.status != Status::Running {
-                let status = state.status.as_str();
-                drop(state);
-                let mut result = error(format!(
-                    "operation {} already ended ({status}): nothing to cancel. sluice_result {{\"operation\":\"{}\"}} gives its result.",
-                    op.id, op.id
-                ));
-                result.meta = Some(with_meta(None, META, op.meta()));
-                return result;
-            }
-            state.status = Status::Cancelled;
-            state.ended = Some(Instant::now());
+        if let Err(status) = stop(&op) {
+            let mut result = error(format!(
+                "operation {} already ended ({}): nothing to cancel. sluice_result {{\"operation\":\"{}\"}} gives its result.",
+                op.id,
+                status.as_str(),
+                op.id
+            ));
+            result.meta = Some(with_meta(None, META, op.meta()));
+            return result;
         }
-        op.done.send_replace(true);
-        // The call's task sees the token and cancels the upstream request.
-        op.cancel.cancel();
         answer(&op)
     }
+
+    /// `tasks/get` (SEP-2663): the operation `task_id` as a task; `finish`
+    /// puts a completed call's result in the client's era.
+    pub fn get_task(
+        &self,
+        task_id: &str,
+        owner: Owner,
+        finish: impl FnOnce(CallToolResult) -> CallToolResult,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let op = self.get(owner, task_id).map_err(task_error)?;
+        let mut result = GetTaskResult::new(op.detailed_task(self.settings.retention, finish));
+        let mut meta = rmcp::model::MetaObject::new();
+        meta.insert(META.into(), op.meta());
+        result.meta = Some(meta);
+        Ok(result)
+    }
+
+    /// `tasks/cancel` (SEP-2663): cancels the operation `task_id`, as
+    /// `sluice_cancel` does.
+    pub fn cancel_task(&self, task_id: &str, owner: Owner) -> Result<(), ErrorData> {
+        let op = self.get(owner, task_id).map_err(task_error)?;
+        stop(&op).map_err(|status| {
+            ErrorData::invalid_params(
+                format!(
+                    "task {} already ended ({}): nothing to cancel",
+                    op.id,
+                    status.as_str()
+                ),
+                None,
+            )
+        })
+    }
+}
+
+/// Suggested interval between two `tasks/get` of a client (SEP-2663).
+const TASK_POLL_MS: u64 = 1000;
+
+/// An unknown task is an invalid `taskId` (SEP-2663: -32602).
+fn task_error(message: String) -> ErrorData {
+    ErrorData::invalid_params(
+        message.replacen("unknown operation", "unknown task", 1),
+        None,
+    )
+}
+
+/// Marks a running operation cancelled and stops its call; the status it
+/// had if it had already ended.
+fn stop(op: &Operation) -> Result<(), Status> {
+    {
+        let mut state = lock(&op.state);
+        if state.status != Status::Running {
+            return Err(state.status);
+        }
+        state.status = Status::Cancelled;
+        state.ended = Some(Instant::now());
+    }
+    op.done.send_replace(true);
+    // The call's task sees the token and cancels the upstream request.
+    op.cancel.cancel();
+    Ok(())
 }
 
 /// What `sluice_result` (and `sluice_cancel`) say about `op` now.

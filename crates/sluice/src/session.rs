@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, DiscoverResult,
-    ErrorData, GetPromptRequestParams, GetPromptResponse, InitializeRequestParams,
-    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ServerConfig, ServerNotification, SetLevelRequestParams,
-    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+    CompleteResult, DiscoverResult, ErrorData, GetPromptRequestParams, GetPromptResponse,
+    GetTaskParams, GetTaskResult, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
+    ServerNotification, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 
@@ -87,6 +88,10 @@ impl Session {
             meta: ctx.meta.clone(),
             ct: ctx.ct.clone(),
             partial: None,
+            // Declared at `initialize`, or with this very request.
+            tasks: ctx
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks()),
         }
     }
 }
@@ -239,6 +244,40 @@ impl ServerHandler for Session {
         self.gateway
             .call_tool(request, &self.caller(&context))
             .await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.gateway
+            .get_task(&request.task_id, &self.caller(&context))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // An operation never waits for input: one that would is answered
+        // as a failure instead.
+        Err(ErrorData::invalid_params(
+            format!(
+                "task {} takes no input: sluice's tasks never ask for any",
+                request.task_id
+            ),
+            None,
+        ))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.gateway
+            .cancel_task(&request.task_id, &self.caller(&context))
     }
 
     async fn list_prompts(

@@ -277,7 +277,12 @@ impl Upstream {
     }
 
     fn client(&self) -> UpstreamClient {
-        let first = self.hub.first_client();
+        let mut first = self.hub.first_client();
+        // Tasks are sluice's own (its operations): an upstream that made
+        // one would hand sluice a task id no client could read.
+        if let Some(extensions) = first.capabilities.extensions.as_mut() {
+            extensions.remove(rmcp::model::TASKS_EXTENSION_ID);
+        }
         let mut info = ClientConfig::new(
             first.capabilities,
             Implementation::new("sluice", env!("CARGO_PKG_VERSION")),

@@ -18,3 +18,4 @@ mod peers;
 mod query;
 mod search;
 mod stdio;
+mod tasks;

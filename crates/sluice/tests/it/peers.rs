@@ -170,6 +170,19 @@ fn what_sluice_adds(direct: &mut Value, proxied: &mut Value) {
         }
     }
     let p = proxied.as_object_mut().unwrap();
+    // sluice's operations are tasks to clients that declare the extension.
+    let capabilities = p["server_capabilities"].as_object_mut().unwrap();
+    let extensions = capabilities
+        .get_mut("extensions")
+        .and_then(Value::as_object_mut)
+        .expect("sluice declares extensions");
+    assert!(
+        extensions.remove("io.modelcontextprotocol/tasks").is_some(),
+        "sluice declares the tasks extension"
+    );
+    if extensions.is_empty() {
+        capabilities.remove("extensions");
+    }
     if let Some(templates) = p.get_mut("templates").and_then(Value::as_array_mut) {
         templates.retain(|t| t["uriTemplate"] != "sluice://result/{handle}");
     }

@@ -1,0 +1,218 @@
+//! Tools that must be called as MCP tasks (SEP-1686, protocol 2025-11-25,
+//! `execution.taskSupport: "required"`): sluice calls them as tasks and
+//! polls, so that every client sees an ordinary call, or an operation.
+//!
+//! rmcp models only the later tasks extension (SEP-2663) and drops a listed
+//! tool's `execution`, so such a tool is recognised by its refusal of a
+//! plain call (SEP-1686 prescribes `-32601`; the TypeScript SDK puts it in
+//! an error result), and remembered from then on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, ClientRequest, CustomRequest, ServerResult};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{Caller, Gateway};
+use crate::upstream::{CallError, Upstream};
+
+/// How long sluice asks the upstream to keep a task (SEP-1686 `ttl`).
+const TASK_TTL_MS: u64 = 3_600_000;
+/// Polling interval when the upstream suggests none.
+const DEFAULT_POLL: Duration = Duration::from_secs(1);
+/// Bounds on the upstream's suggested polling interval.
+const POLL_BOUNDS: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
+/// The `_meta` key that ties a result to the upstream's task.
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+/// How long a `tasks/cancel` may take after the client gave up.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// Whether `answer` is an upstream's refusal of a plain call to a tool that
+/// must be called as a task.
+pub(super) fn refused_without_task(answer: &Result<ServerResult, CallError>) -> bool {
+    let says_task = |text: &str| {
+        let text = text.to_lowercase();
+        text.contains("requires task augmentation")
+            || (text.contains("-32601") && text.contains("task"))
+    };
+    match answer {
+        Err(CallError::Upstream(e)) => {
+            e.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND
+                && e.message.to_lowercase().contains("task")
+        }
+        Ok(ServerResult::CallToolResult(r)) if r.is_error == Some(true) => r
+            .content
+            .iter()
+            .any(|c| c.as_text().is_some_and(|t| says_task(&t.text))),
+        _ => false,
+    }
+}
+
+/// The JSON of an upstream's answer, whichever of rmcp's types it parsed as.
+fn raw(result: &ServerResult) -> Value {
+    serde_json::to_value(result).unwrap_or(Value::Null)
+}
+
+fn custom(method: &str, params: Value) -> ClientRequest {
+    ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)))
+}
+
+/// The upstream's suggested polling interval, within [`POLL_BOUNDS`].
+fn poll_interval(task: &Value) -> Duration {
+    task.get("pollInterval")
+        .or_else(|| task.get("pollIntervalMs"))
+        .and_then(Value::as_u64)
+        .map_or(DEFAULT_POLL, Duration::from_millis)
+        .clamp(POLL_BOUNDS.0, POLL_BOUNDS.1)
+}
+
+impl Gateway {
+    /// Calls a tool as an upstream task: creates it, polls `tasks/get`
+    /// (keeping its status message as the call's partial result), and
+    /// answers with `tasks/result` once it ends. The caller's cancellation
+    /// cancels the task.
+    pub(super) async fn call_as_task(
+        &self,
+        upstream: &Arc<Upstream>,
+        params: CallToolRequestParams,
+        caller: &Caller,
+    ) -> Result<ServerResult, CallError> {
+        let mut request = serde_json::to_value(&params).unwrap_or_else(|_| json!({}));
+        request["task"] = json!({"ttl": TASK_TTL_MS});
+        let created = self
+            .send(upstream, custom("tools/call", request), caller)
+            .await?;
+        let created = raw(&created);
+        let Some(task) = created.get("task").filter(|t| t.is_object()) else {
+            // An upstream may still answer at once: that is the result.
+            return match created.get("content") {
+                Some(_) => serde_json::from_value(created)
+                    .map(ServerResult::CallToolResult)
+                    .map_err(|e| CallError::Unavailable(format!("upstream `{}` answered a task call with a result sluice cannot read: {e}", upstream.name()))),
+                None => Err(CallError::Unavailable(format!(
+                    "upstream `{}` refused `{}` without a task, but answered the task call without one: {created}",
+                    upstream.name(),
+                    params.name
+                ))),
+            };
+        };
+        let Some(id) = task
+            .get("taskId")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return Err(CallError::Unavailable(format!(
+                "upstream `{}` made a task without a `taskId`: {task}",
+                upstream.name()
+            )));
+        };
+        tracing::debug!(upstream = upstream.name(), task = %id, tool = %params.name, "called as a task");
+        let mut status = task.clone();
+        loop {
+            if let (Some(partial), Some(message)) = (
+                &caller.partial,
+                status.get("statusMessage").and_then(Value::as_str),
+            ) {
+                partial.status(message);
+            }
+            match status.get("status").and_then(Value::as_str) {
+                Some("completed" | "failed") => {
+                    let mut answer = self
+                        .task_request(upstream, "tasks/result", &id, &caller.ct)
+                        .await;
+                    // The upstream's task is sluice's business: its id means
+                    // nothing to the client.
+                    if let Ok(ServerResult::CallToolResult(result)) = &mut answer
+                        && let Some(meta) = result.meta.as_mut()
+                    {
+                        meta.remove(RELATED_TASK);
+                        if meta.is_empty() {
+                            result.meta = None;
+                        }
+                    }
+                    return answer;
+                }
+                Some("cancelled") => {
+                    return Err(CallError::Unavailable(format!(
+                        "upstream `{}` cancelled its task for `{}`{}",
+                        upstream.name(),
+                        params.name,
+                        status
+                            .get("statusMessage")
+                            .and_then(Value::as_str)
+                            .map(|m| format!(": {m}"))
+                            .unwrap_or_default()
+                    )));
+                }
+                Some("working") => {}
+                other => {
+                    self.cancel_upstream_task(upstream, &id).await;
+                    return Err(CallError::Unavailable(format!(
+                        "upstream `{}`'s task for `{}` is {}, which sluice cannot follow: it was cancelled",
+                        upstream.name(),
+                        params.name,
+                        other.unwrap_or("without a status")
+                    )));
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(poll_interval(&status)) => {}
+                () = caller.ct.cancelled() => {
+                    self.cancel_upstream_task(upstream, &id).await;
+                    return Err(CallError::Cancelled);
+                }
+            }
+            status = match self
+                .task_request(upstream, "tasks/get", &id, &caller.ct)
+                .await
+            {
+                Ok(answer) => raw(&answer),
+                Err(CallError::Cancelled) => {
+                    self.cancel_upstream_task(upstream, &id).await;
+                    return Err(CallError::Cancelled);
+                }
+                Err(e) => return Err(e),
+            };
+        }
+    }
+
+    /// `method` (`tasks/get`, `tasks/result`) about task `id`.
+    async fn task_request(
+        &self,
+        upstream: &Upstream,
+        method: &str,
+        id: &str,
+        ct: &CancellationToken,
+    ) -> Result<ServerResult, CallError> {
+        upstream
+            .send(custom(method, json!({"taskId": id})), None, ct, |_| {
+                Vec::new()
+            })
+            .await
+    }
+
+    /// Asks the upstream to cancel task `id`; failures are only logged.
+    async fn cancel_upstream_task(&self, upstream: &Upstream, id: &str) {
+        let ct = CancellationToken::new();
+        let cancel = self.task_request(upstream, "tasks/cancel", id, &ct);
+        match tokio::time::timeout(CANCEL_WAIT, cancel).await {
+            Ok(Ok(_)) => tracing::debug!(upstream = upstream.name(), task = id, "task cancelled"),
+            Ok(Err(e)) => {
+                tracing::warn!(
+                    upstream = upstream.name(),
+                    task = id,
+                    "tasks/cancel failed: {e}"
+                )
+            }
+            Err(_) => {
+                ct.cancel();
+                tracing::warn!(
+                    upstream = upstream.name(),
+                    task = id,
+                    "tasks/cancel got no answer in 5 s"
+                )
+            }
+        }
+    }
+}
