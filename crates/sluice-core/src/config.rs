@@ -20,6 +20,9 @@
 //! mode = "truncate"                      # or "buffer" (default), "passthrough"
 //! timeout_s = 60                         # then the call goes on in the background
 //!
+//! [upstreams.fs.tools.read_text_file]
+//! cache = { ttl_s = 3600, idle_s = 900, refresh_at = 0.8, per_session = false }
+//!
 //! [budget]                               # the defaults shown
 //! max_tokens = 18000
 //! max_chars = 45000
@@ -47,6 +50,13 @@
 //! retention_h = 24                       # ended operations are kept this long
 //! max_running = 16                       # per session
 //! max_running_total = 256
+//!
+//! [cache]                                # results of idempotent tools; nothing by default
+//! annotated = false                      # true: cache tools annotated readOnly + idempotent
+//! max_bytes = 268435456                  # 256 MiB, least recently used evicted first
+//! ttl_s = 3600                           # defaults of every `cache = { … }`
+//! idle_s = 900
+//! refresh_at = 0.8
 //! ```
 
 use std::collections::BTreeMap;
@@ -57,6 +67,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::budget::{Budget, BudgetOverride, builtin_presets};
+use crate::cache::{CacheFields, CachePolicy, CacheSettings};
 use crate::naming::SEPARATOR;
 use crate::operation::OperationSettings;
 use crate::query::QuerySettings;
@@ -75,6 +86,8 @@ pub struct Config {
     pub query: QuerySettings,
     /// Slow calls as operations.
     pub operations: OperationSettings,
+    /// The result cache.
+    pub cache: CacheSettings,
 }
 
 /// The `[budget]` table with the built-in presets folded in.
@@ -167,6 +180,12 @@ pub struct ToolSettings {
     /// Seconds a call waits before it goes on in the background (default
     /// `[operations] default_timeout_s`).
     pub timeout_s: Option<f64>,
+    /// Cache the tool's results: `cache = { ttl_s, idle_s, refresh_at,
+    /// per_session }`, each field defaulting to `[cache]`'s.
+    pub cache: Option<CacheFields>,
+    /// `cache` over the `[cache]` defaults, checked when the file is read.
+    #[serde(skip)]
+    pub cache_policy: Option<CachePolicy>,
 }
 
 impl ToolSettings {
@@ -231,6 +250,43 @@ struct RawConfig {
     store: Option<Spanned<RawStore>>,
     query: Option<Spanned<RawQuery>>,
     operations: Option<Spanned<RawOperations>>,
+    cache: Option<Spanned<RawCache>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCache {
+    annotated: Option<bool>,
+    max_bytes: Option<u64>,
+    ttl_s: Option<f64>,
+    idle_s: Option<f64>,
+    refresh_at: Option<f64>,
+    per_session: Option<bool>,
+}
+
+impl RawCache {
+    fn check(self) -> Result<CacheSettings, String> {
+        let mut c = CacheSettings::default();
+        if let Some(a) = self.annotated {
+            c.annotated = a;
+        }
+        if let Some(b) = self.max_bytes {
+            if b < 1024 {
+                return Err(format!(
+                    "[cache]: `max_bytes = {b}` is too small: at least 1024"
+                ));
+            }
+            c.max_bytes = b;
+        }
+        c.defaults = CacheFields {
+            ttl_s: self.ttl_s,
+            idle_s: self.idle_s,
+            refresh_at: self.refresh_at,
+            per_session: self.per_session,
+        }
+        .over(&c.defaults, "[cache]")?;
+        Ok(c)
+    }
 }
 
 #[derive(Deserialize)]
@@ -471,6 +527,8 @@ impl Config {
             ));
         }
         let mut upstreams = Vec::with_capacity(raw.upstreams.len());
+        // Where each upstream's table is, for errors found later.
+        let mut tool_spans = Vec::with_capacity(raw.upstreams.len());
         for (name, raw) in raw.upstreams {
             let (name_span, name) = (name.span(), name.into_inner());
             if let Err(why) = check_upstream_name(&name) {
@@ -582,6 +640,7 @@ impl Config {
                     ));
                 }
             }
+            tool_spans.push(span);
             upstreams.push(UpstreamSpec {
                 name,
                 transport,
@@ -651,12 +710,33 @@ impl Config {
                 raw.into_inner().check().map_err(|e| at(span, e))?
             }
         };
+        let cache = match raw.cache {
+            None => CacheSettings::default(),
+            Some(raw) => {
+                let span = raw.span();
+                raw.into_inner().check().map_err(|e| at(span, e))?
+            }
+        };
+        // Each tool's cache table over the `[cache]` defaults.
+        for (upstream, span) in upstreams.iter_mut().zip(&tool_spans) {
+            for (tool, settings) in upstream.tools.iter_mut() {
+                if let Some(fields) = &settings.cache {
+                    let table = format!("upstream `{}`, tool `{tool}`: cache", upstream.name);
+                    settings.cache_policy = Some(
+                        fields
+                            .over(&cache.defaults, &table)
+                            .map_err(|e| at(span.clone(), e))?,
+                    );
+                }
+            }
+        }
         Ok(Config {
             upstreams,
             budget,
             store,
             query,
             operations,
+            cache,
         })
     }
 
@@ -684,6 +764,7 @@ impl Config {
             store: StoreLimits::default(),
             query: QuerySettings::default(),
             operations: OperationSettings::default(),
+            cache: CacheSettings::default(),
         })
     }
 }
@@ -972,6 +1053,64 @@ cache_mb = 0
             (
                 "[upstreams.a.tools.t]\ntimeout_s = 0\n",
                 "`timeout_s = 0` must be more than 0",
+            ),
+        ] {
+            let err = parse(&format!("{up}{text}")).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn cache_settings_are_read_over_the_defaults_and_checked() {
+        let up = "[upstreams.a]\ncommand = \"x\"\n[upstreams.a.tools.t]\ncache = { idle_s = 30, per_session = true }\n[upstreams.a.tools.u]\nmax_tokens = 900\n";
+        let config = parse(&format!(
+            "{up}[cache]\nannotated = true\nmax_bytes = 4096\nttl_s = 120\nrefresh_at = 0.5\n"
+        ))
+        .unwrap();
+        let c = config.cache;
+        assert!(c.annotated);
+        assert_eq!(c.max_bytes, 4096);
+        assert_eq!(c.defaults.ttl, std::time::Duration::from_secs(120));
+        let t = config.upstreams[0].tools["t"].cache_policy.unwrap();
+        // The tool's own fields over `[cache]`'s.
+        assert_eq!(
+            (
+                t.ttl.as_secs(),
+                t.idle.as_secs(),
+                t.refresh_at,
+                t.per_session
+            ),
+            (120, 30, 0.5, true)
+        );
+        assert_eq!(config.upstreams[0].tools["u"].cache_policy, None);
+        assert_eq!(parse(up).unwrap().cache, CacheSettings::default());
+        let up = "[upstreams.a]\ncommand = \"x\"\n";
+        for (text, expected) in [
+            (
+                "[cache]\nttl_s = -5\n",
+                "sluice.toml:3:1: [cache]: `ttl_s = -5` is out of range",
+            ),
+            (
+                "[cache]\nidle_s = 0\n",
+                "[cache]: `idle_s = 0` is out of range",
+            ),
+            (
+                "[cache]\nrefresh_at = 1.5\n",
+                "[cache]: `refresh_at = 1.5` must be a fraction of the lifetime",
+            ),
+            ("[cache]\nmax_bytes = 10\n", "`max_bytes = 10` is too small"),
+            ("[cache]\nsize = 10\n", "unknown field `size`"),
+            (
+                "[upstreams.a.tools.t]\ncache = { ttl_s = -1 }\n",
+                "sluice.toml:1:1: upstream `a`, tool `t`: cache: `ttl_s = -1` is out of range",
+            ),
+            (
+                "[upstreams.a.tools.t]\ncache = { refresh_at = -0.2 }\n",
+                "upstream `a`, tool `t`: cache: `refresh_at = -0.2` must be a fraction",
+            ),
+            (
+                "[upstreams.a.tools.t]\ncache = { ttl = 5 }\n",
+                "unknown field `ttl`, expected one of `ttl_s`, `idle_s`, `refresh_at`, `per_session`",
             ),
         ] {
             let err = parse(&format!("{up}{text}")).unwrap_err();

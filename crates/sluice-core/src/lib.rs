@@ -10,6 +10,7 @@
 //! - [`tail`]: the last lines an upstream wrote to stderr, for error messages.
 //! - [`operation`]: `[operations]` settings and how long a call waits before
 //!   it goes on in the background.
+//! - [`cache`]: which tool results are cached, for how long, under which key.
 //!
 //! Governing large results, in the order a result meets them:
 //! - [`budget`]: how much a client takes, and how text is measured (o200k
@@ -31,6 +32,7 @@
 
 pub mod backoff;
 pub mod budget;
+pub mod cache;
 pub mod config;
 pub mod cursor;
 pub mod document;

@@ -150,6 +150,14 @@ pub fn timeout_property(settings: &sluice_core::operation::OperationSettings) ->
     })
 }
 
+/// The `_fresh` argument sluice adds to the tools it caches.
+pub fn fresh_property() -> Value {
+    json!({
+        "type": "boolean",
+        "description": "sluice: true skips the cached result of this call and refreshes it (results of this tool are cached)."
+    })
+}
+
 /// The resource template of stored results.
 pub fn template() -> ResourceTemplate {
     let mut template = ResourceTemplate::new(format!("{RESULT_URI}{{handle}}"), "sluice-result");

@@ -116,12 +116,27 @@ pub async fn run() -> anyhow::Result<()> {
                 cwd: None,
             },
             protocol: ProtocolChoice::Auto,
-            tools: BTreeMap::new(),
+            // As `[upstreams.warehouse.tools.inventory] cache = { ttl_s = 600 }`.
+            tools: BTreeMap::from([(
+                "inventory".to_owned(),
+                sluice_core::config::ToolSettings {
+                    cache: Some(sluice_core::cache::CacheFields {
+                        ttl_s: Some(600.0),
+                        ..Default::default()
+                    }),
+                    cache_policy: Some(sluice_core::cache::CachePolicy {
+                        ttl: std::time::Duration::from_secs(600),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            )]),
         }],
         budget: Default::default(),
         store: Default::default(),
         query: Default::default(),
         operations: Default::default(),
+        cache: Default::default(),
     };
     println!("sluice demo: a sample MCP server (`sluice sample-server`) behind the gateway,");
     println!("and a client session through it. Everything below is what a model would see.");
@@ -164,6 +179,14 @@ pub async fn run() -> anyhow::Result<()> {
         .call_tool(params("inventory", serde_json::json!({"count": 2})))
         .await?;
     model_sees(&result);
+
+    heading(
+        "tools/call inventory {\"count\":2} again: `inventory` is cached (config), so the upstream is not called",
+    );
+    let again = client
+        .call_tool(params("inventory", serde_json::json!({"count": 2})))
+        .await?;
+    model_sees_text(&again);
 
     heading(
         "tools/call inventory {\"count\":20000}: 1.6 MB, far over the budget: stored, and summarised",

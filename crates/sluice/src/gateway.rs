@@ -87,6 +87,11 @@ pub struct Gateway {
     /// Tools (by exposed name) that refused a plain call: they are called
     /// as upstream tasks ([`task_call`]).
     task_tools: Mutex<std::collections::HashSet<String>>,
+    /// Results of idempotent tools.
+    cache: crate::cache::ResultCache,
+    /// Tools (by exposed name) annotated read-only and idempotent: cached
+    /// when `[cache] annotated = true`.
+    annotated_idempotent: Mutex<std::collections::HashSet<String>>,
 }
 
 /// How long a client's `initialize` waits for the upstreams to start; past
@@ -115,6 +120,8 @@ impl Gateway {
             operations: crate::operations::Operations::new(config.operations),
             input_schemas: Mutex::default(),
             task_tools: Mutex::default(),
+            cache: crate::cache::ResultCache::new(config.cache),
+            annotated_idempotent: Mutex::default(),
         })
     }
 
@@ -256,6 +263,13 @@ impl Gateway {
     /// Stops every upstream.
     pub async fn shutdown(&self) {
         futures::future::join_all(self.upstreams.iter().map(|u| u.shutdown())).await;
+        let (total, by_tool) = self.cache.figures().await;
+        if !by_tool.is_empty() {
+            tracing::info!("cache: {}", total.line());
+            for (tool, figures) in by_tool {
+                tracing::info!("cache of `{tool}`: {}", figures.line());
+            }
+        }
     }
 
     fn upstream(&self, name: &str) -> Option<&Arc<Upstream>> {
@@ -382,20 +396,36 @@ impl Gateway {
                 schemas.insert(tool.name.to_string(), tool.input_schema.clone());
             })
             .collect();
+        let annotated: std::collections::HashSet<String> = all
+            .iter()
+            .filter(|t| {
+                t.annotations.as_ref().is_some_and(|a| {
+                    a.read_only_hint == Some(true) && a.idempotent_hint == Some(true)
+                })
+            })
+            .map(|t| t.name.to_string())
+            .collect();
+        *lock(&self.annotated_idempotent) = annotated;
         // Every upstream tool takes sluice's `_timeout_s`.
         let timeout = crate::builtins::timeout_property(self.operations.settings());
         for tool in &mut all {
+            let cached = self.cache_policy(&tool.name).is_some();
             let schema = Arc::make_mut(&mut tool.input_schema);
+            if !matches!(schema.get("properties"), Some(serde_json::Value::Object(_))) {
+                schema.insert("properties".to_owned(), serde_json::json!({}));
+            }
             if let Some(serde_json::Value::Object(properties)) = schema.get_mut("properties") {
                 properties.insert(
                     sluice_core::operation::TIMEOUT_ARG.to_owned(),
                     timeout.clone(),
                 );
-            } else {
-                schema.insert(
-                    "properties".to_owned(),
-                    serde_json::json!({ sluice_core::operation::TIMEOUT_ARG: timeout }),
-                );
+                // Cached tools also take `_fresh`.
+                if cached {
+                    properties.insert(
+                        sluice_core::cache::FRESH_ARG.to_owned(),
+                        crate::builtins::fresh_property(),
+                    );
+                }
             }
         }
         *lock(&self.input_schemas) = schemas;
@@ -560,6 +590,29 @@ impl Gateway {
                         "sluice/operations",
                         serde_json::Value::Array(list),
                     ));
+                    // And the cache's figures, shared by every session.
+                    let (total, by_tool) = self.cache.figures().await;
+                    if let Some(rmcp::model::ContentBlock::Text(text)) = result.content.first_mut()
+                    {
+                        if by_tool.is_empty() {
+                            text.text.push_str("Cache: no cached calls yet.\n");
+                        } else {
+                            text.text.push_str(&format!("Cache: {}.\n", total.line()));
+                            for (tool, figures) in &by_tool {
+                                text.text
+                                    .push_str(&format!("  `{tool}`: {}.\n", figures.line()));
+                            }
+                        }
+                    }
+                    let tools: serde_json::Map<String, serde_json::Value> = by_tool
+                        .iter()
+                        .map(|(tool, f)| (tool.to_string(), f.json()))
+                        .collect();
+                    result.meta = Some(crate::govern::with_meta(
+                        result.meta,
+                        "sluice/cache_figures",
+                        serde_json::json!({"total": total.json(), "tools": tools}),
+                    ));
                 }
                 return Ok(CallToolResponse::Complete(era(result, caller)));
             }
@@ -618,6 +671,36 @@ impl Gateway {
                 Ok(timeout) => timeout,
                 Err(message) => return Ok(CallToolResponse::Complete(error_result(message))),
             };
+        // So is `_fresh`, for the tools sluice caches.
+        let cached = match self.cache_policy(&exposed) {
+            None => None,
+            Some(cache_policy) => {
+                let fresh = match params
+                    .arguments
+                    .as_mut()
+                    .and_then(|a| a.remove(sluice_core::cache::FRESH_ARG))
+                {
+                    None | Some(serde_json::Value::Bool(false)) => false,
+                    Some(serde_json::Value::Bool(true)) => true,
+                    Some(other) => {
+                        return Ok(CallToolResponse::Complete(error_result(format!(
+                            "`_fresh` must be true (skip the cached result and refresh it) or false, not {other}"
+                        ))));
+                    }
+                };
+                let owner = cache_policy.per_session.then_some(caller.owner);
+                Some(CachedCall {
+                    key: sluice_core::cache::key(
+                        upstream.name(),
+                        name,
+                        owner,
+                        params.arguments.as_ref(),
+                    ),
+                    policy: cache_policy,
+                    fresh,
+                })
+            }
+        };
         if let Err(message) = self.operations.admit(caller.owner) {
             return Ok(CallToolResponse::Complete(error_result(message)));
         }
@@ -632,7 +715,7 @@ impl Gateway {
         let gateway = self.clone();
         let mut call = tokio::spawn(async move {
             gateway
-                .call_upstream(&upstream, params, policy, &inner)
+                .call_upstream(&upstream, params, policy, &inner, cached)
                 .await
         });
         let done = tokio::select! {
@@ -685,41 +768,30 @@ impl Gateway {
         }
     }
 
-    /// Sends a tool call upstream and governs its result.
+    /// Sends a tool call upstream (or answers it from the cache) and
+    /// governs its result.
     async fn call_upstream(
-        &self,
+        self: &Arc<Self>,
         upstream: &Arc<Upstream>,
         params: CallToolRequestParams,
         policy: Policy,
         caller: &Caller,
+        cached: Option<CachedCall>,
     ) -> Done {
-        let sent = if lock(&self.task_tools).contains(&policy.source) {
-            self.call_as_task(upstream, params, caller).await
-        } else {
-            // A 2025-11-25 upstream may refuse a plain call to a tool that
-            // needs a task: the call is kept to make it again as one.
-            let legacy = upstream.current().await.is_none_or(|c| !c.speaks_2026());
-            let again = legacy.then(|| params.clone());
-            let sent = if !crate::input::must_bridge(caller) {
-                // The common case: one request, its arguments moved.
-                let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-                self.send(upstream, request, caller).await
-            } else {
-                match self.call_bridged(upstream, params, caller).await {
-                    Ok(sent) => sent,
-                    Err(e) => return Done::Answer(Box::new(Err(e))),
-                }
-            };
-            match again {
-                Some(params) if task_call::refused_without_task(&sent) => {
-                    tracing::info!(
-                        tool = %policy.source,
-                        "the tool must be called as a task: sluice calls it as one and polls"
-                    );
-                    lock(&self.task_tools).insert(policy.source.clone());
-                    self.call_as_task(upstream, params, caller).await
-                }
-                _ => sent,
+        let (sent, hit_age) = match cached {
+            None => (
+                self.fetch(upstream, params, caller, &policy.source).await,
+                None,
+            ),
+            Some(call) => {
+                let fetch = self.fetcher(upstream, params, caller, &policy.source);
+                let served = self
+                    .cache
+                    .serve(call.key, &policy.source, call.policy, call.fresh, fetch)
+                    .await;
+                // An entry made for a client of the other era.
+                let answer = served.answer.map(|r| in_clients_era(r, caller.legacy));
+                (answer, served.hit_age)
             }
         };
         // Told apart so that an operation can fail with the reason.
@@ -728,11 +800,118 @@ impl Gateway {
         }
         let answer = self.call_answer(upstream, sent);
         Done::Answer(Box::new(match answer {
-            Ok(CallToolResponse::Complete(result)) => Ok(CallToolResponse::Complete(
-                self.governor.tool_result(result, policy).await,
-            )),
+            Ok(CallToolResponse::Complete(result)) => {
+                let mut result = self.governor.tool_result(result, policy).await;
+                if let Some(age) = hit_age {
+                    result.meta = Some(crate::govern::with_meta(
+                        result.meta,
+                        crate::cache::META,
+                        serde_json::json!({"hit": true, "age_s": (age.as_secs_f64() * 10.0).round() / 10.0}),
+                    ));
+                }
+                Ok(CallToolResponse::Complete(result))
+            }
             other => other,
         }))
+    }
+
+    /// Makes the upstream call of a tool: as a task if the tool needs one,
+    /// with sluice answering `input_required` for a client that cannot.
+    async fn fetch(
+        &self,
+        upstream: &Arc<Upstream>,
+        params: CallToolRequestParams,
+        caller: &Caller,
+        source: &str,
+    ) -> Result<ServerResult, CallError> {
+        if lock(&self.task_tools).contains(source) {
+            return self.call_as_task(upstream, params, caller).await;
+        }
+        // A 2025-11-25 upstream may refuse a plain call to a tool that
+        // needs a task: the call is kept to make it again as one.
+        let legacy = upstream.current().await.is_none_or(|c| !c.speaks_2026());
+        let again = legacy.then(|| params.clone());
+        let sent = if !crate::input::must_bridge(caller) {
+            // The common case: one request, its arguments moved.
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+            self.send(upstream, request, caller).await
+        } else {
+            match self.call_bridged(upstream, params, caller).await {
+                Ok(sent) => sent,
+                Err(e) => Err(CallError::Upstream(e)),
+            }
+        };
+        match again {
+            Some(params) if task_call::refused_without_task(&sent) => {
+                tracing::info!(
+                    tool = %source,
+                    "the tool must be called as a task: sluice calls it as one and polls"
+                );
+                lock(&self.task_tools).insert(source.to_owned());
+                self.call_as_task(upstream, params, caller).await
+            }
+            _ => sent,
+        }
+    }
+
+    /// [`Self::fetch`] as the cache calls it: for `caller`, or for a
+    /// background refresh that no client waits for.
+    fn fetcher(
+        self: &Arc<Self>,
+        upstream: &Arc<Upstream>,
+        params: CallToolRequestParams,
+        caller: &Caller,
+        source: &str,
+    ) -> crate::cache::Fetch {
+        let (gateway, upstream, caller, source) = (
+            self.clone(),
+            upstream.clone(),
+            caller.clone(),
+            source.to_owned(),
+        );
+        Box::new(move |background| {
+            let caller = if background {
+                Caller {
+                    session: None,
+                    peer: None,
+                    request: RequestId::Number(0),
+                    meta: Default::default(),
+                    ct: CancellationToken::new(),
+                    legacy: caller.legacy,
+                    owner: caller.owner,
+                    client: None,
+                    partial: None,
+                    tasks: false,
+                }
+            } else {
+                caller.clone()
+            };
+            let (gateway, upstream, params, source) = (
+                gateway.clone(),
+                upstream.clone(),
+                params.clone(),
+                source.clone(),
+            );
+            Box::pin(async move { gateway.fetch(&upstream, params, &caller, &source).await })
+        })
+    }
+
+    /// The cache policy of a tool (by exposed name), if it is cached: its
+    /// own `cache` table, else `[cache]`'s defaults when `annotated` is on
+    /// and the tool is annotated read-only and idempotent.
+    fn cache_policy(&self, exposed: &str) -> Option<sluice_core::cache::CachePolicy> {
+        let (upstream, name) = self.namer.route(exposed)?;
+        let configured = self
+            .upstream(upstream)?
+            .spec
+            .tools
+            .get(name)
+            .and_then(|s| s.cache_policy);
+        let settings = self.cache.settings();
+        configured.or_else(|| {
+            (settings.annotated && lock(&self.annotated_idempotent).contains(exposed))
+                .then_some(settings.defaults)
+        })
     }
 
     /// Calls a tool for a client that cannot answer `input_required`
@@ -1263,6 +1442,14 @@ fn unexpected(upstream: &Upstream, method: &str, result: &ServerResult) -> Error
         ),
         None,
     )
+}
+
+/// A call the cache may answer.
+struct CachedCall {
+    key: String,
+    policy: sluice_core::cache::CachePolicy,
+    /// `_fresh: true`: skip the entry and replace it.
+    fresh: bool,
 }
 
 /// How an upstream tool call ended.

@@ -367,7 +367,7 @@ fn measure_call(result: &CallToolResult, budget: &Budget) -> Size {
         // Over already (bytes ≥ characters): the structured content's size
         // only matters for the figures; it is not serialized.
         let mut size = Size::of(&borrow(&parts), budget);
-        let extra = estimate_json_bytes(structured);
+        let extra = json_bytes(structured);
         size.bytes += extra;
         size.chars += extra;
         return size;
@@ -392,7 +392,7 @@ fn contents_text(contents: &ResourceContents) -> Cow<'_, str> {
 }
 
 /// The compact JSON size of `value` without building the string.
-fn estimate_json_bytes(value: &Value) -> u64 {
+pub fn json_bytes(value: &impl serde::Serialize) -> u64 {
     struct Counter(u64);
     impl std::io::Write for Counter {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

@@ -17,6 +17,7 @@
 //! - [`jq_pool`]: warm jq worker processes that `sluice_query` runs filters in.
 //! - [`jq_worker`]: `sluice jq-worker`, the process that runs filters under limits.
 //! - [`operations`]: calls that outlived their timeout, going on in the background.
+//! - [`cache`]: results of idempotent tools, answered again without the upstream.
 //! - [`input`]: answering a 2026-07-28 upstream's `input_required` for older clients.
 //! - [`cancel`]: waiting for a peer while honouring cancellation.
 //! - [`call`], [`demo`], [`sample_server`]: `sluice call`, `sluice demo`,
@@ -37,6 +38,7 @@ pub fn install_tls_provider() {
 }
 
 pub mod builtins;
+pub mod cache;
 pub mod call;
 pub mod cancel;
 pub mod cli;

@@ -45,7 +45,7 @@ const TAIL_LINES: usize = 20;
 const QUOTED_LINES: usize = 8;
 
 /// Why a request to an upstream failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum CallError {
     /// The upstream answered with a JSON-RPC error: forward it as is.
     #[error("{}", .0.message)]

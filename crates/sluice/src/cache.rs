@@ -1,0 +1,429 @@
+//! The result cache: upstream results of idempotent tools, answered again
+//! without calling the upstream. Which calls, for how long and under which
+//! key is `sluice_core::cache`'s policy; this module keeps the entries.
+//!
+//! - An entry goes at its absolute lifetime (`ttl`) or when nobody read it
+//!   for `idle`, whichever comes first (moka's per-entry expiry).
+//! - The whole cache holds at most `[cache] max_bytes` of results, each
+//!   weighed by its JSON size; the least recently used go first.
+//! - Single flight: concurrent calls on a missing key wait for one upstream
+//!   call and all get its answer (moka's `or_try_insert_with`).
+//! - Refresh-ahead: a hit on an entry older than `refresh_at × ttl` is
+//!   answered at once and starts one background refresh per key; a failed
+//!   refresh keeps the old entry until its end, and is logged.
+//! - Errors are never kept: an `isError` result or a failed call reaches
+//!   the callers that waited for it, and the next call tries again.
+//!
+//! The cache stores the upstream's raw result: each answer from it is
+//! governed for its caller like a fresh one.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use moka::notification::RemovalCause;
+use rmcp::model::{CallToolResult, ServerResult};
+use serde_json::{Value, json};
+use sluice_core::cache::{CachePolicy, CacheSettings};
+
+use crate::upstream::CallError;
+
+/// The `_meta` key of an answer served from the cache: `{hit, age_s}`.
+pub const META: &str = "sluice/cache";
+
+/// What an upstream call answered.
+pub type Answer = Result<ServerResult, CallError>;
+
+/// Makes the upstream call, for the caller (`false`) or for a background
+/// refresh (`true`), which no client waits for.
+pub type Fetch = Box<dyn Fn(bool) -> BoxFuture<'static, Answer> + Send + Sync>;
+
+/// One cached result.
+#[derive(Debug)]
+pub struct Entry {
+    result: CallToolResult,
+    stored_at: Instant,
+    /// Its weight: the result's JSON size plus the key's.
+    bytes: u32,
+    /// The tool, as the client names it (for the figures).
+    tool: Arc<str>,
+    policy: CachePolicy,
+    /// When it was last read, in milliseconds after `stored_at`.
+    last_read_ms: AtomicU64,
+}
+
+impl Entry {
+    fn age(&self) -> Duration {
+        self.stored_at.elapsed()
+    }
+
+    fn read(&self) {
+        self.last_read_ms
+            .store(self.age().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Whether it is past its lifetime or idle expiry (moka reports an
+    /// expired entry that a new one replaced as replaced).
+    fn expired(&self) -> bool {
+        let age = self.age();
+        let idle = age.saturating_sub(Duration::from_millis(
+            self.last_read_ms.load(Ordering::Relaxed),
+        ));
+        age >= self.policy.ttl || idle >= self.policy.idle
+    }
+}
+
+/// Counts of one tool's entries, or of all.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Figures {
+    /// Calls answered from the cache (waiting on another's call included).
+    pub hits: u64,
+    /// Calls that went upstream because no entry was there.
+    pub misses: u64,
+    /// Calls with `_fresh: true`.
+    pub bypasses: u64,
+    /// Background refreshes that replaced an entry.
+    pub refreshes: u64,
+    /// Background refreshes that failed (the old entry stayed).
+    pub failed_refreshes: u64,
+    /// Entries evicted for room.
+    pub evictions: u64,
+    /// Entries that reached their lifetime or idle expiry.
+    pub expirations: u64,
+    /// Entries held now.
+    pub entries: u64,
+    /// Bytes held now.
+    pub bytes: u64,
+}
+
+impl Figures {
+    /// Hits over hits and misses, if there were any.
+    pub fn hit_ratio(&self) -> Option<f64> {
+        let calls = self.hits + self.misses;
+        (calls > 0).then(|| self.hits as f64 / calls as f64)
+    }
+
+    fn add(&mut self, o: &Figures) {
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.bypasses += o.bypasses;
+        self.refreshes += o.refreshes;
+        self.failed_refreshes += o.failed_refreshes;
+        self.evictions += o.evictions;
+        self.expirations += o.expirations;
+        self.entries += o.entries;
+        self.bytes += o.bytes;
+    }
+
+    /// As in `sluice_info`'s `_meta`.
+    pub fn json(&self) -> Value {
+        json!({
+            "hits": self.hits,
+            "misses": self.misses,
+            "bypasses": self.bypasses,
+            "refreshes": self.refreshes,
+            "failed_refreshes": self.failed_refreshes,
+            "evictions": self.evictions,
+            "expirations": self.expirations,
+            "entries": self.entries,
+            "bytes": self.bytes,
+            "hit_ratio": self.hit_ratio().map(|r| (r * 1000.0).round() / 1000.0),
+        })
+    }
+
+    /// "3 entries (12 kB); 10 hits, 3 misses (77 % hits), 1 refresh, 0 evictions".
+    pub fn line(&self) -> String {
+        let ratio = self
+            .hit_ratio()
+            .map(|r| format!(" ({:.0} % hits)", r * 100.0))
+            .unwrap_or_default();
+        format!(
+            "{} entries ({}); {} hits, {} misses{ratio}, {} bypassed, {} refreshed ({} failed), {} evicted, {} expired",
+            self.entries,
+            sluice_core::format::bytes(self.bytes),
+            self.hits,
+            self.misses,
+            self.bypasses,
+            self.refreshes,
+            self.failed_refreshes,
+            self.evictions,
+            self.expirations
+        )
+    }
+}
+
+type FiguresByTool = Arc<Mutex<BTreeMap<Arc<str>, Figures>>>;
+
+/// What the cache answered a call with.
+pub struct Served {
+    /// The upstream's answer, fresh or cached.
+    pub answer: Answer,
+    /// The cached entry's age, if it came from the cache.
+    pub hit_age: Option<Duration>,
+}
+
+/// The cache of one sluice, shared by its sessions.
+pub struct ResultCache {
+    entries: moka::future::Cache<String, Arc<Entry>>,
+    figures: FiguresByTool,
+    /// Keys being refreshed in the background (one refresh at a time).
+    refreshing: Arc<Mutex<HashSet<String>>>,
+    settings: CacheSettings,
+}
+
+/// Each entry's lifetime and idle expiry, from its own policy.
+struct PerEntryExpiry;
+
+impl moka::Expiry<String, Arc<Entry>> for PerEntryExpiry {
+    fn expire_after_create(&self, _: &String, entry: &Arc<Entry>, _: Instant) -> Option<Duration> {
+        Some(entry.policy.ttl.min(entry.policy.idle))
+    }
+
+    fn expire_after_read(
+        &self,
+        _: &String,
+        entry: &Arc<Entry>,
+        read_at: Instant,
+        _: Option<Duration>,
+        _: Instant,
+    ) -> Option<Duration> {
+        let left = entry
+            .policy
+            .ttl
+            .saturating_sub(read_at.saturating_duration_since(entry.stored_at));
+        Some(left.min(entry.policy.idle))
+    }
+
+    fn expire_after_update(
+        &self,
+        key: &String,
+        entry: &Arc<Entry>,
+        updated_at: Instant,
+        _: Option<Duration>,
+    ) -> Option<Duration> {
+        self.expire_after_create(key, entry, updated_at)
+    }
+}
+
+impl ResultCache {
+    /// An empty cache bounded by `settings.max_bytes`.
+    pub fn new(settings: CacheSettings) -> Self {
+        let figures: FiguresByTool = Arc::default();
+        let counted = figures.clone();
+        let entries = moka::future::Cache::builder()
+            .max_capacity(settings.max_bytes)
+            .weigher(|_: &String, entry: &Arc<Entry>| entry.bytes)
+            // Every insert must stick (TinyLFU could refuse a new entry).
+            .eviction_policy(moka::policy::EvictionPolicy::lru())
+            .expire_after(PerEntryExpiry)
+            .eviction_listener(move |_key, entry: Arc<Entry>, cause| {
+                let mut figures = lock(&counted);
+                let f = figures.entry(entry.tool.clone()).or_default();
+                f.entries = f.entries.saturating_sub(1);
+                f.bytes = f.bytes.saturating_sub(u64::from(entry.bytes));
+                match cause {
+                    RemovalCause::Size => f.evictions += 1,
+                    RemovalCause::Expired => f.expirations += 1,
+                    RemovalCause::Replaced if entry.expired() => f.expirations += 1,
+                    RemovalCause::Explicit | RemovalCause::Replaced => {}
+                }
+            })
+            .build();
+        Self {
+            entries,
+            figures,
+            refreshing: Arc::default(),
+            settings,
+        }
+    }
+
+    /// The `[cache]` settings.
+    pub fn settings(&self) -> &CacheSettings {
+        &self.settings
+    }
+
+    /// Answers a call of `tool` under `key`: from the entry if there is one
+    /// (refreshing it in the background when due), else by one upstream
+    /// call that every concurrent caller of the key waits for. `fresh`
+    /// skips the entry and replaces it.
+    pub async fn serve(
+        &self,
+        key: String,
+        tool: &str,
+        policy: CachePolicy,
+        fresh: bool,
+        fetch: Fetch,
+    ) -> Served {
+        let tool: Arc<str> = tool.into();
+        if fresh {
+            let answer = fetch(false).await;
+            self.count(&tool, |f| f.bypasses += 1);
+            let answer = match entry_of(answer, &key, &tool, policy) {
+                Ok(entry) => {
+                    let result = entry.result.clone();
+                    self.insert(key, entry).await;
+                    Ok(ServerResult::CallToolResult(result))
+                }
+                Err(answer) => *answer,
+            };
+            return Served {
+                answer,
+                hit_age: None,
+            };
+        }
+        if let Some(entry) = self.entries.get(&key).await {
+            entry.read();
+            self.count(&tool, |f| f.hits += 1);
+            self.refresh_if_due(&key, &entry, &fetch);
+            return Served {
+                answer: Ok(ServerResult::CallToolResult(entry.result.clone())),
+                hit_age: Some(entry.age()),
+            };
+        }
+        // Only the caller whose call runs sees its answer moved into the
+        // entry; the ones waiting on it get the entry (or the error).
+        let made = self
+            .entries
+            .entry(key.clone())
+            .or_try_insert_with(async {
+                entry_of(fetch(false).await, &key, &tool, policy).map(Arc::new)
+            })
+            .await;
+        match made {
+            Ok(entry) if entry.is_fresh() => {
+                let entry = entry.into_value();
+                self.count(&tool, |f| {
+                    f.misses += 1;
+                    f.entries += 1;
+                    f.bytes += u64::from(entry.bytes);
+                });
+                Served {
+                    answer: Ok(ServerResult::CallToolResult(entry.result.clone())),
+                    hit_age: None,
+                }
+            }
+            Ok(entry) => {
+                let entry = entry.into_value();
+                self.count(&tool, |f| f.hits += 1);
+                Served {
+                    answer: Ok(ServerResult::CallToolResult(entry.result.clone())),
+                    hit_age: Some(entry.age()),
+                }
+            }
+            Err(answer) => {
+                self.count(&tool, |f| f.misses += 1);
+                Served {
+                    answer: (**answer).clone(),
+                    hit_age: None,
+                }
+            }
+        }
+    }
+
+    async fn insert(&self, key: String, entry: Entry) {
+        let (tool, bytes) = (entry.tool.clone(), u64::from(entry.bytes));
+        self.entries.insert(key, Arc::new(entry)).await;
+        self.count(&tool, |f| {
+            f.entries += 1;
+            f.bytes += bytes;
+        });
+    }
+
+    /// Starts a background refresh of `key` if `entry` is old enough and
+    /// no refresh of it runs.
+    fn refresh_if_due(&self, key: &str, entry: &Arc<Entry>, fetch: &Fetch) {
+        if entry.policy.refresh_at >= 1.0 || entry.age() < entry.policy.refresh_after() {
+            return;
+        }
+        if !lock(&self.refreshing).insert(key.to_owned()) {
+            return;
+        }
+        let call = fetch(true);
+        let (key, tool, policy) = (key.to_owned(), entry.tool.clone(), entry.policy);
+        let (entries, figures, refreshing) = (
+            self.entries.clone(),
+            self.figures.clone(),
+            self.refreshing.clone(),
+        );
+        tokio::spawn(async move {
+            match entry_of(call.await, &key, &tool, policy) {
+                Ok(entry) => {
+                    let bytes = u64::from(entry.bytes);
+                    entries.insert(key.clone(), Arc::new(entry)).await;
+                    let mut figures = lock(&figures);
+                    let f = figures.entry(tool.clone()).or_default();
+                    f.refreshes += 1;
+                    f.entries += 1;
+                    f.bytes += bytes;
+                }
+                Err(answer) => {
+                    let why = match &*answer {
+                        Ok(ServerResult::CallToolResult(r)) => format!(
+                            "an error result: {}",
+                            r.content
+                                .first()
+                                .and_then(|c| c.as_text())
+                                .map_or("", |t| t.text.as_str())
+                        ),
+                        Ok(_) => "an answer that is not a tool result".to_owned(),
+                        Err(e) => e.to_string(),
+                    };
+                    tracing::warn!(
+                        tool = %tool,
+                        "the cached result could not be refreshed ({why}); the cached one is kept until it expires"
+                    );
+                    lock(&figures)
+                        .entry(tool.clone())
+                        .or_default()
+                        .failed_refreshes += 1;
+                }
+            }
+            lock(&refreshing).remove(&key);
+        });
+    }
+
+    fn count(&self, tool: &Arc<str>, update: impl FnOnce(&mut Figures)) {
+        update(lock(&self.figures).entry(tool.clone()).or_default());
+    }
+
+    /// The figures of every tool that used the cache, and their total.
+    pub async fn figures(&self) -> (Figures, BTreeMap<Arc<str>, Figures>) {
+        // Expired and evicted entries are counted once moka has noticed.
+        self.entries.run_pending_tasks().await;
+        let by_tool = lock(&self.figures).clone();
+        let mut total = Figures::default();
+        for f in by_tool.values() {
+            total.add(f);
+        }
+        (total, by_tool)
+    }
+}
+
+/// The entry `answer` makes, or the answer itself if it must not be
+/// cached (an error).
+fn entry_of(
+    answer: Answer,
+    key: &str,
+    tool: &Arc<str>,
+    policy: CachePolicy,
+) -> Result<Entry, Box<Answer>> {
+    let result = match answer {
+        Ok(ServerResult::CallToolResult(result)) if result.is_error != Some(true) => result,
+        other => return Err(Box::new(other)),
+    };
+    let bytes = crate::govern::json_bytes(&result).saturating_add(key.len() as u64);
+    Ok(Entry {
+        result,
+        stored_at: Instant::now(),
+        bytes: u32::try_from(bytes).unwrap_or(u32::MAX),
+        tool: tool.clone(),
+        policy,
+        last_read_ms: AtomicU64::new(0),
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
