@@ -52,11 +52,42 @@ pub struct Entry {
     policy: CachePolicy,
     /// When it was last read, in milliseconds after `stored_at`.
     last_read_ms: AtomicU64,
+    /// The stored answers made of it, by owner and budget: a hit by the
+    /// same owner with the same budget reuses one while its handle lives,
+    /// instead of storing the result again.
+    governed: Mutex<Vec<(String, CallToolResult)>>,
 }
 
+/// Stored answers one entry keeps (owner × budget).
+const GOVERNED_KEPT: usize = 16;
+
 impl Entry {
-    fn age(&self) -> Duration {
+    /// How long ago the upstream answered.
+    pub fn age(&self) -> Duration {
         self.stored_at.elapsed()
+    }
+
+    /// A copy of the upstream's result.
+    pub fn result(&self) -> CallToolResult {
+        self.result.clone()
+    }
+
+    /// The stored answer made for `key` (owner and budget), if any.
+    pub fn governed_for(&self, key: &str) -> Option<CallToolResult> {
+        lock(&self.governed)
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, r)| r.clone())
+    }
+
+    /// Keeps the stored answer made for `key`, replacing an older one.
+    pub fn keep_governed(&self, key: String, answer: CallToolResult) {
+        let mut governed = lock(&self.governed);
+        governed.retain(|(k, _)| *k != key);
+        if governed.len() == GOVERNED_KEPT {
+            governed.remove(0);
+        }
+        governed.push((key, answer));
     }
 
     fn read(&self) {
@@ -157,11 +188,11 @@ impl Figures {
 type FiguresByTool = Arc<Mutex<BTreeMap<Arc<str>, Figures>>>;
 
 /// What the cache answered a call with.
-pub struct Served {
-    /// The upstream's answer, fresh or cached.
-    pub answer: Answer,
-    /// The cached entry's age, if it came from the cache.
-    pub hit_age: Option<Duration>,
+pub enum Served {
+    /// An entry: the upstream was not called.
+    Hit(Arc<Entry>),
+    /// The upstream's answer, and the entry it made if it was cached.
+    Fetched(Box<Answer>, Option<Arc<Entry>>),
 }
 
 /// The cache of one sluice, shared by its sessions.
@@ -260,27 +291,23 @@ impl ResultCache {
         if fresh {
             let answer = fetch(false).await;
             self.count(&tool, |f| f.bypasses += 1);
-            let answer = match entry_of(answer, &key, &tool, policy) {
+            return match entry_of(answer, &key, &tool, policy) {
                 Ok(entry) => {
-                    let result = entry.result.clone();
-                    self.insert(key, entry).await;
-                    Ok(ServerResult::CallToolResult(result))
+                    let entry = Arc::new(entry);
+                    self.insert(key, entry.clone()).await;
+                    Served::Fetched(
+                        Box::new(Ok(ServerResult::CallToolResult(entry.result()))),
+                        Some(entry),
+                    )
                 }
-                Err(answer) => *answer,
-            };
-            return Served {
-                answer,
-                hit_age: None,
+                Err(answer) => Served::Fetched(answer, None),
             };
         }
         if let Some(entry) = self.entries.get(&key).await {
             entry.read();
             self.count(&tool, |f| f.hits += 1);
             self.refresh_if_due(&key, &entry, &fetch);
-            return Served {
-                answer: Ok(ServerResult::CallToolResult(entry.result.clone())),
-                hit_age: Some(entry.age()),
-            };
+            return Served::Hit(entry);
         }
         // Only the caller whose call runs sees its answer moved into the
         // entry; the ones waiting on it get the entry (or the error).
@@ -299,32 +326,25 @@ impl ResultCache {
                     f.entries += 1;
                     f.bytes += u64::from(entry.bytes);
                 });
-                Served {
-                    answer: Ok(ServerResult::CallToolResult(entry.result.clone())),
-                    hit_age: None,
-                }
+                Served::Fetched(
+                    Box::new(Ok(ServerResult::CallToolResult(entry.result()))),
+                    Some(entry),
+                )
             }
             Ok(entry) => {
-                let entry = entry.into_value();
                 self.count(&tool, |f| f.hits += 1);
-                Served {
-                    answer: Ok(ServerResult::CallToolResult(entry.result.clone())),
-                    hit_age: Some(entry.age()),
-                }
+                Served::Hit(entry.into_value())
             }
             Err(answer) => {
                 self.count(&tool, |f| f.misses += 1);
-                Served {
-                    answer: (**answer).clone(),
-                    hit_age: None,
-                }
+                Served::Fetched(Box::new((**answer).clone()), None)
             }
         }
     }
 
-    async fn insert(&self, key: String, entry: Entry) {
+    async fn insert(&self, key: String, entry: Arc<Entry>) {
         let (tool, bytes) = (entry.tool.clone(), u64::from(entry.bytes));
-        self.entries.insert(key, Arc::new(entry)).await;
+        self.entries.insert(key, entry).await;
         self.count(&tool, |f| {
             f.entries += 1;
             f.bytes += bytes;
@@ -421,6 +441,7 @@ fn entry_of(
         tool: tool.clone(),
         policy,
         last_read_ms: AtomicU64::new(0),
+        governed: Mutex::default(),
     })
 }
 

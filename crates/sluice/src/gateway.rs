@@ -595,7 +595,11 @@ impl Gateway {
                     if let Some(rmcp::model::ContentBlock::Text(text)) = result.content.first_mut()
                     {
                         if by_tool.is_empty() {
-                            text.text.push_str("Cache: no cached calls yet.\n");
+                            text.text.push_str(if self.caches_anything() {
+                                "Cache: no cached calls yet.\n"
+                            } else {
+                                "Cache: off (no tool is cached: `cache = { ttl_s = … }` in a tool's table, or `[cache] annotated = true`).\n"
+                            });
                         } else {
                             text.text.push_str(&format!("Cache: {}.\n", total.line()));
                             for (tool, figures) in &by_tool {
@@ -778,20 +782,42 @@ impl Gateway {
         caller: &Caller,
         cached: Option<CachedCall>,
     ) -> Done {
-        let (sent, hit_age) = match cached {
+        // The owner and budget a stored answer was made for.
+        let governed_key = format!("{}|{:?}", policy.owner, policy.budget);
+        let (sent, entry, hit) = match cached {
             None => (
                 self.fetch(upstream, params, caller, &policy.source).await,
                 None,
+                false,
             ),
             Some(call) => {
                 let fetch = self.fetcher(upstream, params, caller, &policy.source);
-                let served = self
+                match self
                     .cache
                     .serve(call.key, &policy.source, call.policy, call.fresh, fetch)
-                    .await;
-                // An entry made for a client of the other era.
-                let answer = served.answer.map(|r| in_clients_era(r, caller.legacy));
-                (answer, served.hit_age)
+                    .await
+                {
+                    crate::cache::Served::Hit(entry) => {
+                        // A large result this owner had stored with this
+                        // budget: the same answer, while its handle lives.
+                        if let Some(answer) = entry
+                            .governed_for(&governed_key)
+                            .filter(|a| self.governor.still_stored(a, policy.owner))
+                        {
+                            return Done::Answer(Box::new(Ok(CallToolResponse::Complete(
+                                with_hit(answer, &entry),
+                            ))));
+                        }
+                        let result = ServerResult::CallToolResult(entry.result());
+                        // An entry made for a client of the other era.
+                        (Ok(in_clients_era(result, caller.legacy)), Some(entry), true)
+                    }
+                    crate::cache::Served::Fetched(answer, entry) => (
+                        (*answer).map(|r| in_clients_era(r, caller.legacy)),
+                        entry,
+                        false,
+                    ),
+                }
             }
         };
         // Told apart so that an operation can fail with the reason.
@@ -801,15 +827,17 @@ impl Gateway {
         let answer = self.call_answer(upstream, sent);
         Done::Answer(Box::new(match answer {
             Ok(CallToolResponse::Complete(result)) => {
-                let mut result = self.governor.tool_result(result, policy).await;
-                if let Some(age) = hit_age {
-                    result.meta = Some(crate::govern::with_meta(
-                        result.meta,
-                        crate::cache::META,
-                        serde_json::json!({"hit": true, "age_s": (age.as_secs_f64() * 10.0).round() / 10.0}),
-                    ));
+                let owner = policy.owner;
+                let result = self.governor.tool_result(result, policy).await;
+                if let Some(entry) = &entry
+                    && self.governor.still_stored(&result, owner)
+                {
+                    entry.keep_governed(governed_key, result.clone());
                 }
-                Ok(CallToolResponse::Complete(result))
+                Ok(CallToolResponse::Complete(match &entry {
+                    Some(entry) if hit => with_hit(result, entry),
+                    _ => result,
+                }))
             }
             other => other,
         }))
@@ -894,6 +922,15 @@ impl Gateway {
             );
             Box::pin(async move { gateway.fetch(&upstream, params, &caller, &source).await })
         })
+    }
+
+    /// Whether any tool may be cached.
+    fn caches_anything(&self) -> bool {
+        self.cache.settings().annotated
+            || self
+                .upstreams
+                .iter()
+                .any(|u| u.spec.tools.values().any(|t| t.cache_policy.is_some()))
     }
 
     /// The cache policy of a tool (by exposed name), if it is cached: its
@@ -1442,6 +1479,20 @@ fn unexpected(upstream: &Upstream, method: &str, result: &ServerResult) -> Error
         ),
         None,
     )
+}
+
+/// `result` marked as served from the cache (`_meta["sluice/cache"]`).
+fn with_hit(
+    mut result: rmcp::model::CallToolResult,
+    entry: &crate::cache::Entry,
+) -> rmcp::model::CallToolResult {
+    let age = (entry.age().as_secs_f64() * 10.0).round() / 10.0;
+    result.meta = Some(crate::govern::with_meta(
+        result.meta,
+        crate::cache::META,
+        serde_json::json!({"hit": true, "age_s": age}),
+    ));
+    result
 }
 
 /// A call the cache may answer.

@@ -118,6 +118,18 @@ impl Governor {
         &self.jq
     }
 
+    /// Whether `answer` is a stored answer whose handle `owner` can still
+    /// read (reading it counts as a use).
+    pub fn still_stored(&self, answer: &CallToolResult, owner: Owner) -> bool {
+        answer
+            .meta
+            .as_ref()
+            .and_then(|m| m.0.get("sluice/stored"))
+            .and_then(|s| s.get("handle"))
+            .and_then(Value::as_str)
+            .is_some_and(|handle| self.store.get(owner, handle).is_ok())
+    }
+
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store

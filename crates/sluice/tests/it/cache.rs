@@ -410,3 +410,40 @@ async fn entries_are_shared_across_sessions_unless_per_session() {
         "{logged}"
     );
 }
+
+#[tokio::test]
+async fn a_large_cached_result_is_stored_once_per_owner_while_its_handle_lives() {
+    let dir = TempDir::new("cache-large");
+    let record = dir.0.join("calls");
+    let (client, _) = connect(&via_config(&config(
+        &dir,
+        "{ ttl_s = 600 }",
+        "[store]\nttl_s = 3\n",
+    )))
+    .await;
+    let arguments = json!({"record": record, "key": "big", "sleep_s": 0, "pad": 300000});
+    let first = call(&client, "lookup", arguments.clone()).await;
+    let handle = stored_handle(&first);
+    // A hit by the same session with the same budget: the same stored
+    // answer, not a second copy of the result.
+    let again = call(&client, "lookup", arguments.clone()).await;
+    assert!(hit(&again).is_some());
+    assert_eq!(stored_handle(&again), handle);
+    assert_eq!(first_text(&again), first_text(&first));
+    // Once the handle has expired, a hit stores the result again.
+    tokio::time::sleep(Duration::from_millis(4000)).await;
+    let later = call(&client, "lookup", arguments.clone()).await;
+    assert!(hit(&later).is_some());
+    let renewed = stored_handle(&later);
+    assert_ne!(renewed, handle);
+    let page = restore(&client, &later).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&page).unwrap()["pad"]
+            .as_str()
+            .unwrap()
+            .len(),
+        300000,
+        "the whole result reads back from the new handle"
+    );
+    assert_eq!(real_calls(&record), 1);
+}
