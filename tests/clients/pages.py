@@ -4,6 +4,7 @@ result, reads every page back by following next_cursor.
 
     pages.py --mode auto|legacy (--stdio 'CMD ARGS...' | --url URL) --tool NAME [--args JSON]
              [--path POINTER] [--query FILTER]... [--search PATTERN]... [--wait-operation]
+             [--repeat N]
 
 Prints one JSON object on stdout:
   {"protocol_version", "stored": <_meta["sluice/stored"]> | null, "answer": <first text>,
@@ -15,6 +16,8 @@ With --query or --search, the stored result is queried (sluice_query) or searche
 With --wait-operation, a call that became an operation is collected with sluice_result:
 {"protocol_version", "started": <its _meta["sluice/operation"]>, "ended": <the same, at the
 end>, "text": <the result's first text>}.
+With --repeat N, the call is made N times in all: {"protocol_version", "calls": [{"text",
+"cache": <_meta["sluice/cache"]> | null, "is_error"}] in order}.
 Exit 2 if connecting fails.
 """
 
@@ -54,6 +57,19 @@ async def main(a: argparse.Namespace) -> dict:
     )
     async with client as c:
         out: dict = {"protocol_version": c.protocol_version}
+        if a.repeat:
+            calls = []
+            for _ in range(a.repeat):
+                r = dump(await c.call_tool(a.tool, json.loads(a.args)))
+                calls.append(
+                    {
+                        "text": r["content"][0]["text"] if r.get("content") else None,
+                        "cache": (r.get("_meta") or {}).get("sluice/cache"),
+                        "is_error": bool(r.get("isError")),
+                    }
+                )
+            out["calls"] = calls
+            return out
         result = dump(await c.call_tool(a.tool, json.loads(a.args)))
         operation = (result.get("_meta") or {}).get("sluice/operation")
         if a.wait_operation and operation:
@@ -136,6 +152,7 @@ if __name__ == "__main__":
     p.add_argument("--query", action="append", default=[])
     p.add_argument("--search", action="append", default=[])
     p.add_argument("--wait-operation", action="store_true")
+    p.add_argument("--repeat", type=int, default=0)
     args = p.parse_args()
     try:
         result = anyio.run(main, args)

@@ -447,3 +447,38 @@ async fn a_large_cached_result_is_stored_once_per_owner_while_its_handle_lives()
     );
     assert_eq!(real_calls(&record), 1);
 }
+
+#[tokio::test]
+async fn python_clients_of_both_eras_get_cached_answers_over_stdio_and_http() {
+    let dir = TempDir::new("cache-py");
+    let record = dir.0.join("calls");
+    let file = config(&dir, "{ ttl_s = 600 }", "");
+    let stdio = stdio_target(&via_config(&file));
+    let sluice = HttpSluice::start(&["--config", file.to_str().unwrap()], &[]).await;
+    let mut eras = std::collections::BTreeSet::new();
+    let mut expected_calls = 0;
+    for target in [["--stdio", stdio.as_str()], ["--url", sluice.url.as_str()]] {
+        for mode in ["auto", "legacy"] {
+            let how = format!("{mode} via {}", target[0]);
+            let arguments = json!({"record": record, "key": how, "sleep_s": 0.2});
+            let got = pages_py(mode, &target, "lookup", arguments, &["--repeat", "3"]).await;
+            eras.insert(got["protocol_version"].as_str().unwrap().to_owned());
+            expected_calls += 1;
+            let calls = got["calls"].as_array().unwrap();
+            assert_eq!(calls.len(), 3, "{how}");
+            assert_eq!(calls[0]["cache"], Value::Null, "{how}: {got}");
+            for later in &calls[1..] {
+                assert_eq!(later["cache"]["hit"], true, "{how}: {got}");
+                assert_eq!(later["text"], calls[0]["text"], "{how}");
+            }
+            let first: Value = serde_json::from_str(calls[0]["text"].as_str().unwrap()).unwrap();
+            assert_eq!(first["call"], expected_calls, "{how}");
+        }
+    }
+    assert_eq!(real_calls(&record), 4, "one upstream call per client");
+    assert_eq!(
+        eras.into_iter().collect::<Vec<_>>(),
+        ["2025-11-25", "2026-07-28"],
+        "both eras"
+    );
+}
