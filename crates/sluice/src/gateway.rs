@@ -782,8 +782,11 @@ impl Gateway {
         caller: &Caller,
         cached: Option<CachedCall>,
     ) -> Done {
-        // The owner and budget a stored answer was made for.
-        let governed_key = format!("{}|{:?}", policy.owner, policy.budget);
+        // The owner and budget a stored answer was made for (cached calls).
+        let governed_key = cached
+            .as_ref()
+            .map(|_| format!("{}|{:?}", policy.owner, policy.budget))
+            .unwrap_or_default();
         let (sent, entry, hit) = match cached {
             None => (
                 self.fetch(upstream, params, caller, &policy.source).await,
