@@ -490,7 +490,7 @@ struct RawUpstream {
     headers: BTreeMap<String, String>,
     protocol: Option<Spanned<String>>,
     #[serde(default)]
-    tools: BTreeMap<String, ToolSettings>,
+    tools: BTreeMap<String, Spanned<ToolSettings>>,
 }
 
 impl Config {
@@ -527,7 +527,7 @@ impl Config {
             ));
         }
         let mut upstreams = Vec::with_capacity(raw.upstreams.len());
-        // Where each upstream's table is, for errors found later.
+        // Where each upstream's tool tables are, for errors found later.
         let mut tool_spans = Vec::with_capacity(raw.upstreams.len());
         for (name, raw) in raw.upstreams {
             let (name_span, name) = (name.span(), name.into_inner());
@@ -608,7 +608,12 @@ impl Config {
                     )
                 })?,
             };
-            for (tool, settings) in &raw.tools {
+            // Each tool's table, and where it is for errors found later.
+            let mut tools = BTreeMap::new();
+            let mut spans = BTreeMap::new();
+            for (tool, settings) in raw.tools {
+                let span = settings.span();
+                let settings = settings.into_inner();
                 if let Some(t) = settings.max_tokens
                     && t < 500
                 {
@@ -639,13 +644,15 @@ impl Config {
                         ),
                     ));
                 }
+                spans.insert(tool.clone(), span);
+                tools.insert(tool, settings);
             }
-            tool_spans.push(span);
+            tool_spans.push(spans);
             upstreams.push(UpstreamSpec {
                 name,
                 transport,
                 protocol,
-                tools: raw.tools,
+                tools,
             });
         }
         let mut budget = BudgetConfig::default();
@@ -718,14 +725,14 @@ impl Config {
             }
         };
         // Each tool's cache table over the `[cache]` defaults.
-        for (upstream, span) in upstreams.iter_mut().zip(&tool_spans) {
+        for (upstream, spans) in upstreams.iter_mut().zip(&tool_spans) {
             for (tool, settings) in upstream.tools.iter_mut() {
                 if let Some(fields) = &settings.cache {
                     let table = format!("upstream `{}`, tool `{tool}`: cache", upstream.name);
                     settings.cache_policy = Some(
                         fields
                             .over(&cache.defaults, &table)
-                            .map_err(|e| at(span.clone(), e))?,
+                            .map_err(|e| at(spans[tool].clone(), e))?,
                     );
                 }
             }
@@ -1102,7 +1109,7 @@ cache_mb = 0
             ("[cache]\nsize = 10\n", "unknown field `size`"),
             (
                 "[upstreams.a.tools.t]\ncache = { ttl_s = -1 }\n",
-                "sluice.toml:1:1: upstream `a`, tool `t`: cache: `ttl_s = -1` is out of range",
+                "sluice.toml:3:1: upstream `a`, tool `t`: cache: `ttl_s = -1` is out of range",
             ),
             (
                 "[upstreams.a.tools.t]\ncache = { refresh_at = -0.2 }\n",

@@ -805,7 +805,7 @@ impl Gateway {
                         // budget: the same answer, while its handle lives.
                         if let Some(answer) = entry
                             .governed_for(&governed_key)
-                            .filter(|a| self.governor.still_stored(a, policy.owner))
+                            .and_then(|a| self.governor.renewed(a, policy.owner))
                         {
                             return Done::Answer(Box::new(Ok(CallToolResponse::Complete(
                                 with_hit(answer, &entry),
@@ -830,10 +830,9 @@ impl Gateway {
         let answer = self.call_answer(upstream, sent);
         Done::Answer(Box::new(match answer {
             Ok(CallToolResponse::Complete(result)) => {
-                let owner = policy.owner;
                 let result = self.governor.tool_result(result, policy).await;
                 if let Some(entry) = &entry
-                    && self.governor.still_stored(&result, owner)
+                    && crate::govern::stored_handle(&result).is_some()
                 {
                     entry.keep_governed(governed_key, result.clone());
                 }

@@ -118,16 +118,19 @@ impl Governor {
         &self.jq
     }
 
-    /// Whether `answer` is a stored answer whose handle `owner` can still
-    /// read (reading it counts as a use).
-    pub fn still_stored(&self, answer: &CallToolResult, owner: Owner) -> bool {
-        answer
+    /// `answer`, a stored answer made earlier, if `owner` can still read
+    /// its handle; with the handle's new expiry (reading it counts as a use).
+    pub fn renewed(&self, mut answer: CallToolResult, owner: Owner) -> Option<CallToolResult> {
+        let handle = stored_handle(&answer)?.to_owned();
+        let listed = self.store.get(owner, &handle).ok()?;
+        if let Some(stored) = answer
             .meta
-            .as_ref()
-            .and_then(|m| m.0.get("sluice/stored"))
-            .and_then(|s| s.get("handle"))
-            .and_then(Value::as_str)
-            .is_some_and(|handle| self.store.get(owner, handle).is_ok())
+            .as_mut()
+            .and_then(|m| m.0.get_mut("sluice/stored"))
+        {
+            stored["expires_at"] = Value::String(timestamp(listed.expires_at));
+        }
+        Some(answer)
     }
 
     /// The store.
@@ -401,6 +404,16 @@ fn contents_text(contents: &ResourceContents) -> Cow<'_, str> {
         ResourceContents::BlobResourceContents { blob, .. } => Cow::Borrowed(blob.as_str()),
         other => Cow::Owned(serde_json::to_string(other).unwrap_or_default()),
     }
+}
+
+/// The handle of a stored answer, if it is one.
+pub fn stored_handle(answer: &CallToolResult) -> Option<&str> {
+    answer
+        .meta
+        .as_ref()
+        .and_then(|m| m.0.get("sluice/stored"))
+        .and_then(|s| s.get("handle"))
+        .and_then(Value::as_str)
 }
 
 /// The compact JSON size of `value` without building the string.

@@ -425,11 +425,24 @@ async fn a_large_cached_result_is_stored_once_per_owner_while_its_handle_lives()
     let first = call(&client, "lookup", arguments.clone()).await;
     let handle = stored_handle(&first);
     // A hit by the same session with the same budget: the same stored
-    // answer, not a second copy of the result.
+    // answer, not a second copy of the result; its handle's expiry renewed.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
     let again = call(&client, "lookup", arguments.clone()).await;
     assert!(hit(&again).is_some());
     assert_eq!(stored_handle(&again), handle);
     assert_eq!(first_text(&again), first_text(&first));
+    let expires = |r: &rmcp::model::CallToolResult| {
+        meta(r, "sluice/stored").unwrap()["expires_at"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(
+        expires(&again) > expires(&first),
+        "{} vs {}",
+        expires(&again),
+        expires(&first)
+    );
     // Once the handle has expired, a hit stores the result again.
     tokio::time::sleep(Duration::from_millis(4000)).await;
     let later = call(&client, "lookup", arguments.clone()).await;
