@@ -31,10 +31,12 @@ const CANCEL_WAIT: Duration = Duration::from_secs(5);
 /// Whether `answer` is an upstream's refusal of a plain call to a tool that
 /// must be called as a task.
 pub(super) fn refused_without_task(answer: &Result<ServerResult, CallError>) -> bool {
+    // An error *result* could be the tool's own failure: only the words of
+    // a refusal count, lest a tool that ran be run again.
     let says_task = |text: &str| {
         let text = text.to_lowercase();
-        text.contains("requires task augmentation")
-            || (text.contains("-32601") && text.contains("task"))
+        text.contains("task augmentation")
+            || (text.contains("-32601") && text.contains("tasksupport"))
     };
     match answer {
         Err(CallError::Upstream(e)) => {
@@ -214,5 +216,71 @@ impl Gateway {
                 )
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, ErrorData};
+
+    use super::*;
+
+    fn error_result(text: &str) -> Result<ServerResult, CallError> {
+        Ok(ServerResult::CallToolResult(CallToolResult::error(vec![
+            ContentBlock::text(text),
+        ])))
+    }
+
+    fn rpc_error(code: ErrorCode, message: &str) -> Result<ServerResult, CallError> {
+        Err(CallError::Upstream(ErrorData::new(
+            code,
+            message.to_owned(),
+            None,
+        )))
+    }
+
+    #[test]
+    fn only_a_refusal_for_want_of_a_task_counts() {
+        // server-everything (TypeScript SDK), and a JSON-RPC error as SEP-1686 says.
+        assert!(refused_without_task(&error_result(
+            "MCP error -32601: Tool simulate-research-query requires task augmentation (taskSupport: 'required')"
+        )));
+        assert!(refused_without_task(&rpc_error(
+            ErrorCode::METHOD_NOT_FOUND,
+            "Tool research must be called as a task"
+        )));
+        // A tool's own failure that mentions tasks, other errors, successes.
+        assert!(!refused_without_task(&error_result(
+            "task 17 failed: MCP error -32601 from the tracker"
+        )));
+        assert!(!refused_without_task(&rpc_error(
+            ErrorCode::INVALID_PARAMS,
+            "Tool research must be called as a task"
+        )));
+        assert!(!refused_without_task(&rpc_error(
+            ErrorCode::METHOD_NOT_FOUND,
+            "Method not found"
+        )));
+        assert!(!refused_without_task(&Ok(ServerResult::CallToolResult(
+            CallToolResult::success(vec![ContentBlock::text("requires task augmentation")])
+        ))));
+    }
+
+    #[test]
+    fn the_upstreams_poll_interval_is_kept_within_bounds() {
+        assert_eq!(
+            poll_interval(&json!({"pollInterval": 1000})),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            poll_interval(&json!({"pollIntervalMs": 250})),
+            Duration::from_millis(250)
+        );
+        assert_eq!(poll_interval(&json!({"pollInterval": 1})), POLL_BOUNDS.0);
+        assert_eq!(
+            poll_interval(&json!({"pollInterval": 600000})),
+            POLL_BOUNDS.1
+        );
+        assert_eq!(poll_interval(&json!({})), DEFAULT_POLL);
     }
 }
