@@ -46,8 +46,10 @@ fn tools() -> Vec<Tool> {
         ),
         Tool::new(
             "slow_task",
-            "Works for a while, reporting progress every quarter second.",
-            schema(json!({"type":"object","properties":{"seconds":{"type":"number","minimum":0}}})),
+            "Works for a while, reporting progress every quarter second (unless quiet).",
+            schema(json!({"type":"object","properties":{
+                "seconds":{"type":"number","minimum":0},
+                "quiet":{"type":"boolean","description":"report no progress"}}})),
         ),
     ]
 }
@@ -130,7 +132,8 @@ impl ServerHandler for SampleServer {
                     .unwrap_or(1.0)
                     .clamp(0.0, 600.0);
                 let steps = (seconds * 4.0).ceil() as u32;
-                let token = context.meta.get_progress_token();
+                let quiet = args.get("quiet").and_then(Value::as_bool) == Some(true);
+                let token = context.meta.get_progress_token().filter(|_| !quiet);
                 for step in 1..=steps {
                     tokio::select! {
                         () = context.ct.cancelled() => return Ok(text("cancelled").into()),
