@@ -83,6 +83,24 @@ fn summary(label: &str, sorted: &[Duration]) -> (Duration, Duration) {
     (p50, p99)
 }
 
+/// Prints the latencies of upstream calls and of hits, and their ratio.
+fn compare(
+    heading: &str,
+    (upstream_label, mut upstream): (&str, Vec<Duration>),
+    (hit_label, mut hits): (&str, Vec<Duration>),
+) {
+    upstream.sort();
+    hits.sort();
+    println!("{heading}");
+    let (u50, u99) = summary(upstream_label, &upstream);
+    let (h50, h99) = summary(hit_label, &hits);
+    println!(
+        "   hit / upstream: p50 {:.2}, p99 {:.2}",
+        h50.as_secs_f64() / u50.as_secs_f64(),
+        h99.as_secs_f64() / u99.as_secs_f64()
+    );
+}
+
 /// 1: hits vs upstream calls, interleaved.
 async fn hit_vs_upstream(dir: &std::path::Path, calls: usize) {
     let (cached, _) = sluice_with_config(dir, "cached", &config(CACHED_ECHO, "")).await;
@@ -103,15 +121,10 @@ async fn hit_vs_upstream(dir: &std::path::Path, calls: usize) {
         hits.push(a.0);
         upstream.push(b.0);
     }
-    hits.sort();
-    upstream.sort();
-    println!("1. a small call over stdio, interleaved:");
-    let (u50, u99) = summary("   through sluice, upstream called", &upstream);
-    let (h50, h99) = summary("   through sluice, answered from cache", &hits);
-    println!(
-        "   hit / upstream: p50 {:.2}, p99 {:.2}",
-        h50.as_secs_f64() / u50.as_secs_f64(),
-        h99.as_secs_f64() / u99.as_secs_f64()
+    compare(
+        "1. a small call over stdio, interleaved:",
+        ("   through sluice, upstream called", upstream),
+        ("   through sluice, answered from cache", hits),
     );
     let _ = cached.cancel().await;
     let _ = plain.cancel().await;
@@ -197,15 +210,10 @@ async fn eight_clients(dir: &std::path::Path, calls: usize) {
             hits.extend(concurrent(&cached, calls / 4).await);
         }
     }
-    hits.sort();
-    upstream.sort();
-    println!("2. 8 concurrent HTTP clients:");
-    let (u50, u99) = summary("   upstream called", &upstream);
-    let (h50, h99) = summary("   answered from cache", &hits);
-    println!(
-        "   hit / upstream: p50 {:.2}, p99 {:.2}",
-        h50.as_secs_f64() / u50.as_secs_f64(),
-        h99.as_secs_f64() / u99.as_secs_f64()
+    compare(
+        "2. 8 concurrent HTTP clients:",
+        ("   upstream called", upstream),
+        ("   answered from cache", hits),
     );
     for c in cached.into_iter().chain(plain) {
         let _ = c.cancel().await;
