@@ -246,6 +246,55 @@ const sleep = (s) => new Promise((r) => setTimeout(r, s * 1000));
 
 // ------------------------------------------------------------------------------ session
 
+/** The JSON document that sluice's pages walk (whole items or members, slices of
+ * scalars too large for a page, and the members shown around a paged value), put
+ * back together in order. */
+function rebuild(pages) {
+  const placed = [];
+  const objects = new Set();
+  const slices = new Map();
+  const keep = Symbol("keep"); // keeps the place of a member paged later
+  const tokens = (pointer) =>
+    pointer.split("/").slice(1).map((t) => t.replaceAll("~1", "/").replaceAll("~0", "~"));
+  const pointerOf = (ts) => ts.map((t) => "/" + t.replaceAll("~", "~0").replaceAll("/", "~1")).join("");
+  for (const [meta, data] of pages) {
+    for (const around of meta.around ?? []) {
+      objects.add(around.path);
+      const members = Object.entries(around.members);
+      members.splice(around.index, 0, [around.key, keep]);
+      for (const [k, v] of members) placed.push([[...tokens(around.path), k], v]);
+    }
+    if (meta.form === "items") {
+      JSON.parse(data).forEach((v, i) => placed.push([[...tokens(meta.path), String(meta.start + i)], v]));
+    } else if (meta.form === "members") {
+      objects.add(meta.path);
+      for (const [k, v] of Object.entries(JSON.parse(data))) placed.push([[...tokens(meta.path), k], v]);
+    } else {
+      slices.set(meta.path, (slices.get(meta.path) ?? "") + data);
+      if (meta.end === meta.total) {
+        placed.push([tokens(meta.path), JSON.parse(slices.get(meta.path))]);
+        slices.delete(meta.path);
+      }
+    }
+  }
+  const root = [undefined];
+  for (const [at, value] of placed) {
+    let parent = root;
+    let key = 0;
+    at.forEach((token, depth) => {
+      let here = parent[key];
+      if (here === undefined || here === keep) {
+        here = objects.has(pointerOf(at.slice(0, depth))) ? {} : [];
+        parent[key] = here;
+      }
+      parent = here;
+      key = Array.isArray(here) ? Number(token) : token;
+    });
+    if (value !== keep || parent[key] === undefined) parent[key] = value;
+  }
+  return root[0];
+}
+
 class Recorder {
   constructor(args, sdk) {
     this.args = args;
@@ -395,15 +444,16 @@ class Recorder {
     delete result._meta["sluice/stored"];
     if (Object.keys(result._meta).length === 0) delete result._meta;
     let request = { handle: stored.handle };
-    if (stored.kind !== "text") request.path = "";
-    let text = "";
+    const pages = [];
     for (;;) {
       const page = await client.callTool({ name: "sluice_read", arguments: request });
-      text += page.content[0].text;
+      pages.push([page._meta["sluice/page"], page.content[0].text]);
       const cursor = page._meta["sluice/page"].next_cursor;
       if (!cursor) break;
       request = { cursor };
     }
+    const text =
+      stored.kind === "text" ? pages.map(([, data]) => data).join("") : JSON.stringify(rebuild(pages));
     result.content = [{ type: "text", text }];
     return result;
   }

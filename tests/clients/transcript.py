@@ -109,6 +109,53 @@ def dump(model: Any) -> Any:
     return model
 
 
+def rebuild(pages: list[tuple[dict[str, Any], str]]) -> Any:
+    """The JSON document that sluice's pages walk (whole items or members, slices of
+    scalars too large for a page, and the members shown around a paged value), put
+    back together in order."""
+    placed: list[tuple[list[str], Any]] = []
+    objects: set[str] = set()
+    slices: dict[str, str] = {}
+    keep = object()  # keeps the place of a member paged later
+
+    def tokens(pointer: str) -> list[str]:
+        return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+
+    for meta, data in pages:
+        for around in meta.get("around") or []:
+            objects.add(around["path"])
+            base = tokens(around["path"])
+            members = list(around["members"].items())
+            members.insert(around["index"], (around["key"], keep))
+            placed += [(base + [k], v) for k, v in members]
+        path, form = meta["path"], meta["form"]
+        if form == "items":
+            placed += [(tokens(path) + [str(meta["start"] + i)], v) for i, v in enumerate(json.loads(data))]
+        elif form == "members":
+            objects.add(path)
+            placed += [(tokens(path) + [k], v) for k, v in json.loads(data).items()]
+        else:
+            slices[path] = slices.get(path, "") + data
+            if meta["end"] == meta["total"]:
+                placed.append((tokens(path), json.loads(slices.pop(path))))
+    root: list[Any] = [None]
+    for at, value in placed:
+        parent: Any = root
+        key: Any = 0
+        for depth, token in enumerate(at):
+            here = parent[key] if isinstance(parent, list) else parent.get(key)
+            if here is None or here is keep:
+                here = {} if "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in at[:depth]) in objects else []
+                parent[key] = here
+            parent, key = here, (token if isinstance(here, dict) else int(token))
+            if isinstance(parent, list) and key == len(parent):
+                parent.append(None)
+        current = parent[key] if isinstance(parent, list) else parent.get(key)
+        if value is not keep or current is None:
+            parent[key] = value
+    return root[0]
+
+
 def error_of(e: BaseException) -> dict[str, Any]:
     if isinstance(e, MCPError):
         err: dict[str, Any] = {"code": e.code, "message": e.error.message}
@@ -255,16 +302,18 @@ class Recorder:
         if not result["_meta"]:
             del result["_meta"]
         request: dict[str, Any] = {"handle": stored["handle"]}
-        if stored["kind"] != "text":
-            request["path"] = ""
-        text = ""
+        pages = []
         while True:
             page = dump(await c.call_tool("sluice_read", request))
-            text += page["content"][0]["text"]
+            pages.append((page["_meta"]["sluice/page"], page["content"][0]["text"]))
             cursor = page["_meta"]["sluice/page"]["next_cursor"]
             if not cursor:
                 break
             request = {"cursor": cursor}
+        if stored["kind"] == "text":
+            text = "".join(data for _, data in pages)
+        else:
+            text = json.dumps(rebuild(pages), separators=(",", ":"), ensure_ascii=False)
         result["content"] = [{"type": "text", "text": text}]
         return result
 

@@ -194,7 +194,12 @@ impl CursorKey {
         body.extend_from_slice(&b.max_chars.to_le_bytes());
         body.extend_from_slice(&b.max_lines.unwrap_or(0).to_le_bytes());
         body.extend_from_slice(&b.token_factor.to_bits().to_le_bytes());
-        for n in [cursor.at.unit, cursor.at.byte, cursor.at.char] {
+        for n in [
+            cursor.at.seg,
+            cursor.at.unit,
+            cursor.at.byte,
+            cursor.at.char,
+        ] {
             body.extend_from_slice(&n.to_le_bytes());
         }
         self.seal_body(PREFIX, body)
@@ -249,6 +254,7 @@ impl Reader<'_> {
         let max_lines = Some(self.u32()?).filter(|&l| l > 0);
         let token_factor = f32::from_bits(self.u32()?);
         let at = Position {
+            seg: self.u64()?,
             unit: self.u64()?,
             byte: self.u64()?,
             char: self.u64()?,
@@ -280,6 +286,7 @@ mod tests {
                 ..Budget::default()
             },
             at: Position {
+                seg: 3,
                 unit: 250,
                 byte: 7,
                 char: 5,

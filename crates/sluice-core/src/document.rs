@@ -62,12 +62,13 @@ type PlanKey = (Option<String>, u32, u32, u32, u32);
 /// The most page plans kept per document (one per budget and path asked).
 const PLANS_KEPT: usize = 16;
 
-/// The items of one array: where each starts.
+/// The children of one container: where each item of an array, or each
+/// member (`"key":value`) of an object, starts.
 #[derive(Debug)]
 pub struct Items {
-    /// The array's bytes, `[` to `]`.
+    /// The container's bytes, `[` to `]` (or `{` to `}`).
     pub range: Range<usize>,
-    /// Where each item starts.
+    /// Where each child starts.
     pub starts: Vec<u64>,
 }
 
@@ -82,7 +83,7 @@ impl Items {
         self.starts.is_empty()
     }
 
-    /// The bytes of item `i` (without the comma that follows it).
+    /// The bytes of child `i` (without the comma that follows it).
     pub fn item(&self, i: usize) -> Range<usize> {
         let start = self.starts[i] as usize;
         let end = self
@@ -92,7 +93,7 @@ impl Items {
         start..end
     }
 
-    /// The bytes of items `a..b` and the commas between them.
+    /// The bytes of children `a..b` and the commas between them.
     pub fn span(&self, a: usize, b: usize) -> Range<usize> {
         self.item(a).start..self.item(b - 1).end
     }
@@ -268,8 +269,13 @@ impl Document {
         Ok(Some(items))
     }
 
-    /// The page plan of `path` for page data within `budget`, made on first
-    /// use and kept.
+    /// The items of the array at `pointer` if they were indexed already.
+    pub fn cached_items(&self, pointer: &str) -> Option<Arc<Items>> {
+        self.lock_items().get(pointer).cloned()
+    }
+
+    /// The page plan of `path` (`None`: the whole document) for page data
+    /// within `budget`, made on first use and kept.
     pub fn plan(&self, path: Option<&str>, budget: Budget) -> Result<Arc<Plan>, PageError> {
         let key = (
             path.map(str::to_owned),
@@ -281,8 +287,7 @@ impl Document {
         if let Some(plan) = self.lock_plans().get(&key) {
             return Ok(plan.clone());
         }
-        let target = crate::pager::target(self, path)?;
-        let plan = Arc::new(Plan::new(self, target, budget));
+        let plan = Arc::new(Plan::new(self, path, budget)?);
         let mut plans = self.lock_plans();
         if plans.len() >= PLANS_KEPT {
             plans.clear();

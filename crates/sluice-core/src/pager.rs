@@ -1,83 +1,75 @@
 //! Pages: cutting a stored document into answers that fit a budget,
-//! losslessly and in time proportional to the page.
+//! losslessly, as valid JSON, and in time proportional to the page.
 //!
-//! A document is paged by *units*: the items of one array (JSON), or the
-//! lines of a text. A [`Plan`] groups units into pages for one budget by
-//! their byte sizes (known from the index, so planning never tokenizes the
-//! document); a unit larger than a page is cut into slices at character
-//! boundaries. Serving a page copies only that page and counts its tokens
-//! exactly; if the plan's estimate was too generous, the page is shortened
-//! and its remainder becomes a continuation reached by the next cursor.
-//! Following cursors from the first page therefore yields every unit once,
-//! in order, whatever the estimates.
+//! A JSON document is paged by walking it from the value asked for (the
+//! root by default). A container that fits a page is one page. One that
+//! does not is paged by its children: an array by whole items
+//! (`form: "items"`), an object by whole members (`form: "members"`). A
+//! child too large for a page is descended into in turn, so every page is
+//! valid JSON on its own. An object too large whose bulk is one member (a
+//! directory node and its `children`, a response and its `rows`) is not
+//! paged by members: its small members ride along, as JSON, in the header
+//! of the first page of that member (an [`Around`]), and the member is
+//! paged. Only a single scalar larger than a page (a 1 MB string) is cut into
+//! text slices of its compact JSON; so is, as a last resort, a value nested
+//! deeper than [`MAX_DESCENT`] levels of values too large for a page.
+//!
+//! A text is paged by whole lines; a line too long is sliced.
+//!
+//! A [`Plan`] lays these pages out once per path and budget from byte sizes
+//! (a child that might not fit by its bytes is tokenized once, so every
+//! planned child fits alone). Serving a page copies only that page and
+//! counts its tokens exactly; if the plan's estimate for a group of
+//! children was too generous, the page is shortened and its remainder
+//! becomes a continuation reached by the next cursor. Following cursors
+//! from the first page therefore visits every value once, in order.
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
 use crate::budget::{Budget, bytes_per_token, count_chars, floor_boundary, tokens_within};
 use crate::document::{Document, Items, Kind};
-use crate::scan::PointerError;
+use crate::scan::{self, PointerError};
 
-/// What part of a document is paged.
-#[derive(Debug, Clone)]
-pub enum Target {
-    /// The items of the array at `pointer`.
-    Items {
-        /// JSON Pointer of the array.
-        pointer: String,
-        /// Its index.
-        items: Arc<Items>,
-    },
-    /// The lines of a text document.
-    Lines,
-    /// One JSON value (not an array), as slices of its compact text.
-    Value {
-        /// JSON Pointer of the value.
-        pointer: String,
-        /// Its bytes.
-        range: Range<usize>,
-    },
-}
+/// How many levels of values too large for a page are descended into; a
+/// value nested deeper is sliced as text. Each level rescans its value,
+/// so this bounds planning to this many passes over the document.
+pub const MAX_DESCENT: usize = 64;
 
-impl Target {
-    /// The JSON Pointer paged, `None` for text.
-    pub fn pointer(&self) -> Option<&str> {
-        match self {
-            Target::Items { pointer, .. } | Target::Value { pointer, .. } => Some(pointer),
-            Target::Lines => None,
-        }
-    }
-}
-
-/// A place in a paged target: a unit, and an offset inside it when the unit
-/// is sliced.
+/// A place in a plan: a planned page (`seg`), and where in it a
+/// continuation starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Position {
-    /// The unit (item or line) index.
+    /// The planned page (0-based).
+    pub seg: u64,
+    /// The child (item, member) or line index.
     pub unit: u64,
-    /// Byte offset inside the unit.
+    /// Byte offset inside a sliced value or line.
     pub byte: u64,
-    /// Character offset: into the whole text for lines, into the unit for
-    /// a sliced item or value.
+    /// Character offset: into the whole text for lines, into the value for
+    /// a slice.
     pub char: u64,
 }
 
 /// How a page's data is to be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Form {
-    /// A JSON array of whole items `start..end` of the array at `path`.
+    /// A JSON array: items `start..end` of the array at `path`.
     Items,
+    /// A JSON object: members `start..end` (in document order) of the
+    /// object at `path`.
+    Members,
     /// The exact substring `start..end` (characters) of a text, or of the
     /// compact JSON of the value at `path`.
     Text,
 }
 
 impl Form {
-    /// `items` or `text`.
+    /// `items`, `members` or `text`.
     pub fn as_str(self) -> &'static str {
         match self {
             Form::Items => "items",
+            Form::Members => "members",
             Form::Text => "text",
         }
     }
@@ -97,16 +89,18 @@ pub enum PageError {
     /// The path does not lead to a value.
     #[error(transparent)]
     Pointer(#[from] PointerError),
-    /// The path leads to something that is not an array.
+    /// The path leads to a scalar small enough to be read with its parent.
     #[error(
-        "`{pointer}` is {what}, not an array{}; `path: \"\"` reads the whole document as text",
+        "`{pointer}` is {what} that fits in a page: there is nothing to page there; page the value around it (`\"path\":{parent:?}`) or read it with jq{}",
         list_arrays(arrays)
     )]
-    NotAnArray {
+    Scalar {
         /// The path.
         pointer: String,
-        /// What is there (`a string`, `an object`…).
+        /// What is there (`a string`, `a number`…).
         what: &'static str,
+        /// The pointer of the value that holds it.
+        parent: String,
         /// The document's largest arrays (pointer, items).
         arrays: Vec<(String, usize)>,
     },
@@ -117,7 +111,7 @@ pub enum PageError {
 
 fn list_arrays(arrays: &[(String, usize)]) -> String {
     if arrays.is_empty() {
-        return ". It has no arrays".into();
+        return String::new();
     }
     let list: Vec<String> = arrays
         .iter()
@@ -127,65 +121,145 @@ fn list_arrays(arrays: &[(String, usize)]) -> String {
     format!(". Arrays: {}", list.join(", "))
 }
 
-/// Chooses what to page: the array at `path`, else the root array, else the
-/// largest array, else the whole value as text.
-pub fn target(doc: &Document, path: Option<&str>) -> Result<Target, PageError> {
-    if doc.kind() == Kind::Text {
-        return match path {
-            None | Some("") => Ok(Target::Lines),
-            Some(_) => Err(PageError::PathInText),
-        };
+/// An array or object whose children are paged.
+#[derive(Debug)]
+struct Container {
+    /// Its JSON Pointer.
+    pointer: String,
+    /// An object (members), else an array (items).
+    object: bool,
+    /// Where its children start.
+    children: Arc<Items>,
+}
+
+/// The members of an object around the member being paged: shown, as JSON,
+/// with the first page of that member, so that they are visited too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Around {
+    /// The object's JSON Pointer.
+    pub pointer: String,
+    /// The key of the member paged.
+    pub key: String,
+    /// Its position among the object's members.
+    pub index: usize,
+    /// The object's other members, in order, as a compact JSON object.
+    pub members: String,
+}
+
+/// The members of an object other than one, by their bytes.
+#[derive(Debug, Clone)]
+struct AroundSpan {
+    pointer: String,
+    key: String,
+    index: usize,
+    before: Range<usize>,
+    after: Range<usize>,
+}
+
+/// What naming a page's path takes beyond what the caller's page budget
+/// keeps for the path asked: the header and `_meta` each repeat it.
+fn path_cost(pointer: &str) -> usize {
+    2 * pointer.len() + 8
+}
+
+/// What one `Around` line takes in a page's header, in bytes at most.
+fn around_cost(pointer: &str, key: &str, members_bytes: usize) -> usize {
+    // In the header: "\n{pointer} also holds: {members} (its {key:?} is
+    // paged here)", with room for the key's escapes; in `_meta`:
+    // {"path":…,"key":…,"members":…}.
+    2 * (pointer.len() + 2 * key.len() + members_bytes) + 80
+}
+
+impl Around {
+    /// What its line takes in a page's header, in bytes at most.
+    pub fn cost(&self) -> usize {
+        around_cost(&self.pointer, &self.key, self.members.len())
     }
-    let pointer = match path {
-        Some(p) => p.to_owned(),
-        None => match doc.default_array() {
-            Some(array) => array.pointer.clone(),
-            None => String::new(),
-        },
-    };
-    match doc.items(&pointer)? {
-        Some(items) => Ok(Target::Items { pointer, items }),
-        None if pointer.is_empty() => Ok(Target::Value {
-            pointer,
-            range: 0..doc.bytes(),
-        }),
-        None => {
-            let range = doc.resolve(&pointer)?;
-            let what = match doc.text_str().as_bytes().get(range.start) {
-                Some(b'{') => "an object",
-                Some(b'"') => "a string",
-                Some(b't' | b'f') => "a boolean",
-                Some(b'n') => "null",
-                _ => "a number",
-            };
-            Err(PageError::NotAnArray {
-                pointer,
-                what,
-                arrays: doc
-                    .notable_arrays()
-                    .iter()
-                    .map(|a| (a.pointer.clone(), a.items))
-                    .collect(),
-            })
+}
+
+impl AroundSpan {
+    fn len(&self) -> usize {
+        around_cost(
+            &self.pointer,
+            &self.key,
+            self.before.len() + self.after.len() + 3,
+        )
+    }
+
+    fn render(&self, text: &str) -> Around {
+        let mut members = String::with_capacity(self.before.len() + self.after.len() + 3);
+        members.push('{');
+        members.push_str(&text[self.before.clone()]);
+        if !self.before.is_empty() && !self.after.is_empty() {
+            members.push(',');
+        }
+        members.push_str(&text[self.after.clone()]);
+        members.push('}');
+        Around {
+            pointer: self.pointer.clone(),
+            key: self.key.clone(),
+            index: self.index,
+            members,
         }
     }
 }
 
-/// The pages of one target for one budget.
+/// What one planned page covers.
+#[derive(Debug, Clone)]
+enum Segment {
+    /// Children `a..b` of a container, whole.
+    Children {
+        container: Arc<Container>,
+        a: u64,
+        b: u64,
+    },
+    /// Bytes `from..to` of the compact JSON of one value too large for a
+    /// page (relative to `value`), starting at character `char_from`.
+    Slice {
+        pointer: String,
+        value: Range<usize>,
+        from: u64,
+        to: u64,
+        char_from: u64,
+        /// Characters in the whole value.
+        chars: u64,
+        /// Sliced although a container: nested too deep.
+        deep: bool,
+    },
+    /// Lines `a..b` of a text, starting at character `char_from`.
+    Lines { a: u64, b: u64, char_from: u64 },
+    /// Bytes `from..to` of line `line` (one line too long for a page).
+    LineSlice {
+        line: u64,
+        from: u64,
+        to: u64,
+        char_from: u64,
+    },
+}
+
+/// One planned page: what it covers, and the objects around it whose other
+/// members it shows (only on the first page inside them).
+#[derive(Debug, Clone)]
+struct Planned {
+    segment: Segment,
+    around: Vec<AroundSpan>,
+}
+
+/// The pages of one path of a document for one budget.
 #[derive(Debug)]
 pub struct Plan {
-    target: Target,
-    /// Where each page starts.
-    starts: Vec<Position>,
-    /// Just past the last unit.
-    end: Position,
+    /// The path paged: `None` for text.
+    path: Option<String>,
+    pages: Vec<Planned>,
     /// The byte size a page aims at.
     page_bytes: usize,
-    /// The most units in one page (lines, for line-limited clients).
-    max_units: usize,
-    /// Characters of the units cut into slices, by unit.
-    sliced_chars: HashMap<u64, u64>,
-    /// The budget of a page's data.
+    /// Bytes that surely fit a page whatever they hold (a token is at
+    /// least a byte); larger children are tokenized before they are
+    /// planned as whole.
+    sure_bytes: usize,
+    /// The most lines in one page (line-limited clients).
+    max_lines: usize,
+    /// The budget of a page's data (its `Around` included).
     budget: Budget,
 }
 
@@ -193,146 +267,375 @@ pub struct Plan {
 const SAMPLE: usize = 8 * 1024;
 
 impl Plan {
-    /// Plans the pages of `target` in `doc` for data within `budget` (the
-    /// caller's budget less what the page's wrapper takes).
-    pub fn new(doc: &Document, target: Target, budget: Budget) -> Self {
+    /// Plans the pages of `path` (`None`: the whole document) in `doc` for
+    /// data within `budget` (the caller's budget less what the page's
+    /// wrapper takes).
+    pub fn new(doc: &Document, path: Option<&str>, budget: Budget) -> Result<Self, PageError> {
         let text = doc.text_str();
-        let sample = match &target {
-            Target::Items { items, .. } => &text[items.range.clone()],
-            Target::Value { range, .. } => &text[range.clone()],
-            Target::Lines => text,
+        // What is paged, before anything is laid out.
+        let (pointer, range) = match doc.kind() {
+            Kind::Text => match path {
+                None | Some("") => (None, 0..doc.bytes()),
+                Some(_) => return Err(PageError::PathInText),
+            },
+            Kind::Json | Kind::Blocks => {
+                let pointer = path.unwrap_or_default().to_owned();
+                let range = doc.resolve(&pointer)?;
+                (Some(pointer), range)
+            }
         };
-        let per_token = bytes_per_token(sample, SAMPLE);
+        let per_token = bytes_per_token(&text[range.clone()], SAMPLE);
+        let raw_tokens = f64::from(budget.max_tokens) / f64::from(budget.token_factor.max(0.01));
         // 10 % below the estimate: serving shortens a page that still does
         // not fit, but that costs a continuation.
-        let by_tokens = f64::from(budget.max_tokens) / f64::from(budget.token_factor.max(0.01))
-            * f64::from(per_token)
-            * 0.9;
-        // Bytes never undercount characters.
+        let by_tokens = raw_tokens * f64::from(per_token) * 0.9;
         let page_bytes = (by_tokens as usize)
             .min(budget.max_chars as usize)
             .saturating_sub(2) // the brackets of an items page
             .max(16);
-        let max_units = match (&target, budget.max_lines) {
-            (Target::Lines, Some(lines)) => lines.max(1) as usize,
-            _ => usize::MAX,
-        };
+        let sure_bytes = (raw_tokens as usize)
+            .min(budget.max_chars as usize)
+            .saturating_sub(2)
+            // Unicode normalization before counting may lengthen a text a
+            // little: keep a margin.
+            / 2;
         let mut plan = Self {
-            target,
-            starts: Vec::new(),
-            end: Position::default(),
+            path: pointer.clone(),
+            pages: Vec::new(),
             page_bytes,
-            max_units,
-            sliced_chars: HashMap::new(),
+            sure_bytes,
+            max_lines: budget.max_lines.map_or(usize::MAX, |l| l.max(1) as usize),
             budget,
         };
-        plan.lay_out(doc);
-        plan
+        match pointer {
+            None => plan.lay_out_lines(doc),
+            Some(pointer) => {
+                let first = text.as_bytes().get(range.start).copied();
+                if !matches!(first, Some(b'[' | b'{'))
+                    && !pointer.is_empty()
+                    && range.len() <= page_bytes
+                {
+                    return Err(scalar_error(doc, &pointer, first));
+                }
+                plan.lay_out_value(doc, pointer, range, Vec::new(), 0);
+            }
+        }
+        if plan.pages.is_empty() {
+            plan.pages.push(Planned {
+                segment: Segment::Lines {
+                    a: 0,
+                    b: 0,
+                    char_from: 0,
+                },
+                around: Vec::new(),
+            });
+        }
+        Ok(plan)
     }
 
-    /// Groups units into pages, greedily by bytes.
-    fn lay_out(&mut self, doc: &Document) {
-        let units = self.units(doc);
-        let mut chars = 0u64; // running characters, for lines
-        let mut page_bytes = 0usize;
-        let mut page_units = 0usize;
-        for unit in 0..units {
-            let range = self.unit(doc, unit);
-            let len = range.len();
-            let separator =
-                usize::from(matches!(self.target, Target::Items { .. }) && page_units > 0);
-            let unit_chars = || count_chars(&doc.text_str()[range.clone()]) as u64;
-            if len > self.page_bytes {
-                // A unit larger than a page: its own pages, one slice each.
-                let unit_text = &doc.text_str()[range.clone()];
-                let mut byte = 0;
-                let mut char_in_unit = 0u64;
-                while byte < len {
-                    let end = floor_boundary(unit_text, byte + self.page_bytes);
-                    let end = if end <= byte {
-                        next_boundary(unit_text, byte)
-                    } else {
-                        end
-                    };
-                    let base = if matches!(self.target, Target::Lines) {
-                        chars
-                    } else {
-                        0
-                    };
-                    self.starts.push(Position {
-                        unit: unit as u64,
-                        byte: byte as u64,
-                        char: base + char_in_unit,
-                    });
-                    char_in_unit += count_chars(&unit_text[byte..end]) as u64;
-                    byte = end;
-                }
-                self.sliced_chars.insert(unit as u64, char_in_unit);
-                chars += char_in_unit;
-                page_bytes = 0;
-                page_units = 0;
+    /// Plans `range` (the value at `pointer`), with `around` to show on its
+    /// first page.
+    fn lay_out_value(
+        &mut self,
+        doc: &Document,
+        pointer: String,
+        range: Range<usize>,
+        around: Vec<AroundSpan>,
+        depth: usize,
+    ) {
+        let text = doc.text_str();
+        let first = text.as_bytes().get(range.start).copied();
+        let object = first == Some(b'{');
+        if !matches!(first, Some(b'[' | b'{')) || depth > MAX_DESCENT {
+            let deep = matches!(first, Some(b'[' | b'{'));
+            self.lay_out_slices(doc, pointer, range, around, deep);
+            return;
+        }
+        let children = match doc.cached_items(&pointer) {
+            // The bulk array's index is usually made already (for the
+            // summary); deeper ones are the plan's alone.
+            Some(items) if !object && items.range == range => items,
+            _ => Arc::new(Items {
+                starts: if object {
+                    scan::member_starts(text, range.clone())
+                } else {
+                    scan::item_starts(text, range.clone())
+                },
+                range: range.clone(),
+            }),
+        };
+        let around_bytes: usize = around.iter().map(AroundSpan::len).sum();
+        let own = around_bytes + path_cost(&pointer);
+        if object && !children.is_empty() && !self.fits_alone(text, &range, own) {
+            // The bulk in one member: page that member, the rest around it.
+            let (largest, value) = (0..children.len())
+                .map(|i| (i, scan::member_parts(text, children.item(i)).1))
+                .max_by_key(|(i, v)| (v.len(), std::cmp::Reverse(*i)))
+                .expect("not empty");
+            let span = AroundSpan {
+                key: scan::member_parts(text, children.item(largest))
+                    .0
+                    .into_owned(),
+                before: if largest == 0 {
+                    0..0
+                } else {
+                    children.span(0, largest)
+                },
+                after: if largest + 1 == children.len() {
+                    0..0
+                } else {
+                    children.span(largest + 1, children.len())
+                },
+                pointer: pointer.clone(),
+                index: largest,
+            };
+            // Only a member that needs paging itself is worth it: else
+            // the object is paged by members.
+            let bulky = matches!(text.as_bytes().get(value.start), Some(b'[' | b'{'))
+                || !self.fits_alone(text, &value, own + span.len() + span.key.len());
+            if bulky && around_bytes + span.len() <= self.around_limit() {
+                let mut child = pointer;
+                child.push('/');
+                scan::escape_token(&span.key, &mut child);
+                let mut around = around;
+                around.push(span);
+                self.lay_out_value(doc, child, value, around, depth + 1);
+                return;
+            }
+        }
+        let container = Arc::new(Container {
+            pointer,
+            object,
+            children,
+        });
+        self.lay_out_children(doc, container, around, depth);
+    }
+
+    /// The most bytes of `Around` a page carries: a quarter of what surely
+    /// fits, so that the page keeps room for its data.
+    fn around_limit(&self) -> usize {
+        (self.sure_bytes / 2).min(4096)
+    }
+
+    /// Groups the children of `container` into pages, greedily by bytes; a
+    /// child that does not fit a page alone is descended into.
+    fn lay_out_children(
+        &mut self,
+        doc: &Document,
+        container: Arc<Container>,
+        around: Vec<AroundSpan>,
+        depth: usize,
+    ) {
+        let text = doc.text_str();
+        let children = container.children.clone();
+        let mut around = Some(around);
+        let mut group: Option<(usize, usize)> = None; // first child, bytes
+        let mut emitted = false;
+        let flush = |plan: &mut Self,
+                     group: &mut Option<(usize, usize)>,
+                     end: usize,
+                     around: &mut Option<Vec<AroundSpan>>| {
+            if let Some((a, _)) = group.take() {
+                plan.pages.push(Planned {
+                    segment: Segment::Children {
+                        container: container.clone(),
+                        a: a as u64,
+                        b: end as u64,
+                    },
+                    around: around.take().unwrap_or_default(),
+                });
+            }
+        };
+        for i in 0..children.len() {
+            let range = children.item(i);
+            let around_bytes: usize = around
+                .as_ref()
+                .map_or(0, |a| a.iter().map(AroundSpan::len).sum())
+                + path_cost(&container.pointer);
+            if !self.fits_alone(text, &range, around_bytes) {
+                flush(self, &mut group, i, &mut around);
+                let mut pointer = container.pointer.clone();
+                pointer.push('/');
+                let value = if container.object {
+                    let (key, value) = scan::member_parts(text, range);
+                    scan::escape_token(&key, &mut pointer);
+                    value
+                } else {
+                    pointer.push_str(&i.to_string());
+                    range
+                };
+                self.lay_out_value(
+                    doc,
+                    pointer,
+                    value,
+                    around.take().unwrap_or_default(),
+                    depth + 1,
+                );
+                emitted = true;
                 continue;
             }
-            if page_units == 0
-                || page_bytes + separator + len > self.page_bytes
-                || page_units >= self.max_units
-            {
-                self.starts.push(Position {
-                    unit: unit as u64,
-                    byte: 0,
-                    char: chars,
-                });
-                page_bytes = len;
-                page_units = 1;
-            } else {
-                page_bytes += separator + len;
-                page_units += 1;
+            let room = self.page_bytes.saturating_sub(around_bytes);
+            if let Some((_, bytes)) = &mut group {
+                if *bytes + 1 + range.len() > room {
+                    flush(self, &mut group, i, &mut around);
+                } else {
+                    *bytes += 1 + range.len();
+                    continue;
+                }
             }
-            if matches!(self.target, Target::Lines) {
-                chars += unit_chars();
+            group = Some((i, range.len()));
+            emitted = true;
+        }
+        if !emitted {
+            // An empty container: one empty page.
+            group = Some((0, 0));
+        }
+        flush(self, &mut group, children.len(), &mut around);
+    }
+
+    /// Whether the bytes at `range`, bracketed, surely fit a page with
+    /// `around_bytes` of `Around`: by their size, else by their tokens.
+    fn fits_alone(&self, text: &str, range: &Range<usize>, around_bytes: usize) -> bool {
+        let len = range.len() + 2 + around_bytes;
+        if len <= self.sure_bytes {
+            return true;
+        }
+        if len > self.page_bytes.max(self.sure_bytes) * 4 {
+            // Far over the page by bytes alone: no need to tokenize.
+            return false;
+        }
+        let mut data = String::with_capacity(len);
+        data.push('[');
+        data.push_str(&text[range.clone()]);
+        data.push(']');
+        self.fits_with(&data, around_bytes)
+    }
+
+    /// Slices of the compact JSON of one value.
+    fn lay_out_slices(
+        &mut self,
+        doc: &Document,
+        pointer: String,
+        value: Range<usize>,
+        around: Vec<AroundSpan>,
+        deep: bool,
+    ) {
+        let unit = &doc.text_str()[value.clone()];
+        let chars = count_chars(unit) as u64;
+        let mut around = Some(around);
+        let mut byte = 0;
+        let mut char_from = 0;
+        loop {
+            let around_bytes: usize = around
+                .as_ref()
+                .map_or(0, |a| a.iter().map(AroundSpan::len).sum())
+                + path_cost(&pointer);
+            let room = self.page_bytes.saturating_sub(around_bytes).max(16);
+            let mut end = floor_boundary(unit, (byte + room).min(unit.len()));
+            if end <= byte {
+                end = next_boundary(unit, byte);
+            }
+            let slice_chars = count_chars(&unit[byte..end]) as u64;
+            self.pages.push(Planned {
+                segment: Segment::Slice {
+                    pointer: pointer.clone(),
+                    value: value.clone(),
+                    from: byte as u64,
+                    to: end as u64,
+                    char_from,
+                    chars,
+                    deep,
+                },
+                around: around.take().unwrap_or_default(),
+            });
+            char_from += slice_chars;
+            byte = end;
+            if byte >= unit.len() {
+                return;
             }
         }
-        if self.starts.is_empty() {
-            // An empty array or text still has one (empty) page.
-            self.starts.push(Position::default());
-        }
-        self.end = Position {
-            unit: units as u64,
-            byte: 0,
-            char: chars,
+    }
+
+    /// Groups lines into pages, greedily by bytes; a line too long for a
+    /// page is sliced.
+    fn lay_out_lines(&mut self, doc: &Document) {
+        let text = doc.text_str();
+        let starts = doc.line_starts();
+        let line = |i: usize| {
+            let a = starts[i] as usize;
+            a..starts.get(i + 1).map_or(text.len(), |&s| s as usize)
         };
-    }
-
-    fn units(&self, doc: &Document) -> usize {
-        match &self.target {
-            Target::Items { items, .. } => items.len(),
-            Target::Lines => doc.line_starts().len(),
-            Target::Value { .. } => 1,
-        }
-    }
-
-    /// The bytes of unit `i` in the document.
-    fn unit(&self, doc: &Document, i: usize) -> Range<usize> {
-        match &self.target {
-            Target::Items { items, .. } => items.item(i),
-            Target::Lines => {
-                let starts = doc.line_starts();
-                let start = starts[i] as usize;
-                let end = starts.get(i + 1).map_or(doc.bytes(), |&s| s as usize);
-                start..end
+        let mut chars = 0u64;
+        let mut group: Option<(usize, usize, u64)> = None; // first line, bytes, its char
+        for i in 0..starts.len() {
+            let range = line(i);
+            let line_chars = count_chars(&text[range.clone()]) as u64;
+            if !self.fits_alone(text, &range, 0) {
+                if let Some((a, _, char_from)) = group.take() {
+                    self.push_lines(a, i, char_from);
+                }
+                let unit = &text[range];
+                let mut byte = 0;
+                let mut char_from = chars;
+                while byte < unit.len() {
+                    let mut end = floor_boundary(unit, (byte + self.page_bytes).min(unit.len()));
+                    if end <= byte {
+                        end = next_boundary(unit, byte);
+                    }
+                    self.pages.push(Planned {
+                        segment: Segment::LineSlice {
+                            line: i as u64,
+                            from: byte as u64,
+                            to: end as u64,
+                            char_from,
+                        },
+                        around: Vec::new(),
+                    });
+                    char_from += count_chars(&unit[byte..end]) as u64;
+                    byte = end;
+                }
+                chars += line_chars;
+                continue;
             }
-            Target::Value { range, .. } => range.clone(),
+            match &mut group {
+                Some((a, bytes, _))
+                    if *bytes + range.len() <= self.page_bytes && i - *a < self.max_lines =>
+                {
+                    *bytes += range.len();
+                }
+                _ => {
+                    if let Some((a, _, char_from)) = group.take() {
+                        self.push_lines(a, i, char_from);
+                    }
+                    group = Some((i, range.len(), chars));
+                }
+            }
+            chars += line_chars;
         }
+        if let Some((a, _, char_from)) = group {
+            self.push_lines(a, starts.len(), char_from);
+        }
+    }
+
+    fn push_lines(&mut self, a: usize, b: usize, char_from: u64) {
+        self.pages.push(Planned {
+            segment: Segment::Lines {
+                a: a as u64,
+                b: b as u64,
+                char_from,
+            },
+            around: Vec::new(),
+        });
     }
 
     /// How many pages.
     pub fn pages(&self) -> usize {
-        self.starts.len()
+        self.pages.len()
     }
 
-    /// What is paged.
-    pub fn target(&self) -> &Target {
-        &self.target
+    /// The path paged (`""`: the whole JSON document); `None` for text.
+    pub fn path(&self) -> Option<&str> {
+        self.path.as_deref()
     }
 
     /// The budget a page's data keeps to.
@@ -345,166 +648,234 @@ impl Plan {
         usize::try_from(page)
             .ok()
             .and_then(|p| p.checked_sub(1))
-            .and_then(|i| self.starts.get(i).copied())
+            .and_then(|i| self.pages.get(i).map(|p| start(i, &p.segment)))
             .ok_or(PageError::OutOfRange {
                 page,
                 pages: self.pages(),
             })
     }
 
-    /// The 1-based page that holds `at`.
-    fn page_of(&self, at: Position) -> usize {
-        self.starts
-            .partition_point(|s| (s.unit, s.byte) <= (at.unit, at.byte))
-            .max(1)
-    }
-
     /// Whether `at` is a position this plan could have produced.
     pub fn holds(&self, doc: &Document, at: Position) -> bool {
-        if at.unit >= self.end.unit {
+        let Some(planned) = usize::try_from(at.seg).ok().and_then(|s| self.pages.get(s)) else {
             return false;
-        }
-        let range = self.unit(doc, at.unit as usize);
-        (at.byte as usize) < range.len().max(1)
-            && doc
-                .text_str()
-                .is_char_boundary(range.start + at.byte as usize)
-    }
-
-    /// Serves the page that starts at `from`.
-    pub fn serve(&self, doc: &Document, from: Position) -> Page {
-        let page = self.page_of(from);
-        let planned_end = self.starts.get(page).copied().unwrap_or(self.end);
-        let unit = from.unit as usize;
-        let sliced = from.byte > 0 || self.sliced_chars.contains_key(&from.unit);
-        let mut served = if sliced {
-            None
-        } else {
-            self.serve_units(doc, from, planned_end)
         };
-        if served.is_none() {
-            served = Some(self.serve_slice(doc, from, planned_end, unit));
-        }
-        let mut served = served.expect("a page is always served");
-        served.page = page;
-        served.pages = self.pages();
-        served.continued = self.starts.get(page - 1) != Some(&from);
-        served.next = (served.next_at.unit < self.end.unit).then_some(served.next_at);
-        served
-    }
-
-    /// Whole units `from..planned_end`, as many as fit; `None` when not even
-    /// the first one fits (it is then sliced).
-    fn serve_units(&self, doc: &Document, from: Position, planned_end: Position) -> Option<Page> {
-        let first = from.unit as usize;
-        let last = (planned_end.unit as usize)
-            .max(first + 1)
-            .min(self.units(doc));
-        if first >= last {
-            // An empty target: one empty page.
-            return Some(self.units_page(doc, from, first, first));
-        }
-        let mut n = last - first;
-        let mut page = self.units_page(doc, from, first, first + n);
-        if self.fits(&page.data) {
-            return Some(page);
-        }
-        // Shorten: the largest count that fits (binary search).
-        let (mut lo, mut hi) = (0, n);
-        while lo < hi {
-            let mid = (lo + hi).div_ceil(2);
-            if self.fits(&self.units_page(doc, from, first, first + mid).data) {
-                lo = mid;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        if lo == 0 {
-            return None;
-        }
-        n = lo;
-        page = self.units_page(doc, from, first, first + n);
-        Some(page)
-    }
-
-    fn units_page(&self, doc: &Document, from: Position, a: usize, b: usize) -> Page {
         let text = doc.text_str();
-        match &self.target {
-            Target::Items { pointer, items } => {
-                let data = if a == b {
-                    "[]".to_owned()
-                } else {
-                    let span = &text[items.span(a, b)];
-                    let mut data = String::with_capacity(span.len() + 2);
-                    data.push('[');
-                    data.push_str(span);
-                    data.push(']');
-                    data
-                };
-                Page::new(
-                    data,
-                    Form::Items,
-                    Some(pointer.clone()),
-                    a as u64,
-                    b as u64,
-                    items.len() as u64,
-                )
-                .next_at(Position {
-                    unit: b as u64,
-                    byte: 0,
-                    char: 0,
-                })
+        match &planned.segment {
+            Segment::Children { a, b, .. } => {
+                at.byte == 0 && *a <= at.unit && (at.unit < *b || (a == b && at.unit == *a))
             }
-            Target::Lines => {
-                let range = if a == b {
-                    0..0
-                } else {
-                    self.unit(doc, a).start..self.unit(doc, b - 1).end
-                };
-                let data = text[range].to_owned();
-                let end_char = from.char + count_chars(&data) as u64;
-                let mut page = Page::new(data, Form::Text, None, from.char, end_char, doc.chars())
-                    .next_at(Position {
-                        unit: b as u64,
-                        byte: 0,
-                        char: end_char,
-                    });
-                page.lines = Some((a as u64, b as u64, doc.line_starts().len() as u64));
-                page
+            Segment::Lines { a, b, .. } => {
+                at.byte == 0 && *a <= at.unit && (at.unit < *b || (a == b && at.unit == *a))
             }
-            Target::Value { .. } => unreachable!("a value is always sliced"),
+            Segment::Slice {
+                value, from, to, ..
+            } => {
+                at.unit == 0
+                    && *from <= at.byte
+                    && at.byte < *to
+                    && text.is_char_boundary(value.start + at.byte as usize)
+            }
+            Segment::LineSlice { line, from, to, .. } => {
+                let starts = doc.line_starts();
+                at.unit == *line
+                    && *from <= at.byte
+                    && at.byte < *to
+                    && starts
+                        .get(*line as usize)
+                        .is_some_and(|&s| text.is_char_boundary(s as usize + at.byte as usize))
+            }
         }
     }
 
-    /// A slice of unit `unit` from `from.byte`, as long as fits.
+    /// Serves the page that starts at `from` (a position [`Plan::holds`]).
+    pub fn serve(&self, doc: &Document, from: Position) -> Page {
+        let seg = from.seg as usize;
+        let planned = &self.pages[seg];
+        let first = start(seg, &planned.segment);
+        let around: Vec<Around> = if from == first {
+            planned
+                .around
+                .iter()
+                .map(|a| a.render(doc.text_str()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let around_text: usize = around.iter().map(Around::cost).sum();
+        let (mut page, rest) = match &planned.segment {
+            Segment::Children { container, b, .. } => self.serve_children(
+                doc,
+                container,
+                from,
+                *b,
+                around_text + path_cost(&container.pointer),
+            ),
+            Segment::Lines { b, .. } => self.serve_lines(doc, from, *b),
+            Segment::Slice {
+                pointer,
+                value,
+                to,
+                chars,
+                deep,
+                ..
+            } => {
+                let (mut page, rest) = self.serve_slice(
+                    doc,
+                    value.clone(),
+                    from,
+                    *to,
+                    around_text + path_cost(pointer),
+                );
+                page.path = Some(pointer.clone());
+                page.total = *chars;
+                page.deep = *deep;
+                (page, rest)
+            }
+            Segment::LineSlice { line, to, .. } => {
+                let starts = doc.line_starts();
+                let text = doc.text_str();
+                let a = starts[*line as usize] as usize;
+                let b = starts
+                    .get(*line as usize + 1)
+                    .map_or(text.len(), |&s| s as usize);
+                let (mut page, rest) = self.serve_slice(doc, a..b, from, *to, 0);
+                // Characters count into the whole text here.
+                page.total = doc.chars();
+                page.lines = Some((*line, line + 1, starts.len() as u64));
+                page.slice_of = Some(*line);
+                (page, rest.map(|r| Position { unit: *line, ..r }))
+            }
+        };
+        page.around = around;
+        page.page = seg + 1;
+        page.pages = self.pages();
+        page.continued = from != first;
+        page.next = rest.or_else(|| {
+            self.pages
+                .get(seg + 1)
+                .map(|next| start(seg + 1, &next.segment))
+        });
+        page
+    }
+
+    /// Children `from.unit..b` of `container`, as many as fit; the rest of
+    /// the segment, if any, is the continuation.
+    fn serve_children(
+        &self,
+        doc: &Document,
+        container: &Container,
+        from: Position,
+        b: u64,
+        around_bytes: usize,
+    ) -> (Page, Option<Position>) {
+        let a = from.unit as usize;
+        let b = b as usize;
+        let make = |end: usize| {
+            let data = children_data(doc, container, a, end);
+            Page::new(
+                data,
+                if container.object {
+                    Form::Members
+                } else {
+                    Form::Items
+                },
+                Some(container.pointer.clone()),
+                a as u64,
+                end as u64,
+                container.children.len() as u64,
+            )
+        };
+        let fits = |data: &str| self.fits_with(data, around_bytes);
+        let mut page = make(b);
+        let mut end = b;
+        if b > a + 1 && !fits(&page.data) {
+            // Shorten: the most children that fit (binary search); the
+            // plan made sure the first one does.
+            let (mut lo, mut hi) = (a + 1, b - 1);
+            while lo < hi {
+                let mid = (lo + hi).div_ceil(2);
+                if fits(&children_data(doc, container, a, mid)) {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            end = lo;
+            page = make(end);
+        }
+        let rest = (end < b).then_some(Position {
+            seg: from.seg,
+            unit: end as u64,
+            byte: 0,
+            char: 0,
+        });
+        (page, rest)
+    }
+
+    /// Lines `from.unit..b`, as many as fit.
+    fn serve_lines(&self, doc: &Document, from: Position, b: u64) -> (Page, Option<Position>) {
+        let text = doc.text_str();
+        let starts = doc.line_starts();
+        let a = from.unit as usize;
+        let b = b as usize;
+        let range = |end: usize| {
+            if a == end {
+                0..0
+            } else {
+                starts[a] as usize..starts.get(end).map_or(text.len(), |&s| s as usize)
+            }
+        };
+        let mut end = b;
+        if b > a + 1 && !self.fits(&text[range(b)]) {
+            let (mut lo, mut hi) = (a + 1, b - 1);
+            while lo < hi {
+                let mid = (lo + hi).div_ceil(2);
+                if self.fits(&text[range(mid)]) {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            end = lo;
+        }
+        let data = text[range(end)].to_owned();
+        let end_char = from.char + count_chars(&data) as u64;
+        let mut page = Page::new(data, Form::Text, None, from.char, end_char, doc.chars());
+        page.lines = Some((a as u64, end as u64, starts.len() as u64));
+        let rest = (end < b).then_some(Position {
+            seg: from.seg,
+            unit: end as u64,
+            byte: 0,
+            char: end_char,
+        });
+        (page, rest)
+    }
+
+    /// Bytes `from.byte..to` of the value at `value`, as many as fit.
     fn serve_slice(
         &self,
         doc: &Document,
+        value: Range<usize>,
         from: Position,
-        planned_end: Position,
-        unit: usize,
-    ) -> Page {
-        let range = self.unit(doc, unit);
-        let unit_text = &doc.text_str()[range];
+        to: u64,
+        around_bytes: usize,
+    ) -> (Page, Option<Position>) {
+        let unit = &doc.text_str()[value];
         let start = from.byte as usize;
-        let mut end = if planned_end.unit == from.unit && planned_end.byte > from.byte {
-            planned_end.byte as usize
-        } else {
-            unit_text.len().min(start + self.page_bytes)
-        };
-        end = floor_boundary(unit_text, end);
+        let mut end = floor_boundary(unit, (to as usize).min(unit.len()));
         if end <= start {
-            end = next_boundary(unit_text, start);
+            end = next_boundary(unit, start);
         }
-        if !self.fits(&unit_text[start..end]) {
-            // Shorten to the longest prefix that fits (binary search on bytes).
+        if !self.fits_with(&unit[start..end], around_bytes) {
+            // The longest prefix that fits (binary search on bytes).
             let (mut lo, mut hi) = (start, end);
             while hi - lo > 1 {
-                let mid = floor_boundary(unit_text, lo + (hi - lo) / 2);
+                let mid = floor_boundary(unit, lo + (hi - lo) / 2);
                 if mid <= lo {
                     break;
                 }
-                if self.fits(&unit_text[start..mid]) {
+                if self.fits_with(&unit[start..mid], around_bytes) {
                     lo = mid;
                 } else {
                     hi = mid;
@@ -513,68 +884,126 @@ impl Plan {
             end = if lo > start {
                 lo
             } else {
-                next_boundary(unit_text, start)
+                next_boundary(unit, start)
             };
         }
-        let data = unit_text[start..end].to_owned();
+        let data = unit[start..end].to_owned();
         let chars = count_chars(&data) as u64;
-        let (path, total) = match &self.target {
-            Target::Items { pointer, .. } => {
-                let mut path = pointer.clone();
-                path.push('/');
-                path.push_str(&unit.to_string());
-                (Some(path), self.unit_chars(doc, unit))
-            }
-            Target::Value { pointer, .. } => (Some(pointer.clone()), self.unit_chars(doc, unit)),
-            Target::Lines => (None, doc.chars()),
-        };
-        let next_at = if end >= unit_text.len() {
-            let char = if matches!(self.target, Target::Lines) {
-                from.char + chars
-            } else {
-                0
-            };
-            Position {
-                unit: from.unit + 1,
-                byte: 0,
-                char,
-            }
-        } else {
-            Position {
-                unit: from.unit,
-                byte: end as u64,
-                char: from.char + chars,
-            }
-        };
-        let mut page =
-            Page::new(data, Form::Text, path, from.char, from.char + chars, total).next_at(next_at);
+        let mut page = Page::new(data, Form::Text, None, from.char, from.char + chars, 0);
         page.slice_of = Some(from.unit);
-        if matches!(self.target, Target::Lines) {
-            page.lines = Some((from.unit, from.unit + 1, doc.line_starts().len() as u64));
-        }
-        page
-    }
-
-    fn unit_chars(&self, doc: &Document, unit: usize) -> u64 {
-        self.sliced_chars
-            .get(&(unit as u64))
-            .copied()
-            .unwrap_or_else(|| count_chars(&doc.text_str()[self.unit(doc, unit)]) as u64)
+        let rest = ((end as u64) < to).then_some(Position {
+            seg: from.seg,
+            unit: from.unit,
+            byte: end as u64,
+            char: from.char + chars,
+        });
+        (page, rest)
     }
 
     /// Whether `data` fits the page budget.
     fn fits(&self, data: &str) -> bool {
-        if data.len() as u64 > u64::from(self.budget.max_chars)
-            && count_chars(data) as u64 > u64::from(self.budget.max_chars)
+        self.fits_with(data, 0)
+    }
+
+    /// Whether `data` fits the page budget beside `around_bytes` of
+    /// `Around` (counted as that many characters and, at worst, tokens).
+    fn fits_with(&self, data: &str, around_bytes: usize) -> bool {
+        // A byte of `Around` is at most one token before the factor.
+        let tokens = (around_bytes as f64 * f64::from(self.budget.token_factor)).ceil();
+        let budget = self.budget.less(
+            tokens.min(f64::from(u32::MAX)) as u32,
+            u32::try_from(around_bytes).unwrap_or(u32::MAX),
+        );
+        if data.len() as u64 > u64::from(budget.max_chars)
+            && count_chars(data) as u64 > u64::from(budget.max_chars)
         {
             return false;
         }
-        if self.max_units != usize::MAX
-            && memchr::memchr_iter(b'\n', data.as_bytes()).count() > self.max_units
+        if self.max_lines != usize::MAX
+            && memchr::memchr_iter(b'\n', data.as_bytes()).count() > self.max_lines
         {
             return false;
         }
-        tokens_within(data, self.budget.token_factor, self.budget.max_tokens).is_some()
+        tokens_within(data, budget.token_factor, budget.max_tokens).is_some()
+    }
+}
+
+/// Where a planned page starts.
+fn start(seg: usize, segment: &Segment) -> Position {
+    let seg = seg as u64;
+    match segment {
+        Segment::Children { a, .. } => Position {
+            seg,
+            unit: *a,
+            byte: 0,
+            char: 0,
+        },
+        Segment::Lines { a, char_from, .. } => Position {
+            seg,
+            unit: *a,
+            byte: 0,
+            char: *char_from,
+        },
+        Segment::Slice {
+            from, char_from, ..
+        } => Position {
+            seg,
+            unit: 0,
+            byte: *from,
+            char: *char_from,
+        },
+        Segment::LineSlice {
+            line,
+            from,
+            char_from,
+            ..
+        } => Position {
+            seg,
+            unit: *line,
+            byte: *from,
+            char: *char_from,
+        },
+    }
+}
+
+/// Children `a..b` of `container` as a JSON array or object.
+fn children_data(doc: &Document, container: &Container, a: usize, b: usize) -> String {
+    let (open, close) = if container.object {
+        ('{', '}')
+    } else {
+        ('[', ']')
+    };
+    if a == b {
+        return format!("{open}{close}");
+    }
+    let span = &doc.text_str()[container.children.span(a, b)];
+    let mut data = String::with_capacity(span.len() + 2);
+    data.push(open);
+    data.push_str(span);
+    data.push(close);
+    data
+}
+
+/// The error for a path to a scalar that fits a page.
+fn scalar_error(doc: &Document, pointer: &str, first: Option<u8>) -> PageError {
+    let what = match first {
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
+    };
+    let parent = pointer
+        .rfind('/')
+        .map_or_else(String::new, |i| pointer[..i].to_owned());
+    PageError::Scalar {
+        pointer: pointer.to_owned(),
+        what,
+        parent,
+        arrays: doc
+            .notable_arrays()
+            .iter()
+            .map(|a| (a.pointer.clone(), a.items))
+            .collect(),
     }
 }
 
@@ -594,18 +1023,24 @@ pub struct Page {
     pub data: String,
     /// How to read `data`.
     pub form: Form,
-    /// The array (items) or the value (a slice) paged; `None` for text.
+    /// The container (items, members) or the value (a slice) paged; `None`
+    /// for text.
     pub path: Option<String>,
-    /// First item, or first character.
+    /// First child, or first character.
     pub start: u64,
-    /// Past the last item, or past the last character.
+    /// Past the last child, or past the last character.
     pub end: u64,
-    /// Items in the array, or characters in the text or value.
+    /// Children of the container, or characters in the text or value.
     pub total: u64,
     /// Text documents: lines `start..end` of `total`.
     pub lines: Option<(u64, u64, u64)>,
-    /// Set when this is a slice of one unit (item or line), its index.
+    /// Set when this is a slice of one line or value too large for a page.
     pub slice_of: Option<u64>,
+    /// A slice of a container nested too deep to descend into.
+    pub deep: bool,
+    /// The objects around the value paged, with their other members: on
+    /// the first page inside them only, so each is shown once.
+    pub around: Vec<Around>,
     /// 1-based page number.
     pub page: usize,
     /// Pages in the plan.
@@ -614,7 +1049,6 @@ pub struct Page {
     pub continued: bool,
     /// Where the next page starts; `None` after the last.
     pub next: Option<Position>,
-    next_at: Position,
 }
 
 impl Page {
@@ -635,26 +1069,25 @@ impl Page {
             total,
             lines: None,
             slice_of: None,
+            deep: false,
+            around: Vec::new(),
             page: 1,
             pages: 1,
             continued: false,
             next: None,
-            next_at: Position::default(),
         }
     }
 
-    fn next_at(mut self, at: Position) -> Self {
-        self.next_at = at;
-        self
-    }
-
-    /// The one-line context header: where this page is and how to go on,
-    /// e.g. `items 251–500 of 12,480 at /tree · page 2 of 50 · next: …`.
+    /// The context header: where this page is and how to go on, e.g.
+    /// `items 251–500 of 12,480 at /tree · page 2 of 50 · next: …`, then
+    /// one line per object around it with its other members, e.g.
+    /// `/2 also holds: {"name":"src","type":"directory"} (its "children" are paged here)`.
     pub fn header(&self, next_call: Option<&str>) -> String {
         use crate::format::group;
         let mut out = match (self.form, &self.lines) {
-            (Form::Items, _) => format!(
-                "items {}–{} of {} at {}",
+            (Form::Items | Form::Members, _) => format!(
+                "{} {}–{} of {} at {}",
+                self.form.as_str(),
                 group(self.start + 1),
                 group(self.end),
                 group(self.total),
@@ -678,13 +1111,14 @@ impl Page {
             ),
         };
         if self.slice_of.is_some() {
-            out.push_str(" (one ");
-            out.push_str(if self.lines.is_some() {
-                "line"
-            } else {
-                "value"
+            out.push_str(match (self.lines.is_some(), self.deep) {
+                (true, _) => " (one line too large for a page, in slices)",
+                (false, false) => " (one value too large for a page, in slices)",
+                (false, true) => " (nested too deep to page by items, in slices)",
             });
-            out.push_str(" too large for a page, in slices)");
+        }
+        if self.form == Form::Items && self.start == self.end && self.total > 0 {
+            out.push_str(" (none)");
         }
         out.push_str(&format!(
             " · page {} of {}",
@@ -695,6 +1129,18 @@ impl Page {
             out.push_str(" (continued)");
         }
         crate::format::push_next(&mut out, next_call);
+        for around in &self.around {
+            let key = serde_json::to_string(&around.key).unwrap_or_default();
+            let at = display_path(Some(&around.pointer));
+            if around.members == "{}" {
+                out.push_str(&format!("\n{at} holds only {key}, paged here"));
+            } else {
+                out.push_str(&format!(
+                    "\n{at} also holds: {} (its {key} is paged here)",
+                    around.members
+                ));
+            }
+        }
         out
     }
 }
@@ -709,6 +1155,7 @@ fn display_path(path: Option<&str>) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
 
     fn budget(tokens: u32, chars: u32) -> Budget {
         Budget {
@@ -719,14 +1166,21 @@ mod tests {
         }
     }
 
+    fn plan(doc: &Document, path: Option<&str>, b: Budget) -> Plan {
+        Plan::new(doc, path, b).unwrap()
+    }
+
     /// Follows the cursor chain from page 1 and returns every page.
     fn all_pages(doc: &Document, plan: &Plan) -> Vec<Page> {
         let mut pages = Vec::new();
         let mut at = Some(plan.start_of(1).unwrap());
         while let Some(from) = at {
+            assert!(plan.holds(doc, from), "{from:?}");
             let page = plan.serve(doc, from);
+            let around: usize = page.around.iter().map(Around::cost).sum::<usize>()
+                + page.path.as_deref().map_or(0, path_cost);
             assert!(
-                plan.fits(&page.data),
+                plan.fits_with(&page.data, around),
                 "page over budget: {}",
                 page.data.len()
             );
@@ -737,37 +1191,107 @@ mod tests {
         pages
     }
 
-    /// Reassembles the paged array from items pages and slices.
-    fn reassemble_items(pages: &[Page]) -> Vec<serde_json::Value> {
-        let mut items = Vec::new();
-        let mut slice = String::new();
+    /// Rebuilds a JSON document from its pages, checking that each value is
+    /// placed once and that every items or members page is the slice of the
+    /// original it names.
+    fn rebuild(original: &Value, pages: &[Page]) -> Value {
+        let mut placed: Vec<(String, Value)> = Vec::new();
+        let mut slices: std::collections::HashMap<String, String> = Default::default();
         for page in pages {
+            for around in &page.around {
+                let members: serde_json::Map<String, Value> =
+                    serde_json::from_str(&around.members).unwrap();
+                for (k, v) in members {
+                    let mut p = around.pointer.clone();
+                    p.push('/');
+                    scan::escape_token(&k, &mut p);
+                    placed.push((p, v));
+                }
+            }
+            let path = page.path.clone().unwrap();
             match page.form {
                 Form::Items => {
-                    let v: Vec<serde_json::Value> = serde_json::from_str(&page.data).unwrap();
-                    items.extend(v);
+                    let items: Vec<Value> = serde_json::from_str(&page.data).unwrap();
+                    let whole = original.pointer(&path).unwrap().as_array().unwrap();
+                    assert_eq!(
+                        items,
+                        whole[page.start as usize..page.end as usize],
+                        "an items page is the slice it names"
+                    );
+                    for (k, v) in items.into_iter().enumerate() {
+                        placed.push((format!("{path}/{}", page.start as usize + k), v));
+                    }
+                }
+                Form::Members => {
+                    let members: serde_json::Map<String, Value> =
+                        serde_json::from_str(&page.data).unwrap();
+                    assert_eq!(members.len() as u64, page.end - page.start);
+                    for (k, v) in members {
+                        let mut p = path.clone();
+                        p.push('/');
+                        scan::escape_token(&k, &mut p);
+                        placed.push((p, v));
+                    }
                 }
                 Form::Text => {
-                    slice.push_str(&page.data);
+                    let s = slices.entry(path.clone()).or_default();
+                    assert_eq!(count_chars(s) as u64, page.start, "slices in order");
+                    s.push_str(&page.data);
                     if page.end == page.total {
-                        items.push(serde_json::from_str(&slice).unwrap());
-                        slice.clear();
+                        let v = serde_json::from_str(s).unwrap();
+                        placed.push((path, v));
                     }
                 }
             }
         }
-        items
+        // Every leaf placed once: the placed values, put back, make the
+        // original; no pointer is placed twice.
+        let mut pointers: Vec<String> = placed.iter().map(|(p, _)| p.clone() + "/").collect();
+        pointers.sort();
+        for pair in pointers.windows(2) {
+            assert!(!pair[1].starts_with(&pair[0]), "{} visited twice", pair[1]);
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut out = original.clone();
+        blank(&mut out);
+        for (p, v) in placed {
+            assert!(seen.insert(p.clone()), "{p} visited twice");
+            *out.pointer_mut(&p).unwrap_or_else(|| panic!("{p}")) = v;
+        }
+        out
+    }
+
+    /// Every scalar and empty container replaced by a marker.
+    fn blank(v: &mut Value) {
+        match v {
+            Value::Array(a) if !a.is_empty() => a.iter_mut().for_each(blank),
+            Value::Object(o) if !o.is_empty() => o.values_mut().for_each(blank),
+            _ => *v = json!("<not visited>"),
+        }
+    }
+
+    fn check_whole(value: &Value, b: Budget) -> Vec<Page> {
+        let doc = Document::json(value.to_string()).unwrap();
+        let plan = plan(&doc, None, b);
+        let pages = all_pages(&doc, &plan);
+        assert_eq!(&rebuild(value, &pages), value);
+        for p in &pages {
+            if p.form != Form::Text {
+                serde_json::from_str::<Value>(&p.data).expect("a page is valid JSON");
+            }
+        }
+        pages
     }
 
     #[test]
     fn an_array_of_records_reassembles_exactly() {
-        let rows: Vec<serde_json::Value> = (0..2000)
-            .map(|i| serde_json::json!({"id": i, "name": format!("row {i} é"), "tags": ["a", "b"]}))
+        let rows: Vec<Value> = (0..2000)
+            .map(|i| json!({"id": i, "name": format!("row {i} é"), "tags": ["a", "b"]}))
             .collect();
-        let json = serde_json::to_string_pretty(&serde_json::json!({"count": 2000, "rows": rows}))
-            .unwrap();
+        let whole = json!({"count": 2000, "rows": rows});
+        let json = serde_json::to_string_pretty(&whole).unwrap();
         let doc = Document::json(json).unwrap();
-        let plan = Plan::new(&doc, target(&doc, None).unwrap(), budget(2000, 6000));
+        let plan = plan(&doc, None, budget(2000, 6000));
         assert!(plan.pages() > 5);
         let pages = all_pages(&doc, &plan);
         assert_eq!(
@@ -775,7 +1299,23 @@ mod tests {
             plan.pages(),
             "estimates held: no continuation needed"
         );
-        assert_eq!(reassemble_items(&pages), rows);
+        assert_eq!(rebuild(&whole, &pages), whole);
+        // The count rides along with the first page of the rows.
+        assert_eq!(
+            pages[0].around,
+            [Around {
+                pointer: String::new(),
+                key: "rows".into(),
+                index: 1,
+                members: r#"{"count":2000}"#.into()
+            }]
+        );
+        assert!(
+            pages[0]
+                .header(None)
+                .ends_with("\nthe root also holds: {\"count\":2000} (its \"rows\" is paged here)")
+        );
+        assert!(pages[1].around.is_empty());
         assert_eq!(pages[1].page, 2);
         assert_eq!(pages[1].start, pages[0].end);
         assert!(
@@ -801,24 +1341,103 @@ mod tests {
         assert!(plan.start_of(0).is_err());
     }
 
+    /// A directory tree: nodes with a name, a type and children.
+    fn tree(depth: usize, breadth: usize, files: usize, name: &str) -> Value {
+        let mut children: Vec<Value> = (0..files)
+            .map(|f| json!({"name": format!("file_{f}.txt"), "type": "file"}))
+            .collect();
+        if depth > 0 {
+            children.extend(
+                (0..breadth).map(|d| tree(depth - 1, breadth, files, &format!("dir_{depth}_{d}"))),
+            );
+        }
+        json!({"name": name, "type": "directory", "children": children})
+    }
+
     #[test]
-    fn items_too_large_are_sliced_and_reassemble() {
+    fn trees_are_descended_and_every_page_is_valid_json() {
+        let root: Vec<Value> = (0..9)
+            .map(|i| {
+                if i < 3 {
+                    tree(3, 4, 6, &format!("dir_0_{i}"))
+                } else {
+                    json!({"name": format!("file_{i}.txt"), "type": "file"})
+                }
+            })
+            .collect();
+        let root = Value::Array(root);
+        let pages = check_whole(&root, budget(1500, 5000));
+        assert!(pages.len() > 10, "{}", pages.len());
+        assert!(pages.iter().all(|p| p.form == Form::Items), "no slices");
+        // A deep page says where it is and what is around it.
+        let deep = pages
+            .iter()
+            .find(|p| p.path.as_deref() == Some("/0/children/6/children"))
+            .unwrap();
+        assert_eq!(deep.around.len(), 1);
+        assert_eq!(
+            deep.around[0].members,
+            r#"{"name":"dir_3_0","type":"directory"}"#
+        );
+        // Around a descended node: each object's members once, with the
+        // first page inside it.
+        let first_inside = pages
+            .iter()
+            .find(|p| p.path.as_deref() == Some("/0/children"))
+            .unwrap();
+        assert_eq!(first_inside.around[0].pointer, "/0");
+    }
+
+    #[test]
+    fn objects_without_a_bulk_member_are_paged_by_members() {
+        let map: serde_json::Map<String, Value> = (0..400)
+            .map(|i| {
+                (
+                    format!("pkg/{i}~x"),
+                    json!({"version": format!("1.{i}.0"), "deps": ["a", "b", "c"]}),
+                )
+            })
+            .collect();
+        let value = json!({"lockfileVersion": 3, "packages": map, "other": {"k": [1, 2, 3]}});
+        let pages = check_whole(&value, budget(600, 3000));
+        assert!(pages.iter().any(|p| p.form == Form::Members
+            && p.path.as_deref() == Some("/packages")
+            && p.header(None).starts_with("members ")));
+    }
+
+    #[test]
+    fn only_scalars_larger_than_a_page_are_sliced() {
         let big = "x".repeat(30_000);
-        let items = serde_json::json!([{"a": 1}, {"big": big, "n": "ü".repeat(5000)}, {"b": 2}]);
-        let doc = Document::json(items.to_string()).unwrap();
-        let plan = Plan::new(&doc, target(&doc, None).unwrap(), budget(1000, 4000));
-        let pages = all_pages(&doc, &plan);
+        let value = json!([{"a": 1}, {"big": big, "n": "ü".repeat(20)}, {"b": 2}]);
+        let pages = check_whole(&value, budget(1000, 4000));
+        let slices: Vec<&Page> = pages.iter().filter(|p| p.form == Form::Text).collect();
+        assert!(!slices.is_empty());
+        assert!(slices.iter().all(|p| p.path.as_deref() == Some("/1/big")));
+        assert!(
+            slices[0]
+                .header(None)
+                .contains("of the compact JSON at /1/big (one value too large")
+        );
+        // The string's siblings ride along with its first slice.
+        assert_eq!(slices[0].around[0].pointer, "/1");
+        assert!(slices[0].around[0].members.contains("ü"));
+        // A lone string document is sliced.
+        let s = Value::String("y".repeat(10_000));
+        let pages = check_whole(&s, budget(1000, 3000));
+        assert!(pages.iter().all(|p| p.form == Form::Text));
+    }
+
+    #[test]
+    fn nesting_beyond_the_descent_limit_is_sliced_not_rescanned() {
+        let mut value = json!("leaf ".repeat(2000));
+        for i in 0..(MAX_DESCENT + 20) {
+            value = json!([i, value]);
+        }
+        let pages = check_whole(&value, budget(1000, 3000));
         assert!(
             pages
                 .iter()
-                .any(|p| p.form == Form::Text && p.path.as_deref() == Some("/1"))
-        );
-        assert_eq!(reassemble_items(&pages), items.as_array().unwrap().clone());
-        let slice = pages.iter().find(|p| p.form == Form::Text).unwrap();
-        assert!(
-            slice
-                .header(None)
-                .contains("of the compact JSON at /1 (one value too large")
+                .any(|p| p.deep && p.header(None).contains("nested too deep"))
         );
     }
 
@@ -833,7 +1452,7 @@ mod tests {
         let doc = Document::text(text.clone());
         let mut b = budget(800, 3000);
         b.max_lines = Some(40);
-        let plan = Plan::new(&doc, target(&doc, None).unwrap(), b);
+        let plan = plan(&doc, None, b);
         let pages = all_pages(&doc, &plan);
         let joined: String = pages.iter().map(|p| p.data.as_str()).collect();
         assert_eq!(joined, text);
@@ -849,68 +1468,82 @@ mod tests {
 
     #[test]
     fn a_plan_that_underestimates_serves_continuations() {
-        // Digits tokenize badly: make the estimate wrong by sampling text
-        // of another kind, then check nothing is lost.
-        let mut rows: Vec<serde_json::Value> = (0..50)
-            .map(|i| serde_json::json!(format!("word {i}")))
+        // Hex digits tokenize worse than words: the plan samples the start,
+        // middle and end (words) and overestimates what fits of the rest.
+        let word = |i: usize| json!(format!("word {}", i % 10));
+        let hex = |i: usize| json!(format!("{:x}{:x}", i * 7919, i * 104_729));
+        let rows: Vec<Value> = (0..6000)
+            .map(|i| match i {
+                1000..2500 | 3500..5000 => hex(i),
+                _ => word(i),
+            })
             .collect();
-        rows.extend(
-            (0..300).map(|i| serde_json::json!(format!("{:x}{:x}", i * 7919, i * 104_729))),
-        );
-        rows.extend((0..50).map(|i| serde_json::json!(format!("word {i}"))));
-        let doc = Document::json(serde_json::Value::Array(rows.clone()).to_string()).unwrap();
-        let plan = Plan::new(&doc, target(&doc, None).unwrap(), budget(300, 100_000));
-        let pages = all_pages(&doc, &plan);
-        assert_eq!(reassemble_items(&pages), rows);
+        let value = Value::Array(rows);
+        let pages = check_whole(&value, budget(300, 100_000));
+        assert!(pages.iter().any(|p| p.continued));
     }
 
     #[test]
-    fn paths_choose_arrays_and_refuse_other_values() {
+    fn paths_choose_containers_and_refuse_small_scalars() {
         let doc = Document::json(r#"{"a":[1,2,3],"b":{"c":[4]},"s":"x"}"#.into()).unwrap();
-        assert!(matches!(
-            target(&doc, Some("/b/c")),
-            Ok(Target::Items { .. })
-        ));
-        assert!(matches!(target(&doc, Some("")), Ok(Target::Value { .. })));
-        let err = target(&doc, Some("/s")).unwrap_err();
+        let b = budget(1000, 4000);
+        assert_eq!(plan(&doc, Some("/b/c"), b).path(), Some("/b/c"));
+        assert_eq!(plan(&doc, Some("/b"), b).pages(), 1);
+        let err = Plan::new(&doc, Some("/s"), b).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "`/s` is a string, not an array. Arrays: `/a` (3 items), `/b/c` (1 items); `path: \"\"` reads the whole document as text"
+            "`/s` is a string that fits in a page: there is nothing to page there; page the value around it (`\"path\":\"\"`) or read it with jq. Arrays: `/a` (3 items), `/b/c` (1 items)"
         );
         assert!(matches!(
-            target(&doc, Some("/nope")),
+            Plan::new(&doc, Some("/nope"), b),
+            Err(PageError::Pointer(_))
+        ));
+        assert!(matches!(
+            Plan::new(&doc, Some("/s/x"), b),
             Err(PageError::Pointer(_))
         ));
         let text = Document::text("a\nb".into());
         assert_eq!(
-            target(&text, Some("/a")).unwrap_err(),
+            Plan::new(&text, Some("/a"), b).unwrap_err(),
             PageError::PathInText
         );
     }
 
     #[test]
-    fn a_document_without_arrays_is_sliced_whole() {
-        let value = serde_json::json!({"text": "y".repeat(10_000), "n": 1});
+    fn positions_outside_the_plan_are_not_held() {
+        let value = json!({"rows": (0..500).collect::<Vec<_>>(), "s": "z".repeat(9000)});
         let doc = Document::json(value.to_string()).unwrap();
-        let plan = Plan::new(&doc, target(&doc, None).unwrap(), budget(1000, 3000));
-        let pages = all_pages(&doc, &plan);
-        let joined: String = pages.iter().map(|p| p.data.as_str()).collect();
-        assert_eq!(joined, doc.text_str());
-        assert!(
-            pages
-                .iter()
-                .all(|p| p.form == Form::Text && p.path.as_deref() == Some(""))
-        );
+        let plan = plan(&doc, None, budget(500, 2000));
+        let last = plan.pages() as u64;
+        assert!(plan.holds(&doc, plan.start_of(last).unwrap()));
+        assert!(!plan.holds(
+            &doc,
+            Position {
+                seg: last,
+                ..Position::default()
+            }
+        ));
+        let first = plan.start_of(1).unwrap();
+        assert!(!plan.holds(
+            &doc,
+            Position {
+                unit: 10_000,
+                ..first
+            }
+        ));
+        assert!(!plan.holds(&doc, Position { byte: 3, ..first }));
     }
 
     #[test]
     fn empty_targets_have_one_empty_page() {
-        let doc = Document::json("[]".into()).unwrap();
-        let plan = Plan::new(&doc, target(&doc, None).unwrap(), budget(100, 100));
-        let pages = all_pages(&doc, &plan);
-        assert_eq!((pages.len(), pages[0].data.as_str()), (1, "[]"));
+        for (text, data) in [("[]", "[]"), ("{}", "{}"), (r#"{"a":[]}"#, r#"{"a":[]}"#)] {
+            let doc = Document::json(text.into()).unwrap();
+            let plan = plan(&doc, None, budget(100, 100));
+            let pages = all_pages(&doc, &plan);
+            assert_eq!((pages.len(), pages[0].data.as_str()), (1, data));
+        }
         let doc = Document::text(String::new());
-        let plan = Plan::new(&doc, target(&doc, None).unwrap(), budget(100, 100));
+        let plan = plan(&doc, None, budget(100, 100));
         assert_eq!(all_pages(&doc, &plan)[0].data, "");
     }
 }

@@ -314,6 +314,34 @@ pub fn item_starts(doc: &str, array: Range<usize>) -> Vec<u64> {
     }
 }
 
+/// The start offsets of the members of the compact object at `object`
+/// (from `{` to `}`): member `i` (`"key":value`) spans
+/// `starts[i]..starts[i + 1] - 1`; the last one ends before the closing `}`.
+pub fn member_starts(doc: &str, object: Range<usize>) -> Vec<u64> {
+    let b = doc.as_bytes();
+    let mut starts = Vec::new();
+    let mut i = object.start + 1;
+    let end = object.end.saturating_sub(1);
+    while i < end && b[i] == b'"' {
+        starts.push(i as u64);
+        // The key, its colon (compact JSON: no space), then the value.
+        i = value_end(b, string_end(b, i) + 1);
+        if i >= end || b[i] != b',' {
+            break;
+        }
+        i += 1;
+    }
+    starts
+}
+
+/// A member's key (unescaped) and the bytes of its value, from the member's
+/// bytes (`"key":value`) in compact `doc`.
+pub fn member_parts(doc: &str, member: Range<usize>) -> (Cow<'_, str>, Range<usize>) {
+    let key_end = string_end(doc.as_bytes(), member.start).min(member.end);
+    let key = unquote(&doc[member.start..key_end]);
+    (key, (key_end + 1).min(member.end)..member.end)
+}
+
 /// Why a JSON Pointer does not lead to a value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PointerError {
@@ -479,6 +507,32 @@ mod tests {
                 ("y", false, "/b"),
             ]
         );
+    }
+
+    #[test]
+    fn members_split_into_keys_and_values() {
+        let doc = r#"{"a":{"x,":[1,"}"]},"b\"c":2,"d":"e"}"#;
+        let starts = member_starts(doc, 0..doc.len());
+        assert_eq!(starts.len(), 3);
+        let member = |i: usize| {
+            let end = starts.get(i + 1).map_or(doc.len() - 1, |&n| n as usize - 1);
+            starts[i] as usize..end
+        };
+        let parts: Vec<(String, &str)> = (0..3)
+            .map(|i| {
+                let (key, value) = member_parts(doc, member(i));
+                (key.into_owned(), &doc[value])
+            })
+            .collect();
+        assert_eq!(
+            parts,
+            [
+                ("a".to_owned(), r#"{"x,":[1,"}"]}"#),
+                ("b\"c".to_owned(), "2"),
+                ("d".to_owned(), "\"e\"")
+            ]
+        );
+        assert!(member_starts("{}", 0..2).is_empty());
     }
 
     #[test]

@@ -27,7 +27,9 @@ use sluice_core::pager::{Page, PageError, Position};
 use sluice_core::search::{self, Hits, Matcher, Query};
 use sluice_core::store::{Listed, Owner, StoreError, Stored};
 
-use crate::govern::{Governor, RESULT_URI, mime_of, page_budget, stored_meta, with_meta};
+use crate::govern::{
+    Governor, RESULT_URI, bulk_path, mime_of, page_budget, stored_meta, with_meta,
+};
 
 /// The read tool's name.
 pub const READ: &str = "sluice_read";
@@ -393,6 +395,22 @@ impl Governor {
         if let Some(path) = &page.path {
             meta["path"] = Value::String(path.clone());
         }
+        if !page.around.is_empty() {
+            // The members of the objects around this page's value, shown
+            // once (the header says the same for the model).
+            meta["around"] = page
+                .around
+                .iter()
+                .map(|a| {
+                    json!({
+                        "path": a.pointer,
+                        "key": a.key,
+                        "index": a.index,
+                        "members": serde_json::from_str::<Value>(&a.members).unwrap_or(Value::Null),
+                    })
+                })
+                .collect();
+        }
         meta
     }
 
@@ -483,7 +501,7 @@ impl Governor {
         meta["header"] = Value::String(page.header(next_uri.as_deref()));
         let mut result =
             ReadResourceResult::new(vec![ResourceContents::text(page.data, uri).with_mime_type(
-                if page.form == sluice_core::pager::Form::Items {
+                if page.form != sluice_core::pager::Form::Text {
                     "application/json"
                 } else {
                     mime_of(stored.doc.kind())
@@ -735,9 +753,7 @@ impl Governor {
         let page_budget = page_budget(budget, &stored.doc, None);
         let plan = stored.doc.plan(None, page_budget).ok();
         let pages = plan.as_ref().map_or(1, |p| p.pages());
-        let path = plan
-            .as_ref()
-            .and_then(|p| p.target().pointer().map(str::to_owned));
+        let path = plan.as_ref().and(bulk_path(&stored.doc));
         let expires_at = timestamp(listed.expires_at);
         let mut text = format!(
             "{} — {} of {}, {}{} tokens ({}), {} characters; stored {} ago, expires {expires_at} unless read again.\n",
@@ -772,12 +788,9 @@ impl Governor {
             text.push_str(&format!("Arrays: {}\n", arrays.join(", ")));
         }
         text.push_str(&format!(
-            "Pages: {} of ≤ {} tokens{}: {READ} {{\"handle\":\"{}\"}}\n",
+            "Pages: {} of ≤ {} tokens: {READ} {{\"handle\":\"{}\"}}\n",
             group(pages as u64),
             group(u64::from(page_budget.max_tokens)),
-            path.as_deref()
-                .map(|p| format!(" at {}", if p.is_empty() { "the root" } else { p }))
-                .unwrap_or_default(),
             stored.handle
         ));
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);

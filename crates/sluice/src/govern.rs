@@ -29,14 +29,25 @@ use sluice_core::summary::{self, Answer, Overview, Style};
 const PAGE_RESERVE: (u32, u32) = (600, 1000);
 
 /// The budget of a page's data: the caller's, less its wrapper. `path` is
-/// the path asked for (`None`: the default array of `doc`).
-pub fn page_budget(budget: Budget, doc: &Document, path: Option<&str>) -> Budget {
-    let pointer = path.map_or_else(
-        || doc.default_array().map_or(0, |a| a.pointer.len()),
-        str::len,
-    ) as u32;
+/// the path asked for, which the cursor repeats (the plan itself keeps room
+/// for the path of each page and what is shown around it).
+pub fn page_budget(budget: Budget, _doc: &Document, path: Option<&str>) -> Budget {
+    let pointer = path.map_or(0, str::len) as u32;
     budget.less(PAGE_RESERVE.0 + pointer, PAGE_RESERVE.1 + 4 * pointer)
 }
+/// Where the bulk of a stored document is, as `_meta["sluice/stored"].path`
+/// says: the array most pages go through (`""` for JSON without arrays),
+/// `None` for text.
+pub fn bulk_path(doc: &Document) -> Option<String> {
+    match doc.kind() {
+        Kind::Text => None,
+        Kind::Json | Kind::Blocks => Some(
+            doc.default_array()
+                .map_or_else(String::new, |a| a.pointer.clone()),
+        ),
+    }
+}
+
 /// What the resource link and `_meta` of a stored answer may take.
 const ANSWER_RESERVE: (u32, u32) = (300, 600);
 /// The default depth of previews.
@@ -273,9 +284,8 @@ impl Governor {
             .plan(None, page_budget(policy.budget, &stored.doc, None))
             .ok();
         let pages = plan.as_ref().map_or(1, |p| p.pages());
-        let path = plan
-            .as_ref()
-            .and_then(|p| p.target().pointer().map(str::to_owned));
+        // Where the bulk is: the array most pages go through.
+        let path = plan.as_ref().and(bulk_path(&stored.doc));
         let style = match policy.mode {
             Mode::Truncate => Style::Truncated,
             _ => Style::Summary,

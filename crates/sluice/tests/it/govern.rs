@@ -57,10 +57,23 @@ async fn twenty_thousand_records_are_stored_and_their_pages_reassemble() {
     let pages = read_pages(&client, &handle, None).await;
     assert_eq!(pages.len() as u64, stored["pages"].as_u64().unwrap());
     assert_eq!(
-        reassemble(&pages, Some("/rows")),
-        Reassembled::Items(rows.clone())
+        reassemble(&pages, Some("")),
+        Reassembled::Json(want.clone())
+    );
+    // The fields around the rows come once, with the first page of rows.
+    let first = pages[0].content[1].as_text().unwrap().text.clone();
+    assert!(
+        first.ends_with("\nthe root also holds: {\"count\":20000} (its \"rows\" is paged here)"),
+        "{first}"
     );
     let header = pages[1].content[1].as_text().unwrap().text.clone();
+    assert!(!header.contains("also holds"), "{header}");
+    // The rows alone, by their path.
+    let only_rows = read_pages(&client, &handle, Some("/rows")).await;
+    assert_eq!(
+        reassemble(&only_rows, Some("/rows")),
+        Reassembled::Json(Value::Array(rows.clone()))
+    );
     let second = meta(&pages[1], "sluice/page").unwrap();
     assert!(
         header.starts_with(&format!(
@@ -211,27 +224,60 @@ async fn server_filesystem_directory_tree_of_thousands_of_entries_reassembles() 
     );
     assert!(text.contains(r#"type: "directory""#), "{text}");
     let handle = stored_handle(&answer);
-    // The root array has 4 huge elements: each comes in slices.
+    // The root array has 4 elements each larger than a page: sluice descends
+    // into them, and every page is whole items, the slice of the array it
+    // names.
     let pages = read_pages(&client, &handle, None).await;
+    for page in &pages {
+        let m = meta(page, "sluice/page").unwrap();
+        assert_eq!(m["form"], "items", "{m}");
+        let items: Value = serde_json::from_str(&first_text(page)).unwrap();
+        let array = want
+            .pointer(m["path"].as_str().unwrap())
+            .unwrap()
+            .as_array()
+            .unwrap();
+        let (a, b) = (m["start"].as_u64().unwrap(), m["end"].as_u64().unwrap());
+        assert_eq!(items.as_array().unwrap()[..], array[a as usize..b as usize]);
+    }
     assert!(
         pages
             .iter()
-            .any(|p| meta(p, "sluice/page").unwrap()["form"] == "text")
+            .any(|p| meta(p, "sluice/page").unwrap()["path"] == "/2/children"),
+        "deep arrays are paged by their own path"
     );
     assert_eq!(
         reassemble(&pages, Some("")),
-        Reassembled::Items(want.as_array().unwrap().clone())
+        Reassembled::Json(want.clone())
     );
+    // The cursor of a page deep in the tree, altered: a JSON-RPC error, and
+    // the genuine one still leads on.
+    let deep = pages
+        .iter()
+        .rposition(|p| meta(p, "sluice/page").unwrap()["path"] == "/2/children")
+        .unwrap();
+    let cursor = meta(&pages[deep - 1], "sluice/page").unwrap()["next_cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut bytes = cursor.clone().into_bytes();
+    let at = bytes.len() - 30;
+    bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+    let err = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("sluice_read")
+                .with_arguments(args(json!({"cursor": String::from_utf8(bytes).unwrap()}))),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("altered"), "{err}");
+    let again = call(&client, "sluice_read", json!({"cursor": cursor})).await;
+    assert_eq!(first_text(&again), first_text(&pages[deep]));
     // A deeper array by its path: whole items.
     let pages = read_pages(&client, &handle, Some("/2/children")).await;
-    assert!(
-        pages
-            .iter()
-            .all(|p| meta(p, "sluice/page").unwrap()["form"] == "items")
-    );
     assert_eq!(
         reassemble(&pages, Some("/2/children")),
-        Reassembled::Items(want[2]["children"].as_array().unwrap().clone())
+        Reassembled::Json(want[2]["children"].clone())
     );
     direct.cancel().await.unwrap();
     client.cancel().await.unwrap();
@@ -301,10 +347,19 @@ async fn a_single_string_of_400_kb_and_text_that_is_not_json_reassemble() {
     );
     let pages = read_pages(&client, &stored_handle(&answer), None).await;
     assert!(pages.len() > 5);
-    let Reassembled::Text(text) = reassemble(&pages, Some("")) else {
-        panic!("text slices")
-    };
-    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), want);
+    // One string larger than a page: the only value sent as text slices.
+    assert!(pages.iter().all(|p| {
+        let m = meta(p, "sluice/page").unwrap();
+        m["form"] == "text" && m["path"] == "/text"
+    }));
+    assert!(
+        pages[0].content[1]
+            .as_text()
+            .unwrap()
+            .text
+            .contains("\nthe root holds only \"text\", paged here")
+    );
+    assert_eq!(reassemble(&pages, Some("")), Reassembled::Json(want));
 
     let want = first_text(&call(&direct, "broken_json", json!({"bytes": 200_000})).await);
     let answer = call(&client, "broken_json", json!({"bytes": 200_000})).await;
@@ -395,7 +450,18 @@ async fn bad_reads_get_clear_errors_and_sluice_keeps_serving() {
     .await;
     assert_eq!(
         error_text(&r),
-        "`/count` is a number, not an array. Arrays: `/rows` (3000 items); `path: \"\"` reads the whole document as text."
+        "`/count` is a number that fits in a page: there is nothing to page there; page the value around it (`\"path\":\"\"`) or read it with jq. Arrays: `/rows` (3000 items)."
+    );
+    // A path that goes into a scalar.
+    let r = call(
+        &client,
+        "sluice_read",
+        json!({"handle": handle, "path": "/count/x"}),
+    )
+    .await;
+    assert_eq!(
+        error_text(&r),
+        "`/count/x` does not exist: `x` is not found in the value at `/count`."
     );
     let r = call(
         &client,
@@ -475,7 +541,7 @@ async fn bad_reads_get_clear_errors_and_sluice_keeps_serving() {
         ("?page=x", "numbered from 1"),
         ("?bogus=1", "unknown parameter `bogus`"),
         ("?cursor=garbage", "not a sluice cursor"),
-        ("?path=%2Fcount", "is a number, not an array"),
+        ("?path=%2Fcount", "is a number that fits in a page"),
     ] {
         let uri = format!("sluice://result/{handle}{query}");
         let err = client

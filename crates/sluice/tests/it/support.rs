@@ -449,51 +449,169 @@ pub async fn read_pages(
 /// What the pages of a stored result hold, reassembled.
 #[derive(Debug, PartialEq)]
 pub enum Reassembled {
-    /// `form: "items"` pages (and slices of items too large for a page).
-    Items(Vec<serde_json::Value>),
-    /// `form: "text"` pages of a text, or of a whole JSON value.
+    /// The JSON value paged (items, members, slices and what was shown
+    /// around them, put back in place).
+    Json(serde_json::Value),
+    /// The text of a text document.
     Text(String),
 }
 
-/// Reassembles pages: the elements of the paged array, or the text.
-/// `target` is the pointer of what was paged (`None` for a text document):
-/// a text page whose path is deeper is a slice of one item too large.
+/// Reassembles pages: the JSON value at `target` (the path paged, `""` for
+/// the whole document), or the text of a text document (`None`). Asserts
+/// that every value is placed once, in order, and that items and members
+/// pages say how many they hold.
 pub fn reassemble(pages: &[rmcp::model::CallToolResult], target: Option<&str>) -> Reassembled {
-    let mut items = Vec::new();
-    let mut text = String::new();
-    let mut slice = String::new();
-    let mut any_items = false;
+    let Some(target) = target else {
+        let mut text = String::new();
+        for page in pages {
+            assert_eq!(meta(page, "sluice/page").unwrap()["form"], "text");
+            text.push_str(&first_text(page));
+        }
+        return Reassembled::Text(text);
+    };
+    // Placements in page order: (pointer relative to `target`, value; `None`
+    // keeps the place of a member paged later, so that the order holds).
+    let mut placed: Vec<(String, Option<serde_json::Value>)> = Vec::new();
+    let mut objects = std::collections::HashSet::new();
+    let mut slices: std::collections::HashMap<String, String> = Default::default();
+    let relative = |path: &str| {
+        path.strip_prefix(target)
+            .unwrap_or_else(|| panic!("{path} is outside {target}"))
+            .to_owned()
+    };
+    let child =
+        |parent: &str, key: &str| format!("{parent}/{}", key.replace('~', "~0").replace('/', "~1"));
     for page in pages {
         let m = meta(page, "sluice/page").unwrap();
         let data = first_text(page);
-        let path = m["path"].as_str();
-        if m["form"] == "items" {
-            any_items = true;
-            let values: Vec<serde_json::Value> =
-                serde_json::from_str(&data).expect("items page is a JSON array");
-            assert_eq!(
-                values.len() as u64,
-                m["end"].as_u64().unwrap() - m["start"].as_u64().unwrap()
-            );
-            assert_eq!(path, target, "items of the paged array");
-            items.extend(values);
-        } else if target.is_some() && path.is_some() && path != target {
-            any_items = true;
-            slice.push_str(&data);
-            if m["end"] == m["total"] {
-                items.push(
-                    serde_json::from_str(&slice).expect("the slices of an item make its JSON"),
-                );
-                slice.clear();
+        for around in m["around"].as_array().into_iter().flatten() {
+            let at = relative(around["path"].as_str().unwrap());
+            objects.insert(at.clone());
+            let index = around["index"].as_u64().unwrap() as usize;
+            let members = around["members"].as_object().unwrap();
+            for (i, (key, value)) in members.iter().enumerate() {
+                if i == index {
+                    // Where the paged member goes, to keep the order.
+                    let key = around["key"].as_str().unwrap();
+                    placed.push((child(&at, key), None));
+                }
+                placed.push((child(&at, key), Some(value.clone())));
             }
-        } else {
-            text.push_str(&data);
+            if index >= members.len() {
+                let key = around["key"].as_str().unwrap();
+                placed.push((child(&at, key), None));
+            }
+        }
+        let path = relative(m["path"].as_str().expect("a JSON page names its path"));
+        let (start, end) = (m["start"].as_u64().unwrap(), m["end"].as_u64().unwrap());
+        match m["form"].as_str().unwrap() {
+            "items" => {
+                let items: Vec<serde_json::Value> =
+                    serde_json::from_str(&data).expect("an items page is a JSON array");
+                assert_eq!(items.len() as u64, end - start);
+                for (k, item) in items.into_iter().enumerate() {
+                    placed.push((format!("{path}/{}", start as usize + k), Some(item)));
+                }
+            }
+            "members" => {
+                objects.insert(path.clone());
+                let members: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_str(&data).expect("a members page is a JSON object");
+                assert_eq!(members.len() as u64, end - start);
+                for (key, value) in members {
+                    placed.push((child(&path, &key), Some(value)));
+                }
+            }
+            _ => {
+                let slice = slices.entry(path.clone()).or_default();
+                assert_eq!(slice.chars().count() as u64, start, "slices in order");
+                slice.push_str(&data);
+                if m["end"] == m["total"] {
+                    let value = serde_json::from_str(slice).expect("slices make a value");
+                    placed.push((path, Some(value)));
+                }
+            }
         }
     }
-    if any_items {
-        Reassembled::Items(items)
-    } else {
-        Reassembled::Text(text)
+    let mut root: Option<serde_json::Value> = None;
+    let mut filled = std::collections::HashSet::new();
+    for (pointer, value) in placed {
+        match value {
+            Some(value) => {
+                assert!(filled.insert(pointer.clone()), "{pointer} placed twice");
+                put(&mut root, &pointer, value, &objects);
+            }
+            None => put(&mut root, &pointer, serde_json::Value::Null, &objects),
+        }
+    }
+    // No value placed whole and in parts too.
+    let mut filled: Vec<String> = filled.into_iter().map(|p| p + "/").collect();
+    filled.sort();
+    for pair in filled.windows(2) {
+        assert!(!pair[1].starts_with(&pair[0]), "{} placed twice", pair[1]);
+    }
+    Reassembled::Json(root.expect("nothing paged"))
+}
+
+/// Puts `value` at `pointer` in `root`, making the containers on the way
+/// (objects where `objects` says so, else arrays), keeping member order.
+fn put(
+    root: &mut Option<serde_json::Value>,
+    pointer: &str,
+    value: serde_json::Value,
+    objects: &std::collections::HashSet<String>,
+) {
+    use serde_json::Value;
+    if pointer.is_empty() {
+        *root = Some(value);
+        return;
+    }
+    let make = |at: &str| {
+        if objects.contains(at) {
+            Value::Object(Default::default())
+        } else {
+            Value::Array(Vec::new())
+        }
+    };
+    let mut here = root.get_or_insert_with(|| make(""));
+    let tokens: Vec<&str> = pointer[1..].split('/').collect();
+    let mut walked = String::new();
+    for (i, raw) in tokens.iter().enumerate() {
+        let token = raw.replace("~1", "/").replace("~0", "~");
+        walked.push('/');
+        walked.push_str(raw);
+        let last = i + 1 == tokens.len();
+        let next = if last { None } else { Some(make(&walked)) };
+        if here.is_null() {
+            // A place kept for a member paged in parts.
+            *here = make(&walked[..walked.len() - raw.len() - 1]);
+        }
+        here = match here {
+            Value::Object(map) => {
+                if last {
+                    map.insert(token, value);
+                    return;
+                }
+                map.entry(token).or_insert_with(|| next.unwrap())
+            }
+            Value::Array(items) => {
+                let index: usize = token.parse().expect("an index into an array");
+                assert!(index <= items.len(), "{pointer}: items out of order");
+                if last {
+                    if index == items.len() {
+                        items.push(value);
+                    } else {
+                        items[index] = value;
+                    }
+                    return;
+                }
+                if index == items.len() {
+                    items.push(next.unwrap());
+                }
+                &mut items[index]
+            }
+            other => panic!("{pointer}: {other} is not a container"),
+        };
     }
 }
 
@@ -504,15 +622,15 @@ pub fn stored_handle(result: &rmcp::model::CallToolResult) -> String {
     stored["handle"].as_str().unwrap().to_owned()
 }
 
-/// The whole document of a stored result, read back: the text of a text
-/// result, or the compact JSON of a JSON one (read with `path: ""`).
+/// The whole document of a stored result, read back page by page: the text
+/// of a text result, or the compact JSON of a JSON one.
 pub async fn restore(client: &Client, result: &rmcp::model::CallToolResult) -> String {
     let stored = meta(result, "sluice/stored").expect("a stored answer");
     let handle = stored["handle"].as_str().unwrap();
     let path = (stored["kind"] != "text").then_some("");
-    match reassemble(&read_pages(client, handle, path).await, path) {
+    match reassemble(&read_pages(client, handle, None).await, path) {
         Reassembled::Text(text) => text,
-        Reassembled::Items(items) => serde_json::to_string(&items).unwrap(),
+        Reassembled::Json(value) => serde_json::to_string(&value).unwrap(),
     }
 }
 
