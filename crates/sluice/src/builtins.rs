@@ -43,6 +43,9 @@ pub const RESULT: &str = "sluice_result";
 pub const CANCEL: &str = "sluice_cancel";
 /// Hits per search page unless `max_matches` says otherwise.
 const DEFAULT_MATCHES: u32 = 50;
+/// Context lines each side of a text hit unless `context`, `before` or
+/// `after` say otherwise.
+const DEFAULT_CONTEXT: u8 = 2;
 /// The most handles `sluice_info` lists.
 const LISTED: usize = 20;
 
@@ -71,6 +74,8 @@ pub fn tools() -> Vec<Tool> {
             "regex": {"type": "boolean", "description": "Treat the pattern as a regular expression (default false)."},
             "case_sensitive": {"type": "boolean", "description": "Default false."},
             "context": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Lines around each text match (default 2)."},
+            "before": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Lines before each text match (instead of context)."},
+            "after": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Lines after each text match (instead of context)."},
             "max_matches": {"type": "integer", "minimum": 1, "description": "Matches per page (default 50)."},
             "cursor": {"type": "string", "description": "The next_cursor of a previous search page (instead of the other arguments)."}
         }
@@ -98,7 +103,7 @@ pub fn tools() -> Vec<Tool> {
         ),
         Tool::new(
             SEARCH,
-            "Search a stored result: JSON strings (keys and values) with their JSON paths, or text lines with context. {handle, pattern} or {cursor}.",
+            "Search a stored result like grep: JSON strings (keys and values) with their JSON paths, or text lines with context. {handle, pattern} or {cursor}.",
             object(search),
         ),
         Tool::new(
@@ -191,7 +196,11 @@ struct SearchArgs {
     pattern: Option<String>,
     regex: Option<bool>,
     case_sensitive: Option<bool>,
-    context: Option<u32>,
+    // Any JSON: checked by `context_lines`, whose message names the
+    // argument and its range (serde's would not).
+    context: Option<Value>,
+    before: Option<Value>,
+    after: Option<Value>,
     max_matches: Option<u32>,
     cursor: Option<String>,
 }
@@ -249,6 +258,24 @@ fn smaller(tool: &str, budget: Budget, max_tokens: Option<u32>) -> Result<Budget
     }
 }
 
+/// A `context`, `before` or `after` argument: a whole number of lines from
+/// 0 to [`search::MAX_CONTEXT`], or a message that says so.
+fn context_lines(name: &str, value: Option<&Value>) -> Result<Option<u8>, String> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    value
+        .as_u64()
+        .filter(|&n| n <= search::MAX_CONTEXT as u64)
+        .map(|n| Some(n as u8))
+        .ok_or_else(|| {
+            format!(
+                "{SEARCH}: `{name}` must be a whole number of lines from 0 to {}, not {value}.",
+                search::MAX_CONTEXT
+            )
+        })
+}
+
 fn error_result(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
 }
@@ -257,6 +284,16 @@ fn invalid_cursor(why: impl std::fmt::Display) -> ErrorData {
     ErrorData::invalid_params(
         format!(
             "{why}. Cursors are only valid in the session that received them; to start again, call {READ} with the handle from the stored result's answer (and \"page\" to jump)."
+        ),
+        None,
+    )
+}
+
+/// A search cursor that cannot be used: `-32602`, as for page cursors.
+fn invalid_search_cursor(why: impl std::fmt::Display) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "{why}. Cursors are only valid in the session that received them; to start again, call {SEARCH} with the handle and the pattern."
         ),
         None,
     )
@@ -503,7 +540,7 @@ impl Governor {
         let args: SearchArgs = match parse_args(
             SEARCH,
             arguments,
-            "{{\"handle\":\"h_…\",\"pattern\":\"error\"}} or {{\"cursor\":\"s1_…\"}}",
+            "{\"handle\":\"h_…\",\"pattern\":\"error\"} or {\"cursor\":\"s2_…\"}",
         ) {
             Ok(args) => args,
             Err(message) => return Ok(error_result(message)),
@@ -513,22 +550,32 @@ impl Governor {
                 if args.regex.is_some()
                     || args.case_sensitive.is_some()
                     || args.context.is_some()
+                    || args.before.is_some()
+                    || args.after.is_some()
                     || args.max_matches.is_some()
                 {
                     return Ok(error_result(format!(
                         "{SEARCH}: a `cursor` carries its pattern and options: call {SEARCH} {{\"cursor\":\"…\"}} alone."
                     )));
                 }
-                self.key().open_search(&sealed).map_err(invalid_cursor)?
+                self.key()
+                    .open_search(&sealed)
+                    .map_err(invalid_search_cursor)?
             }
             (None, Some(handle), Some(pattern)) => {
-                let context = args.context.unwrap_or(2);
-                if context as usize > search::MAX_CONTEXT {
-                    return Ok(error_result(format!(
-                        "{SEARCH}: `context` is at most {} lines.",
-                        search::MAX_CONTEXT
-                    )));
-                }
+                // `before` and `after` win over `context` for their side.
+                let lines = |name, value: &Option<Value>| context_lines(name, value.as_ref());
+                let (context, before, after) = match (
+                    lines("context", &args.context),
+                    lines("before", &args.before),
+                    lines("after", &args.after),
+                ) {
+                    (Ok(context), Ok(before), Ok(after)) => (context, before, after),
+                    (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
+                        return Ok(error_result(message));
+                    }
+                };
+                let context = context.unwrap_or(DEFAULT_CONTEXT);
                 if args.max_matches == Some(0) {
                     return Ok(error_result(format!(
                         "{SEARCH}: `max_matches` must be at least 1."
@@ -541,7 +588,8 @@ impl Governor {
                         regex: args.regex.unwrap_or(false),
                         case_sensitive: args.case_sensitive.unwrap_or(false),
                     },
-                    context: context as u8,
+                    before: before.unwrap_or(context),
+                    after: after.unwrap_or(context),
                     max_matches: args.max_matches.unwrap_or(DEFAULT_MATCHES),
                     budget,
                     start: 0,
@@ -563,13 +611,13 @@ impl Governor {
         let stored = match self.store().get(owner, &cursor.handle) {
             Ok(listed) => listed.stored,
             Err(StoreError::Unknown(_)) if via_cursor => {
-                return Err(invalid_cursor(
+                return Err(invalid_search_cursor(
                     "this cursor belongs to a result this session does not have",
                 ));
             }
             Err(e) => return Ok(error_result(format!("{e}. {}", self.handles_hint(owner)))),
         };
-        let matcher = match Matcher::new(&cursor.query) {
+        let matcher = match Matcher::new(&cursor.query, stored.doc.kind()) {
             Ok(m) => m,
             Err(e) => {
                 return Ok(error_result(format!(
@@ -594,7 +642,9 @@ impl Governor {
             }
         };
         if cursor.start as usize > hits.hits.len() {
-            return Err(invalid_cursor("this cursor does not point into its search"));
+            return Err(invalid_search_cursor(
+                "this cursor does not point into its search",
+            ));
         }
         // The pattern is repeated in the cursor and `_meta`: reserve for it.
         let page_budget = page_budget(cursor.budget, &stored.doc, Some(&cursor.query.pattern));
@@ -611,7 +661,8 @@ impl Governor {
             &limited,
             &matcher,
             cursor.start as usize,
-            cursor.context as usize,
+            usize::from(cursor.before),
+            usize::from(cursor.after),
             &page_budget,
         );
         let next = (page.end < hits.hits.len()).then(|| {
