@@ -516,13 +516,13 @@ fn search_bench(compact: String) {
     std::fs::write(&path, &lines).unwrap();
     let text_doc = Document::text(lines);
     for (pattern, regex) in [("gamma", false), (r"row \d*77 ", true)] {
-        let matcher = Matcher::new(&Query {
+        let query = Query {
             pattern: pattern.into(),
             regex,
             case_sensitive: true,
-        })
-        .unwrap();
+        };
         let run = |doc: &Document| {
+            let matcher = Matcher::new(&query, doc.kind()).unwrap();
             let mut times = Vec::new();
             let mut total = 0;
             for _ in 0..3 {

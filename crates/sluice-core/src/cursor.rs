@@ -16,8 +16,8 @@ use crate::pager::Position;
 
 /// The prefix of every page cursor (the version of the format).
 const PREFIX: &str = "c1_";
-/// The prefix of search cursors.
-const SEARCH_PREFIX: &str = "s1_";
+/// The prefix of search cursors (`s2_`: context before and after).
+const SEARCH_PREFIX: &str = "s2_";
 
 /// Where the next page of a search starts.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,8 +26,10 @@ pub struct SearchCursor {
     pub handle: String,
     /// What is searched.
     pub query: crate::search::Query,
-    /// Context lines around text hits.
-    pub context: u8,
+    /// Context lines before each text hit.
+    pub before: u8,
+    /// Context lines after each text hit.
+    pub after: u8,
     /// The most hits per page.
     pub max_matches: u32,
     /// The caller's budget.
@@ -126,7 +128,8 @@ impl CursorKey {
         body.extend_from_slice(&(cursor.query.pattern.len() as u32).to_le_bytes());
         body.extend_from_slice(cursor.query.pattern.as_bytes());
         body.push(u8::from(cursor.query.regex) | u8::from(cursor.query.case_sensitive) << 1);
-        body.push(cursor.context);
+        body.push(cursor.before);
+        body.push(cursor.after);
         body.extend_from_slice(&cursor.max_matches.to_le_bytes());
         let b = &cursor.budget;
         for n in [
@@ -151,7 +154,8 @@ impl CursorKey {
             let len = r.u32()? as usize;
             let pattern = r.string(len)?;
             let flags = r.u8()?;
-            let context = r.u8()?;
+            let before = r.u8()?;
+            let after = r.u8()?;
             let max_matches = r.u32()?;
             let budget = Budget {
                 max_tokens: r.u32()?,
@@ -167,7 +171,8 @@ impl CursorKey {
                     regex: flags & 1 != 0,
                     case_sensitive: flags & 2 != 0,
                 },
-                context,
+                before,
+                after,
                 max_matches,
                 budget,
                 start,
@@ -318,15 +323,19 @@ mod tests {
                 regex: true,
                 case_sensitive: false,
             },
-            context: 2,
+            before: 3,
+            after: 0,
             max_matches: 50,
             budget: Budget::default(),
             start: 150,
         };
         let sealed = key.seal_search(&cursor);
-        assert!(sealed.starts_with("s1_"));
+        assert!(sealed.starts_with("s2_"));
         assert_eq!(key.open_search(&sealed), Ok(cursor));
         assert_eq!(key.open(&sealed), Err(CursorError::Malformed));
+        // A cursor of the former format (`s1_`, one context) is not opened.
+        let former = sealed.replacen("s2_", "s1_", 1);
+        assert_eq!(key.open_search(&former), Err(CursorError::Malformed));
         let page = key.seal(&super::tests::cursor());
         assert_eq!(key.open_search(&page), Err(CursorError::Malformed));
     }

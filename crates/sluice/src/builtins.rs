@@ -43,8 +43,15 @@ pub const QUERY: &str = "sluice_query";
 pub const RESULT: &str = "sluice_result";
 /// The tool that stops an operation.
 pub const CANCEL: &str = "sluice_cancel";
+/// The argument of every upstream tool that bounds the wait.
+const TIMEOUT: &str = sluice_core::operation::TIMEOUT_ARG;
+/// The argument of cached tools that skips the cache.
+const FRESH: &str = sluice_core::cache::FRESH_ARG;
 /// Hits per search page unless `max_matches` says otherwise.
 const DEFAULT_MATCHES: u32 = 50;
+/// Context lines each side of a text hit unless `context`, `before` or
+/// `after` say otherwise.
+const DEFAULT_CONTEXT: u8 = 2;
 /// The most handles `sluice_info` lists.
 const LISTED: usize = 20;
 
@@ -53,111 +60,106 @@ pub fn is_builtin(name: &str) -> bool {
     [READ, INFO, SEARCH, QUERY, RESULT, CANCEL].contains(&name)
 }
 
-/// sluice's own tools, as listed.
-pub fn tools() -> Vec<Tool> {
+/// sluice's own tools, as listed (`settings`: the waits `sluice_result`
+/// announces).
+///
+/// Every client reads this list on every turn: each word must change
+/// what a model does, and what `_timeout_s` and `_fresh` mean is said once,
+/// here (in `sluice_result`), not on every upstream tool.
+pub fn tools(settings: &sluice_core::operation::OperationSettings) -> Vec<Tool> {
+    let string = json!({"type": "string"});
+    let integer = json!({"type": "integer"});
+    let boolean = json!({"type": "boolean"});
     let read = json!({
         "type": "object",
         "properties": {
-            "handle": {"type": "string", "description": "A stored result's handle (h_…)."},
-            "page": {"type": "integer", "minimum": 1, "description": "Page number, from 1 (default 1)."},
-            "path": {"type": "string", "description": "JSON Pointer of the array to page, e.g. \"/rows\"; \"\" pages the whole document as text."},
-            "max_tokens": {"type": "integer", "minimum": 500, "description": "A smaller page size, in tokens."},
-            "cursor": {"type": "string", "description": "The next_cursor of a previous page (instead of the other arguments)."}
+            "handle": {"type": "string", "description": "from a stored answer"},
+            "page": integer,
+            "path": {"type": "string", "description": "JSON Pointer of the array or object to page, e.g. \"/rows\""},
+            "max_tokens": integer,
+            "cursor": {"type": "string", "description": "a page's next_cursor"}
         }
     });
     let search = json!({
         "type": "object",
         "properties": {
-            "handle": {"type": "string", "description": "A stored result's handle (h_…)."},
-            "pattern": {"type": "string", "description": "Text to find (a regular expression if \"regex\" is true)."},
-            "regex": {"type": "boolean", "description": "Treat the pattern as a regular expression (default false)."},
-            "case_sensitive": {"type": "boolean", "description": "Default false."},
-            "context": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Lines around each text match (default 2)."},
-            "max_matches": {"type": "integer", "minimum": 1, "description": "Matches per page (default 50)."},
-            "cursor": {"type": "string", "description": "The next_cursor of a previous search page (instead of the other arguments)."}
+            "handle": string,
+            "pattern": {"type": "string", "description": "literal unless regex"},
+            "regex": boolean,
+            "case_sensitive": boolean,
+            "context": integer,
+            "before": integer,
+            "after": integer,
+            "max_matches": integer,
+            "cursor": string
         }
     });
     let query = json!({
         "type": "object",
-        "properties": {
-            "handle": {"type": "string", "description": "A stored result's handle (h_…)."},
-            "filter": {"type": "string", "description": "A jq filter (jaq), e.g. \".rows | map(.name)\". Text results are an array of lines."},
-            "max_tokens": {"type": "integer", "minimum": 500, "description": "A smaller answer size, in tokens."}
-        },
+        "properties": {"handle": string, "filter": string, "max_tokens": integer},
         "required": ["handle", "filter"]
     });
-    let info = json!({
+    let operation = json!({
         "type": "object",
-        "properties": {
-            "handle": {"type": "string", "description": "A stored result's handle; omit to list this session's."}
-        }
+        "properties": {"operation": string},
+        "required": ["operation"]
+    });
+    let result = json!({
+        "type": "object",
+        "properties": {"operation": string, "wait_s": {"type": "number"}},
+        "required": ["operation"]
     });
     vec![
         Tool::new(
             READ,
-            "Read one page of a result sluice stored because it was too large: {handle, page?} or {cursor}. content[0] is the page's data, content[1] where it is and the next call.",
+            "A page of a stored result: {handle, page?} or {cursor}. content[0] is the data, content[1] where it is and the next call.",
             object(read),
         ),
         Tool::new(
             SEARCH,
-            "Search a stored result: JSON strings (keys and values) with their JSON paths, or text lines with context. {handle, pattern} or {cursor}.",
+            format!(
+                "Grep a stored result: text lines with context (0–{max} lines: context both sides, default {DEFAULT_CONTEXT}, or before/after), or JSON strings (keys, values) with their paths. {{handle, pattern}} or {{cursor}}.",
+                max = search::MAX_CONTEXT
+            ),
             object(search),
         ),
         Tool::new(
             QUERY,
-            "Run a jq filter over a stored result; outputs one JSON value per line. A large answer is stored in turn (query it again).",
+            "Run a jq filter (jaq) over a stored result; one JSON value per line. A text is an array of lines. A large answer is stored in turn.",
             object(query),
         ),
         Tool::new(
             INFO,
-            "Describe a stored result (shape, size, pages, expiry), or list this session's stored results and operations.",
-            object(info),
+            "A stored result's shape, size, pages and expiry; without handle, this session's stored results and operations.",
+            object(json!({"type": "object", "properties": {"handle": string}})),
         ),
         Tool::new(
             RESULT,
-            "The status of an operation (a call that went on in the background), and its result once it has ended. {operation, wait_s?}: wait_s waits up to that many seconds for the end.",
-            object(json!({
-                "type": "object",
-                "properties": {
-                    "operation": {"type": "string", "description": "The operation id (op_…)."},
-                    "wait_s": {"type": "number", "minimum": 0, "description": "Seconds to wait for the end (default 0: answer at once)."}
-                },
-                "required": ["operation"]
-            })),
+            format!(
+                "An operation's status, then its result. A call running past {TIMEOUT} (an argument of every tool: seconds, default {}, at most {}) goes on in the background as an operation. wait_s: seconds to wait for the end. Cached tools take {FRESH}: true to skip the cache.",
+                settings.default_timeout.as_secs_f64(),
+                settings.max_timeout.as_secs_f64(),
+            ),
+            object(result),
         ),
         Tool::new(
             CANCEL,
-            "Stop an operation (a call that went on in the background); answers with what it had reported so far.",
-            object(json!({
-                "type": "object",
-                "properties": {
-                    "operation": {"type": "string", "description": "The operation id (op_…)."}
-                },
-                "required": ["operation"]
-            })),
+            "Stop an operation; answers with what it reported so far.",
+            object(operation),
         ),
     ]
 }
 
-/// `_timeout_s`, as added to every upstream tool's input schema.
-pub fn timeout_property(settings: &sluice_core::operation::OperationSettings) -> Value {
-    json!({
-        "type": "number",
-        "exclusiveMinimum": 0,
-        "description": format!(
-            "sluice: seconds to wait before the call goes on in the background as an operation (default {}, at most {}).",
-            settings.default_timeout.as_secs_f64(),
-            settings.max_timeout.as_secs_f64()
-        )
-    })
+/// `_timeout_s`, as added to every upstream tool's input schema: its type
+/// alone (`sluice_result`'s description says what it does).
+pub fn timeout_property() -> Value {
+    json!({"type": "number"})
 }
 
-/// The `_fresh` argument sluice adds to the tools it caches.
+/// The `_fresh` argument sluice adds to the tools it caches: its type alone
+/// (`sluice_result`'s description says what it does).
 pub fn fresh_property() -> Value {
-    json!({
-        "type": "boolean",
-        "description": "sluice: true skips the cached result of this call and refreshes it (results of this tool are cached)."
-    })
+    json!({"type": "boolean"})
 }
 
 /// The resource template of stored results.
@@ -193,7 +195,11 @@ struct SearchArgs {
     pattern: Option<String>,
     regex: Option<bool>,
     case_sensitive: Option<bool>,
-    context: Option<u32>,
+    // Any JSON: checked by `context_lines`, whose message names the
+    // argument and its range (serde's would not).
+    context: Option<Value>,
+    before: Option<Value>,
+    after: Option<Value>,
     max_matches: Option<u32>,
     cursor: Option<String>,
 }
@@ -251,6 +257,24 @@ fn smaller(tool: &str, budget: Budget, max_tokens: Option<u32>) -> Result<Budget
     }
 }
 
+/// A `context`, `before` or `after` argument: a whole number of lines from
+/// 0 to [`search::MAX_CONTEXT`], or a message that says so.
+fn context_lines(name: &str, value: Option<&Value>) -> Result<Option<u8>, String> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    value
+        .as_u64()
+        .filter(|&n| n <= search::MAX_CONTEXT as u64)
+        .map(|n| Some(n as u8))
+        .ok_or_else(|| {
+            format!(
+                "{SEARCH}: `{name}` must be a whole number of lines from 0 to {}, not {value}.",
+                search::MAX_CONTEXT
+            )
+        })
+}
+
 fn error_result(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
 }
@@ -259,6 +283,16 @@ fn invalid_cursor(why: impl std::fmt::Display) -> ErrorData {
     ErrorData::invalid_params(
         format!(
             "{why}. Cursors are only valid in the session that received them; to start again, call {READ} with the handle from the stored result's answer (and \"page\" to jump)."
+        ),
+        None,
+    )
+}
+
+/// A search cursor that cannot be used: `-32602`, as for page cursors.
+fn invalid_search_cursor(why: impl std::fmt::Display) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "{why}. Cursors are only valid in the session that received them; to start again, call {SEARCH} with the handle and the pattern."
         ),
         None,
     )
@@ -521,7 +555,7 @@ impl Governor {
         let args: SearchArgs = match parse_args(
             SEARCH,
             arguments,
-            "{{\"handle\":\"h_…\",\"pattern\":\"error\"}} or {{\"cursor\":\"s1_…\"}}",
+            "{\"handle\":\"h_…\",\"pattern\":\"error\"} or {\"cursor\":\"s2_…\"}",
         ) {
             Ok(args) => args,
             Err(message) => return Ok(error_result(message)),
@@ -531,22 +565,32 @@ impl Governor {
                 if args.regex.is_some()
                     || args.case_sensitive.is_some()
                     || args.context.is_some()
+                    || args.before.is_some()
+                    || args.after.is_some()
                     || args.max_matches.is_some()
                 {
                     return Ok(error_result(format!(
                         "{SEARCH}: a `cursor` carries its pattern and options: call {SEARCH} {{\"cursor\":\"…\"}} alone."
                     )));
                 }
-                self.key().open_search(&sealed).map_err(invalid_cursor)?
+                self.key()
+                    .open_search(&sealed)
+                    .map_err(invalid_search_cursor)?
             }
             (None, Some(handle), Some(pattern)) => {
-                let context = args.context.unwrap_or(2);
-                if context as usize > search::MAX_CONTEXT {
-                    return Ok(error_result(format!(
-                        "{SEARCH}: `context` is at most {} lines.",
-                        search::MAX_CONTEXT
-                    )));
-                }
+                // `before` and `after` win over `context` for their side.
+                let lines = |name, value: &Option<Value>| context_lines(name, value.as_ref());
+                let (context, before, after) = match (
+                    lines("context", &args.context),
+                    lines("before", &args.before),
+                    lines("after", &args.after),
+                ) {
+                    (Ok(context), Ok(before), Ok(after)) => (context, before, after),
+                    (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
+                        return Ok(error_result(message));
+                    }
+                };
+                let context = context.unwrap_or(DEFAULT_CONTEXT);
                 if args.max_matches == Some(0) {
                     return Ok(error_result(format!(
                         "{SEARCH}: `max_matches` must be at least 1."
@@ -559,7 +603,8 @@ impl Governor {
                         regex: args.regex.unwrap_or(false),
                         case_sensitive: args.case_sensitive.unwrap_or(false),
                     },
-                    context: context as u8,
+                    before: before.unwrap_or(context),
+                    after: after.unwrap_or(context),
                     max_matches: args.max_matches.unwrap_or(DEFAULT_MATCHES),
                     budget,
                     start: 0,
@@ -581,13 +626,13 @@ impl Governor {
         let stored = match self.store().get(owner, &cursor.handle) {
             Ok(listed) => listed.stored,
             Err(StoreError::Unknown(_)) if via_cursor => {
-                return Err(invalid_cursor(
+                return Err(invalid_search_cursor(
                     "this cursor belongs to a result this session does not have",
                 ));
             }
             Err(e) => return Ok(error_result(format!("{e}. {}", self.handles_hint(owner)))),
         };
-        let matcher = match Matcher::new(&cursor.query) {
+        let matcher = match Matcher::new(&cursor.query, stored.doc.kind()) {
             Ok(m) => m,
             Err(e) => {
                 return Ok(error_result(format!(
@@ -612,7 +657,9 @@ impl Governor {
             }
         };
         if cursor.start as usize > hits.hits.len() {
-            return Err(invalid_cursor("this cursor does not point into its search"));
+            return Err(invalid_search_cursor(
+                "this cursor does not point into its search",
+            ));
         }
         // The pattern is repeated in the cursor and `_meta`: reserve for it.
         let page_budget = page_budget(cursor.budget, &stored.doc, Some(&cursor.query.pattern));
@@ -629,7 +676,8 @@ impl Governor {
             &limited,
             &matcher,
             cursor.start as usize,
-            cursor.context as usize,
+            usize::from(cursor.before),
+            usize::from(cursor.after),
             &page_budget,
         );
         let next = (page.end < hits.hits.len()).then(|| {

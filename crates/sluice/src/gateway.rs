@@ -406,8 +406,9 @@ impl Gateway {
             .map(|t| t.name.to_string())
             .collect();
         *lock(&self.annotated_idempotent) = annotated;
-        // Every upstream tool takes sluice's `_timeout_s`.
-        let timeout = crate::builtins::timeout_property(self.operations.settings());
+        // Every upstream tool takes sluice's `_timeout_s` (its type only:
+        // `sluice_result` says once what it does, for every tool).
+        let timeout = crate::builtins::timeout_property();
         for tool in &mut all {
             let cached = self.cache_policy(&tool.name).is_some();
             let schema = Arc::make_mut(&mut tool.input_schema);
@@ -429,7 +430,7 @@ impl Gateway {
             }
         }
         *lock(&self.input_schemas) = schemas;
-        all.extend(crate::builtins::tools());
+        all.extend(crate::builtins::tools(self.operations.settings()));
         Ok(all)
     }
 

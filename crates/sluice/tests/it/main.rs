@@ -20,3 +20,4 @@ mod query;
 mod search;
 mod stdio;
 mod tasks;
+mod tool_list;

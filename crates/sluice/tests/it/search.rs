@@ -1,7 +1,9 @@
 //! `sluice_search` over stored results from real servers: every match is
 //! found (compared with the direct result), pages fit, bad inputs get
-//! clear errors.
+//! clear errors. Over text it is grep-true: anchors hold at each line,
+//! context before and after is asked for separately.
 
+use rmcp::service::ServiceError;
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -55,7 +57,7 @@ async fn json_matches_come_with_their_paths_and_all_are_found() {
     assert!(pages.len() > 1);
     assert!(
         headers[0].starts_with(&format!(
-            "matching strings 1–50 of {} · next: sluice_search {{\"cursor\":\"s1_",
+            "matching strings 1–50 of {} · next: sluice_search {{\"cursor\":\"s2_",
             sluice_core::format::group(expected.len() as u64)
         )),
         "{}",
@@ -159,7 +161,7 @@ async fn bad_searches_get_clear_errors_and_sluice_keeps_serving() {
         ),
         (
             json!({"handle": handle, "pattern": "x", "context": 11}),
-            "at most 10",
+            "`context` must be a whole number of lines from 0 to 10",
         ),
         (
             json!({"handle": handle}),
@@ -186,7 +188,7 @@ async fn bad_searches_get_clear_errors_and_sluice_keeps_serving() {
     .await;
     assert_eq!(meta(&r, "sluice/search").unwrap()["total"], 0);
     // A forged search cursor, or a page cursor given to search: -32602.
-    for bad in ["s1_AAAA", "c1_AAAA", "nonsense"] {
+    for bad in ["s2_AAAA", "s1_AAAA", "c1_AAAA", "nonsense"] {
         let err = client
             .call_tool(
                 rmcp::model::CallToolRequestParams::new("sluice_search")
@@ -200,4 +202,252 @@ async fn bad_searches_get_clear_errors_and_sluice_keeps_serving() {
         first_text(&call(&client, "echo", json!({"text": "still here"})).await),
         "still here"
     );
+}
+
+/// A pytest log of `lines` lines: passes, one failure with its `E` lines,
+/// decoys (an `E` not at the start, `Error…` at the start), the summary.
+fn pytest_log(lines: usize) -> String {
+    let failure = [
+        "=================================== FAILURES ===================================",
+        "_________________________________ test_case_7 _________________________________",
+        "",
+        "    def test_case_7():",
+        "        value = compute(7)",
+        ">       assert value == 8",
+        "E       assert 7 == 8",
+        "E        +  where 7 = compute(7)",
+        "",
+        "tests/test_mod_7.py:12: AssertionError",
+        "Error summary below; E lines above",
+        "=========================== short test summary info ============================",
+        "FAILED tests/test_mod_7.py::test_case_7 - assert 7 == 8",
+    ];
+    let header = [
+        "============================= test session starts ==============================",
+        "platform linux -- Python 3.12.1, pytest-8.0.0, pluggy-1.4.0",
+        "collected 39985 items",
+        "",
+    ];
+    let passes = lines - header.len() - failure.len() - 1;
+    let mut log: Vec<String> = header.iter().map(|l| (*l).to_owned()).collect();
+    log.extend((0..passes).map(|i| {
+        format!(
+            "tests/test_mod_{i}.py::test_case_{i} PASSED{:>40}",
+            format!("[{:>3}%]", i * 100 / passes)
+        )
+    }));
+    log.extend(failure.iter().map(|l| (*l).to_owned()));
+    log.push(format!(
+        "==================== 1 failed, {passes} passed in 12.34s ===================="
+    ));
+    log.join("\n") + "\n"
+}
+
+/// The hit lines of search pages (`N:text`), as (1-based number, text).
+fn hit_lines(pages: &[String]) -> Vec<(usize, String)> {
+    pages
+        .iter()
+        .flat_map(|p| p.lines())
+        .filter_map(|l| {
+            let digits = l.find(|c: char| !c.is_ascii_digit())?;
+            let rest = l[digits..].strip_prefix(':')?;
+            Some((l[..digits].parse().ok()?, rest.to_owned()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_stored_log_is_searched_line_by_line_like_grep() {
+    let dir = TempDir::new("search-log");
+    let log = pytest_log(40_000);
+    let file = dir.file("pytest.log", &log);
+    let server = server_filesystem(&dir.0.display().to_string());
+    let (client, _) = connect(&via_sluice(&server)).await;
+    let answer = call(
+        &client,
+        "read_text_file",
+        json!({"path": file.display().to_string()}),
+    )
+    .await;
+    let stored = meta(&answer, "sluice/stored").expect("a 40,000-line log is over the budget");
+    assert_eq!(stored["kind"], "text", "{stored}");
+    let handle = stored_handle(&answer);
+    let lines: Vec<&str> = log.lines().collect();
+    let numbered = |keep: &dyn Fn(&str) -> bool| -> Vec<(usize, String)> {
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| keep(l))
+            .map(|(i, l)| (i + 1, (*l).to_owned()))
+            .collect()
+    };
+
+    // `^` holds at every line start: exactly the lines that begin "E" and
+    // a space, not those with "E " further on or "Error" at the start.
+    let e_lines = numbered(&|l| {
+        l.strip_prefix('E')
+            .is_some_and(|rest| rest.starts_with(char::is_whitespace))
+    });
+    assert_eq!(e_lines.len(), 2);
+    let (pages, _, total) = search_all(
+        &client,
+        json!({"handle": handle, "pattern": "^E\\s", "regex": true}),
+    )
+    .await;
+    assert_eq!(total, 2);
+    assert_eq!(hit_lines(&pages), e_lines);
+    // Two lines of context each side by default, grep-style.
+    let (n, _) = e_lines[0];
+    assert!(
+        pages[0].starts_with(&format!("{}-{}\n", n - 2, lines[n - 3])),
+        "{}",
+        pages[0]
+    );
+
+    // `^FAILED` finds the summary line, `$` holds at line ends.
+    let failed = numbered(&|l| l.starts_with("FAILED"));
+    assert_eq!(failed.len(), 1);
+    let (pages, _, _) = search_all(
+        &client,
+        json!({"handle": handle, "pattern": "^FAILED", "regex": true}),
+    )
+    .await;
+    assert_eq!(hit_lines(&pages), failed);
+    let (pages, _, total) = search_all(
+        &client,
+        json!({"handle": handle, "pattern": "assert 7 == 8$", "regex": true, "context": 0}),
+    )
+    .await;
+    assert_eq!(total, 2, "{pages:?}");
+    // A literal never spans lines.
+    let (_, _, total) = search_all(
+        &client,
+        json!({"handle": handle, "pattern": "assert 7 == 8\nE"}),
+    )
+    .await;
+    assert_eq!(total, 0);
+
+    // `before: 3, after: 0`: exactly the 3 lines before the hit, and it.
+    let (at, summary) = &failed[0];
+    let shown = |from: usize, to: usize| -> String {
+        (from..=to)
+            .map(|n| {
+                let sep = if n == *at { ':' } else { '-' };
+                format!("{n}{sep}{}\n", lines[n - 1])
+            })
+            .collect()
+    };
+    let before = call(
+        &client,
+        "sluice_search",
+        json!({"handle": handle, "pattern": "^FAILED", "regex": true, "before": 3, "after": 0}),
+    )
+    .await;
+    assert_eq!(first_text(&before), shown(at - 3, *at));
+    assert!(first_text(&before).ends_with(&format!("{at}:{summary}\n")));
+    // `before` wins over `context` on its side; `context` gives the other.
+    let mixed = call(
+        &client,
+        "sluice_search",
+        json!({"handle": handle, "pattern": "^FAILED", "regex": true, "context": 1, "before": 3}),
+    )
+    .await;
+    assert_eq!(first_text(&mixed), shown(at - 3, at + 1));
+    client.cancel().await.unwrap();
+}
+
+fn mcp_error(e: ServiceError) -> (i32, String) {
+    match e {
+        ServiceError::McpError(e) => (e.code.0, e.message.to_string()),
+        other => panic!("not an MCP error: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn bad_context_and_tampered_cursors_get_clear_errors() {
+    let dir = TempDir::new("search-bad-context");
+    let log = pytest_log(40_000);
+    let file = dir.file("pytest.log", &log);
+    let server = server_filesystem(&dir.0.display().to_string());
+    let (client, _) = connect(&via_sluice(&server)).await;
+    let path = file.display().to_string();
+    let handle = stored_handle(&call(&client, "read_text_file", json!({"path": path})).await);
+    for (name, bad) in [
+        ("before", json!(11)),
+        ("after", json!(-1)),
+        ("before", json!("3")),
+        ("after", json!(2.5)),
+        ("before", json!(true)),
+        ("context", json!(100)),
+    ] {
+        let mut request = json!({"handle": handle, "pattern": "PASSED"});
+        request[name] = bad.clone();
+        let r = call(&client, "sluice_search", request).await;
+        assert_eq!(r.is_error, Some(true), "{name}: {bad}: {}", first_text(&r));
+        assert!(
+            first_text(&r).contains(&format!(
+                "`{name}` must be a whole number of lines from 0 to 10"
+            )),
+            "{name}: {bad}: {}",
+            first_text(&r)
+        );
+    }
+    // A cursor carries its context: none may be given with it.
+    let first = call(
+        &client,
+        "sluice_search",
+        json!({"handle": handle, "pattern": "PASSED", "max_matches": 5, "before": 1}),
+    )
+    .await;
+    let cursor = meta(&first, "sluice/search").unwrap()["next_cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(cursor.starts_with("s2_"), "{cursor}");
+    let r = call(
+        &client,
+        "sluice_search",
+        json!({"cursor": cursor, "after": 1}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(first_text(&r).contains("carries its pattern and options"));
+    // A tampered search cursor: -32602, that says how to start again.
+    let mut tampered = cursor.clone().into_bytes();
+    let at = tampered.len() / 2;
+    tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
+    let (code, message) = mcp_error(
+        client
+            .call_tool(
+                rmcp::model::CallToolRequestParams::new("sluice_search").with_arguments(args(
+                    json!({"cursor": String::from_utf8(tampered).unwrap()}),
+                )),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, -32602, "{message}");
+    assert!(message.contains("altered"), "{message}");
+    assert!(
+        message.contains("call sluice_search with the handle"),
+        "{message}"
+    );
+    // sluice keeps serving: the genuine cursor goes on where page 1 ended,
+    // with the context it was given (one line before each hit, none after;
+    // a page starts with its first hit's context).
+    let next = call(&client, "sluice_search", json!({"cursor": cursor})).await;
+    assert_ne!(next.is_error, Some(true), "{}", first_text(&next));
+    let text = first_text(&next);
+    let lines: Vec<&str> = log.lines().collect();
+    let pass = |n: usize| format!("{n}:{}", lines[n - 1]);
+    assert!(
+        text.starts_with(&format!("9-{}\n{}\n{}\n", lines[8], pass(10), pass(11))),
+        "{text}"
+    );
+    assert_eq!(
+        meta(&next, "sluice/search").unwrap()["returned"],
+        5,
+        "{text}"
+    );
+    client.cancel().await.unwrap();
 }

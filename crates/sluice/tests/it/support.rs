@@ -351,11 +351,8 @@ pub fn as_listed_by_sluice(mut tools: Vec<rmcp::model::Tool>) -> Vec<rmcp::model
     for tool in &mut tools {
         tool.output_schema = None;
         let schema = Arc::make_mut(&mut tool.input_schema);
-        let timeout = serde_json::json!({
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "description": "sluice: seconds to wait before the call goes on in the background as an operation (default 10, at most 300)."
-        });
+        // Its type only: `sluice_result`'s description says what it does.
+        let timeout = serde_json::json!({"type": "number"});
         match schema.get_mut("properties") {
             Some(serde_json::Value::Object(properties)) => {
                 properties.insert("_timeout_s".into(), timeout);
