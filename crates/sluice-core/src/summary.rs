@@ -24,9 +24,9 @@ const SAMPLE_BYTES: usize = 8 << 20;
 const CONTEXT_BYTES: usize = 4 << 20;
 /// Items kept for previews.
 const PREVIEW_ITEMS: usize = 5;
-/// The o200k tokens a summary aims at: its preview is cut until it is
-/// within (the shape and the next steps say more than a longer preview).
-pub const SUMMARY_AIM_TOKENS: u32 = 450;
+/// The o200k tokens the summary of a tree aims at: its preview is cut
+/// until it is within.
+pub const TREE_SUMMARY_AIM_TOKENS: u32 = 450;
 
 /// What is known of a stored document's structure, from samples.
 #[derive(Debug, Clone, PartialEq)]
@@ -506,10 +506,12 @@ pub fn render(answer: &Answer<'_>, overview: &Overview, budget: &Budget) -> Stri
         .iter()
         .map(|(cut, shape_level)| write(answer, overview, *cut, *shape_level, false))
         .collect();
-    // The richest summary within the aim, else the richest within the limit.
+    // A tree's summary: the richest within the aim (its shape and filters
+    // say more than a longer preview); else the richest within the limit.
     let aimed = texts.iter().find(|text| {
         answer.style == Style::Summary
-            && tokens_within(text, 1.0, SUMMARY_AIM_TOKENS).is_some()
+            && overview.tree.is_some()
+            && tokens_within(text, 1.0, TREE_SUMMARY_AIM_TOKENS).is_some()
             && fits(text, &limit)
     });
     if let Some(text) = aimed.or_else(|| texts.iter().find(|text| fits(text, &limit))) {

@@ -574,6 +574,80 @@ mod tests {
         assert_eq!((size.chars, size.tokens), (50_000, None));
     }
 
+    #[test]
+    fn data_sent_twice_is_measured_once() {
+        let budget = Budget::default();
+        let with = |text: &str, structured: Option<Value>| {
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+            result.structured_content = structured;
+            one_copy(&result, &budget).map(|size| size.bytes)
+        };
+        let log = "line ✓\n".repeat(1000);
+        let bytes = log.len() as u64;
+        // The text again as the one member of structuredContent
+        // (server-filesystem, FastMCP's `{"result": …}`).
+        assert_eq!(with(&log, Some(json!({"content": log}))), Some(bytes));
+        assert_eq!(with(&log, Some(json!({"result": log}))), Some(bytes));
+        // The text serializes structuredContent: pretty, or with escapes
+        // that only parsing tells equal.
+        let value = json!({"rows": [{"id": 1, "name": "été"}], "n": 1});
+        let pretty = serde_json::to_string_pretty(&value).unwrap();
+        assert_eq!(
+            with(&pretty, Some(value.clone())),
+            Some(pretty.len() as u64)
+        );
+        let escaped = r#"{"rows": [{"id": 1, "name": "été"}], "n": 1}"#;
+        assert_eq!(
+            with(escaped, Some(value.clone())),
+            Some(escaped.len() as u64)
+        );
+        // Different data, or not one text: each is counted.
+        assert_eq!(with(&log, Some(json!({"content": "other"}))), None);
+        assert_eq!(with(&log, Some(json!({"content": log, "n": 1}))), None);
+        assert_eq!(with(&pretty, Some(json!({"rows": []}))), None);
+        assert_eq!(with(&log, None), None);
+        let mut two = CallToolResult::success(vec![
+            ContentBlock::text(log.clone()),
+            ContentBlock::text(log.clone()),
+        ]);
+        two.structured_content = Some(json!({"content": log}));
+        assert_eq!(one_copy(&two, &budget), None);
+    }
+
+    #[tokio::test]
+    async fn a_result_sent_twice_is_announced_at_its_size_once() {
+        let governor = Governor::new(&Config::single_command(&["x".into()]).unwrap());
+        let log: String = (0..60_000).map(|i| format!("{i} passed\n")).collect();
+        let mut result = CallToolResult::success(vec![ContentBlock::text(log.clone())]);
+        result.structured_content = Some(json!({"result": log}));
+        let policy = Policy {
+            owner: 1,
+            budget: Budget::default(),
+            source: "run_tests".into(),
+            mode: Mode::Buffer,
+            preview_depth: DEFAULT_PREVIEW_DEPTH,
+            narrowing: Vec::new(),
+        };
+        let answer = governor.tool_result(result, policy).await;
+        let stored = answer.meta.as_ref().unwrap().0["sluice/stored"].clone();
+        assert_eq!(stored["bytes"], log.len());
+        assert_eq!(stored["chars"], log.len());
+        assert_eq!(stored["stored_bytes"], log.len());
+        assert_eq!(stored["sent_twice"], true);
+        let tokens = f64::from(count_tokens(&log, 1.25));
+        let said = stored["tokens"].as_f64().unwrap();
+        assert!((said - tokens).abs() < tokens * 0.1, "{said} vs {tokens}");
+        let text = answer.content[0].as_text().unwrap().text.clone();
+        assert!(
+            text.starts_with(&format!(
+                "run_tests returned ≈{} tokens ({} of text, sent both as text and as structuredContent), too large to show.\n",
+                sluice_core::format::group(said as u64),
+                sluice_core::format::bytes(log.len() as u64)
+            )),
+            "{text}"
+        );
+    }
+
     #[tokio::test]
     async fn content_blocks_are_stored_as_an_array_and_read_back_whole() {
         let governor = Governor::new(&Config::single_command(&["x".into()]).unwrap());
