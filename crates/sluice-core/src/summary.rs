@@ -164,9 +164,13 @@ impl Overview {
             }
         };
         let mut shape = Shape::of(&for_shape);
+        // A tree only when it holds the bulk: a small tree beside a large
+        // flat array does not make the document a tree.
         let tree = shape
             .recursion()
-            .filter(|_| whole_structure)
+            .filter(|r| {
+                whole_structure && bulk.as_ref().is_none_or(|b| holds(&r.roots, &b.pointer))
+            })
             .and_then(|recursion| {
                 shape = shape.folded(&recursion);
                 Tree::of(text, &recursion)
@@ -261,6 +265,25 @@ fn cut_line(line: &str, max: usize) -> String {
     }
 }
 
+/// Whether the array at `pointer` is the one holding the nodes at `roots`,
+/// or inside them.
+fn holds(roots: &[Step], pointer: &str) -> bool {
+    let holder = match roots {
+        [init @ .., Step::Items] => init,
+        all => all,
+    };
+    let tokens: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    tokens.len() >= holder.len()
+        && holder.iter().zip(&tokens).all(|(step, token)| match step {
+            Step::Items => token.parse::<usize>().is_ok(),
+            Step::Member(key) => key == token,
+        })
+}
+
 /// A document whose shape repeats inside itself (a directory tree, nested
 /// comments, an AST): where its nodes are, what names and tells them apart,
 /// and how many there are.
@@ -274,12 +297,14 @@ pub struct Tree {
     pub key: String,
     /// The key that names a node (`name`), and whether it is a number.
     pub name: Option<(String, bool)>,
-    /// The key whose few values tell nodes apart (`type`), and the rarest of
-    /// them.
-    pub kind: Option<(String, String)>,
+    /// The key whose values tell nodes apart (`type`).
+    pub kind: Option<String>,
     /// Its size, counted in the whole document.
     pub size: TreeSize,
 }
+
+/// Keys whose strings tell nodes apart even when they are many.
+const KIND_KEYS: [&str; 5] = ["type", "kind", "category", "status", "role"];
 
 /// Keys that name a node, the likeliest first.
 const NAME_KEYS: [&str; 9] = [
@@ -310,15 +335,27 @@ impl Tree {
                     .filter(named)
                     .find(|f| f.always && f.values == FieldValues::Strings)
             });
-        let kind = fields
-            .iter()
-            .filter(|f| Some(&f.name) != name.map(|n| &n.name))
+        // A field of a few values, the fewest first; else strings under a
+        // name that says it (an AST's node types are many).
+        let others = || {
+            fields
+                .iter()
+                .filter(|f| Some(&f.name) != name.map(|n| &n.name))
+        };
+        let kind = others()
             .filter_map(|f| match &f.values {
-                FieldValues::Enum(values) => Some((f, values)),
+                FieldValues::Enum(values) => Some((f, values.len())),
                 _ => None,
             })
-            .min_by_key(|(f, values)| (!f.always, values.len()))
-            .and_then(|(f, values)| Some((f.name.clone(), values.last()?.0.clone())));
+            .min_by_key(|(f, values)| (!f.always, *values))
+            .map(|(f, _)| f)
+            .or_else(|| {
+                others().find(|f| {
+                    f.values == FieldValues::Strings
+                        && KIND_KEYS.contains(&f.name.to_ascii_lowercase().as_str())
+                })
+            })
+            .map(|f| f.name.clone());
         let mut roots = String::from(".");
         for step in &recursion.roots {
             match step {
@@ -356,7 +393,7 @@ impl Tree {
         };
         let every_node = over_roots(&format!("recurse({children}[]?)"));
         let mut filters = Vec::new();
-        if let Some((kind, _)) = &self.kind {
+        if let Some(kind) = &self.kind {
             let (key, label) = (jq_key(kind), object_key(kind));
             filters.push((
                 format!(
@@ -397,7 +434,7 @@ impl Tree {
         let kind_field = self
             .kind
             .as_ref()
-            .map(|(kind, _)| {
+            .map(|kind| {
                 if is_plain(kind) {
                     format!(", {kind}")
                 } else {
@@ -1051,7 +1088,7 @@ mod tests {
                 (
                     "children",
                     Some(("name".to_owned(), false)),
-                    Some(("type".to_owned(), "directory".to_owned()))
+                    Some("type".to_owned())
                 )
             );
             assert_eq!(
@@ -1161,6 +1198,87 @@ mod tests {
             }
             assert_eq!(paths, want);
         }
+    }
+
+    #[test]
+    fn a_small_tree_beside_the_bulk_does_not_make_a_tree() {
+        let rows: Vec<Value> = (0..200).map(|i| json!({"id": i, "v": "x"})).collect();
+        let menu = json!([{"name": "a", "items": [{"name": "b", "items": []}]}]);
+        let doc = json!({"rows": rows, "menu": menu}).to_string();
+        let overview = Overview::of(&Document::json(doc).unwrap());
+        assert_eq!(overview.bulk, Some(("/rows".to_owned(), 200)));
+        assert!(overview.tree.is_none());
+        let inside = [Step::Member("tree".into()), Step::Items];
+        assert!(holds(&inside, "/tree") && holds(&inside, "/tree/3/children"));
+        assert!(!holds(&inside, "/rows") && !holds(&inside, ""));
+        assert!(holds(&[Step::Items], "") && holds(&[], "/children"));
+    }
+
+    #[test]
+    fn the_keys_of_a_tree_come_from_its_shape() {
+        // An org chart: numbers as names, a key to quote, no field of few
+        // values; a root object.
+        let person = |id: u64, role: &str, reports: Value| json!({"id": id, "role": role, "direct reports": reports});
+        let chart = person(
+            1,
+            "ceo",
+            json!([
+                person(
+                    2,
+                    "cto",
+                    json!([person(4, "dev", json!([])), person(5, "dev", json!([]))])
+                ),
+                person(3, "cfo", json!([person(6, "clerk", json!([]))])),
+            ]),
+        );
+        let text = chart.to_string();
+        let overview = Overview::of(&Document::json(text.clone()).unwrap());
+        let tree = overview.tree.clone().expect("a tree");
+        assert_eq!(
+            (
+                tree.roots.as_str(),
+                tree.key.as_str(),
+                tree.name.clone(),
+                tree.kind.clone()
+            ),
+            (
+                ".",
+                "direct reports",
+                Some(("id".to_owned(), true)),
+                Some("role".to_owned())
+            )
+        );
+        assert_eq!(
+            (tree.size.nodes, tree.size.depth, tree.size.most_children),
+            (6, 3, 2)
+        );
+        let limits = crate::query::QuerySettings::default().output_limits();
+        let run = |filter: &str| {
+            let out = crate::query::run(filter, text.as_bytes(), limits).unwrap();
+            serde_json::from_str::<Value>(&out[0]).unwrap()
+        };
+        let filters = &overview.filters;
+        assert_eq!(filters.len(), 3, "{filters:?}");
+        assert_eq!(
+            run(&filters[0].0),
+            json!([
+                {"role": "ceo", "count": 1}, {"role": "cfo", "count": 1},
+                {"role": "clerk", "count": 1}, {"role": "cto", "count": 1},
+                {"role": "dev", "count": 2}
+            ])
+        );
+        assert_eq!(
+            run(&filters[1].0)[0],
+            json!({"path": "1", "direct reports": 2})
+        );
+        assert_eq!(
+            run(&filters[2].0),
+            json!([
+                {"path": "1", "role": "ceo"}, {"path": "1/2", "role": "cto"},
+                {"path": "1/2/4", "role": "dev"}, {"path": "1/2/5", "role": "dev"},
+                {"path": "1/3", "role": "cfo"}, {"path": "1/3/6", "role": "clerk"}
+            ])
+        );
     }
 
     #[test]
