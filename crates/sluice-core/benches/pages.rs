@@ -187,6 +187,7 @@ fn info(bytes: usize, overview: Overview) -> StoredInfo {
         tokens: 0,
         tokens_estimated: true,
         is_error: false,
+        sent_twice: false,
         overview,
     }
 }

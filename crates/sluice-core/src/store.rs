@@ -40,6 +40,9 @@ pub struct StoredInfo {
     pub tokens_estimated: bool,
     /// Whether the upstream flagged the result as an error.
     pub is_error: bool,
+    /// Whether the upstream sent the same data twice, as text and as
+    /// structured content: `bytes`, `chars` and `tokens` count it once.
+    pub sent_twice: bool,
     /// Shape and preview material, sampled when stored.
     pub overview: crate::summary::Overview,
 }
@@ -360,6 +363,7 @@ mod tests {
             tokens: 0,
             tokens_estimated: false,
             is_error: false,
+            sent_twice: false,
             overview: crate::summary::Overview::of(&Document::text(String::new())),
         }
     }

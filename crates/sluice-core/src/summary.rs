@@ -8,10 +8,10 @@
 
 use serde_json::Value;
 
-use crate::budget::{Budget, count_chars};
+use crate::budget::{Budget, count_chars, tokens_within};
 use crate::document::{Document, Kind};
 use crate::format::{bytes, group};
-use crate::shape::{Cut, Field, FieldValues, Shape, preview};
+use crate::shape::{Cut, Field, FieldValues, Recursion, Shape, Step, TreeSize, preview, tree_size};
 use crate::store::StoredInfo;
 
 /// Items sampled from the start of the bulk array.
@@ -24,6 +24,9 @@ const SAMPLE_BYTES: usize = 8 << 20;
 const CONTEXT_BYTES: usize = 4 << 20;
 /// Items kept for previews.
 const PREVIEW_ITEMS: usize = 5;
+/// The o200k tokens the summary of a tree aims at: its preview is cut
+/// until it is within.
+pub const TREE_SUMMARY_AIM_TOKENS: u32 = 450;
 
 /// What is known of a stored document's structure, from samples.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,8 +38,10 @@ pub struct Overview {
     /// Other large arrays (pointer, items), largest first.
     pub other_arrays: Vec<(String, usize)>,
     /// Ready-made jq filters over the bulk, from the sampled items: (filter,
-    /// what it gives).
+    /// what it gives). For a tree, filters over its nodes at every depth.
     pub filters: Vec<(String, String)>,
+    /// The tree, when the document's shape repeats inside itself.
+    pub tree: Option<Tree>,
     /// Preview material: the document with the bulk array cut to its first
     /// items (JSON), or its first lines (text).
     material: Material,
@@ -88,6 +93,7 @@ impl Overview {
             bulk: None,
             other_arrays: Vec::new(),
             filters: Vec::new(),
+            tree: None,
             material: Material::Lines {
                 first,
                 lines: starts.len() as u64,
@@ -103,6 +109,9 @@ impl Overview {
             .as_ref()
             .and_then(|b| doc.items(&b.pointer).ok().flatten());
         let mut fields = Vec::new();
+        // Whether the sampled value has the document's own structure (the
+        // bulk array in its place), for a recursion's way to its nodes.
+        let mut whole_structure = true;
         let (for_shape, for_preview) = match (&bulk, &items) {
             (Some(array), Some(items)) => {
                 // Sample: the first items, then a spread of the rest.
@@ -145,6 +154,7 @@ impl Overview {
                     };
                     (with(&sampled), with(&first))
                 } else {
+                    whole_structure = array.pointer.is_empty();
                     (Value::Array(sampled), Value::Array(first))
                 }
             }
@@ -153,7 +163,18 @@ impl Overview {
                 (whole.clone(), whole)
             }
         };
-        let shape = Shape::of(&for_shape);
+        let mut shape = Shape::of(&for_shape);
+        // A tree only when it holds the bulk: a small tree beside a large
+        // flat array does not make the document a tree.
+        let tree = shape
+            .recursion()
+            .filter(|r| {
+                whole_structure && bulk.as_ref().is_none_or(|b| holds(&r.roots, &b.pointer))
+            })
+            .and_then(|recursion| {
+                shape = shape.folded(&recursion);
+                Tree::of(text, &recursion)
+            });
         let shapes = (1..=5).rev().map(|d| shape.render(d)).collect();
         let material = preview(
             &for_preview,
@@ -163,12 +184,17 @@ impl Overview {
                 string_chars: 400,
             },
         );
-        Self {
-            shapes,
-            filters: bulk
+        let filters = match &tree {
+            Some(tree) => tree.filters(),
+            None => bulk
                 .as_ref()
                 .map(|b| suggested_filters(&b.pointer, &fields))
                 .unwrap_or_default(),
+        };
+        Self {
+            shapes,
+            filters,
+            tree,
             bulk: bulk.as_ref().map(|b| (b.pointer.clone(), b.items)),
             other_arrays: doc
                 .notable_arrays()
@@ -239,6 +265,191 @@ fn cut_line(line: &str, max: usize) -> String {
     }
 }
 
+/// Whether the array at `pointer` is the one holding the nodes at `roots`,
+/// or inside them.
+fn holds(roots: &[Step], pointer: &str) -> bool {
+    let holder = match roots {
+        [init @ .., Step::Items] => init,
+        all => all,
+    };
+    let tokens: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    tokens.len() >= holder.len()
+        && holder.iter().zip(&tokens).all(|(step, token)| match step {
+            Step::Items => token.parse::<usize>().is_ok(),
+            Step::Member(key) => key == token,
+        })
+}
+
+/// A document whose shape repeats inside itself (a directory tree, nested
+/// comments, an AST): where its nodes are, what names and tells them apart,
+/// and how many there are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tree {
+    /// jq for the outermost nodes: `.[]`, `.` or `.tree[]`.
+    pub roots: String,
+    /// How deep in the document the outermost nodes are (`.[]`: 1).
+    pub roots_depth: usize,
+    /// The key of a node's children (`children`).
+    pub key: String,
+    /// The key that names a node (`name`), and whether it is a number.
+    pub name: Option<(String, bool)>,
+    /// The key whose values tell nodes apart (`type`).
+    pub kind: Option<String>,
+    /// Its size, counted in the whole document.
+    pub size: TreeSize,
+}
+
+/// Keys whose strings tell nodes apart even when they are many.
+const KIND_KEYS: [&str; 5] = ["type", "kind", "category", "status", "role"];
+
+/// Keys that name a node, the likeliest first.
+const NAME_KEYS: [&str; 9] = [
+    "name", "title", "path", "label", "filename", "file", "key", "id", "value",
+];
+
+impl Tree {
+    /// The tree of `recursion` in the compact JSON `text`: its nodes are
+    /// counted in one pass over the text. `None` if there is no node.
+    fn of(text: &str, recursion: &Recursion) -> Option<Self> {
+        let size = tree_size(text, recursion);
+        if size.nodes == 0 {
+            return None;
+        }
+        let fields = recursion.node.fields();
+        let named = |f: &&Field| {
+            matches!(
+                f.values,
+                FieldValues::Strings | FieldValues::Numbers | FieldValues::Enum(_)
+            ) && f.name != recursion.key
+        };
+        let name = NAME_KEYS
+            .iter()
+            .find_map(|key| fields.iter().filter(named).find(|f| f.name == *key))
+            .or_else(|| {
+                fields
+                    .iter()
+                    .filter(named)
+                    .find(|f| f.always && f.values == FieldValues::Strings)
+            });
+        // A field of a few values, the fewest first; else strings under a
+        // name that says it (an AST's node types are many).
+        let others = || {
+            fields
+                .iter()
+                .filter(|f| Some(&f.name) != name.map(|n| &n.name))
+        };
+        let kind = others()
+            .filter_map(|f| match &f.values {
+                FieldValues::Enum(values) => Some((f, values.len())),
+                _ => None,
+            })
+            .min_by_key(|(f, values)| (!f.always, *values))
+            .map(|(f, _)| f)
+            .or_else(|| {
+                others().find(|f| {
+                    f.values == FieldValues::Strings
+                        && KIND_KEYS.contains(&f.name.to_ascii_lowercase().as_str())
+                })
+            })
+            .map(|f| f.name.clone());
+        let mut roots = String::from(".");
+        for step in &recursion.roots {
+            match step {
+                Step::Items => roots.push_str("[]"),
+                Step::Member(key) => {
+                    if roots == "." {
+                        roots.clear();
+                    }
+                    roots.push_str(&jq_key(key));
+                }
+            }
+        }
+        Some(Self {
+            roots,
+            roots_depth: recursion.roots.len(),
+            key: recursion.key.clone(),
+            name: name.map(|f| (f.name.clone(), f.values == FieldValues::Numbers)),
+            kind,
+            size,
+        })
+    }
+
+    /// jq filters that work at every depth: counts by the kind, every node
+    /// with its path (names joined with `/`), the nodes with the most
+    /// children.
+    fn filters(&self) -> Vec<(String, String)> {
+        let children = jq_key(&self.key);
+        let count_key = object_key(&self.key);
+        let over_roots = |f: &str| {
+            if self.roots == "." {
+                f.to_owned()
+            } else {
+                format!("{} | {f}", self.roots)
+            }
+        };
+        let every_node = over_roots(&format!("recurse({children}[]?)"));
+        let mut filters = Vec::new();
+        if let Some(kind) = &self.kind {
+            let (key, label) = (jq_key(kind), object_key(kind));
+            filters.push((
+                format!(
+                    "[{every_node}] | group_by({key}) | map({{{label}: .[0]{key}, count: length}})"
+                ),
+                format!("how many of each {kind}, at every depth"),
+            ));
+        }
+        let Some((name, number)) = &self.name else {
+            filters.push((
+                format!(
+                    "[{every_node}] | sort_by(-({children} | length)) | .[:10] | map(del({children}))"
+                ),
+                "the 10 nodes with the most children (without them)".to_owned(),
+            ));
+            return filters;
+        };
+        let name = if *number {
+            format!("({} | tostring)", jq_key(name))
+        } else {
+            jq_key(name)
+        };
+        // Each node as an object with its path; the recursion carries the
+        // path of its parent.
+        let with_paths = |fields: &str| {
+            format!(
+                "def p($pre): ($pre + {name}) as $p | {{path: $p{fields}}}, ({children}[]? | p($p + \"/\")); [{}]",
+                over_roots("p(\"\")")
+            )
+        };
+        filters.push((
+            format!(
+                "{} | sort_by(-.{count_key}) | .[:10]",
+                with_paths(&format!(", {count_key}: ({children} | length)"))
+            ),
+            "the 10 nodes with the most children, with their paths".to_owned(),
+        ));
+        let kind_field = self
+            .kind
+            .as_ref()
+            .map(|kind| {
+                if is_plain(kind) {
+                    format!(", {kind}")
+                } else {
+                    format!(", {}: {}", object_key(kind), jq_key(kind))
+                }
+            })
+            .unwrap_or_default();
+        filters.push((
+            with_paths(&kind_field),
+            "every node with its path".to_owned(),
+        ));
+        filters
+    }
+}
+
 /// How the answer is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Style {
@@ -276,62 +487,42 @@ pub struct Answer<'a> {
     /// The whole document, when it is small enough to be shown whole once
     /// compacted (pretty-printing and duplicates made the result too large).
     pub whole: Option<&'a str>,
+    /// The size of the stored document (compact JSON, or the text).
+    pub stored_bytes: u64,
 }
 
 /// The answer's text, fitted to `budget` (which should already leave room
 /// for whatever is sent with it).
 pub fn render(answer: &Answer<'_>, overview: &Overview, budget: &Budget) -> String {
     let d = answer.preview_depth.max(1);
-    let cuts = [
-        (
-            Cut {
-                depth: d,
-                items: 5,
-                string_chars: 200,
-            },
-            0,
-        ),
-        (
-            Cut {
-                depth: d,
-                items: 3,
-                string_chars: 120,
-            },
-            0,
-        ),
-        (
-            Cut {
-                depth: d.min(3),
-                items: 2,
-                string_chars: 80,
-            },
-            1,
-        ),
-        (
-            Cut {
-                depth: d.min(2),
-                items: 1,
-                string_chars: 60,
-            },
-            2,
-        ),
-        (
-            Cut {
-                depth: 1,
-                items: 1,
-                string_chars: 40,
-            },
-            3,
-        ),
-        (
-            Cut {
-                depth: 0,
-                items: 1,
-                string_chars: 20,
-            },
-            4,
-        ),
-    ];
+    let cut = |depth: usize, items: usize, string_chars: usize| Cut {
+        depth,
+        items,
+        string_chars,
+    };
+    // (preview cut, shape level), the richest first.
+    let cuts = match &overview.tree {
+        // A tree's preview shows its outermost nodes with their children,
+        // whose own children are cut (the shape says what they hold).
+        Some(tree) => {
+            let nodes = tree.roots_depth;
+            vec![
+                (cut(nodes + 3, 2, 40), 0),
+                (cut(nodes + 3, 1, 40), 0),
+                (cut(nodes + 1, 2, 40), 1),
+                (cut(nodes + 1, 1, 20), 2),
+                (cut(0, 1, 20), 4),
+            ]
+        }
+        None => vec![
+            (cut(d, 5, 200), 0),
+            (cut(d, 3, 120), 0),
+            (cut(d.min(3), 2, 80), 1),
+            (cut(d.min(2), 1, 60), 2),
+            (cut(1, 1, 40), 3),
+            (cut(0, 1, 20), 4),
+        ],
+    };
     // A summary is kept short even when the budget is large: it is read
     // once, the pages hold the data.
     let limit = match answer.style {
@@ -348,19 +539,45 @@ pub fn render(answer: &Answer<'_>, overview: &Overview, budget: &Budget) -> Stri
             return text;
         }
     }
-    let mut last = String::new();
-    for (cut, shape_level) in cuts {
-        last = write(answer, overview, cut, shape_level, false);
-        if fits(&last, &limit) {
-            return last;
+    let texts: Vec<String> = cuts
+        .iter()
+        .map(|(cut, shape_level)| write(answer, overview, *cut, *shape_level, false))
+        .collect();
+    // A tree's summary: the richest within the aim (its shape and filters
+    // say more than a longer preview); else the richest within the limit.
+    let aimed = texts.iter().find(|text| {
+        answer.style == Style::Summary
+            && overview.tree.is_some()
+            && tokens_within(text, 1.0, TREE_SUMMARY_AIM_TOKENS).is_some()
+            && fits(text, &limit)
+    });
+    if let Some(text) = aimed.or_else(|| texts.iter().find(|text| fits(text, &limit))) {
+        return text.clone();
+    }
+    let last = texts.last().cloned().unwrap_or_default();
+    // Not even the smallest preview fits: the lines that fit, the first
+    // one and the call that reads the result before the others.
+    let lines: Vec<&str> = last.lines().collect();
+    let read_line = lines
+        .iter()
+        .position(|l| l.contains(answer.handle) && l.contains(answer.read_tool));
+    let mut kept = vec![false; lines.len()];
+    for i in [0].into_iter().chain(read_line).chain(0..lines.len()) {
+        if kept[i] {
+            continue;
+        }
+        kept[i] = true;
+        if !fits(&joined(&lines, &kept), budget) {
+            kept[i] = false;
         }
     }
-    // Not even the smallest preview fits: the first lines, cut.
+    joined(&lines, &kept)
+}
+
+/// The `kept` lines of `lines`, each ended by a newline.
+fn joined(lines: &[&str], kept: &[bool]) -> String {
     let mut out = String::new();
-    for line in last.lines() {
-        if !fits(&format!("{out}{line}\n"), budget) {
-            break;
-        }
+    for (line, _) in lines.iter().zip(kept).filter(|(_, k)| **k) {
         out.push_str(line);
         out.push('\n');
     }
@@ -371,6 +588,27 @@ fn fits(text: &str, budget: &Budget) -> bool {
     budget.fits_text(text)
 }
 
+/// What was received and what is stored, each counted once: `812 KB of
+/// JSON, sent both as text and as structuredContent; stored compact: 301 KB`.
+fn sizes(answer: &Answer<'_>) -> String {
+    let info = answer.info;
+    let what = match answer.kind {
+        Kind::Json => "JSON",
+        Kind::Text => "text",
+        Kind::Blocks => "content blocks",
+    };
+    let mut out = format!("{} of {what}", bytes(info.bytes));
+    if info.sent_twice {
+        out.push_str(", sent both as text and as structuredContent");
+    }
+    // Compacting a pretty-printed result makes it smaller: say so when it
+    // matters (pages hold the compact form).
+    if answer.stored_bytes.saturating_mul(10) < info.bytes.saturating_mul(9) {
+        out.push_str(&format!("; stored compact: {}", bytes(answer.stored_bytes)));
+    }
+    out
+}
+
 fn write(
     answer: &Answer<'_>,
     overview: &Overview,
@@ -379,63 +617,63 @@ fn write(
     whole: bool,
 ) -> String {
     let info = answer.info;
-    let approx = if info.tokens_estimated { "≈" } else { "" };
-    let what = match answer.kind {
-        Kind::Json => "JSON",
-        Kind::Text => "text",
-        Kind::Blocks => "content blocks",
-    };
+    let tokens = format!(
+        "{}{} tokens",
+        if info.tokens_estimated { "≈" } else { "" },
+        group(info.tokens)
+    );
     let returned = if info.is_error {
         "returned an error of"
     } else {
         "returned"
     };
+    let sizes = sizes(answer);
     let read = format!("{} {{\"handle\":\"{}\"}}", answer.read_tool, answer.handle);
     let (label, preview) = match answer.whole {
         Some(text) if whole => ("the whole result, compact".to_owned(), text.to_owned()),
         _ => overview.preview(cut),
     };
-    let mut out = String::new();
-    match answer.style {
-        Style::Summary if whole => out.push_str(&format!(
-            "{} {returned} {approx}{} tokens ({} of {what}): over the budget as sent, but it fits once compacted, so it is shown whole below. Stored as {}.\n",
-            answer.source,
-            group(info.tokens),
-            bytes(info.bytes),
-            answer.handle
-        )),
-        Style::Summary => out.push_str(&format!(
-            "{} {returned} {approx}{} tokens ({} of {what}), too large to show. Stored as {}.\n",
-            answer.source,
-            group(info.tokens),
-            bytes(info.bytes),
-            answer.handle
-        )),
-        Style::Truncated => out.push_str(&format!(
-            "[TRUNCATED by sluice: {} {returned} {approx}{} tokens ({} of {what}). Below is a cut preview, not the whole result; the whole result is stored as {}: {read} reads it in {} pages.]\n",
-            answer.source,
-            group(info.tokens),
-            bytes(info.bytes),
-            answer.handle,
+    let source = answer.source;
+    let mut out = match answer.style {
+        Style::Summary if whole => format!(
+            "{source} {returned} {tokens} ({sizes}): over the budget as sent, but it fits once compacted, so it is shown whole below.\n"
+        ),
+        Style::Summary => format!("{source} {returned} {tokens} ({sizes}), too large to show.\n"),
+        Style::Truncated => format!(
+            "[TRUNCATED by sluice: {source} {returned} {tokens} ({sizes}). Below is a cut preview, not the whole result; the whole result is stored: {read} reads it in {} pages.]\n",
             group(answer.pages as u64)
-        )),
-    }
+        ),
+    };
     out.push_str(&format!("Shape: {}", overview.shape(shape_level)));
-    if let Some((pointer, n)) = &overview.bulk {
-        let at = if pointer.is_empty() {
-            "the root".to_owned()
-        } else {
-            pointer.clone()
-        };
-        out.push_str(&format!(" — the bulk: {} items at {at}", group(*n as u64)));
+    match (&overview.tree, &overview.bulk) {
+        (Some(tree), _) => {
+            let size = &tree.size;
+            out.push_str(&format!(" — a tree of {} nodes", group(size.nodes)));
+            if size.roots > 1 {
+                out.push_str(&format!(" ({} at the top)", group(size.roots)));
+            }
+            out.push_str(&format!(", {} levels deep", group(size.depth)));
+        }
+        (None, Some((pointer, n))) => {
+            let at = if pointer.is_empty() {
+                "the root"
+            } else {
+                pointer
+            };
+            out.push_str(&format!(" — the bulk: {} items at {at}", group(*n as u64)));
+        }
+        (None, None) => {}
     }
     out.push('\n');
     out.push_str(&format!("Preview ({label}):\n{preview}\n"));
     if answer.style == Style::Truncated {
         return out;
     }
+    // The handle is written once, in the first call: the others take the
+    // same (a scripted agent fills it in).
+    out.push_str("Next, every call with the same handle:\n");
     out.push_str(&format!(
-        "Next: {read} — {} page{}; add \"page\":N to jump",
+        "  {read} — {} page{}; add \"page\":N to jump",
         group(answer.pages as u64),
         if answer.pages == 1 { "" } else { "s" }
     ));
@@ -450,37 +688,39 @@ fn write(
             "strings, with their JSON paths,"
         };
         out.push_str(&format!(
-            "      {search} {{\"handle\":\"{}\",\"pattern\":\"…\"}} — the {what} that match\n",
-            answer.handle
+            "  {search} {{\"pattern\":\"…\"}} — the {what} that match\n"
         ));
     }
     if let Some(query) = answer.query_tool {
-        let (filter, what) = match &overview.bulk {
-            Some((pointer, _)) if pointer.is_empty() => ("length".to_owned(), "jq over it"),
-            Some((pointer, _)) => (format!("{} | length", jq_path(pointer)), "jq over it"),
-            None if answer.kind == Kind::Text => ("length".to_owned(), "jq over its lines"),
-            None => ("keys".to_owned(), "jq over it"),
-        };
-        let call = serde_json::json!({"handle": answer.handle, "filter": filter});
-        out.push_str(&format!("      {query} {call} — {what}\n"));
+        if overview.tree.is_none() {
+            let (filter, what) = match &overview.bulk {
+                Some((pointer, _)) if pointer.is_empty() => ("length".to_owned(), "jq over it"),
+                Some((pointer, _)) => (format!("{} | length", jq_path(pointer)), "jq over it"),
+                None if answer.kind == Kind::Text => ("length".to_owned(), "jq over its lines"),
+                None => ("keys".to_owned(), "jq over it"),
+            };
+            let call = serde_json::json!({"filter": filter});
+            out.push_str(&format!("  {query} {call} — {what}\n"));
+        }
         for (filter, what) in &overview.filters {
-            let call = serde_json::json!({"handle": answer.handle, "filter": filter});
-            out.push_str(&format!("      {query} {call} — {what}\n"));
+            let call = serde_json::json!({"filter": filter});
+            out.push_str(&format!("  {query} {call} — {what}\n"));
         }
     }
-    for (pointer, n) in &overview.other_arrays {
-        out.push_str(&format!(
-            "      {} {{\"handle\":\"{}\",\"path\":{:?}}} — {} items\n",
-            answer.read_tool,
-            answer.handle,
-            pointer,
-            group(*n as u64)
-        ));
+    if overview.tree.is_none() {
+        for (pointer, n) in &overview.other_arrays {
+            out.push_str(&format!(
+                "  {} {{\"path\":{:?}}} — {} items\n",
+                answer.read_tool,
+                pointer,
+                group(*n as u64)
+            ));
+        }
     }
     if !answer.narrowing.is_empty() {
         let args: Vec<String> = answer.narrowing.iter().map(|a| format!("`{a}`")).collect();
         out.push_str(&format!(
-            "      or call {} again with {} to narrow it.\n",
+            "  or call {} again with {} to narrow it.\n",
             answer.source,
             join_or(&args)
         ));
@@ -691,6 +931,7 @@ mod tests {
             tokens,
             tokens_estimated: false,
             is_error: false,
+            sent_twice: false,
             overview: Overview::of(&Document::text(String::new())),
         }
     }
@@ -723,20 +964,45 @@ mod tests {
             preview_depth: 3,
             style: Style::Summary,
             whole: None,
+            stored_bytes: 1_000_000,
         };
         let text = render(&answer, &overview, &Budget::default());
-        assert!(text.starts_with("list_rows returned 300,000 tokens (977 KB of JSON), too large to show. Stored as h_x.\n"), "{text}");
+        assert!(
+            text.starts_with(
+                "list_rows returned 300,000 tokens (977 KB of JSON), too large to show.\n"
+            ),
+            "{text}"
+        );
         assert!(text.contains(r#"Shape: {count: integer, rows: [{id: integer, kind: "a"|"b", text: string}], tags: ["x"|"y"]"#) || text.contains("Shape: {count: integer, rows: [{id: integer, kind: \"a\"|\"b\", text: string}], tags: [string]}"), "{text}");
         assert!(text.contains("the bulk: 5,000 items at /rows"), "{text}");
+        assert!(overview.tree.is_none(), "rows are no tree");
+        assert!(!text.contains("<recursive>") && !text.contains("a tree of"));
         assert!(
             text.contains("Preview (5 of 5,000 items, depth 3):"),
             "{text}"
         );
         assert!(text.contains("\"… 4,995 more items\""), "{text}");
         assert!(
-            text.contains("Next: sluice_read {\"handle\":\"h_x\"} — 17 pages"),
+            text.contains("Next, every call with the same handle:\n  sluice_read {\"handle\":\"h_x\"} — 17 pages"),
             "{text}"
         );
+        assert_eq!(text.matches("h_x").count(), 1, "the handle once: {text}");
+        let steps = next_steps(&text);
+        let tools: Vec<&str> = steps.iter().map(|(tool, _, _)| tool.as_str()).collect();
+        assert_eq!(
+            tools,
+            [
+                "sluice_read",
+                "sluice_search",
+                "sluice_query",
+                "sluice_query",
+                "sluice_query",
+                "sluice_read"
+            ]
+        );
+        assert_eq!(steps[3].2, "how many of each kind");
+        assert_eq!(steps[4].2, "the items whose kind is \"b\"");
+        assert_eq!(steps[5].1, json!({"path": "/tags"}));
         assert!(
             text.contains("or call list_rows again with `limit` to narrow it."),
             "{text}"
@@ -766,8 +1032,252 @@ mod tests {
         };
         let text = render(&answer, &overview, &small);
         assert!(
-            fits(&text, &small) && text.contains("Stored as h_x"),
-            "{text}"
+            fits(&text, &small) && text.contains("sluice_read {\"handle\":\"h_x\"}"),
+            "the call that reads it is kept: {text}"
+        );
+    }
+
+    /// The next steps of an answer, as a scripted agent reads them: each
+    /// line a built-in tool, one JSON object of arguments, ` — ` and what
+    /// it gives.
+    fn next_steps(text: &str) -> Vec<(String, Value, String)> {
+        let steps = text.split_once("\nNext").expect("next steps").1;
+        steps
+            .lines()
+            .skip(1)
+            .filter_map(|line| {
+                let (tool, rest) = line.trim().split_once(' ')?;
+                tool.starts_with("sluice_").then_some(())?;
+                let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+                let args = values.next()?.ok()?;
+                let what = rest[values.byte_offset()..].strip_prefix(" — ")?;
+                Some((tool.to_owned(), args, what.to_owned()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_tree_gets_its_size_and_filters_that_work_at_every_depth() {
+        // a/, a/b, a/c/, a/c/d, a/c/f, a/c/g, e
+        let file = |name: &str| json!({"name": name, "type": "file"});
+        let dir = |name: &str, children: Value| json!({"name": name, "type": "directory", "children": children});
+        let entries = json!([
+            dir(
+                "a",
+                json!([
+                    file("b"),
+                    dir("c", json!([file("d"), file("f"), file("g")]))
+                ])
+            ),
+            file("e"),
+        ]);
+        let cases = [
+            (entries.clone(), ".[]", "", 7, 2, 3),
+            (dir("root", entries.clone()), ".", "root/", 8, 1, 4),
+            (json!({"n": 7, "tree": entries}), ".tree[]", "", 7, 2, 3),
+        ];
+        let limits = crate::query::QuerySettings::default().output_limits();
+        for (value, roots, prefix, nodes, top, depth) in cases {
+            let text = value.to_string();
+            let doc = Document::json(text.clone()).unwrap();
+            let overview = Overview::of(&doc);
+            let tree = overview.tree.clone().expect("a tree");
+            assert_eq!(tree.roots, roots);
+            assert_eq!(
+                (tree.key.as_str(), tree.name.clone(), tree.kind.clone()),
+                (
+                    "children",
+                    Some(("name".to_owned(), false)),
+                    Some("type".to_owned())
+                )
+            );
+            assert_eq!(
+                (tree.size.nodes, tree.size.roots, tree.size.depth),
+                (nodes, top, depth)
+            );
+
+            let info = info(50_000);
+            let answer = Answer {
+                source: "directory_tree",
+                handle: "h_t",
+                info: &info,
+                kind: Kind::Json,
+                pages: 3,
+                read_tool: "sluice_read",
+                search_tool: Some("sluice_search"),
+                query_tool: Some("sluice_query"),
+                narrowing: &[],
+                preview_depth: 3,
+                style: Style::Summary,
+                whole: None,
+                stored_bytes: 1_000_000,
+            };
+            let rendered = render(&answer, &overview, &Budget::default());
+            let node = r#"{name: string, type: "directory"|"file", children?: [<recursive>]}"#;
+            let at_top = if top > 1 {
+                format!(" ({top} at the top)")
+            } else {
+                String::new()
+            };
+            assert!(
+                rendered.contains(&format!(
+                    "{node}{} — a tree of {nodes} nodes{at_top}, {depth} levels deep\n",
+                    if roots == ".tree[]" {
+                        "]}"
+                    } else if roots == ".[]" {
+                        "]"
+                    } else {
+                        ""
+                    }
+                )),
+                "{rendered}"
+            );
+            assert_eq!(rendered.matches("h_t").count(), 1, "{rendered}");
+
+            // Every filter offered runs, and gives the truth.
+            let run = |filter: &str| crate::query::run(filter, text.as_bytes(), limits).unwrap();
+            let steps = next_steps(&rendered);
+            assert_eq!(steps[0].0, "sluice_read");
+            assert_eq!(steps[0].1, json!({"handle": "h_t"}));
+            let queries: Vec<(String, String)> = steps
+                .iter()
+                .filter(|(tool, _, _)| tool == "sluice_query")
+                .map(|(_, args, what)| (args["filter"].as_str().unwrap().to_owned(), what.clone()))
+                .collect();
+            assert_eq!(queries.len(), 3, "{rendered}");
+            let dirs = if prefix.is_empty() { 2 } else { 3 };
+            assert_eq!(queries[0].1, "how many of each type, at every depth");
+            assert_eq!(
+                run(&queries[0].0),
+                [format!(
+                    r#"[{{"type":"directory","count":{dirs}}},{{"type":"file","count":5}}]"#
+                )]
+            );
+            assert!(queries[1].1.contains("most children"), "{}", queries[1].1);
+            let largest: Vec<Value> = serde_json::from_str(&run(&queries[1].0)[0]).unwrap();
+            // Most children first: a/c has 3; a (and root) 2; the rest none.
+            let children_of = |path: &str| match path.strip_prefix(prefix) {
+                Some("a/c") => 3,
+                Some("a") => 2,
+                _ if path == "root" => 2,
+                _ => 0,
+            };
+            assert_eq!(largest.len(), nodes as usize);
+            assert_eq!(
+                largest[0],
+                json!({"path": format!("{prefix}a/c"), "children": 3})
+            );
+            let counts: Vec<u64> = largest
+                .iter()
+                .map(|n| n["children"].as_u64().unwrap())
+                .collect();
+            assert!(counts.is_sorted_by(|a, b| a >= b), "{counts:?}");
+            for node in &largest {
+                assert_eq!(
+                    node["children"],
+                    children_of(node["path"].as_str().unwrap()),
+                    "{node}"
+                );
+            }
+            assert!(queries[2].1.contains("with its path"), "{}", queries[2].1);
+            let paths: Vec<Value> = serde_json::from_str(&run(&queries[2].0)[0]).unwrap();
+            let mut want: Vec<Value> = [
+                ("a", "directory"),
+                ("a/b", "file"),
+                ("a/c", "directory"),
+                ("a/c/d", "file"),
+                ("a/c/f", "file"),
+                ("a/c/g", "file"),
+                ("e", "file"),
+            ]
+            .iter()
+            .map(|(path, kind)| json!({"path": format!("{prefix}{path}"), "type": kind}))
+            .collect();
+            if !prefix.is_empty() {
+                want.insert(0, json!({"path": "root", "type": "directory"}));
+            }
+            assert_eq!(paths, want);
+        }
+    }
+
+    #[test]
+    fn a_small_tree_beside_the_bulk_does_not_make_a_tree() {
+        let rows: Vec<Value> = (0..200).map(|i| json!({"id": i, "v": "x"})).collect();
+        let menu = json!([{"name": "a", "items": [{"name": "b", "items": []}]}]);
+        let doc = json!({"rows": rows, "menu": menu}).to_string();
+        let overview = Overview::of(&Document::json(doc).unwrap());
+        assert_eq!(overview.bulk, Some(("/rows".to_owned(), 200)));
+        assert!(overview.tree.is_none());
+        let inside = [Step::Member("tree".into()), Step::Items];
+        assert!(holds(&inside, "/tree") && holds(&inside, "/tree/3/children"));
+        assert!(!holds(&inside, "/rows") && !holds(&inside, ""));
+        assert!(holds(&[Step::Items], "") && holds(&[], "/children"));
+    }
+
+    #[test]
+    fn the_keys_of_a_tree_come_from_its_shape() {
+        // An org chart: numbers as names, a key to quote, no field of few
+        // values; a root object.
+        let person = |id: u64, role: &str, reports: Value| json!({"id": id, "role": role, "direct reports": reports});
+        let chart = person(
+            1,
+            "ceo",
+            json!([
+                person(
+                    2,
+                    "cto",
+                    json!([person(4, "dev", json!([])), person(5, "dev", json!([]))])
+                ),
+                person(3, "cfo", json!([person(6, "clerk", json!([]))])),
+            ]),
+        );
+        let text = chart.to_string();
+        let overview = Overview::of(&Document::json(text.clone()).unwrap());
+        let tree = overview.tree.clone().expect("a tree");
+        assert_eq!(
+            (
+                tree.roots.as_str(),
+                tree.key.as_str(),
+                tree.name.clone(),
+                tree.kind.clone()
+            ),
+            (
+                ".",
+                "direct reports",
+                Some(("id".to_owned(), true)),
+                Some("role".to_owned())
+            )
+        );
+        assert_eq!(
+            (tree.size.nodes, tree.size.depth, tree.size.most_children),
+            (6, 3, 2)
+        );
+        let limits = crate::query::QuerySettings::default().output_limits();
+        let run = |filter: &str| {
+            let out = crate::query::run(filter, text.as_bytes(), limits).unwrap();
+            serde_json::from_str::<Value>(&out[0]).unwrap()
+        };
+        let filters = &overview.filters;
+        assert_eq!(filters.len(), 3, "{filters:?}");
+        assert_eq!(
+            run(&filters[0].0),
+            json!([
+                {"role": "ceo", "count": 1}, {"role": "cfo", "count": 1},
+                {"role": "clerk", "count": 1}, {"role": "cto", "count": 1},
+                {"role": "dev", "count": 2}
+            ])
+        );
+        assert_eq!(
+            run(&filters[1].0)[0],
+            json!({"path": "1", "direct reports": 2})
+        );
+        assert_eq!(
+            run(&filters[2].0),
+            json!([
+                {"path": "1", "role": "ceo"}, {"path": "1/2", "role": "cto"},
+                {"path": "1/2/4", "role": "dev"}, {"path": "1/2/5", "role": "dev"},
+                {"path": "1/3", "role": "cfo"}, {"path": "1/3/6", "role": "clerk"}
+            ])
         );
     }
 
@@ -790,6 +1300,7 @@ mod tests {
             preview_depth: 3,
             style: Style::Truncated,
             whole: None,
+            stored_bytes: 1_000_000,
         };
         let out = render(&answer, &overview, &Budget::default());
         assert!(

@@ -184,8 +184,31 @@ impl Governor {
         let flagged = result.is_error;
         let is_error = flagged == Some(true);
         let (result_type, meta) = (result.result_type.clone(), result.meta.clone());
+        // The same data sent twice (as text and as `structuredContent`) is
+        // over the budget as sent, and described by one copy's size.
+        let (result, copy) = if size.bytes > BLOCKING_BYTES {
+            let budget = policy.budget;
+            let compared = tokio::task::spawn_blocking(move || {
+                let copy = one_copy(&result, &budget);
+                (result, copy)
+            });
+            match compared.await {
+                Ok(compared) => compared,
+                Err(e) => {
+                    return CallToolResult::error(vec![ContentBlock::text(format!(
+                        "sluice failed to store the result of {}: {e}. Call it again.",
+                        policy.source
+                    ))]);
+                }
+            }
+        } else {
+            let copy = one_copy(&result, &policy.budget);
+            (result, copy)
+        };
         let raw = raw_of_call(result);
-        let mut answer = match self.keep(raw, size, is_error, &policy).await {
+        let sent_twice = copy.is_some();
+        let size = copy.unwrap_or(size);
+        let mut answer = match self.keep(raw, size, is_error, sent_twice, &policy).await {
             Ok(stored) => {
                 let (text, link, stored_meta) = self.answer(&stored, &policy);
                 let mut r = CallToolResult::success(vec![ContentBlock::text(text), link]);
@@ -219,7 +242,7 @@ impl Governor {
             }
             _ => Raw::Blocks(serde_json::to_string(&contents).unwrap_or_default()),
         };
-        let mut answer = match self.keep(raw, size, false, &policy).await {
+        let mut answer = match self.keep(raw, size, false, false, &policy).await {
             Ok(stored) => {
                 let (text, _, stored_meta) = self.answer(&stored, &policy);
                 let mut r = ReadResourceResult::new(vec![ResourceContents::text(text, uri)]);
@@ -232,12 +255,14 @@ impl Governor {
         answer
     }
 
-    /// Stores a result; the error is a message for the model.
+    /// Stores a result of `size` (one copy's, when it was `sent_twice`); the
+    /// error is a message for the model.
     async fn keep(
         &self,
         raw: Raw,
         size: Size,
         is_error: bool,
+        sent_twice: bool,
         policy: &Policy,
     ) -> Result<Arc<Stored>, String> {
         let factor = policy.budget.token_factor;
@@ -264,6 +289,7 @@ impl Governor {
             tokens,
             tokens_estimated: estimated,
             is_error,
+            sent_twice,
             overview,
         };
         // A stored result is often queried next: have a worker ready.
@@ -306,6 +332,7 @@ impl Governor {
             // result): shown whole, which spares the model a read.
             whole: (stored.doc.bytes() <= policy.budget.max_chars as usize)
                 .then(|| stored.doc.text_str()),
+            stored_bytes: stored.doc.bytes() as u64,
         };
         let budget = policy.budget.less(ANSWER_RESERVE.0, ANSWER_RESERVE.1);
         let text = summary::render(&answer, &stored.info.overview, &budget);
@@ -331,7 +358,9 @@ impl Governor {
     }
 }
 
-/// The `sluice/stored` metadata of a stored result.
+/// The `sluice/stored` metadata of a stored result: `tokens`, `chars` and
+/// `bytes` of the result as sent (one copy of data sent twice, then
+/// `sent_twice: true`), `stored_bytes` of the stored document.
 pub fn stored_meta(stored: &Stored, pages: usize, path: Option<&str>, expires_at: &str) -> Value {
     let info = &stored.info;
     let mut meta = json!({
@@ -339,6 +368,7 @@ pub fn stored_meta(stored: &Stored, pages: usize, path: Option<&str>, expires_at
         "tokens": info.tokens,
         "chars": info.chars,
         "bytes": info.bytes,
+        "stored_bytes": stored.doc.bytes(),
         "kind": stored.doc.kind().as_str(),
         "pages": pages,
         "path": path,
@@ -346,6 +376,9 @@ pub fn stored_meta(stored: &Stored, pages: usize, path: Option<&str>, expires_at
     });
     if info.tokens_estimated {
         meta["tokens_estimated"] = Value::Bool(true);
+    }
+    if info.sent_twice {
+        meta["sent_twice"] = Value::Bool(true);
     }
     if path.is_none() {
         // A text document has no path (as its pages have none).
@@ -401,6 +434,39 @@ fn measure_call(result: &CallToolResult, budget: &Budget) -> Size {
         serde_json::to_string(structured).unwrap_or_default(),
     ));
     Size::of(&borrow(&parts), budget)
+}
+
+/// The largest text parsed to tell whether `structuredContent` holds the
+/// same data as a text that does not serialize it byte for byte.
+const COMPARE_PARSED_BYTES: usize = 8 << 20;
+
+/// The size of one copy of the data when `result` sent it twice: one text
+/// block, and `structuredContent` holding that text (`{"content": text}`,
+/// as server-filesystem sends) or the value the text serializes. `None`
+/// when they differ. Linear in the result; a text up to
+/// [`COMPARE_PARSED_BYTES`] that is not the same bytes is parsed once.
+fn one_copy(result: &CallToolResult, budget: &Budget) -> Option<Size> {
+    let structured = result.structured_content.as_ref()?;
+    let [ContentBlock::Text(text)] = result.content.as_slice() else {
+        return None;
+    };
+    let text = text.text.as_str();
+    let holds_the_text = match structured {
+        Value::String(s) => s == text,
+        Value::Object(map) => map.len() == 1 && map.values().all(|v| v.as_str() == Some(text)),
+        _ => false,
+    };
+    let same = holds_the_text || {
+        let json = text.trim_start().starts_with(['{', '[']);
+        json && {
+            let compact = sluice_core::scan::minify(text);
+            (compact.len() as u64 == json_bytes(structured)
+                && serde_json::to_string(structured).is_ok_and(|s| s == compact))
+                || (text.len() <= COMPARE_PARSED_BYTES
+                    && serde_json::from_str::<Value>(text).is_ok_and(|v| &v == structured))
+        }
+    };
+    same.then(|| Size::of(&[text], budget))
 }
 
 fn borrow<'a>(parts: &'a [Cow<'_, str>]) -> Vec<&'a str> {
@@ -516,6 +582,80 @@ mod tests {
         let big = CallToolResult::success(vec![ContentBlock::text("x".repeat(50_000))]);
         let size = measure_call(&big, &budget);
         assert_eq!((size.chars, size.tokens), (50_000, None));
+    }
+
+    #[test]
+    fn data_sent_twice_is_measured_once() {
+        let budget = Budget::default();
+        let with = |text: &str, structured: Option<Value>| {
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+            result.structured_content = structured;
+            one_copy(&result, &budget).map(|size| size.bytes)
+        };
+        let log = "line ✓\n".repeat(1000);
+        let bytes = log.len() as u64;
+        // The text again as the one member of structuredContent
+        // (server-filesystem, FastMCP's `{"result": …}`).
+        assert_eq!(with(&log, Some(json!({"content": log}))), Some(bytes));
+        assert_eq!(with(&log, Some(json!({"result": log}))), Some(bytes));
+        // The text serializes structuredContent: pretty, or with escapes
+        // that only parsing tells equal.
+        let value = json!({"rows": [{"id": 1, "name": "été"}], "n": 1});
+        let pretty = serde_json::to_string_pretty(&value).unwrap();
+        assert_eq!(
+            with(&pretty, Some(value.clone())),
+            Some(pretty.len() as u64)
+        );
+        let escaped = r#"{"rows": [{"id": 1, "name": "été"}], "n": 1}"#;
+        assert_eq!(
+            with(escaped, Some(value.clone())),
+            Some(escaped.len() as u64)
+        );
+        // Different data, or not one text: each is counted.
+        assert_eq!(with(&log, Some(json!({"content": "other"}))), None);
+        assert_eq!(with(&log, Some(json!({"content": log, "n": 1}))), None);
+        assert_eq!(with(&pretty, Some(json!({"rows": []}))), None);
+        assert_eq!(with(&log, None), None);
+        let mut two = CallToolResult::success(vec![
+            ContentBlock::text(log.clone()),
+            ContentBlock::text(log.clone()),
+        ]);
+        two.structured_content = Some(json!({"content": log}));
+        assert_eq!(one_copy(&two, &budget), None);
+    }
+
+    #[tokio::test]
+    async fn a_result_sent_twice_is_announced_at_its_size_once() {
+        let governor = Governor::new(&Config::single_command(&["x".into()]).unwrap());
+        let log: String = (0..60_000).map(|i| format!("{i} passed\n")).collect();
+        let mut result = CallToolResult::success(vec![ContentBlock::text(log.clone())]);
+        result.structured_content = Some(json!({"result": log}));
+        let policy = Policy {
+            owner: 1,
+            budget: Budget::default(),
+            source: "run_tests".into(),
+            mode: Mode::Buffer,
+            preview_depth: DEFAULT_PREVIEW_DEPTH,
+            narrowing: Vec::new(),
+        };
+        let answer = governor.tool_result(result, policy).await;
+        let stored = answer.meta.as_ref().unwrap().0["sluice/stored"].clone();
+        assert_eq!(stored["bytes"], log.len());
+        assert_eq!(stored["chars"], log.len());
+        assert_eq!(stored["stored_bytes"], log.len());
+        assert_eq!(stored["sent_twice"], true);
+        let tokens = f64::from(count_tokens(&log, 1.25));
+        let said = stored["tokens"].as_f64().unwrap();
+        assert!((said - tokens).abs() < tokens * 0.1, "{said} vs {tokens}");
+        let text = answer.content[0].as_text().unwrap().text.clone();
+        assert!(
+            text.starts_with(&format!(
+                "run_tests returned ≈{} tokens ({} of text, sent both as text and as structuredContent), too large to show.\n",
+                sluice_core::format::group(said as u64),
+                sluice_core::format::bytes(log.len() as u64)
+            )),
+            "{text}"
+        );
     }
 
     #[tokio::test]

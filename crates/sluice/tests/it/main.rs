@@ -17,6 +17,7 @@ mod notifications;
 mod operations;
 mod peers;
 mod query;
+mod recursive;
 mod search;
 mod stdio;
 mod tasks;

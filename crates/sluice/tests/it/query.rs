@@ -19,9 +19,10 @@ async fn queries_answer_inline_or_are_stored_and_chain() {
     let handle = stored_handle(&answer);
     assert!(
         first_text(&answer).contains(&format!(
-            "sluice_query {{\"handle\":\"{handle}\",\"filter\":\".rows | length\"}} — jq over it"
-        )),
-        "the answer offers a query: {}",
+            "Next, every call with the same handle:\n  sluice_read {{\"handle\":\"{handle}\"}}"
+        )) && first_text(&answer)
+            .contains("  sluice_query {\"filter\":\".rows | length\"} — jq over it"),
+        "the answer offers a query on the same handle: {}",
         first_text(&answer)
     );
     let q = |filter: &str| json!({"handle": handle, "filter": filter});

@@ -47,7 +47,7 @@ async fn json_matches_come_with_their_paths_and_all_are_found() {
     let (client, _) = connect(&via_sluice(&py_server())).await;
     let answer = call(&client, "records", json!({"count": 20000})).await;
     assert!(
-        first_text(&answer).contains("sluice_search {\"handle\":"),
+        first_text(&answer).contains("sluice_search {\"pattern\":"),
         "the answer offers search"
     );
     let handle = stored_handle(&answer);
