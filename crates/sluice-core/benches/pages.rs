@@ -35,6 +35,10 @@
 //! The page budget is `Budget::default().less(600, 1000)`, as the gateway
 //! reserves room for a page's wrapper. MB are 10^6 bytes.
 //!
+//! 7. Trees (`-- --tree` alone): a directory tree of 1, 10 and 100 MB whose
+//!    root entries are larger than a page, planned (sluice descends into
+//!    them) and served; and 120 levels of nesting around 10 MB, planned.
+//!
 //! Run with `cargo bench -p sluice-core --bench pages` (`-- --search` for
 //! section 6 alone). Figures vary with the
 //! machine: compare the ratios, measured in one run. Timings are reported,
@@ -444,6 +448,10 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--rss") {
         return rss_child(args[i + 1].parse().unwrap());
     }
+    if args.iter().any(|a| a == "--tree") {
+        budget::warm_up();
+        return tree_bench();
+    }
     if args.iter().any(|a| a == "--search") {
         let pretty = generate(SIZES[2]);
         let compact = Document::json(pretty).unwrap().text_str().to_owned();
@@ -500,6 +508,119 @@ fn main() {
         "\n6. search over 100 MB: sluice_search's matching vs grep and rg on the same text (median of 3)"
     );
     search_bench(compact);
+    tree_bench();
+}
+
+/// A directory tree as server-filesystem's `directory_tree` writes it
+/// (compact): 9 entries at the root, 6 of them directories with `breadth`
+/// subdirectories over `depth` levels and `files` files in each.
+fn tree_text(depth: usize, breadth: usize, files: usize) -> String {
+    fn dir(out: &mut String, name: &str, depth: usize, breadth: usize, files: usize) {
+        out.push_str(&format!(
+            r#"{{"name":"{name}","type":"directory","children":["#
+        ));
+        for f in 0..files {
+            if f > 0 {
+                out.push(',');
+            }
+            out.push_str(&format!(r#"{{"name":"file_{f}.txt","type":"file"}}"#));
+        }
+        if depth > 0 {
+            for d in 0..breadth {
+                out.push(',');
+                dir(out, &format!("dir_{depth}_{d}"), depth - 1, breadth, files);
+            }
+        }
+        out.push_str("]}");
+    }
+    let mut out = String::from("[");
+    for i in 0..9 {
+        if i > 0 {
+            out.push(',');
+        }
+        if i < 6 {
+            dir(&mut out, &format!("dir_0_{i}"), depth, breadth, files);
+        } else {
+            out.push_str(&format!(r#"{{"name":"file_{i}.txt","type":"file"}}"#));
+        }
+    }
+    out.push(']');
+    out
+}
+
+/// Section 7, trees: planning a document whose elements are larger than a
+/// page (sluice descends into them) and serving its pages, at 1, 10 and
+/// 100 MB; and the cost of nesting built to make descending expensive.
+fn tree_bench() {
+    println!(
+        "\n7. trees (directory_tree-like, 9 root entries): Document::json + plan (median of 3), pages, serving the first and middle page (median of {ROUNDS})"
+    );
+    let budget = page_budget();
+    for (files, label) in [(6, "1 MB"), (73, "10 MB"), (748, "100 MB")] {
+        let text = tree_text(3, 8, files);
+        let bytes = text.len();
+        let mut build = Vec::new();
+        let mut last = None;
+        for _ in 0..3 {
+            let t = Instant::now();
+            let doc = Document::json(text.clone()).unwrap();
+            let plan = doc.plan(None, budget).unwrap();
+            build.push(t.elapsed());
+            last = Some((doc, plan));
+        }
+        let (doc, plan) = last.unwrap();
+        let serve = |k: u64| {
+            let at = plan.start_of(k).unwrap();
+            let mut times: Vec<Duration> = (0..ROUNDS)
+                .map(|_| {
+                    let t = Instant::now();
+                    black_box(plan.serve(&doc, black_box(at)));
+                    t.elapsed()
+                })
+                .collect();
+            median(&mut times)
+        };
+        let middle = plan.serve(
+            &doc,
+            plan.start_of(plan.pages().div_ceil(2) as u64).unwrap(),
+        );
+        serde_json::from_str::<IgnoredAny>(&middle.data).expect("a tree page is valid JSON");
+        let build = median(&mut build);
+        println!(
+            "{label:<7} {:>7.2} MB  plan+ingest {:>7.1} ms {:>5.0} MB/s  {:>6} pages  first {:>6.0} µs  middle {:>6.0} µs ({} {}–{} at {})",
+            bytes as f64 / 1e6,
+            ms(build),
+            mb_per_s(bytes, build),
+            plan.pages(),
+            micros(serve(1)),
+            micros(serve(plan.pages().div_ceil(2) as u64)),
+            middle.form.as_str(),
+            middle.start,
+            middle.end,
+            middle.path.as_deref().unwrap_or("")
+        );
+    }
+    // Nesting made to be expensive: 120 levels of `[i, …]` around 10 MB
+    // (serde_json refuses more than 128 when the document is stored),
+    // every level larger than a page. Descent stops at MAX_DESCENT levels.
+    let mut text = String::new();
+    let levels = 120;
+    for i in 0..levels {
+        text.push_str(&format!("[{i},"));
+    }
+    text.push_str(&format!("\"{}\"", "x".repeat(10_000_000)));
+    text.push_str(&"]".repeat(levels));
+    let t = Instant::now();
+    let doc = Document::json(text).unwrap();
+    let ingest = t.elapsed();
+    let t = Instant::now();
+    let plan = doc.plan(None, budget).unwrap();
+    println!(
+        "nested {levels} levels around 10 MB: Document::json {:.1} ms, plan {:.1} ms ({} pages)",
+        ms(ingest),
+        ms(t.elapsed()),
+        plan.pages()
+    );
 }
 
 /// Section 6: `search::search` over the 100 MB document as JSON (strings

@@ -259,9 +259,16 @@ pub struct Plan {
     sure_bytes: usize,
     /// The most lines in one page (line-limited clients).
     max_lines: usize,
+    /// Bytes planning may still tokenize (see [`TOKENIZED_WHEN_PLANNING`]).
+    tokenize_left: usize,
     /// The budget of a page's data (its `Around` included).
     budget: Budget,
 }
+
+/// The most bytes planning tokenizes to decide whether a child fits a page
+/// whole (≈ 0.2 s); past it, a child that only counting could tell is
+/// descended into, which is always valid, just in smaller pages.
+const TOKENIZED_WHEN_PLANNING: usize = 4 << 20;
 
 /// The most bytes of a document sampled to estimate bytes per token.
 const SAMPLE: usize = 8 * 1024;
@@ -305,6 +312,7 @@ impl Plan {
             page_bytes,
             sure_bytes,
             max_lines: budget.max_lines.map_or(usize::MAX, |l| l.max(1) as usize),
+            tokenize_left: TOKENIZED_WHEN_PLANNING,
             budget,
         };
         match pointer {
@@ -454,16 +462,7 @@ impl Plan {
                 + path_cost(&container.pointer);
             if !self.fits_alone(text, &range, around_bytes) {
                 flush(self, &mut group, i, &mut around);
-                let mut pointer = container.pointer.clone();
-                pointer.push('/');
-                let value = if container.object {
-                    let (key, value) = scan::member_parts(text, range);
-                    scan::escape_token(&key, &mut pointer);
-                    value
-                } else {
-                    pointer.push_str(&i.to_string());
-                    range
-                };
+                let (pointer, value) = child_value(text, &container, i);
                 self.lay_out_value(
                     doc,
                     pointer,
@@ -493,17 +492,29 @@ impl Plan {
         flush(self, &mut group, children.len(), &mut around);
     }
 
-    /// Whether the bytes at `range`, bracketed, surely fit a page with
-    /// `around_bytes` of `Around`: by their size, else by their tokens.
-    fn fits_alone(&self, text: &str, range: &Range<usize>, around_bytes: usize) -> bool {
+    /// Whether the bytes at `range`, bracketed, fit a page with
+    /// `around_bytes` of `Around`. Up to [`Plan::sure_bytes`] they surely
+    /// do; over the page's byte size they are descended into without
+    /// counting; up to half of it the sampled bytes per token say so (a
+    /// child that still does not fit is sliced when served, which takes
+    /// text less than half as dense in tokens as the sample); between, the
+    /// tokens are counted, each byte at most once and at most
+    /// [`TOKENIZED_WHEN_PLANNING`] bytes in all (then it is descended into).
+    fn fits_alone(&mut self, text: &str, range: &Range<usize>, around_bytes: usize) -> bool {
         let len = range.len() + 2 + around_bytes;
         if len <= self.sure_bytes {
             return true;
         }
-        if len > self.page_bytes.max(self.sure_bytes) * 4 {
-            // Far over the page by bytes alone: no need to tokenize.
+        if len > self.page_bytes.max(self.sure_bytes) {
             return false;
         }
+        if len <= self.page_bytes / 2 {
+            return true;
+        }
+        if len > self.tokenize_left {
+            return false;
+        }
+        self.tokenize_left -= len;
         let mut data = String::with_capacity(len);
         data.push('[');
         data.push_str(&text[range.clone()]);
@@ -662,8 +673,18 @@ impl Plan {
         };
         let text = doc.text_str();
         match &planned.segment {
-            Segment::Children { a, b, .. } => {
-                at.byte == 0 && *a <= at.unit && (at.unit < *b || (a == b && at.unit == *a))
+            Segment::Children { container, a, b } => {
+                let child = *a <= at.unit && at.unit < *b;
+                if at.byte == 0 {
+                    child || (a == b && at.unit == *a)
+                } else {
+                    // Inside a child served in slices.
+                    child && {
+                        let (_, value) = child_value(text, container, at.unit as usize);
+                        (at.byte as usize) < value.len()
+                            && text.is_char_boundary(value.start + at.byte as usize)
+                    }
+                }
             }
             Segment::Lines { a, b, .. } => {
                 at.byte == 0 && *a <= at.unit && (at.unit < *b || (a == b && at.unit == *a))
@@ -771,6 +792,9 @@ impl Plan {
     ) -> (Page, Option<Position>) {
         let a = from.unit as usize;
         let b = b as usize;
+        if from.byte > 0 || (b > a && !self.child_fits(doc, container, a, around_bytes)) {
+            return self.serve_child_slice(doc, container, from, b, around_bytes);
+        }
         let make = |end: usize| {
             let data = children_data(doc, container, a, end);
             Page::new(
@@ -791,7 +815,7 @@ impl Plan {
         let mut end = b;
         if b > a + 1 && !fits(&page.data) {
             // Shorten: the most children that fit (binary search); the
-            // plan made sure the first one does.
+            // first one does (checked above).
             let (mut lo, mut hi) = (a + 1, b - 1);
             while lo < hi {
                 let mid = (lo + hi).div_ceil(2);
@@ -809,6 +833,50 @@ impl Plan {
             unit: end as u64,
             byte: 0,
             char: 0,
+        });
+        (page, rest)
+    }
+
+    /// Whether child `i` of `container` alone fits a page.
+    fn child_fits(&self, doc: &Document, container: &Container, i: usize, around: usize) -> bool {
+        let range = container.children.item(i);
+        if range.len() + 2 + around <= self.sure_bytes {
+            return true;
+        }
+        self.fits_with(&children_data(doc, container, i, i + 1), around)
+    }
+
+    /// A slice of child `from.unit`'s value, from `from.byte`: the last
+    /// resort for a child that fitted a page by its bytes but not by its
+    /// tokens (far less dense than the document's sample).
+    fn serve_child_slice(
+        &self,
+        doc: &Document,
+        container: &Container,
+        from: Position,
+        b: usize,
+        around_bytes: usize,
+    ) -> (Page, Option<Position>) {
+        let text = doc.text_str();
+        let i = from.unit as usize;
+        let (pointer, value) = child_value(text, container, i);
+        let (mut page, rest) = self.serve_slice(
+            doc,
+            value.clone(),
+            from,
+            value.len() as u64,
+            around_bytes + path_cost(&pointer),
+        );
+        page.path = Some(pointer);
+        page.total = count_chars(&text[value]) as u64;
+        page.slice_of = Some(from.unit);
+        let rest = rest.or_else(|| {
+            (i + 1 < b).then_some(Position {
+                seg: from.seg,
+                unit: from.unit + 1,
+                byte: 0,
+                char: 0,
+            })
         });
         (page, rest)
     }
@@ -963,6 +1031,21 @@ fn start(seg: usize, segment: &Segment) -> Position {
             byte: *from,
             char: *char_from,
         },
+    }
+}
+
+/// The pointer and the bytes of the value of child `i` of `container`.
+fn child_value(text: &str, container: &Container, i: usize) -> (String, Range<usize>) {
+    let range = container.children.item(i);
+    let mut pointer = container.pointer.clone();
+    pointer.push('/');
+    if container.object {
+        let (key, value) = scan::member_parts(text, range);
+        scan::escape_token(&key, &mut pointer);
+        (pointer, value)
+    } else {
+        pointer.push_str(&i.to_string());
+        (pointer, range)
     }
 }
 
@@ -1481,6 +1564,32 @@ mod tests {
         let value = Value::Array(rows);
         let pages = check_whole(&value, budget(300, 100_000));
         assert!(pages.iter().any(|p| p.continued));
+    }
+
+    #[test]
+    fn a_child_far_denser_in_tokens_than_the_sample_is_sliced_when_served() {
+        // Words sample at ~3.5 bytes per token; Egyptian hieroglyphs take a
+        // token per byte: planned whole by its bytes, the string does not
+        // fit by its tokens.
+        let mut rows: Vec<Value> = (0..3000)
+            .map(|i| json!(format!("word {i} and more words")))
+            .collect();
+        // Away from the sampled start, middle and end.
+        rows.insert(700, json!("𓀀".repeat(300)));
+        let value = Value::Array(rows);
+        let doc = Document::json(value.to_string()).unwrap();
+        let plan = plan(&doc, None, budget(1000, 100_000));
+        assert!(
+            plan.pages
+                .iter()
+                .all(|p| matches!(p.segment, Segment::Children { .. })),
+            "planned whole by its bytes"
+        );
+        let pages = check_whole(&value, budget(1000, 100_000));
+        let slices: Vec<&Page> = pages.iter().filter(|p| p.form == Form::Text).collect();
+        assert!(slices.len() > 1, "the dense string comes in slices");
+        assert!(slices.iter().all(|p| p.path.as_deref() == Some("/700")));
+        assert!(pages.len() > plan.pages());
     }
 
     #[test]
