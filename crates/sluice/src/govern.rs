@@ -681,6 +681,7 @@ mod tests {
         assert_eq!(stored["kind"], "blocks");
         let mut request = json!({"handle": stored["handle"]});
         let (mut items, mut slice) = (Vec::new(), String::new());
+        let mut around = serde_json::Map::new();
         loop {
             let args = request.as_object().cloned();
             let page = governor.read(args, 7, Budget::default()).unwrap();
@@ -689,11 +690,18 @@ mod tests {
             if meta["form"] == "items" {
                 items.extend(serde_json::from_str::<Vec<Value>>(&text(0)).unwrap());
             } else {
-                // The image is larger than a page: it comes in slices.
-                assert_eq!(meta["path"], format!("/{}", items.len()));
+                // The image's data is larger than a page: it comes in
+                // slices, the block's other members around its first one.
+                assert_eq!(meta["path"], format!("/{}/data", items.len()));
+                if let Some(a) = meta["around"].get(0) {
+                    assert_eq!(a["key"], "data");
+                    around = a["members"].as_object().unwrap().clone();
+                    assert!(text(1).contains("also holds: {\"type\":\"image\""));
+                }
                 slice.push_str(&text(0));
                 if meta["end"] == meta["total"] {
-                    items.push(serde_json::from_str(&slice).unwrap());
+                    around.insert("data".into(), serde_json::from_str(&slice).unwrap());
+                    items.push(Value::Object(std::mem::take(&mut around)));
                     slice.clear();
                 }
             }
