@@ -33,7 +33,7 @@ fn is_space(b: u8) -> bool {
 }
 
 /// The index just after the string whose opening quote is at `quote`.
-fn string_end(b: &[u8], quote: usize) -> usize {
+pub(crate) fn string_end(b: &[u8], quote: usize) -> usize {
     let mut i = quote + 1;
     while let Some(p) = memchr::memchr2(b'"', b'\\', &b[i.min(b.len())..]) {
         let at = i + p;

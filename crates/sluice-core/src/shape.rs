@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use crate::scan::string_end;
+
 /// The most distinct strings a field may have to be shown as an enum.
 const ENUM_MAX: usize = 6;
 /// The longest string shown as an enum value.
@@ -594,20 +596,6 @@ pub fn tree_size(json: &str, recursion: &Recursion) -> TreeSize {
         i += 1;
     }
     size
-}
-
-/// The index just after the string whose opening quote is at `quote`.
-fn string_end(b: &[u8], quote: usize) -> usize {
-    let mut i = quote + 1;
-    while let Some(p) = memchr::memchr2(b'"', b'\\', &b[i.min(b.len())..]) {
-        let at = i + p;
-        if b[at] == b'\\' {
-            i = at + 2;
-        } else {
-            return at + 1;
-        }
-    }
-    b.len()
 }
 
 /// Whether the string literal `literal` (quotes included) is `key`.
