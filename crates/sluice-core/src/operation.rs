@@ -66,7 +66,11 @@ impl OperationSettings {
                 self.max_timeout.as_secs()
             ));
         }
-        Ok(Duration::from_secs_f64(seconds).min(self.max_timeout))
+        // Capped before it becomes a Duration: `from_secs_f64` panics past
+        // u64::MAX seconds (`1e20`).
+        Ok(Duration::from_secs_f64(
+            seconds.min(self.max_timeout.as_secs_f64()),
+        ))
     }
 
     /// `wait_s` of `sluice_result`: 0 when absent, a number of seconds up to
@@ -102,6 +106,9 @@ mod tests {
         assert_eq!(secs(s.timeout(Some(&json!(2.5)), Some(42.0)).unwrap()), 2.5);
         // Capped, not refused.
         assert_eq!(secs(s.timeout(Some(&json!(1e9)), None).unwrap()), 300.0);
+        // Past what a Duration holds: capped too, not a panic.
+        assert_eq!(secs(s.timeout(Some(&json!(1e20)), None).unwrap()), 300.0);
+        assert_eq!(secs(s.timeout(Some(&json!(1.7e308)), None).unwrap()), 300.0);
         assert_eq!(secs(s.timeout(None, Some(1000.0)).unwrap()), 300.0);
         for bad in [json!(0), json!(-1), json!("10"), json!(true), json!([1])] {
             let err = s.timeout(Some(&bad), None).unwrap_err();

@@ -158,6 +158,16 @@ async fn bad_operation_inputs_get_clear_errors() {
     )
     .await;
     assert_eq!(first_text(&huge), "capped");
+    // Past what a Duration can hold (this panicked the call's task once).
+    for beyond in [1e20, 1.7e308] {
+        let huge = call(
+            &client,
+            "echo",
+            json!({"text": "capped", "_timeout_s": beyond}),
+        )
+        .await;
+        assert_eq!(first_text(&huge), "capped", "{beyond}");
+    }
 
     let unknown = error_text(
         &call(
