@@ -245,6 +245,11 @@ pub async fn run(listen: Option<std::net::SocketAddr>) -> anyhow::Result<()> {
         "sample-server: serving http://{}/mcp",
         listener.local_addr()?
     );
+    // As sluice's own listener does: no Nagle delay on keep-alive requests.
+    use axum::serve::ListenerExt as _;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router).await?;
     Ok(())
 }
