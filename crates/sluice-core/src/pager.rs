@@ -177,6 +177,11 @@ impl Around {
     }
 }
 
+/// What `spans` take in a page's header.
+fn spans_cost(spans: &[AroundSpan]) -> usize {
+    spans.iter().map(AroundSpan::len).sum()
+}
+
 impl AroundSpan {
     fn len(&self) -> usize {
         around_cost(
@@ -328,16 +333,8 @@ impl Plan {
                 plan.lay_out_value(doc, pointer, range, Vec::new(), 0);
             }
         }
-        if plan.pages.is_empty() {
-            plan.pages.push(Planned {
-                segment: Segment::Lines {
-                    a: 0,
-                    b: 0,
-                    char_from: 0,
-                },
-                around: Vec::new(),
-            });
-        }
+        // Every layout plans at least one page (an empty text or container
+        // has one empty page).
         Ok(plan)
     }
 
@@ -372,18 +369,16 @@ impl Plan {
                 range: range.clone(),
             }),
         };
-        let around_bytes: usize = around.iter().map(AroundSpan::len).sum();
+        let around_bytes = spans_cost(&around);
         let own = around_bytes + path_cost(&pointer);
         if object && !children.is_empty() && !self.fits_alone(text, &range, own) {
             // The bulk in one member: page that member, the rest around it.
-            let (largest, value) = (0..children.len())
-                .map(|i| (i, scan::member_parts(text, children.item(i)).1))
-                .max_by_key(|(i, v)| (v.len(), std::cmp::Reverse(*i)))
+            let (largest, (key, value)) = (0..children.len())
+                .map(|i| (i, scan::member_parts(text, children.item(i))))
+                .max_by_key(|(i, (_, v))| (v.len(), std::cmp::Reverse(*i)))
                 .expect("not empty");
             let span = AroundSpan {
-                key: scan::member_parts(text, children.item(largest))
-                    .0
-                    .into_owned(),
+                key: key.into_owned(),
                 before: if largest == 0 {
                     0..0
                 } else {
@@ -456,10 +451,8 @@ impl Plan {
         };
         for i in 0..children.len() {
             let range = children.item(i);
-            let around_bytes: usize = around
-                .as_ref()
-                .map_or(0, |a| a.iter().map(AroundSpan::len).sum())
-                + path_cost(&container.pointer);
+            let around_bytes =
+                spans_cost(around.as_deref().unwrap_or_default()) + path_cost(&container.pointer);
             if !self.fits_alone(text, &range, around_bytes) {
                 flush(self, &mut group, i, &mut around);
                 let (pointer, value) = child_value(text, &container, i);
@@ -537,10 +530,8 @@ impl Plan {
         let mut byte = 0;
         let mut char_from = 0;
         loop {
-            let around_bytes: usize = around
-                .as_ref()
-                .map_or(0, |a| a.iter().map(AroundSpan::len).sum())
-                + path_cost(&pointer);
+            let around_bytes =
+                spans_cost(around.as_deref().unwrap_or_default()) + path_cost(&pointer);
             let room = self.page_bytes.saturating_sub(around_bytes).max(16);
             let mut end = floor_boundary(unit, (byte + room).min(unit.len()));
             if end <= byte {
@@ -765,7 +756,7 @@ impl Plan {
                 page.total = doc.chars();
                 page.lines = Some((*line, line + 1, starts.len() as u64));
                 page.slice_of = Some(*line);
-                (page, rest.map(|r| Position { unit: *line, ..r }))
+                (page, rest)
             }
         };
         page.around = around;

@@ -256,6 +256,12 @@ pub fn escape_token(token: &str, pointer: &mut String) {
     }
 }
 
+/// A JSON Pointer token as the key or index it names (`~1` → `/`,
+/// `~0` → `~`).
+pub fn unescape_token(token: &str) -> String {
+    token.replace("~1", "/").replace("~0", "~")
+}
+
 /// The end (exclusive) of the value starting at `start`.
 fn value_end(b: &[u8], start: usize) -> usize {
     match b.get(start) {
@@ -374,7 +380,7 @@ pub fn resolve(doc: &str, pointer: &str) -> Result<Range<usize>, PointerError> {
     };
     let mut walked = String::new();
     for raw in rest.split('/') {
-        let token = raw.replace("~1", "/").replace("~0", "~");
+        let token = unescape_token(raw);
         let missing = || PointerError::Missing {
             pointer: pointer.to_owned(),
             parent: walked.clone(),

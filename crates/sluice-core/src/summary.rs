@@ -275,7 +275,7 @@ fn holds(roots: &[Step], pointer: &str) -> bool {
     let tokens: Vec<String> = pointer
         .split('/')
         .skip(1)
-        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .map(crate::scan::unescape_token)
         .collect();
     tokens.len() >= holder.len()
         && holder.iter().zip(&tokens).all(|(step, token)| match step {
@@ -539,22 +539,26 @@ pub fn render(answer: &Answer<'_>, overview: &Overview, budget: &Budget) -> Stri
             return text;
         }
     }
-    let texts: Vec<String> = cuts
-        .iter()
-        .map(|(cut, shape_level)| write(answer, overview, *cut, *shape_level, false))
-        .collect();
-    // A tree's summary: the richest within the aim (its shape and filters
-    // say more than a longer preview); else the richest within the limit.
-    let aimed = texts.iter().find(|text| {
-        answer.style == Style::Summary
-            && overview.tree.is_some()
-            && tokens_within(text, 1.0, TREE_SUMMARY_AIM_TOKENS).is_some()
-            && fits(text, &limit)
-    });
-    if let Some(text) = aimed.or_else(|| texts.iter().find(|text| fits(text, &limit))) {
-        return text.clone();
+    // The richest text within the limit; for a tree's summary, the
+    // richest within the aim if one is (its shape and filters say more than
+    // a longer preview). Written one cut at a time, until one will do.
+    let aims = answer.style == Style::Summary && overview.tree.is_some();
+    let mut within_limit = None;
+    let mut last = String::new();
+    for (cut, shape_level) in &cuts {
+        let text = write(answer, overview, *cut, *shape_level, false);
+        if fits(&text, &limit) {
+            if !aims || tokens_within(&text, 1.0, TREE_SUMMARY_AIM_TOKENS).is_some() {
+                return text;
+            }
+            within_limit.get_or_insert(text);
+        } else {
+            last = text;
+        }
     }
-    let last = texts.last().cloned().unwrap_or_default();
+    if let Some(text) = within_limit {
+        return text;
+    }
     // Not even the smallest preview fits: the lines that fit, the first
     // one and the call that reads the result before the others.
     let lines: Vec<&str> = last.lines().collect();
@@ -870,17 +874,11 @@ fn object_key(key: &str) -> String {
 pub fn jq_path(pointer: &str) -> String {
     let mut out = String::new();
     for raw in pointer.split('/').skip(1) {
-        let token = raw.replace("~1", "/").replace("~0", "~");
-        let plain = token.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-            && token.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let token = crate::scan::unescape_token(raw);
         if token.parse::<usize>().is_ok() {
             out.push_str(&format!("[{token}]"));
-        } else if plain {
-            out.push('.');
-            out.push_str(&token);
         } else {
-            out.push('.');
-            out.push_str(&serde_json::to_string(&token).unwrap_or_default());
+            out.push_str(&jq_key(&token));
         }
     }
     if out.is_empty() || out.starts_with('[') {

@@ -385,7 +385,7 @@ impl Governor {
     }
 
     fn page(&self, stored: &Stored, request: &PageRequest) -> Result<Page, PageFailure> {
-        let page_budget = page_budget(request.budget, &stored.doc, request.path.as_deref());
+        let page_budget = page_budget(request.budget, request.path.as_deref());
         let plan = stored
             .doc
             .plan(request.path.as_deref(), page_budget)
@@ -662,7 +662,7 @@ impl Governor {
             ));
         }
         // The pattern is repeated in the cursor and `_meta`: reserve for it.
-        let page_budget = page_budget(cursor.budget, &stored.doc, Some(&cursor.query.pattern));
+        let page_budget = page_budget(cursor.budget, Some(&cursor.query.pattern));
         let limited = Hits {
             hits: hits.hits[..hits
                 .hits
@@ -798,10 +798,10 @@ impl Governor {
         };
         let stored = &listed.stored;
         let info = &stored.info;
-        let page_budget = page_budget(budget, &stored.doc, None);
+        let page_budget = page_budget(budget, None);
         let plan = stored.doc.plan(None, page_budget).ok();
         let pages = plan.as_ref().map_or(1, |p| p.pages());
-        let path = plan.as_ref().and(bulk_path(&stored.doc));
+        let path = bulk_path(&stored.doc);
         let expires_at = timestamp(listed.expires_at);
         let mut text = format!(
             "{} — {} of {}, {}{} tokens ({}), {} characters; stored {} ago, expires {expires_at} unless read again.\n",

@@ -31,7 +31,7 @@ const PAGE_RESERVE: (u32, u32) = (600, 1000);
 /// The budget of a page's data: the caller's, less its wrapper. `path` is
 /// the path asked for, which the cursor repeats (the plan itself keeps room
 /// for the path of each page and what is shown around it).
-pub fn page_budget(budget: Budget, _doc: &Document, path: Option<&str>) -> Budget {
+pub fn page_budget(budget: Budget, path: Option<&str>) -> Budget {
     let pointer = path.map_or(0, str::len) as u32;
     budget.less(PAGE_RESERVE.0 + pointer, PAGE_RESERVE.1 + 4 * pointer)
 }
@@ -272,7 +272,7 @@ impl Governor {
         let ingest = move || {
             let (doc, tokens, estimated) = ingest(raw, size, factor);
             let overview = Overview::of(&doc);
-            let _ = doc.plan(None, page_budget(budget, &doc, None));
+            let _ = doc.plan(None, page_budget(budget, None));
             (doc, tokens, estimated, overview)
         };
         let (doc, tokens, estimated, overview) = if size.bytes > BLOCKING_BYTES {
@@ -305,13 +305,10 @@ impl Governor {
     /// The answer for a stored result: the text, the resource link and the
     /// `sluice/stored` metadata.
     fn answer(&self, stored: &Stored, policy: &Policy) -> (String, ContentBlock, Value) {
-        let plan = stored
-            .doc
-            .plan(None, page_budget(policy.budget, &stored.doc, None))
-            .ok();
+        let plan = stored.doc.plan(None, page_budget(policy.budget, None)).ok();
         let pages = plan.as_ref().map_or(1, |p| p.pages());
         // Where the bulk is: the array most pages go through.
-        let path = plan.as_ref().and(bulk_path(&stored.doc));
+        let path = bulk_path(&stored.doc);
         let style = match policy.mode {
             Mode::Truncate => Style::Truncated,
             _ => Style::Summary,
