@@ -380,7 +380,13 @@ fn rss_child(target: usize) {
     doc.plan(None, page_budget()).unwrap();
     let compact = doc.bytes();
     let memory = doc.memory();
-    let stored = store.put(1, doc, info(pretty_bytes, overview)).unwrap();
+    let stored = store
+        .put(
+            &sluice_core::store::Owner::Session(1),
+            doc,
+            info(pretty_bytes, overview),
+        )
+        .unwrap();
     let after = proc_status("VmRSS");
     let hwm = proc_status("VmHWM");
     let (_, store_bytes) = store.usage();

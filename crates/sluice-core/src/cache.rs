@@ -116,13 +116,14 @@ impl CacheFields {
     }
 }
 
-/// The key of a call: upstream, tool, the owner for per-session entries,
+/// The key of a call: upstream, tool, the owner's key for per-session
+/// entries ([`crate::store::Owner::key`]),
 /// and the arguments in canonical form (keys sorted at every level,
 /// numbers normalised, sluice's own arguments left out).
 pub fn key(
     upstream: &str,
     tool: &str,
-    owner: Option<u64>,
+    owner: Option<&str>,
     arguments: Option<&Map<String, Value>>,
 ) -> String {
     let mut key = String::with_capacity(64);
@@ -131,7 +132,7 @@ pub fn key(
     canonical_string(tool, &mut key);
     key.push(' ');
     if let Some(owner) = owner {
-        key.push_str(&owner.to_string());
+        canonical_string(owner, &mut key);
     }
     key.push(' ');
     let mut object = Map::new();
@@ -233,7 +234,10 @@ mod tests {
         assert!(c.ends_with(r#"{"a":100.5}"#), "{c}");
         assert_ne!(key("up", "t", None, None), key("up", "u", None, None));
         assert_ne!(key("up", "t", None, None), key("other", "t", None, None));
-        assert_ne!(key("up", "t", Some(1), None), key("up", "t", Some(2), None));
+        assert_ne!(
+            key("up", "t", Some("session:1"), None),
+            key("up", "t", Some("session:2"), None)
+        );
         assert_eq!(
             key("up", "t", None, None),
             key("up", "t", None, Some(&Map::new()))

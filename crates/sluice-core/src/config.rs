@@ -48,7 +48,7 @@
 //! default_timeout_s = 10                 # a call waits this long, then goes on in the background
 //! max_timeout_s = 300                    # the most `_timeout_s` and `wait_s` may ask
 //! retention_h = 24                       # ended operations are kept this long
-//! max_running = 16                       # per session
+//! max_running = 16                       # per client
 //! max_running_total = 256
 //!
 //! [cache]                                # results of idempotent tools; nothing by default
@@ -57,6 +57,12 @@
 //! ttl_s = 3600                           # defaults of every `cache = { … }`
 //! idle_s = 900
 //! refresh_at = 0.8
+//!
+//! [http]                                 # the listener of `--listen`
+//! max_body_mb = 16                       # larger request bodies get 413
+//! max_sessions = 1000                    # more 2025-11-25 sessions get 503
+//! session_idle_s = 1800                  # an unused session is closed
+//! header_timeout_s = 10                  # headers must have arrived by then
 //! ```
 
 use std::collections::BTreeMap;
@@ -68,6 +74,7 @@ use toml::Spanned;
 
 use crate::budget::{Budget, BudgetOverride, builtin_presets};
 use crate::cache::{CacheFields, CachePolicy, CacheSettings};
+use crate::http::HttpLimits;
 use crate::naming::SEPARATOR;
 use crate::operation::OperationSettings;
 use crate::query::QuerySettings;
@@ -88,6 +95,8 @@ pub struct Config {
     pub operations: OperationSettings,
     /// The result cache.
     pub cache: CacheSettings,
+    /// Limits of the HTTP listener.
+    pub http: HttpLimits,
 }
 
 /// The `[budget]` table with the built-in presets folded in.
@@ -251,6 +260,55 @@ struct RawConfig {
     query: Option<Spanned<RawQuery>>,
     operations: Option<Spanned<RawOperations>>,
     cache: Option<Spanned<RawCache>>,
+    http: Option<Spanned<RawHttp>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    max_body_mb: Option<u64>,
+    max_sessions: Option<usize>,
+    session_idle_s: Option<u64>,
+    header_timeout_s: Option<u64>,
+}
+
+impl RawHttp {
+    fn check(self) -> Result<HttpLimits, String> {
+        let mut h = HttpLimits::default();
+        if let Some(m) = self.max_body_mb {
+            if !(1..=4096).contains(&m) {
+                return Err(format!(
+                    "[http]: `max_body_mb = {m}` is out of range: from 1 to 4096 (MiB)"
+                ));
+            }
+            h.max_body_bytes = m << 20;
+        }
+        if let Some(n) = self.max_sessions {
+            if !(1..=1_000_000).contains(&n) {
+                return Err(format!(
+                    "[http]: `max_sessions = {n}` is out of range: from 1 to 1000000"
+                ));
+            }
+            h.max_sessions = n;
+        }
+        if let Some(t) = self.session_idle_s {
+            if !(1..=7 * 86_400).contains(&t) {
+                return Err(format!(
+                    "[http]: `session_idle_s = {t}` is out of range: from 1 to 604800 (a week)"
+                ));
+            }
+            h.session_idle = std::time::Duration::from_secs(t);
+        }
+        if let Some(t) = self.header_timeout_s {
+            if !(1..=3_600).contains(&t) {
+                return Err(format!(
+                    "[http]: `header_timeout_s = {t}` is out of range: from 1 to 3600 (seconds)"
+                ));
+            }
+            h.header_timeout = std::time::Duration::from_secs(t);
+        }
+        Ok(h)
+    }
 }
 
 #[derive(Deserialize)]
@@ -724,6 +782,13 @@ impl Config {
                 raw.into_inner().check().map_err(|e| at(span, e))?
             }
         };
+        let http = match raw.http {
+            None => HttpLimits::default(),
+            Some(raw) => {
+                let span = raw.span();
+                raw.into_inner().check().map_err(|e| at(span, e))?
+            }
+        };
         // Each tool's cache table over the `[cache]` defaults.
         for (upstream, spans) in upstreams.iter_mut().zip(&tool_spans) {
             for (tool, settings) in upstream.tools.iter_mut() {
@@ -744,6 +809,7 @@ impl Config {
             query,
             operations,
             cache,
+            http,
         })
     }
 
@@ -772,6 +838,7 @@ impl Config {
             query: QuerySettings::default(),
             operations: OperationSettings::default(),
             cache: CacheSettings::default(),
+            http: HttpLimits::default(),
         })
     }
 }
@@ -1061,6 +1128,42 @@ cache_mb = 0
                 "[upstreams.a.tools.t]\ntimeout_s = 0\n",
                 "`timeout_s = 0` must be more than 0",
             ),
+        ] {
+            let err = parse(&format!("{up}{text}")).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn http_limits_are_read_and_checked() {
+        let up = "[upstreams.a]\ncommand = \"x\"\n";
+        let config = parse(&format!(
+            "{up}[http]\nmax_body_mb = 2\nmax_sessions = 5\nsession_idle_s = 60\nheader_timeout_s = 3\n"
+        ))
+        .unwrap();
+        let h = config.http;
+        assert_eq!((h.max_body_bytes, h.max_sessions), (2 << 20, 5));
+        assert_eq!(h.session_idle.as_secs(), 60);
+        assert_eq!(h.header_timeout.as_secs(), 3);
+        assert_eq!(parse(up).unwrap().http, HttpLimits::default());
+        for (text, expected) in [
+            (
+                "[http]\nmax_body_mb = 0\n",
+                "`max_body_mb = 0` is out of range",
+            ),
+            (
+                "[http]\nmax_sessions = 0\n",
+                "`max_sessions = 0` is out of range",
+            ),
+            (
+                "[http]\nsession_idle_s = 0\n",
+                "`session_idle_s = 0` is out of range",
+            ),
+            (
+                "[http]\nheader_timeout_s = 0\n",
+                "`header_timeout_s = 0` is out of range",
+            ),
+            ("[http]\nmax_body = 3\n", "unknown field `max_body`"),
         ] {
             let err = parse(&format!("{up}{text}")).unwrap_err();
             assert!(err.contains(expected), "{text}: {err}");

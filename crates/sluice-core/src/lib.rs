@@ -24,6 +24,7 @@
 //! - [`store`]: where results live: handles, owners, expiry, LRU bound.
 //! - [`search`]: literal / regex search over stored documents.
 //! - [`format`]: numbers, sizes and times for people.
+//! - [`http`]: `[http]`, the limits of the HTTP listener.
 //!
 //! The MCP adapter (the `sluice` crate) is the only crate that knows `rmcp`;
 //! everything here is plain data and policy, usable by any embedding.
@@ -37,6 +38,7 @@ pub mod config;
 pub mod cursor;
 pub mod document;
 pub mod format;
+pub mod http;
 pub mod naming;
 pub mod operation;
 pub mod pager;

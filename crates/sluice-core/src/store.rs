@@ -17,12 +17,39 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::document::Document;
 
-/// Who a stored result belongs to: a client session, or [`ANONYMOUS`].
-pub type Owner = u64;
+/// Who a stored result, an operation or a per-session cache entry belongs
+/// to. Another owner is told "unknown handle", never shown the data.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Owner {
+    /// A client without a session and without `[auth]` (2026-07-28 stateless
+    /// HTTP requests, `sluice call`): the handle alone grants access, like a
+    /// capability, so an anonymous owner's ids are never listed or hinted.
+    Anonymous,
+    /// A client session without `[auth]`: a stdio connection, or a
+    /// 2025-11-25 HTTP session.
+    Session(u64),
+    /// An authenticated principal (`[auth]`), whichever session or stateless
+    /// request it comes with.
+    Principal(Arc<str>),
+}
 
-/// The owner of results stored for clients that have no session (2026-07-28
-/// stateless HTTP requests, `sluice call`): the handle alone grants access.
-pub const ANONYMOUS: Owner = 0;
+impl Owner {
+    /// Whether this owner's ids may be listed back to it (in `sluice_info`,
+    /// in hints of error texts): not for [`Owner::Anonymous`], whose ids are
+    /// capabilities that anyone else without a session would also be shown.
+    pub fn may_list(&self) -> bool {
+        !matches!(self, Self::Anonymous)
+    }
+
+    /// A stable text for keys (the cache's per-session entries).
+    pub fn key(&self) -> String {
+        match self {
+            Self::Anonymous => "anonymous".to_owned(),
+            Self::Session(id) => format!("session:{id}"),
+            Self::Principal(name) => format!("principal:{name}"),
+        }
+    }
+}
 
 /// What is known about a stored result besides its document.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,12 +130,16 @@ pub enum StoreError {
 /// Storage of results.
 pub trait Store: Send + Sync {
     /// Stores `doc` for `owner`.
-    fn put(&self, owner: Owner, doc: Document, info: StoredInfo)
-    -> Result<Arc<Stored>, StoreError>;
+    fn put(
+        &self,
+        owner: &Owner,
+        doc: Document,
+        info: StoredInfo,
+    ) -> Result<Arc<Stored>, StoreError>;
     /// The result `handle` of `owner`, its time-to-live restarted.
-    fn get(&self, owner: Owner, handle: &str) -> Result<Listed, StoreError>;
+    fn get(&self, owner: &Owner, handle: &str) -> Result<Listed, StoreError>;
     /// `owner`'s results, most recently stored first, at most `limit`.
-    fn list(&self, owner: Owner, limit: usize) -> Vec<Listed>;
+    fn list(&self, owner: &Owner, limit: usize) -> Vec<Listed>;
     /// Drops expired entries; returns how many.
     fn purge_expired(&self) -> usize;
     /// Entries and bytes held.
@@ -190,7 +221,7 @@ impl Inner {
             self.lru.remove(&entry.tick);
             self.bytes -= entry.bytes;
             self.gone
-                .insert(handle.to_owned(), (entry.stored.owner, why));
+                .insert(handle.to_owned(), (entry.stored.owner.clone(), why));
             self.gone_order.push_back(handle.to_owned());
             if self.gone_order.len() > GONE_KEPT
                 && let Some(old) = self.gone_order.pop_front()
@@ -215,7 +246,7 @@ impl Inner {
 impl Store for MemoryStore {
     fn put(
         &self,
-        owner: Owner,
+        owner: &Owner,
         doc: Document,
         info: StoredInfo,
     ) -> Result<Arc<Stored>, StoreError> {
@@ -228,7 +259,7 @@ impl Store for MemoryStore {
         }
         let stored = Arc::new(Stored {
             handle: new_handle(),
-            owner,
+            owner: owner.clone(),
             doc,
             info,
             created: SystemTime::now(),
@@ -256,13 +287,13 @@ impl Store for MemoryStore {
         Ok(stored)
     }
 
-    fn get(&self, owner: Owner, handle: &str) -> Result<Listed, StoreError> {
+    fn get(&self, owner: &Owner, handle: &str) -> Result<Listed, StoreError> {
         let now = Instant::now();
         let mut inner = self.lock();
         let found = inner
             .entries
             .get(handle)
-            .filter(|e| e.stored.owner == owner)
+            .filter(|e| e.stored.owner == *owner)
             .map(|e| (e.expires, e.stored.clone()));
         match found {
             Some((expires, _)) if expires <= now => {
@@ -281,12 +312,12 @@ impl Store for MemoryStore {
                 })
             }
             None => match inner.gone.get(handle) {
-                Some((o, Gone::Expired(at))) if *o == owner => Err(StoreError::Expired {
+                Some((o, Gone::Expired(at))) if o == owner => Err(StoreError::Expired {
                     handle: handle.to_owned(),
                     ago_s: now.saturating_duration_since(*at).as_secs(),
                     ttl_s: self.limits.ttl.as_secs(),
                 }),
-                Some((o, Gone::Evicted)) if *o == owner => {
+                Some((o, Gone::Evicted)) if o == owner => {
                     Err(StoreError::Evicted(handle.to_owned()))
                 }
                 _ => Err(StoreError::Unknown(handle.to_owned())),
@@ -294,14 +325,17 @@ impl Store for MemoryStore {
         }
     }
 
-    fn list(&self, owner: Owner, limit: usize) -> Vec<Listed> {
+    fn list(&self, owner: &Owner, limit: usize) -> Vec<Listed> {
         let now = Instant::now();
         let wall = SystemTime::now();
+        if !owner.may_list() {
+            return Vec::new();
+        }
         let inner = self.lock();
         let mut listed: Vec<Listed> = inner
             .entries
             .values()
-            .filter(|e| e.stored.owner == owner && e.expires > now)
+            .filter(|e| e.stored.owner == *owner && e.expires > now)
             .map(|e| Listed {
                 stored: e.stored.clone(),
                 expires_at: wall + e.expires.duration_since(now),
@@ -368,6 +402,10 @@ mod tests {
         }
     }
 
+    fn session(id: u64) -> Owner {
+        Owner::Session(id)
+    }
+
     fn doc(n: usize) -> Document {
         Document::text("x".repeat(n))
     }
@@ -375,22 +413,51 @@ mod tests {
     #[test]
     fn handles_are_bound_to_their_owner() {
         let store = MemoryStore::new(StoreLimits::default());
-        let stored = store.put(7, doc(10), info()).unwrap();
+        let stored = store.put(&session(7), doc(10), info()).unwrap();
         assert!(stored.handle.starts_with("h_") && stored.handle.len() == 24);
         assert_eq!(
-            store.get(7, &stored.handle).unwrap().stored.handle,
+            store
+                .get(&session(7), &stored.handle)
+                .unwrap()
+                .stored
+                .handle,
             stored.handle
         );
         assert_eq!(
-            store.get(8, &stored.handle).unwrap_err(),
+            store.get(&session(8), &stored.handle).unwrap_err(),
             StoreError::Unknown(stored.handle.clone())
         );
         assert!(matches!(
-            store.get(7, "h_nope"),
+            store.get(&session(7), "h_nope"),
             Err(StoreError::Unknown(_))
         ));
-        assert_eq!(store.list(7, 10).len(), 1);
-        assert!(store.list(8, 10).is_empty());
+        assert_eq!(store.list(&session(7), 10).len(), 1);
+        assert!(store.list(&session(8), 10).is_empty());
+    }
+
+    #[test]
+    fn principals_own_what_they_store_and_anonymous_ids_are_never_listed() {
+        let store = MemoryStore::new(StoreLimits::default());
+        let alice = Owner::Principal("alice".into());
+        let bob = Owner::Principal("bob".into());
+        let mine = store.put(&alice, doc(10), info()).unwrap();
+        assert!(
+            store
+                .get(&Owner::Principal("alice".into()), &mine.handle)
+                .is_ok()
+        );
+        assert_eq!(
+            store.get(&bob, &mine.handle).unwrap_err(),
+            StoreError::Unknown(mine.handle.clone())
+        );
+        assert!(store.get(&Owner::Anonymous, &mine.handle).is_err());
+        assert!(store.list(&bob, 10).is_empty());
+        // An anonymous result is reachable by its handle alone, and listed
+        // to no one: every sessionless client is "anonymous".
+        let capability = store.put(&Owner::Anonymous, doc(10), info()).unwrap();
+        assert!(store.get(&Owner::Anonymous, &capability.handle).is_ok());
+        assert!(store.list(&Owner::Anonymous, 10).is_empty());
+        assert!(store.get(&alice, &capability.handle).is_err());
     }
 
     #[test]
@@ -400,19 +467,19 @@ mod tests {
             max_bytes: one * 2 + one / 2,
             ttl: Duration::from_secs(60),
         });
-        let a = store.put(1, doc(100), info()).unwrap();
-        let b = store.put(1, doc(100), info()).unwrap();
-        store.get(1, &a.handle).unwrap(); // a is now the most recent
-        let c = store.put(1, doc(100), info()).unwrap();
+        let a = store.put(&session(1), doc(100), info()).unwrap();
+        let b = store.put(&session(1), doc(100), info()).unwrap();
+        store.get(&session(1), &a.handle).unwrap(); // a is now the most recent
+        let c = store.put(&session(1), doc(100), info()).unwrap();
         assert_eq!(
-            store.get(1, &b.handle).unwrap_err(),
+            store.get(&session(1), &b.handle).unwrap_err(),
             StoreError::Evicted(b.handle.clone())
         );
-        assert!(store.get(1, &a.handle).is_ok());
-        assert!(store.get(1, &c.handle).is_ok());
+        assert!(store.get(&session(1), &a.handle).is_ok());
+        assert!(store.get(&session(1), &c.handle).is_ok());
         assert_eq!(store.usage().0, 2);
         assert!(matches!(
-            store.put(1, doc(10_000), info()),
+            store.put(&session(1), doc(10_000), info()),
             Err(StoreError::TooLarge { .. })
         ));
     }
@@ -423,20 +490,20 @@ mod tests {
             max_bytes: 1 << 20,
             ttl: Duration::from_millis(30),
         });
-        let a = store.put(1, doc(10), info()).unwrap();
-        let b = store.put(1, doc(10), info()).unwrap();
+        let a = store.put(&session(1), doc(10), info()).unwrap();
+        let b = store.put(&session(1), doc(10), info()).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         assert!(matches!(
-            store.get(1, &a.handle),
+            store.get(&session(1), &a.handle),
             Err(StoreError::Expired { .. })
         ));
         assert_eq!(store.purge_expired(), 1);
         assert!(matches!(
-            store.get(1, &b.handle),
+            store.get(&session(1), &b.handle),
             Err(StoreError::Expired { .. })
         ));
         assert!(matches!(
-            store.get(2, &b.handle),
+            store.get(&session(2), &b.handle),
             Err(StoreError::Unknown(_))
         ));
         assert_eq!(store.usage(), (0, 0));

@@ -303,7 +303,7 @@ impl Governor {
     pub fn read(
         &self,
         arguments: Option<JsonObject>,
-        owner: Owner,
+        owner: &Owner,
         budget: Budget,
     ) -> Result<CallToolResult, ErrorData> {
         let args: ReadArgs = match parse_args(
@@ -467,7 +467,7 @@ impl Governor {
     pub fn read_result_resource(
         &self,
         uri: &str,
-        owner: Owner,
+        owner: &Owner,
         budget: Budget,
     ) -> Result<ReadResourceResult, ErrorData> {
         let rest = uri.strip_prefix(RESULT_URI).unwrap_or_default();
@@ -549,7 +549,7 @@ impl Governor {
     pub async fn search(
         &self,
         arguments: Option<JsonObject>,
-        owner: Owner,
+        owner: &Owner,
         budget: Budget,
     ) -> Result<CallToolResult, ErrorData> {
         let args: SearchArgs = match parse_args(
@@ -640,7 +640,7 @@ impl Governor {
                 )));
             }
         };
-        let key = (owner, cursor.handle.clone(), cursor.query.clone());
+        let key = (owner.clone(), cursor.handle.clone(), cursor.query.clone());
         let hits = match self.recent_hits(&key) {
             Some(hits) => hits,
             None => {
@@ -709,7 +709,7 @@ impl Governor {
     pub async fn query(
         &self,
         arguments: Option<JsonObject>,
-        owner: Owner,
+        owner: &Owner,
         budget: Budget,
     ) -> Result<CallToolResult, ErrorData> {
         let args: QueryArgs = match parse_args(
@@ -753,7 +753,7 @@ impl Governor {
             outputs.array()
         };
         let policy = crate::govern::Policy {
-            owner,
+            owner: owner.clone(),
             budget,
             source: format!("{QUERY} {}", args.filter),
             mode: sluice_core::config::Mode::Buffer,
@@ -782,7 +782,7 @@ impl Governor {
     pub fn info(
         &self,
         arguments: Option<JsonObject>,
-        owner: Owner,
+        owner: &Owner,
         budget: Budget,
     ) -> Result<CallToolResult, ErrorData> {
         let args: InfoArgs = match parse_args(INFO, arguments, "{\"handle\":\"h_…\"} or {}") {
@@ -850,10 +850,12 @@ impl Governor {
         Ok(result)
     }
 
-    fn list_handles(&self, owner: Owner) -> CallToolResult {
+    fn list_handles(&self, owner: &Owner) -> CallToolResult {
         let listed = self.store().list(owner, LISTED);
         let (entries, held) = self.store().usage();
-        let mut text = if listed.is_empty() {
+        let mut text = if !owner.may_list() {
+            "Stored results are not listed to clients without a session: each handle is the key to its result, so keep the handles your answers named.\n".to_owned()
+        } else if listed.is_empty() {
             "No stored results in this session: results within the budget pass through whole; larger ones are stored and their answer names a handle.\n".to_owned()
         } else {
             format!(
@@ -898,7 +900,10 @@ impl Governor {
     }
 
     /// "Handles of this session: …", for error messages.
-    fn handles_hint(&self, owner: Owner) -> String {
+    fn handles_hint(&self, owner: &Owner) -> String {
+        if !owner.may_list() {
+            return "Use a handle an answer named, or call the tool again.".into();
+        }
         let listed = self.store().list(owner, 5);
         if listed.is_empty() {
             return "This session has no stored results: call the tool again.".into();

@@ -54,6 +54,10 @@ pub struct Caller {
     pub legacy: bool,
     /// Who the results it stores belong to.
     pub owner: Owner,
+    /// Whose share of the operation limits its calls take: the owner's key,
+    /// or for an anonymous client the address it came from (so one client
+    /// cannot use up the share of every other sessionless client).
+    pub quota: String,
     /// The client's `clientInfo.name`, which picks its budget.
     pub client: Option<String>,
     /// Where a call that may become an operation keeps the progress the
@@ -554,13 +558,13 @@ impl Gateway {
             crate::builtins::READ => {
                 return self
                     .governor
-                    .read(params.arguments, caller.owner, budget)
+                    .read(params.arguments, &caller.owner, budget)
                     .map(|r| CallToolResponse::Complete(era(r, caller)));
             }
             crate::builtins::SEARCH => {
                 return self
                     .governor
-                    .search(params.arguments, caller.owner, budget)
+                    .search(params.arguments, &caller.owner, budget)
                     .await
                     .map(|r| CallToolResponse::Complete(era(r, caller)));
             }
@@ -568,7 +572,7 @@ impl Gateway {
                 // A query the client cancels (or leaves) stops at once:
                 // dropping it kills its worker.
                 return tokio::select! {
-                    r = self.governor.query(params.arguments, caller.owner, budget) => {
+                    r = self.governor.query(params.arguments, &caller.owner, budget) => {
                         r.map(|r| CallToolResponse::Complete(era(r, caller)))
                     }
                     () = caller.ct.cancelled() => Err(call_error(CallError::Cancelled)),
@@ -576,13 +580,16 @@ impl Gateway {
             }
             crate::builtins::INFO => {
                 let listing = params.arguments.as_ref().is_none_or(|a| a.is_empty());
-                let mut result = self.governor.info(params.arguments, caller.owner, budget)?;
+                let mut result = self
+                    .governor
+                    .info(params.arguments, &caller.owner, budget)?;
                 if listing {
                     // The session's operations, after its stored results.
-                    let ops = self.operations.list(caller.owner);
+                    let ops = self.operations.list(&caller.owner);
                     if let Some(rmcp::model::ContentBlock::Text(text)) = result.content.first_mut()
                     {
-                        text.text.push_str(&self.operations.list_hint(caller.owner));
+                        text.text
+                            .push_str(&self.operations.list_hint(&caller.owner));
                         text.text.push('\n');
                     }
                     let list: Vec<serde_json::Value> = ops.iter().map(|o| o.meta()).collect();
@@ -624,14 +631,14 @@ impl Gateway {
             crate::builtins::RESULT => {
                 // A wait the client gives up on ends with it.
                 return tokio::select! {
-                    result = self.operations.result(params.arguments, caller.owner) => {
+                    result = self.operations.result(params.arguments, &caller.owner) => {
                         Ok(CallToolResponse::Complete(era(result, caller)))
                     }
                     () = caller.ct.cancelled() => Err(call_error(CallError::Cancelled)),
                 };
             }
             crate::builtins::CANCEL => {
-                let result = self.operations.cancel(params.arguments, caller.owner);
+                let result = self.operations.cancel(params.arguments, &caller.owner);
                 return Ok(CallToolResponse::Complete(era(result, caller)));
             }
             _ => {}
@@ -654,7 +661,7 @@ impl Gateway {
             .map(|schema| sluice_core::summary::narrowing_arguments(schema))
             .unwrap_or_default();
         let policy = Policy {
-            owner: caller.owner,
+            owner: caller.owner.clone(),
             budget: budget.narrowed(&settings.budget()),
             source: exposed.clone(),
             mode: settings.mode.unwrap_or_default(),
@@ -679,6 +686,11 @@ impl Gateway {
         // So is `_fresh`, for the tools sluice caches.
         let cached = match self.cache_policy(&exposed) {
             None => None,
+            // Clients without a session or a principal cannot be told apart:
+            // an entry "per session" would be shared by all of them.
+            Some(cache_policy) if cache_policy.per_session && caller.owner == Owner::Anonymous => {
+                None
+            }
             Some(cache_policy) => {
                 let fresh = match params
                     .arguments
@@ -693,12 +705,12 @@ impl Gateway {
                         ))));
                     }
                 };
-                let owner = cache_policy.per_session.then_some(caller.owner);
+                let owner = cache_policy.per_session.then(|| caller.owner.key());
                 Some(CachedCall {
                     key: sluice_core::cache::key(
                         upstream.name(),
                         name,
-                        owner,
+                        owner.as_deref(),
                         params.arguments.as_ref(),
                     ),
                     policy: cache_policy,
@@ -706,7 +718,7 @@ impl Gateway {
                 })
             }
         };
-        if let Err(message) = self.operations.admit(caller.owner) {
+        if let Err(message) = self.operations.admit(&caller.owner, &caller.quota) {
             return Ok(CallToolResponse::Complete(error_result(message)));
         }
         // The call runs in a task of its own, which a timeout leaves running
@@ -730,7 +742,14 @@ impl Gateway {
                 return Err(call_error(CallError::Cancelled));
             }
             () = tokio::time::sleep(timeout) => {
-                let op = self.operations.start(caller.owner, &exposed, partial, stop, started);
+                let op = self.operations.start(
+                    caller.owner.clone(),
+                    caller.quota.clone(),
+                    &exposed,
+                    partial,
+                    stop,
+                    started,
+                );
                 if let Some(session) = caller.session {
                     self.hub.detach_calls(session, &caller.request);
                 }
@@ -786,7 +805,7 @@ impl Gateway {
         // The owner and budget a stored answer was made for (cached calls).
         let governed_key = cached
             .as_ref()
-            .map(|_| format!("{}|{:?}", policy.owner, policy.budget))
+            .map(|_| format!("{}|{:?}", policy.owner.key(), policy.budget))
             .unwrap_or_default();
         let (sent, entry, hit) = match cached {
             None => (
@@ -806,7 +825,7 @@ impl Gateway {
                         // budget: the same answer, while its handle lives.
                         if let Some(answer) = entry
                             .governed_for(&governed_key)
-                            .and_then(|a| self.governor.renewed(a, policy.owner))
+                            .and_then(|a| self.governor.renewed(a, &policy.owner))
                         {
                             return Done::Answer(Box::new(Ok(CallToolResponse::Complete(
                                 with_hit(answer, &entry),
@@ -909,7 +928,8 @@ impl Gateway {
                     meta: Default::default(),
                     ct: CancellationToken::new(),
                     legacy: caller.legacy,
-                    owner: caller.owner,
+                    owner: caller.owner.clone(),
+                    quota: caller.quota.clone(),
                     client: None,
                     partial: None,
                     tasks: false,
@@ -1003,12 +1023,12 @@ impl Gateway {
     /// `tasks/get`: an operation seen as an MCP task.
     pub fn get_task(&self, task_id: &str, caller: &Caller) -> Result<GetTaskResult, ErrorData> {
         self.operations
-            .get_task(task_id, caller.owner, |result| era(result, caller))
+            .get_task(task_id, &caller.owner, |result| era(result, caller))
     }
 
     /// `tasks/cancel`: cancels an operation, as `sluice_cancel` does.
     pub fn cancel_task(&self, task_id: &str, caller: &Caller) -> Result<(), ErrorData> {
-        self.operations.cancel_task(task_id, caller.owner)
+        self.operations.cancel_task(task_id, &caller.owner)
     }
 
     /// Gets a prompt.
@@ -1061,7 +1081,7 @@ impl Gateway {
         if params.uri.starts_with(RESULT_URI) {
             return self
                 .governor
-                .read_result_resource(&params.uri, caller.owner, budget)
+                .read_result_resource(&params.uri, &caller.owner, budget)
                 .map(|mut r| {
                     if caller.legacy {
                         r.result_type = None;
@@ -1070,7 +1090,7 @@ impl Gateway {
                 });
         }
         let policy = Policy {
-            owner: caller.owner,
+            owner: caller.owner.clone(),
             budget,
             source: format!("resources/read {}", params.uri),
             mode: Mode::Buffer,

@@ -131,7 +131,7 @@ impl Governor {
 
     /// `answer`, a stored answer made earlier, if `owner` can still read
     /// its handle; with the handle's new expiry (reading it counts as a use).
-    pub fn renewed(&self, mut answer: CallToolResult, owner: Owner) -> Option<CallToolResult> {
+    pub fn renewed(&self, mut answer: CallToolResult, owner: &Owner) -> Option<CallToolResult> {
         let handle = stored_handle(&answer)?.to_owned();
         let listed = self.store.get(owner, &handle).ok()?;
         if let Some(stored) = answer
@@ -294,7 +294,7 @@ impl Governor {
         };
         // A stored result is often queried next: have a worker ready.
         self.jq.warm();
-        self.store.put(policy.owner, doc, info).map_err(|e| {
+        self.store.put(&policy.owner, doc, info).map_err(|e| {
             format!(
                 "{} returned a result too large to show, and sluice could not store it: {e}. Call {} with arguments that narrow the result.",
                 policy.source, policy.source
@@ -335,7 +335,7 @@ impl Governor {
         let text = summary::render(&answer, &stored.info.overview, &budget);
         let expires_at = self
             .store
-            .get(stored.owner, &stored.handle)
+            .get(&stored.owner, &stored.handle)
             .map(|l| timestamp(l.expires_at))
             .unwrap_or_default();
         let meta = stored_meta(stored, pages, path.as_deref(), &expires_at);
@@ -628,7 +628,7 @@ mod tests {
         let mut result = CallToolResult::success(vec![ContentBlock::text(log.clone())]);
         result.structured_content = Some(json!({"result": log}));
         let policy = Policy {
-            owner: 1,
+            owner: Owner::Session(1),
             budget: Budget::default(),
             source: "run_tests".into(),
             mode: Mode::Buffer,
@@ -664,7 +664,7 @@ mod tests {
         blocks.push(ContentBlock::image("A".repeat(120_000), "image/png"));
         let want = serde_json::to_value(&blocks).unwrap();
         let policy = Policy {
-            owner: 7,
+            owner: Owner::Session(7),
             budget: Budget::default(),
             source: "gallery".into(),
             mode: Mode::Buffer,
@@ -681,7 +681,9 @@ mod tests {
         let mut around = serde_json::Map::new();
         loop {
             let args = request.as_object().cloned();
-            let page = governor.read(args, 7, Budget::default()).unwrap();
+            let page = governor
+                .read(args, &Owner::Session(7), Budget::default())
+                .unwrap();
             let text = |i: usize| page.content[i].as_text().unwrap().text.clone();
             let meta = page.meta.as_ref().unwrap().0["sluice/page"].clone();
             if meta["form"] == "items" {
@@ -712,7 +714,7 @@ mod tests {
         let other = governor
             .read(
                 json!({"handle": stored["handle"]}).as_object().cloned(),
-                8,
+                &Owner::Session(8),
                 Budget::default(),
             )
             .unwrap();

@@ -7,6 +7,8 @@
 //! - [`cli`]: the command line, parsed then validated into a [`cli::Command`].
 //! - [`serve`]: serving clients over stdio or Streamable HTTP; [`client_lines`]:
 //!   the stdio framing, with JSON-RPC errors for malformed lines.
+//! - [`http_guard`], [`http_sessions`]: the HTTP listener's limits (`[http]`):
+//!   body size, sessions, and forgetting sessions that ended.
 //! - [`session`]: one client session, the MCP server face of sluice.
 //! - [`gateway`]: routing client requests to upstreams and merging lists.
 //! - [`govern`]: measuring every result against the client's budget; storing
@@ -46,6 +48,8 @@ pub mod client_lines;
 pub mod demo;
 pub mod gateway;
 pub mod govern;
+pub mod http_guard;
+pub mod http_sessions;
 pub mod hub;
 pub mod input;
 pub mod jq_pool;

@@ -80,9 +80,16 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Http(config, addr, access) => {
             let gateway = Gateway::new(&config);
             let shutdown = shutdown_on_signal();
-            let result = sluice::serve::http(gateway.clone(), addr, access, shutdown, |bound| {
-                eprintln!("sluice: serving MCP at http://{bound}/mcp");
-            })
+            let result = sluice::serve::http(
+                gateway.clone(),
+                addr,
+                access,
+                config.http,
+                shutdown,
+                |bound| {
+                    eprintln!("sluice: serving MCP at http://{bound}/mcp");
+                },
+            )
             .await;
             gateway.shutdown().await;
             result.map(|()| ExitCode::SUCCESS)

@@ -208,6 +208,9 @@ pub struct Operation {
     /// `op_` and 128 random bits.
     pub id: String,
     owner: Owner,
+    /// Whose share of `[operations] max_running` it takes: the owner's key,
+    /// or for anonymous clients the address they came from.
+    quota: String,
     /// The tool, as the client named it.
     pub tool: String,
     started_at: SystemTime,
@@ -370,24 +373,31 @@ impl Operations {
         &self.settings
     }
 
-    /// Refuses a call when `owner`, or sluice, has as many operations
-    /// running as allowed: a message for the model.
-    pub fn admit(&self, owner: Owner) -> Result<(), String> {
+    /// Refuses a call when its `quota` (an owner's key, or an anonymous
+    /// client's address), or sluice, has as many operations running as
+    /// allowed: a message for the model.
+    pub fn admit(&self, owner: &Owner, quota: &str) -> Result<(), String> {
         let ops = self.live();
         let running: Vec<&Arc<Operation>> = ops
             .values()
             .filter(|o| o.status() == Status::Running)
             .collect();
-        let mine = running.iter().filter(|o| o.owner == owner).count();
+        let mine = running.iter().filter(|o| o.quota == quota).count();
         if mine >= self.settings.max_running {
+            // Only the caller's own ids, and none of an anonymous caller:
+            // others at its address share its quota, not its operations.
+            let named: Vec<&str> = running
+                .iter()
+                .filter(|o| owner.may_list() && o.owner == *owner)
+                .map(|o| o.id.as_str())
+                .collect();
+            let named = if named.is_empty() {
+                String::new()
+            } else {
+                format!(" Running: {}", named.join(", "))
+            };
             return Err(format!(
-                "{mine} operations of this session are running, the most allowed (`[operations] max_running`): wait for one (sluice_result {{\"operation\":\"…\",\"wait_s\":60}}) or stop one (sluice_cancel), then call again. Running: {}",
-                running
-                    .iter()
-                    .filter(|o| o.owner == owner)
-                    .map(|o| o.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "{mine} operations of this client are running, the most allowed (`[operations] max_running`): wait for one (sluice_result {{\"operation\":\"…\",\"wait_s\":60}}) or stop one (sluice_cancel), then call again.{named}"
             ));
         }
         if running.len() >= self.settings.max_running_total {
@@ -405,6 +415,7 @@ impl Operations {
     pub fn start(
         &self,
         owner: Owner,
+        quota: String,
         tool: &str,
         partial: Arc<Partial>,
         cancel: CancellationToken,
@@ -415,6 +426,7 @@ impl Operations {
         let op = Arc::new(Operation {
             id: id.clone(),
             owner,
+            quota,
             tool: tool.to_owned(),
             started_at: SystemTime::now() - started.elapsed(),
             started,
@@ -440,9 +452,9 @@ impl Operations {
         ops
     }
 
-    fn get(&self, owner: Owner, id: &str) -> Result<Arc<Operation>, String> {
+    fn get(&self, owner: &Owner, id: &str) -> Result<Arc<Operation>, String> {
         // The lock is released before the hint takes it again.
-        let found = self.live().get(id).filter(|o| o.owner == owner).cloned();
+        let found = self.live().get(id).filter(|o| o.owner == *owner).cloned();
         found.ok_or_else(|| {
                 format!(
                     "unknown operation `{id}`: it was never started in this session, or it ended more than {} h ago. {}",
@@ -452,12 +464,16 @@ impl Operations {
             })
     }
 
-    /// `owner`'s operations, newest first.
-    pub fn list(&self, owner: Owner) -> Vec<Arc<Operation>> {
+    /// `owner`'s operations, newest first; none for an anonymous owner,
+    /// whose operation ids are capabilities.
+    pub fn list(&self, owner: &Owner) -> Vec<Arc<Operation>> {
+        if !owner.may_list() {
+            return Vec::new();
+        }
         let mut mine: Vec<Arc<Operation>> = self
             .live()
             .values()
-            .filter(|o| o.owner == owner)
+            .filter(|o| o.owner == *owner)
             .cloned()
             .collect();
         mine.sort_by_key(|o| std::cmp::Reverse(o.started));
@@ -465,7 +481,10 @@ impl Operations {
     }
 
     /// "Operations of this session: …" for `sluice_info {}` and errors.
-    pub fn list_hint(&self, owner: Owner) -> String {
+    pub fn list_hint(&self, owner: &Owner) -> String {
+        if !owner.may_list() {
+            return String::new();
+        }
         let mine = self.list(owner);
         if mine.is_empty() {
             return "This session has no operations.".into();
@@ -491,7 +510,7 @@ impl Operations {
     }
 
     /// `sluice_result {operation, wait_s?}`.
-    pub async fn result(&self, arguments: Option<JsonObject>, owner: Owner) -> CallToolResult {
+    pub async fn result(&self, arguments: Option<JsonObject>, owner: &Owner) -> CallToolResult {
         let args = arguments.unwrap_or_default();
         let op = match operation_arg(&args, "sluice_result").and_then(|id| self.get(owner, id)) {
             Ok(op) => op,
@@ -516,7 +535,7 @@ impl Operations {
     }
 
     /// `sluice_cancel {operation}`.
-    pub fn cancel(&self, arguments: Option<JsonObject>, owner: Owner) -> CallToolResult {
+    pub fn cancel(&self, arguments: Option<JsonObject>, owner: &Owner) -> CallToolResult {
         let args = arguments.unwrap_or_default();
         let op = match operation_arg(&args, "sluice_cancel").and_then(|id| self.get(owner, id)) {
             Ok(op) => op,
@@ -540,7 +559,7 @@ impl Operations {
     pub fn get_task(
         &self,
         task_id: &str,
-        owner: Owner,
+        owner: &Owner,
         finish: impl FnOnce(CallToolResult) -> CallToolResult,
     ) -> Result<GetTaskResult, ErrorData> {
         let op = self.get(owner, task_id).map_err(task_error)?;
@@ -553,7 +572,7 @@ impl Operations {
 
     /// `tasks/cancel` (SEP-2663): cancels the operation `task_id`, as
     /// `sluice_cancel` does.
-    pub fn cancel_task(&self, task_id: &str, owner: Owner) -> Result<(), ErrorData> {
+    pub fn cancel_task(&self, task_id: &str, owner: &Owner) -> Result<(), ErrorData> {
         let op = self.get(owner, task_id).map_err(task_error)?;
         stop(&op).map_err(|status| {
             ErrorData::invalid_params(

@@ -5,15 +5,21 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use axum::serve::ListenerExt as _;
 use rmcp::ServiceExt;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use sluice_core::http::HttpLimits;
 use tokio_util::sync::CancellationToken;
 
 use crate::client_lines::ClientLines;
 use crate::gateway::Gateway;
+use crate::http_guard::{self, Guard};
+use crate::http_sessions::SessionTable;
 use crate::session::Session;
+
+/// The address an HTTP request came from, in its extensions: anonymous
+/// clients' limits are counted per address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);
 
 /// Which Host and Origin headers the HTTP endpoint accepts.
 #[derive(Debug, Clone, Default)]
@@ -52,6 +58,7 @@ pub async fn http(
     gateway: Arc<Gateway>,
     addr: SocketAddr,
     access: HttpAccess,
+    limits: HttpLimits,
     shutdown: CancellationToken,
     ready: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
@@ -77,30 +84,87 @@ pub async fn http(
             .with_allowed_hosts(hosts)
             .with_allowed_origins(origins);
     }
+    let sessions = Arc::new(SessionTable::new(limits.session_idle));
     let service = StreamableHttpService::new(
         move || Ok(Session::new(gateway.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         config,
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let guard = Arc::new(Guard { limits, sessions });
+    let router = axum::Router::new().nest_service("/mcp", service).layer(
+        axum::middleware::from_fn_with_state(guard, http_guard::guard),
+    );
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr()?;
-    // Without TCP_NODELAY a keep-alive client's next request waits on
-    // Nagle's algorithm and delayed ACKs: ~40 ms per request.
-    let listener = listener.tap_io(|tcp| {
+    raise_open_files_limit();
+    tracing::info!("serving MCP at http://{bound}/mcp");
+    ready(bound);
+    let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors, most likely: the connections
+                // that hold them end within the header timeout.
+                tracing::warn!("cannot accept a connection: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // Without TCP_NODELAY a keep-alive client's next request waits on
+        // Nagle's algorithm and delayed ACKs: ~40 ms per request.
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!("cannot set TCP_NODELAY on a connection: {e}");
         }
-    });
-    tracing::info!("serving MCP at http://{bound}/mcp");
-    ready(bound);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-        .context("HTTP server failed")?;
+        let service = tower::ServiceExt::map_request(
+            router.clone(),
+            move |mut request: http::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(PeerAddr(peer));
+                request
+            },
+        );
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        // The header timeout also closes a keep-alive connection that stays
+        // idle that long: half-open and idle connections cannot pile up.
+        builder
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(limits.header_timeout);
+        let connection = builder.serve_connection(
+            hyper_util::rt::TokioIo::new(tcp),
+            hyper_util::service::TowerToHyperService::new(service),
+        );
+        let connection = connections.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(%peer, "HTTP connection ended: {e}");
+            }
+        });
+    }
+    // Streams still open (a GET's event stream) end with the sessions,
+    // which `shutdown` closes; do not wait on a client for long.
+    tokio::select! {
+        () = connections.shutdown() => {}
+        () = tokio::time::sleep(std::time::Duration::from_secs(5)) => {
+            tracing::debug!("HTTP connections still open at shutdown were dropped");
+        }
+    }
     Ok(())
+}
+
+/// Lets the listener hold as many connections as the system allows: the
+/// default soft limit of open files (often 1,024) is reached long before
+/// the hard one.
+fn raise_open_files_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(n) => tracing::debug!("open files limit: {n}"),
+        Err(e) => tracing::debug!("cannot raise the open files limit: {e}"),
+    }
 }
 
 /// The host part of an allowed `host` or `host:port`, as it appears in an

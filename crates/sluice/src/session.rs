@@ -18,8 +18,16 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 
+use sluice_core::store::Owner;
+
 use crate::gateway::{Caller, Gateway};
 use crate::hub::{Event, FirstClient, SessionEntry, SessionId};
+use crate::serve::PeerAddr;
+
+/// Who an authenticated HTTP request comes from (`[auth]`): put in the
+/// request's extensions by the listener, read here to own what it stores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal(pub Arc<str>);
 
 /// The handler of one client session.
 pub struct Session {
@@ -71,16 +79,27 @@ impl Session {
         let legacy = ctx
             .protocol_version()
             .is_none_or(|v| v.as_str() < ProtocolVersion::V_2026_07_28.as_str());
-        // Stored results belong to the session; a stateless HTTP request has
-        // none, so its results are reachable by their unguessable handle.
-        let owner = if session.is_some() || self.connection {
-            self.id
+        let http = ctx.extensions.get::<http::request::Parts>();
+        let principal = http.and_then(|parts| parts.extensions.get::<Principal>());
+        // With `[auth]` everything belongs to the principal, whichever session
+        // it comes with. Without, stored results belong to the session; a
+        // stateless HTTP request has none, so its results are reachable by
+        // their unguessable handle alone.
+        let owner = if let Some(principal) = principal {
+            Owner::Principal(principal.0.clone())
+        } else if session.is_some() || self.connection {
+            Owner::Session(self.id)
         } else {
-            sluice_core::store::ANONYMOUS
+            Owner::Anonymous
+        };
+        let quota = match (&owner, http.and_then(|p| p.extensions.get::<PeerAddr>())) {
+            (Owner::Anonymous, Some(PeerAddr(addr))) => format!("address:{}", addr.ip()),
+            (owner, _) => owner.key(),
         };
         Caller {
             legacy,
             owner,
+            quota,
             client: ctx.client_info().map(|info| info.name),
             session,
             peer: Some(ctx.peer.clone()),

@@ -269,7 +269,9 @@ async fn a_client_that_leaves_does_not_cancel_its_operations_and_limits_hold() {
     let refused =
         error_text(&call(&first, "sleep", json!({"seconds": 1, "_timeout_s": 0.3})).await);
     assert!(
-        refused.contains("1 operations of this session are running, the most allowed (`[operations] max_running`)"),
+        refused.contains(
+            "1 operations of this client are running, the most allowed (`[operations] max_running`)"
+        ),
         "{refused}"
     );
     first.cancel().await.unwrap();

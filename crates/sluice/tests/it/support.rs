@@ -701,3 +701,44 @@ pub fn stdio_target(command: &[String]) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// A 2026-07-28 (stateless, `server/discover`) MCP client over HTTP, its
+/// connections made from `from` (any 127.0.0.0/8 address reaches a
+/// loopback listener: tests use them as different client machines).
+pub async fn stateless_http_client(url: &str, from: std::net::IpAddr) -> Client {
+    use rmcp::service::ClientServiceExt as _;
+    sluice::install_tls_provider();
+    let http = reqwest::Client::builder()
+        .local_address(from)
+        .build()
+        .expect("an HTTP client");
+    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+        http,
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            url.to_owned(),
+        ),
+    );
+    Recorder::default()
+        .serve_with_lifecycle(
+            transport,
+            rmcp::service::ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("MCP discovery over HTTP")
+}
+
+/// The median of five `echo` round trips: a session's latency, to compare
+/// with itself while something else loads sluice (a ratio, never a time).
+pub async fn echo_latency(client: &Client) -> Duration {
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        let result = call(client, "echo", serde_json::json!({"text": "ping"})).await;
+        assert_eq!(first_text(&result), "ping");
+        times.push(started.elapsed());
+    }
+    times.sort();
+    times[2]
+}

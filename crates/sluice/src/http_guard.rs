@@ -1,0 +1,123 @@
+//! What every request to `/mcp` passes before rmcp sees it: its body read
+//! whole under `[http] max_body_mb` and a time limit, and a new session
+//! refused while `[http] max_sessions` are open.
+//!
+//! rmcp reads a POST body whole anyway; reading it here first bounds what a
+//! client can make sluice hold, and lets the refusals be the statuses and
+//! JSON-RPC errors the issue fixes (413, 503) instead of rmcp's generic ones.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use http_body_util::{BodyExt as _, Limited};
+use serde::Deserialize;
+use sluice_core::format::group;
+use sluice_core::http::HttpLimits;
+
+use crate::http_sessions::SessionTable;
+
+/// The state of [`guard`].
+pub struct Guard {
+    /// The limits.
+    pub limits: HttpLimits,
+    /// The open sessions.
+    pub sessions: Arc<SessionTable>,
+}
+
+/// The JSON-RPC error code of a refusal that is the server's state, not the
+/// request's fault.
+const SERVER_BUSY: i64 = -32000;
+
+/// The middleware: see the module's documentation.
+pub async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    if request.method() != http::Method::POST {
+        return next.run(request).await;
+    }
+    let max = guard.limits.max_body_bytes;
+    let declared = request
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return too_large(max);
+    }
+    let (parts, body) = request.into_parts();
+    let limited = Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX));
+    let bytes = match tokio::time::timeout(guard.limits.body_timeout(), limited.collect()).await {
+        Err(_) => {
+            return plain(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body did not arrive within {} s",
+                    guard.limits.body_timeout().as_secs()
+                ),
+            );
+        }
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(max),
+        Ok(Err(e)) => {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                format!("the request body could not be read: {e}"),
+            );
+        }
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+    if !parts.headers.contains_key("mcp-session-id")
+        && guard.sessions.open() >= guard.limits.max_sessions
+        && let Some(id) = initialize_id(&bytes)
+    {
+        let message = format!(
+            "sluice has {} open sessions, the most allowed (`[http] max_sessions`): close sessions you no longer use (HTTP DELETE with their Mcp-Session-Id), let idle ones expire (`[http] session_idle_s`), or use the 2026-07-28 protocol, which needs no session",
+            group(guard.sessions.open() as u64)
+        );
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {"code": SERVER_BUSY, "message": message},
+        });
+        tracing::warn!(
+            open = guard.sessions.open(),
+            "refused a new session: [http] max_sessions reached"
+        );
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(http::header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// The id of an `initialize` request, if `body` is one.
+fn initialize_id(body: &[u8]) -> Option<serde_json::Value> {
+    #[derive(Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+        id: Option<serde_json::Value>,
+    }
+    let envelope: Envelope<'_> = serde_json::from_slice(body).ok()?;
+    (envelope.method.as_deref() == Some("initialize"))
+        .then(|| envelope.id.unwrap_or(serde_json::Value::Null))
+}
+
+fn too_large(max: u64) -> Response {
+    plain(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "the request body is over {} MiB (`[http] max_body_mb`)",
+            max >> 20
+        ),
+    )
+}
+
+fn plain(status: StatusCode, message: String) -> Response {
+    (status, message).into_response()
+}

@@ -1,0 +1,185 @@
+//! `[http]`: what one client can make the listener hold is bounded — a
+//! body over `max_body_mb` gets 413, a session over `max_sessions` 503,
+//! sessions idle for `session_idle_s` are forgotten, and a request whose
+//! headers trickle in is closed after `header_timeout_s` — while other
+//! clients are served as before.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::*;
+
+/// sluice in front of the sample server with `[http]` set to `limits`.
+async fn sluice_with(dir: &TempDir, limits: &str) -> HttpSluice {
+    let config = dir.file(
+        "sluice.toml",
+        &(toml_upstream("sample", &sample()) + "[http]\n" + limits),
+    );
+    HttpSluice::start(&["--config", &config.display().to_string()], &[]).await
+}
+
+fn address(url: &str) -> String {
+    url.trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned()
+}
+
+/// Sends `head` then `body` on a new connection; returns the response's
+/// status line and the rest of what arrived before the server closed or
+/// 10 s passed.
+async fn exchange(addr: &str, head: &str, body: &[u8]) -> (String, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // The server may answer (and close) before the whole body is sent.
+    let _ = stream.write_all(body).await;
+    let mut response = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    response.extend_from_slice(&buf[..n]);
+                    if response.windows(4).any(|w| w == b"\r\n\r\n")
+                        && String::from_utf8_lossy(&response).contains("\"jsonrpc\"")
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let (status, rest) = text.split_once("\r\n").unwrap_or((&text, ""));
+    (status.to_owned(), rest.to_owned())
+}
+
+fn post_head(addr: &str, length: usize, extra: &str) -> String {
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{extra}Content-Length: {length}\r\nConnection: close\r\n\r\n"
+    )
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+
+#[tokio::test]
+async fn a_body_over_max_body_mb_gets_413_and_others_pass() {
+    let dir = TempDir::new("http-body");
+    let sluice = sluice_with(&dir, "max_body_mb = 1\n").await;
+    let addr = address(&sluice.url);
+
+    // Declared too large: refused from its headers.
+    let (status, _) = exchange(&addr, &post_head(&addr, 2 << 20, ""), b"").await;
+    assert!(status.contains(" 413 "), "{status}");
+
+    // Chunked, with no length declared: refused once 1 MiB has arrived.
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    );
+    let chunk = vec![b' '; 64 << 10];
+    let mut body = Vec::new();
+    for _ in 0..40 {
+        body.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        body.extend_from_slice(&chunk);
+        body.extend_from_slice(b"\r\n");
+    }
+    let (status, rest) = exchange(&addr, &head, &body).await;
+    assert!(status.contains(" 413 "), "{status}");
+    assert!(rest.contains("max_body_mb"), "{rest}");
+
+    // Under the limit, a request is served as before.
+    let (status, rest) = exchange(
+        &addr,
+        &post_head(&addr, INITIALIZE.len(), ""),
+        INITIALIZE.as_bytes(),
+    )
+    .await;
+    assert!(status.contains(" 200 "), "{status} {rest}");
+}
+
+#[tokio::test]
+async fn sessions_over_max_sessions_get_503_until_idle_ones_are_forgotten() {
+    let dir = TempDir::new("http-sessions");
+    let sluice = sluice_with(&dir, "max_sessions = 3\nsession_idle_s = 2\n").await;
+    let addr = address(&sluice.url);
+    let head = post_head(&addr, INITIALIZE.len(), "");
+    let initialize = || exchange(&addr, &head, INITIALIZE.as_bytes());
+    for n in 0..3 {
+        let (status, _) = initialize().await;
+        assert!(status.contains(" 200 "), "session {n}: {status}");
+    }
+    let (status, rest) = initialize().await;
+    assert!(status.contains(" 503 "), "{status}");
+    let body = &rest[rest.find('{').expect("a JSON body")..];
+    let error: serde_json::Value = serde_json::from_str(body.trim()).expect(body);
+    assert_eq!(error["id"], 7);
+    assert_eq!(error["error"]["code"], -32000);
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("`[http] max_sessions`"), "{message}");
+
+    // A stateless client needs no session: it is served meanwhile.
+    let stateless = stateless_http_client(&sluice.url, "127.0.0.1".parse().unwrap()).await;
+    let echo = call(&stateless, "echo", json!({"text": "still here"})).await;
+    assert_eq!(first_text(&echo), "still here");
+
+    // Idle sessions end and are forgotten: room for new ones again.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for n in 0..3 {
+        let (status, _) = initialize().await;
+        assert!(
+            status.contains(" 200 "),
+            "session {n} after the idle ones ended: {status}"
+        );
+    }
+    stateless.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn half_open_requests_are_closed_after_header_timeout_s_and_others_stay_fast() {
+    let _ = rlimit::increase_nofile_limit(u64::MAX);
+    let dir = TempDir::new("http-slowloris");
+    let sluice = sluice_with(&dir, "header_timeout_s = 1\n").await;
+    let addr = address(&sluice.url);
+    let client = stateless_http_client(&sluice.url, "127.0.0.1".parse().unwrap()).await;
+    let idle = echo_latency(&client).await;
+
+    // Slowloris: many connections that never finish their headers.
+    let mut slow = Vec::new();
+    for _ in 0..400 {
+        let mut stream = TcpStream::connect(&addr).await.unwrap();
+        stream
+            .write_all(format!("POST /mcp HTTP/1.1\r\nHost: {addr}\r\nX-Slow: ").as_bytes())
+            .await
+            .unwrap();
+        slow.push(stream);
+    }
+    let loaded = echo_latency(&client).await;
+    assert!(
+        loaded < idle * 20 + Duration::from_millis(50),
+        "echo took {loaded:?} with 400 half-open requests, {idle:?} idle"
+    );
+    // Each is closed by sluice (EOF or reset), not held for ever.
+    let closed = tokio::time::timeout(Duration::from_secs(15), async {
+        for stream in &mut slow {
+            let mut buf = [0u8; 256];
+            loop {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {} // a 408 before closing is fine
+                }
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "half-open requests were still open after 15 s"
+    );
+    let after = call(&client, "echo", json!({"text": "after"})).await;
+    assert_eq!(first_text(&after), "after");
+    client.cancel().await.unwrap();
+}
