@@ -250,13 +250,17 @@ struct Model {
     cache: Option<(bool, u64, f64, f64, f64)>,
 }
 
+/// A stdio upstream's command and args, or an HTTP upstream's URL and headers.
+type TransportModel = Result<(String, Vec<String>), (String, BTreeMap<String, String>)>;
+
+/// A tool's max_tokens, timeout_s, mode and cache ttl_s.
+type ToolModel = (Option<u32>, Option<f64>, Option<&'static str>, Option<f64>);
+
 #[derive(Debug, Clone)]
 struct UpstreamModel {
-    /// `Ok((command, args))` or `Err((url, headers))`.
-    transport: Result<(String, Vec<String>), (String, BTreeMap<String, String>)>,
+    transport: TransportModel,
     protocol: Option<&'static str>,
-    /// max_tokens, timeout_s, mode, cache ttl_s
-    tools: BTreeMap<String, (Option<u32>, Option<f64>, Option<&'static str>, Option<f64>)>,
+    tools: BTreeMap<String, ToolModel>,
 }
 
 /// A TOML string literal (basic string, escaped by serde_json's rules,

@@ -99,7 +99,7 @@ impl Writer<'_> {
     }
 
     fn space(&mut self) {
-        while self.next() % 3 == 0 {
+        while self.next().is_multiple_of(3) {
             let c = [' ', '\n', '\r', '\t'][(self.next() % 4) as usize];
             self.out.push(c);
         }
@@ -143,7 +143,7 @@ impl Writer<'_> {
     fn string(&mut self, s: &str) {
         self.out.push('"');
         for c in s.chars() {
-            let escape = self.next() % 4 == 0;
+            let escape = self.next().is_multiple_of(4);
             match c {
                 '"' => self.out.push_str("\\\""),
                 '\\' => self.out.push_str("\\\\"),

@@ -269,8 +269,8 @@ proptest! {
     }
 }
 
-/// Found by this target: `scan::unquote` (scan.rs, `&literal[1..literal.len()
-/// - 1]`) assumes a closed literal; a text that ends inside a string on a
+/// Found by this target: `scan::unquote` (scan.rs, slicing
+/// `literal[1..literal.len() - 1]`) assumes a closed literal; a text that ends inside a string on a
 /// multi-byte character (`"¡`, `{"é`) panics in `string_text`, `resolve`
 /// and `visit_strings` callers. Stored documents are validated first, so
 /// sluice does not reach it, but the scanner promises no panic on any text.
