@@ -236,6 +236,27 @@ fn every_seed_line_is_answered_or_delivered_and_the_stream_goes_on() {
         check(&[line.to_vec()], &[false]).unwrap_or_else(|e| panic!("seed {name}: {e}"));
         check(&[line.to_vec()], &[true]).unwrap_or_else(|e| panic!("seed {name} (CRLF): {e}"));
     }
+    // The corpus holds every outcome: delivered, not JSON, not a message
+    // (with its id named back).
+    let outcomes: Vec<Option<Outcome>> = seeds
+        .iter()
+        .map(|(_, s)| expected(s.strip_suffix(b"\n").unwrap_or(s)))
+        .collect();
+    assert!(
+        outcomes
+            .iter()
+            .any(|o| matches!(o, Some(Outcome::Delivered(_))))
+    );
+    assert!(
+        outcomes
+            .iter()
+            .any(|o| matches!(o, Some(Outcome::Error(-32700, _))))
+    );
+    assert!(
+        outcomes
+            .iter()
+            .any(|o| matches!(o, Some(Outcome::Error(-32600, id)) if !id.is_null()))
+    );
     // All of them in one stream.
     let lines: Vec<Vec<u8>> = seeds
         .iter()
