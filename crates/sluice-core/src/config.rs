@@ -367,6 +367,13 @@ struct RawBudgetFields {
     token_factor: Option<f32>,
 }
 
+/// The longest wait a configuration sets (`[operations]` timeouts, a
+/// tool's `timeout_s`): a day.
+const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// The longest `[store] ttl_s`: a year.
+const MAX_STORE_TTL_S: u64 = 365 * 86_400;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawOperations {
@@ -381,7 +388,7 @@ impl RawOperations {
     fn check(self) -> Result<OperationSettings, String> {
         let mut o = OperationSettings::default();
         let seconds = |key: &str, v: f64| {
-            if v > 0.0 && v <= 86_400.0 {
+            if v > 0.0 && v <= MAX_TIMEOUT_S {
                 Ok(std::time::Duration::from_secs_f64(v))
             } else {
                 Err(format!(
@@ -482,6 +489,12 @@ impl RawQuery {
             q.workers = w;
         }
         if let Some(c) = self.cache_mb {
+            // Bounded before the shift, which would drop high bits silently.
+            if c > 1 << 20 {
+                return Err(format!(
+                    "[query]: `cache_mb = {c}` is out of range: from 0 to 1048576"
+                ));
+            }
             q.cache_bytes = c << 20;
         }
         Ok(q)
@@ -692,13 +705,15 @@ impl Config {
                         ),
                     ));
                 }
+                // Bounded like `[operations]`: a wait past what a Duration
+                // holds (`1e20`) would panic when a call uses it.
                 if let Some(t) = settings.timeout_s
-                    && !(t > 0.0 && t.is_finite())
+                    && !(t > 0.0 && t <= MAX_TIMEOUT_S)
                 {
                     return Err(at(
                         span.clone(),
                         format!(
-                            "upstream `{name}`, tool `{tool}`: `timeout_s = {t}` must be more than 0 (seconds)"
+                            "upstream `{name}`, tool `{tool}`: `timeout_s = {t}` must be more than 0 and at most {MAX_TIMEOUT_S} (seconds)"
                         ),
                     ));
                 }
@@ -752,10 +767,14 @@ impl Config {
                 store.max_bytes = b;
             }
             if let Some(t) = raw.ttl_s {
-                if t == 0 {
+                // At most a year: an expiry past what the clock holds would
+                // panic when the first result is stored.
+                if !(1..=MAX_STORE_TTL_S).contains(&t) {
                     return Err(at(
                         span,
-                        "[store]: `ttl_s` must be at least 1 (seconds)".into(),
+                        format!(
+                            "[store]: `ttl_s = {t}` is out of range: from 1 to {MAX_STORE_TTL_S} (seconds, a year)"
+                        ),
                     ));
                 }
                 store.ttl = std::time::Duration::from_secs(t);
@@ -1295,6 +1314,39 @@ cache_mb = 0
                 .unwrap_err()
                 .contains("tool `t`: `max_chars = 5`")
         );
+    }
+
+    #[test]
+    fn values_past_what_the_clock_holds_are_refused() {
+        // Each was accepted, then panicked (or wrapped) when used.
+        let up = "[upstreams.a]\ncommand = \"x\"\n";
+        for (text, expected) in [
+            (
+                "[upstreams.a.tools.t]\ntimeout_s = 1e20\n",
+                "sluice.toml:3:1: upstream `a`, tool `t`: `timeout_s = 100000000000000000000` must be more than 0 and at most 86400",
+            ),
+            (
+                "[upstreams.a.tools.t]\ntimeout_s = nan\n",
+                "`timeout_s = NaN` must be more than 0",
+            ),
+            (
+                "[store]\nttl_s = 18446744073709551615\n",
+                "sluice.toml:3:1: [store]: `ttl_s = 18446744073709551615` is out of range: from 1 to 31536000",
+            ),
+            (
+                "[query]\ncache_mb = 17592186044416\n",
+                "[query]: `cache_mb = 17592186044416` is out of range: from 0 to 1048576",
+            ),
+        ] {
+            let err = parse(&format!("{up}{text}")).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+        let longest = parse(&format!(
+            "{up}[upstreams.a.tools.t]\ntimeout_s = 86400\n[store]\nttl_s = 31536000\n[query]\ncache_mb = 1048576\n"
+        ))
+        .unwrap();
+        assert_eq!(longest.store.ttl.as_secs(), 31_536_000);
+        assert_eq!(longest.query.cache_bytes, 1 << 40);
     }
 
     #[test]

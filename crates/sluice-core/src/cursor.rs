@@ -123,8 +123,7 @@ impl CursorKey {
     /// A search cursor as an opaque string.
     pub fn seal_search(&self, cursor: &SearchCursor) -> String {
         let mut body = Vec::with_capacity(96);
-        body.push(cursor.handle.len() as u8);
-        body.extend_from_slice(cursor.handle.as_bytes());
+        push_handle(&mut body, &cursor.handle);
         body.extend_from_slice(&(cursor.query.pattern.len() as u32).to_le_bytes());
         body.extend_from_slice(cursor.query.pattern.as_bytes());
         body.push(u8::from(cursor.query.regex) | u8::from(cursor.query.case_sensitive) << 1);
@@ -149,8 +148,7 @@ impl CursorKey {
         let body = self.open_body(SEARCH_PREFIX, sealed)?;
         let mut r = Reader(&body);
         let read = |r: &mut Reader<'_>| -> Option<SearchCursor> {
-            let len = r.u8()? as usize;
-            let handle = r.string(len)?;
+            let handle = r.handle()?;
             let len = r.u32()? as usize;
             let pattern = r.string(len)?;
             let flags = r.u8()?;
@@ -184,8 +182,7 @@ impl CursorKey {
     /// `cursor` as an opaque string.
     pub fn seal(&self, cursor: &Cursor) -> String {
         let mut body = Vec::with_capacity(96);
-        body.push(cursor.handle.len() as u8);
-        body.extend_from_slice(cursor.handle.as_bytes());
+        push_handle(&mut body, &cursor.handle);
         match &cursor.path {
             None => body.push(0),
             Some(path) => {
@@ -218,6 +215,21 @@ impl CursorKey {
     }
 }
 
+/// Handles of fewer than 255 bytes (sluice's own are 24) are written after
+/// their length in one byte; longer ones after `255` and their length in four.
+const LONG_HANDLE: u8 = u8::MAX;
+
+fn push_handle(body: &mut Vec<u8>, handle: &str) {
+    match u8::try_from(handle.len()) {
+        Ok(len) if len < LONG_HANDLE => body.push(len),
+        _ => {
+            body.push(LONG_HANDLE);
+            body.extend_from_slice(&(handle.len() as u32).to_le_bytes());
+        }
+    }
+    body.extend_from_slice(handle.as_bytes());
+}
+
 struct Reader<'a>(&'a [u8]);
 
 impl Reader<'_> {
@@ -244,9 +256,15 @@ impl Reader<'_> {
         self.take(n)
             .and_then(|b| String::from_utf8(b.to_vec()).ok())
     }
+    fn handle(&mut self) -> Option<String> {
+        let len = match self.u8()? {
+            LONG_HANDLE => self.u32()? as usize,
+            len => len as usize,
+        };
+        self.string(len)
+    }
     fn cursor(mut self) -> Option<Cursor> {
-        let len = self.u8()? as usize;
-        let handle = self.string(len)?;
+        let handle = self.handle()?;
         let path = match self.u8()? {
             0 => None,
             _ => {
@@ -338,6 +356,20 @@ mod tests {
         assert_eq!(key.open_search(&former), Err(CursorError::Malformed));
         let page = key.seal(&super::tests::cursor());
         assert_eq!(key.open_search(&page), Err(CursorError::Malformed));
+    }
+
+    #[test]
+    fn handles_of_any_length_round_trip() {
+        // A length that does not fit the short form (256 bytes was written
+        // as 0) used to make the cursor unreadable.
+        let key = CursorKey::random();
+        for len in [0, 24, 254, 255, 256, 300, 70_000] {
+            let long = Cursor {
+                handle: "h".repeat(len),
+                ..cursor()
+            };
+            assert_eq!(key.open(&key.seal(&long)), Ok(long), "{len}");
+        }
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub struct ClientLines<R, W> {
     /// The line being read; kept here so that a read cancelled by the
     /// service loop's `select!` resumes where it stopped.
     line: Vec<u8>,
+    /// Whether the rest of a line over [`MAX_LINE`] (already answered) is
+    /// being skipped.
+    skipping: bool,
     writer: Arc<Mutex<W>>,
     /// Run once when the client's input ends.
     on_end: Option<Box<dyn FnOnce() + Send>>,
@@ -34,6 +37,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
         Self {
             reader: BufReader::with_capacity(64 << 10, reader),
             line: Vec::new(),
+            skipping: false,
             writer: Arc::new(Mutex::new(writer)),
             on_end: None,
         }
@@ -93,6 +97,28 @@ fn answer_to(line: &[u8], error: &serde_json::Error) -> TxJsonRpcMessage<RoleSer
     }
 }
 
+/// Reads past the next line break, keeping nothing: `Ok(true)` when one
+/// was found, `Ok(false)` at the end of the input. Cancel-safe: what was
+/// skipped stays skipped.
+async fn skip_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> std::io::Result<bool> {
+    loop {
+        let buffer = reader.fill_buf().await?;
+        if buffer.is_empty() {
+            return Ok(false);
+        }
+        match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => {
+                reader.consume(at + 1);
+                return Ok(true);
+            }
+            None => {
+                let n = buffer.len();
+                reader.consume(n);
+            }
+        }
+    }
+}
+
 impl<R, W> Transport<RoleServer> for ClientLines<R, W>
 where
     R: AsyncRead + Unpin + Send,
@@ -110,6 +136,16 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
+            if self.skipping {
+                match skip_line(&mut self.reader).await {
+                    Ok(true) => self.skipping = false,
+                    Ok(false) => return self.ended(),
+                    Err(e) => {
+                        tracing::warn!("reading from the client failed: {e}");
+                        return self.ended();
+                    }
+                }
+            }
             let read = (&mut self.reader)
                 .take((MAX_LINE + 1 - self.line.len().min(MAX_LINE)) as u64)
                 .read_until(b'\n', &mut self.line)
@@ -131,11 +167,14 @@ where
                     ),
                     None,
                 );
-                // Skip the rest of the line.
-                let mut rest = Vec::new();
-                let _ = self.reader.read_until(b'\n', &mut rest).await;
-                self.line.clear();
-                let _ = write_line(&self.writer, &error).await;
+                // Answered now, not when the line ends (it may never); the
+                // rest is skipped as it comes, without being kept.
+                // (Unless its line break was the byte past the limit.)
+                self.skipping = !self.line.ends_with(b"\n");
+                self.line = Vec::new();
+                if write_line(&self.writer, &error).await.is_err() {
+                    return self.ended();
+                }
                 continue;
             }
             let eof = !self.line.ends_with(b"\n");

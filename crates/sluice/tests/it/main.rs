@@ -11,6 +11,7 @@ mod config_errors;
 mod conformance;
 mod eras;
 mod faults;
+mod framing_fuzz;
 mod govern;
 mod http;
 mod http_limits;
