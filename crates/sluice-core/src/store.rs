@@ -4,7 +4,10 @@
 //! (the client session that received it): another owner gets "unknown
 //! handle", never the data. Entries expire after a time-to-live counted from
 //! their last use, and the store keeps under a byte bound by evicting the
-//! least recently used entries. Expiry is lazy on access and swept by
+//! least recently used entries. An entry's bytes are its document's
+//! memory, indexes made while it is read included: they are counted again
+//! whenever the store is used, so the bound holds as documents are read.
+//! Expiry is lazy on access and swept by
 //! [`Store::purge_expired`], which the embedding calls periodically (as
 //! mini-redis's purge task does).
 
@@ -75,10 +78,10 @@ pub struct Listed {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
     /// Never stored, or stored for someone else.
-    #[error("unknown handle `{0}`: it was never issued to this session")]
+    #[error("unknown handle `{}`: it was never issued to this session", crate::format::quoted_cut(.0))]
     Unknown(String),
     /// Stored, but not used for longer than the time-to-live.
-    #[error("handle `{handle}` expired {} ago (results are kept {} after their last use)", crate::format::age(*ago_s), crate::format::age(*ttl_s))]
+    #[error("handle `{}` expired {} ago (results are kept {} after their last use)", crate::format::quoted_cut(.handle), crate::format::age(*ago_s), crate::format::age(*ttl_s))]
     Expired {
         /// The handle.
         handle: String,
@@ -88,7 +91,7 @@ pub enum StoreError {
         ttl_s: u64,
     },
     /// Evicted to make room for newer results.
-    #[error("handle `{0}` was evicted to make room for newer results (the store is full)")]
+    #[error("handle `{}` was evicted to make room for newer results (the store is full)", crate::format::quoted_cut(.0))]
     Evicted(String),
     /// Larger than the whole store.
     #[error("the result ({}) is larger than the store's bound ({})", crate::format::bytes(*bytes), crate::format::bytes(*max))]
@@ -200,6 +203,45 @@ impl Inner {
         }
     }
 
+    /// Counts `handle`'s bytes again: its document's indexes grow as it is
+    /// read.
+    fn recount(&mut self, handle: &str) {
+        if let Some(entry) = self.entries.get_mut(handle) {
+            let now = entry.stored.doc.memory() as u64;
+            self.bytes = self.bytes - entry.bytes + now;
+            entry.bytes = now;
+        }
+    }
+
+    /// Counts every entry's bytes again.
+    fn recount_all(&mut self) {
+        let mut total = 0;
+        for entry in self.entries.values_mut() {
+            entry.bytes = entry.stored.doc.memory() as u64;
+            total += entry.bytes;
+        }
+        self.bytes = total;
+    }
+
+    /// Evicts the least recently used entries other than `keep` until
+    /// `room` more bytes fit under `max`.
+    fn make_room(&mut self, max: u64, room: u64, keep: Option<&str>) {
+        let mut kept = None;
+        while self.bytes + room > max {
+            let Some((tick, oldest)) = self.lru.pop_first() else {
+                break;
+            };
+            if Some(oldest.as_str()) == keep {
+                kept = Some((tick, oldest));
+                continue;
+            }
+            self.remove(&oldest, Gone::Evicted);
+        }
+        if let Some((tick, handle)) = kept {
+            self.lru.insert(tick, handle);
+        }
+    }
+
     fn touch(&mut self, handle: &str, expires: Instant) {
         self.tick += 1;
         let tick = self.tick;
@@ -234,12 +276,8 @@ impl Store for MemoryStore {
             created: SystemTime::now(),
         });
         let mut inner = self.lock();
-        while inner.bytes + bytes > self.limits.max_bytes {
-            let Some((_, oldest)) = inner.lru.pop_first() else {
-                break;
-            };
-            inner.remove(&oldest, Gone::Evicted);
-        }
+        inner.recount_all();
+        inner.make_room(self.limits.max_bytes, bytes, None);
         inner.tick += 1;
         let tick = inner.tick;
         inner.lru.insert(tick, stored.handle.clone());
@@ -275,6 +313,8 @@ impl Store for MemoryStore {
             }
             Some((_, stored)) => {
                 inner.touch(handle, now + self.limits.ttl);
+                inner.recount(handle);
+                inner.make_room(self.limits.max_bytes, 0, Some(handle));
                 Ok(Listed {
                     stored,
                     expires_at: SystemTime::now() + self.limits.ttl,
@@ -328,7 +368,10 @@ impl Store for MemoryStore {
     }
 
     fn usage(&self) -> (usize, u64) {
-        let inner = self.lock();
+        let mut inner = self.lock();
+        inner.recount_all();
+        let newest = inner.lru.last_key_value().map(|(_, h)| h.clone());
+        inner.make_room(self.limits.max_bytes, 0, newest.as_deref());
         (inner.entries.len(), inner.bytes)
     }
 }
