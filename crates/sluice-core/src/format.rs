@@ -12,12 +12,19 @@ pub const QUOTED_CHARS: usize = 64;
 /// Every message that echoes an input uses it: a 1 MB bogus handle must
 /// not come back as a 1 MB error.
 pub fn quoted_cut(input: &str) -> Cow<'_, str> {
-    match input.char_indices().nth(QUOTED_CHARS) {
-        None => Cow::Borrowed(input),
+    cut(input, QUOTED_CHARS)
+}
+
+/// `text` whole when it has at most `chars` characters, else its first
+/// `chars` and its size: for messages that carry an input somewhere inside
+/// (a parser's error quoting the value it refused).
+pub fn cut(text: &str, chars: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(chars) {
+        None => Cow::Borrowed(text),
         Some((end, _)) => Cow::Owned(format!(
             "{}… ({} bytes)",
-            &input[..end],
-            group(input.len() as u64)
+            &text[..end],
+            group(text.len() as u64)
         )),
     }
 }

@@ -91,7 +91,9 @@ pub enum PageError {
     Pointer(#[from] PointerError),
     /// The path leads to a scalar small enough to be read with its parent.
     #[error(
-        "`{pointer}` is {what} that fits in a page: there is nothing to page there; page the value around it (`\"path\":{parent:?}`) or read it with jq{}",
+        "`{}` is {what} that fits in a page: there is nothing to page there; page the value around it (`\"path\":{:?}`) or read it with jq{}",
+        crate::format::quoted_cut(.pointer),
+        crate::format::quoted_cut(.parent),
         list_arrays(arrays)
     )]
     Scalar {

@@ -461,6 +461,67 @@ mod tests {
     }
 
     #[test]
+    fn indexes_made_while_reading_count_in_the_bound() {
+        let rows = |n: usize| {
+            let rows: Vec<String> = (0..n).map(|i| format!("[{i},{i},{i},{i}]")).collect();
+            Document::json(format!("[{}]", rows.join(","))).unwrap()
+        };
+        let bare = rows(2000).memory() as u64;
+        let store = MemoryStore::new(StoreLimits {
+            max_bytes: bare * 3,
+            ttl: Duration::from_secs(60),
+        });
+        let a = store.put(1, rows(2000), info()).unwrap();
+        let b = store.put(1, rows(2000), info()).unwrap();
+        assert_eq!(store.usage(), (2, 2 * bare));
+        // Many distinct paths and budgets read on `b`.
+        for i in 0..2000 {
+            let read = store.get(1, &b.handle).unwrap().stored;
+            read.doc.items(&format!("/{i}")).unwrap();
+            let budget = crate::budget::Budget {
+                max_tokens: 500 + i as u32,
+                ..Default::default()
+            };
+            read.doc
+                .plan(Some(&format!("/{}", i % 50)), budget)
+                .unwrap();
+        }
+        let (_, held) = store.usage();
+        assert_eq!(held, a.doc.memory() as u64 + b.doc.memory() as u64);
+        assert!(held > 2 * bare, "b's indexes are counted: {held} vs {bare}");
+        assert!(held <= 3 * bare, "and bounded: {held} vs {bare}");
+        // Past the bound, the least recently used entry gives way.
+        let big = store.get(1, &b.handle).unwrap().stored;
+        big.doc.items("").unwrap();
+        big.doc
+            .plan(
+                None,
+                crate::budget::Budget {
+                    max_tokens: 100,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let (entries, held) = store.usage();
+        assert!(held <= 3 * bare, "{held} vs {}", 3 * bare);
+        if held + bare > 3 * bare {
+            assert_eq!(entries, 1);
+            assert!(matches!(
+                store.get(1, &a.handle),
+                Err(StoreError::Evicted(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn unknown_handles_are_quoted_cut() {
+        let store = MemoryStore::new(StoreLimits::default());
+        let bogus = format!("h_{}", "A".repeat(1 << 20));
+        let message = store.get(1, &bogus).unwrap_err().to_string();
+        assert!(message.len() < 200, "{}", message.len());
+    }
+
+    #[test]
     fn unused_entries_expire_and_say_so() {
         let store = MemoryStore::new(StoreLimits {
             max_bytes: 1 << 20,

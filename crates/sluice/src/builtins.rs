@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_core::budget::Budget;
 use sluice_core::cursor::{Cursor, SearchCursor};
-use sluice_core::format::{age, bytes, group, timestamp};
+use sluice_core::format::{age, bytes, group, quoted_cut, timestamp};
 use sluice_core::pager::{Page, PageError, Position};
 use sluice_core::search::{self, Hits, Matcher, Query};
 use sluice_core::store::{Listed, Owner, StoreError, Stored};
@@ -238,8 +238,13 @@ fn parse_args<T: serde::de::DeserializeOwned>(
     arguments: Option<JsonObject>,
     example: &str,
 ) -> Result<T, String> {
-    serde_json::from_value(Value::Object(arguments.unwrap_or_default()))
-        .map_err(|e| format!("{tool}: {e}. Call it as {example}."))
+    // The parser's message may quote the value it refused: cut.
+    serde_json::from_value(Value::Object(arguments.unwrap_or_default())).map_err(|e| {
+        format!(
+            "{tool}: {}. Call it as {example}.",
+            sluice_core::format::cut(&e.to_string(), 200)
+        )
+    })
 }
 
 /// `budget` with the `max_tokens` a call asked for (never more than the
@@ -269,8 +274,9 @@ fn context_lines(name: &str, value: Option<&Value>) -> Result<Option<u8>, String
         .map(|n| Some(n as u8))
         .ok_or_else(|| {
             format!(
-                "{SEARCH}: `{name}` must be a whole number of lines from 0 to {}, not {value}.",
-                search::MAX_CONTEXT
+                "{SEARCH}: `{name}` must be a whole number of lines from 0 to {}, not {}.",
+                search::MAX_CONTEXT,
+                quoted_cut(&value.to_string())
             )
         })
 }
@@ -487,7 +493,11 @@ impl Governor {
                             .filter(|&p| p > 0)
                             .ok_or_else(|| {
                                 ErrorData::invalid_params(
-                                    format!("`page={value}` in {uri}: pages are numbered from 1"),
+                                    format!(
+                                        "`page={}` in {}: pages are numbered from 1",
+                                        quoted_cut(&value),
+                                        quoted_cut(uri)
+                                    ),
                                     None,
                                 )
                             })?,
@@ -497,7 +507,11 @@ impl Governor {
                 "cursor" => cursor = Some(value),
                 other => {
                     return Err(ErrorData::invalid_params(
-                        format!("unknown parameter `{other}` in {uri}: use page, path or cursor"),
+                        format!(
+                            "unknown parameter `{}` in {}: use page, path or cursor",
+                            quoted_cut(other),
+                            quoted_cut(uri)
+                        ),
                         None,
                     ));
                 }
@@ -515,7 +529,7 @@ impl Governor {
         let not_found = |e: StoreError| {
             ErrorData::resource_not_found(
                 format!("{e}. {}", self.handles_hint(owner)),
-                Some(json!({"uri": uri})),
+                Some(json!({"uri": quoted_cut(uri)})),
             )
         };
         let stored = self
@@ -591,6 +605,12 @@ impl Governor {
                     }
                 };
                 let context = context.unwrap_or(DEFAULT_CONTEXT);
+                if pattern.len() > search::MAX_PATTERN_BYTES {
+                    return Ok(error_result(format!(
+                        "{SEARCH}: {}.",
+                        search::SearchError::TooLong(pattern.len())
+                    )));
+                }
                 if args.max_matches == Some(0) {
                     return Ok(error_result(format!(
                         "{SEARCH}: `max_matches` must be at least 1."
@@ -632,7 +652,13 @@ impl Governor {
             }
             Err(e) => return Ok(error_result(format!("{e}. {}", self.handles_hint(owner)))),
         };
-        let matcher = match Matcher::new(&cursor.query, stored.doc.kind()) {
+        // Compiling is bounded (8 KiB of pattern, the regex crate's size
+        // limits) but may take a while: off the request threads.
+        let (query, kind) = (cursor.query.clone(), stored.doc.kind());
+        let compiled = tokio::task::spawn_blocking(move || Matcher::new(&query, kind))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("search failed: {e}"), None))?;
+        let matcher = match compiled {
             Ok(m) => m,
             Err(e) => {
                 return Ok(error_result(format!(
@@ -732,7 +758,13 @@ impl Governor {
         // splits it).
         let outputs = match self.jq().run(&args.filter, &stored).await {
             Ok(answer) => answer.outputs,
-            Err(message) => return Ok(error_result(format!("{QUERY}: {message}"))),
+            // The message may quote the filter: cut.
+            Err(message) => {
+                return Ok(error_result(format!(
+                    "{QUERY}: {}",
+                    sluice_core::format::cut(&message, 1000)
+                )));
+            }
         };
         let mut meta = json!({
             "handle": stored.handle,
@@ -755,7 +787,7 @@ impl Governor {
         let policy = crate::govern::Policy {
             owner,
             budget,
-            source: format!("{QUERY} {}", args.filter),
+            source: format!("{QUERY} {}", quoted_cut(&args.filter)),
             mode: sluice_core::config::Mode::Buffer,
             preview_depth: crate::govern::DEFAULT_PREVIEW_DEPTH,
             narrowing: Vec::new(),

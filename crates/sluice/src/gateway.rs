@@ -96,6 +96,10 @@ pub struct Gateway {
 
 /// How long a client's `initialize` waits for the upstreams to start; past
 /// it sluice answers anyway and announces the tools when they come.
+/// The longest tool name sluice forwards, in bytes (MCP tool names are 1 to
+/// 128 characters; a longer one is unknown everywhere).
+const MAX_TOOL_NAME_BYTES: usize = 512;
+
 const STARTUP_WAIT: Duration = Duration::from_secs(20);
 
 impl Gateway {
@@ -635,6 +639,11 @@ impl Gateway {
                 return Ok(CallToolResponse::Complete(era(result, caller)));
             }
             _ => {}
+        }
+        // No tool has a name this long (MCP names are at most 128
+        // characters): refused here, not sent on and echoed back whole.
+        if exposed.len() > MAX_TOOL_NAME_BYTES {
+            return Err(self.unknown("tool", &exposed));
         }
         let Some((upstream, name)) = self.namer.route(&exposed) else {
             return Err(self.unknown("tool", &exposed));
@@ -1338,6 +1347,7 @@ impl Gateway {
         } else {
             String::new()
         };
+        let name = sluice_core::format::quoted_cut(name);
         ErrorData::invalid_params(format!("unknown {what} `{name}`{hint}"), None)
     }
 }
