@@ -29,7 +29,7 @@ use crate::scan;
 pub const HITS_KEPT: usize = 100_000;
 /// The most bytes of JSON Pointers the kept hits of a search hold (deep
 /// documents have long pointers): past it, hits are counted, not kept.
-pub const HIT_POINTER_BYTES: usize = 16 << 20;
+pub const HIT_POINTER_BYTES: usize = 4 << 20;
 /// The longest pattern, in bytes: compiling a longer one could take
 /// seconds and gigabytes before the regex crate's size limit refuses it.
 pub const MAX_PATTERN_BYTES: usize = 8 << 10;

@@ -698,7 +698,8 @@ impl Gateway {
                     Some(serde_json::Value::Bool(true)) => true,
                     Some(other) => {
                         return Ok(CallToolResponse::Complete(error_result(format!(
-                            "`_fresh` must be true (skip the cached result and refresh it) or false, not {other}"
+                            "`_fresh` must be true (skip the cached result and refresh it) or false, not {}",
+                            sluice_core::format::quoted_cut(&other.to_string())
                         ))));
                     }
                 };
@@ -1181,7 +1182,10 @@ impl Gateway {
             }
         }
         Err(ErrorData::resource_not_found(
-            format!("no upstream accepted a subscription to {uri}"),
+            format!(
+                "no upstream accepted a subscription to {}",
+                sluice_core::format::quoted_cut(&uri)
+            ),
             None,
         ))
     }

@@ -285,8 +285,8 @@ async fn huge_inputs_are_quoted_cut_in_errors() {
     let error = client
         .call_tool(rmcp::model::CallToolRequestParams::new(bogus.clone()))
         .await
-        .err()
-        .expect("an unknown tool is a protocol error");
+        .map(|r| format!("{} bytes of text", first_text(&r).len()))
+        .expect_err("an unknown tool is a protocol error");
     short(&error.to_string());
     // A cursor that was never issued.
     let error = client
@@ -295,8 +295,8 @@ async fn huge_inputs_are_quoted_cut_in_errors() {
                 .with_arguments(args(json!({"cursor": bogus}))),
         )
         .await
-        .err()
-        .expect("an unknown cursor is a protocol error");
+        .map(|r| format!("{} bytes of text", first_text(&r).len()))
+        .expect_err("an unknown cursor is a protocol error");
     assert!(
         error.to_string().len() < 2000,
         "{}",
