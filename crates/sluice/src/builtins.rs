@@ -219,12 +219,14 @@ struct InfoArgs {
 }
 
 /// Where a read starts.
+#[derive(Clone)]
 enum From {
     Page(u64),
     At(Position),
 }
 
 /// A page request, validated.
+#[derive(Clone)]
 struct PageRequest {
     handle: String,
     path: Option<String>,
@@ -306,7 +308,7 @@ fn invalid_search_cursor(why: impl std::fmt::Display) -> ErrorData {
 
 impl Governor {
     /// `sluice_read`.
-    pub fn read(
+    pub async fn read(
         &self,
         arguments: Option<JsonObject>,
         owner: Owner,
@@ -366,7 +368,7 @@ impl Governor {
             }
             Err(e) => return Ok(error_result(format!("{e}. {}", self.handles_hint(owner)))),
         };
-        match self.page(&stored, &request) {
+        match page_off_thread(&stored, &request).await {
             Ok(page) => Ok(self.page_result(&stored, &request, &page)),
             Err(PageFailure::Model(message)) => Ok(error_result(message)),
             Err(PageFailure::Cursor) => {
@@ -389,27 +391,51 @@ impl Governor {
             from: From::At(at),
         })
     }
+}
 
-    fn page(&self, stored: &Stored, request: &PageRequest) -> Result<Page, PageFailure> {
-        let page_budget = page_budget(request.budget, request.path.as_deref());
-        let plan = stored
-            .doc
-            .plan(request.path.as_deref(), page_budget)
-            .map_err(|e| PageFailure::Model(page_error(stored, &e)))?;
-        let from = match request.from {
-            From::Page(n) => plan
-                .start_of(n)
-                .map_err(|e| PageFailure::Model(page_error(stored, &e)))?,
-            From::At(at) => {
-                if !plan.holds(&stored.doc, at) {
-                    return Err(PageFailure::Cursor);
-                }
-                at
-            }
-        };
-        Ok(plan.serve(&stored.doc, from))
+/// Documents larger than this have their pages planned on a blocking
+/// thread: a first plan of a path scans the value paged (and may tokenize up
+/// to 4 MB of it), which a request thread must not wait for.
+const BLOCKING_BYTES: usize = 256 * 1024;
+
+/// The page `request` asks of `stored`, planned off the request threads
+/// when the document is large.
+async fn page_off_thread(stored: &Arc<Stored>, request: &PageRequest) -> Result<Page, PageFailure> {
+    if stored.doc.bytes() <= BLOCKING_BYTES {
+        return page_of(stored, request);
     }
+    let (stored, request) = (stored.clone(), request.clone());
+    tokio::task::spawn_blocking(move || page_of(&stored, &request))
+        .await
+        .unwrap_or_else(|e| {
+            Err(PageFailure::Model(format!(
+                "sluice failed to plan the page: {e}. Call {READ} again."
+            )))
+        })
+}
 
+/// The page `request` asks of `stored`.
+fn page_of(stored: &Stored, request: &PageRequest) -> Result<Page, PageFailure> {
+    let page_budget = page_budget(request.budget, request.path.as_deref());
+    let plan = stored
+        .doc
+        .plan(request.path.as_deref(), page_budget)
+        .map_err(|e| PageFailure::Model(page_error(stored, &e)))?;
+    let from = match request.from {
+        From::Page(n) => plan
+            .start_of(n)
+            .map_err(|e| PageFailure::Model(page_error(stored, &e)))?,
+        From::At(at) => {
+            if !plan.holds(&stored.doc, at) {
+                return Err(PageFailure::Cursor);
+            }
+            at
+        }
+    };
+    Ok(plan.serve(&stored.doc, from))
+}
+
+impl Governor {
     fn next_cursor(&self, stored: &Stored, request: &PageRequest, page: &Page) -> Option<String> {
         page.next.map(|at| {
             self.key().seal(&Cursor {
@@ -470,7 +496,7 @@ impl Governor {
     }
 
     /// `resources/read sluice://result/<handle>[?page=N&path=…&cursor=…]`.
-    pub fn read_result_resource(
+    pub async fn read_result_resource(
         &self,
         uri: &str,
         owner: Owner,
@@ -537,10 +563,12 @@ impl Governor {
             .get(owner, &request.handle)
             .map_err(not_found)?
             .stored;
-        let page = self.page(&stored, &request).map_err(|e| match e {
-            PageFailure::Model(message) => ErrorData::invalid_params(message, None),
-            PageFailure::Cursor => invalid_cursor("this cursor does not point into its result"),
-        })?;
+        let page = page_off_thread(&stored, &request)
+            .await
+            .map_err(|e| match e {
+                PageFailure::Model(message) => ErrorData::invalid_params(message, None),
+                PageFailure::Cursor => invalid_cursor("this cursor does not point into its result"),
+            })?;
         let next = self.next_cursor(&stored, &request, &page);
         let mut meta = self.page_meta(&stored, &page, next.as_deref());
         let next_uri = next

@@ -559,6 +559,7 @@ impl Gateway {
                 return self
                     .governor
                     .read(params.arguments, caller.owner, budget)
+                    .await
                     .map(|r| CallToolResponse::Complete(era(r, caller)));
             }
             crate::builtins::SEARCH => {
@@ -1072,6 +1073,7 @@ impl Gateway {
             return self
                 .governor
                 .read_result_resource(&params.uri, caller.owner, budget)
+                .await
                 .map(|mut r| {
                     if caller.legacy {
                         r.result_type = None;
