@@ -5,10 +5,12 @@
 //! minified (pages carry compact JSON: whitespace costs tokens) and scanned
 //! for its largest arrays; text gets a line index. Arrays other than the
 //! default one are indexed the first time a page of them is asked for, and
-//! kept.
+//! kept: a few of them and a few page plans, the least recently used
+//! dropped first, their bytes counted in [`Document::memory`] (and so in the
+//! store's bound).
 
-use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::budget::{Budget, count_chars};
@@ -50,10 +52,13 @@ pub struct Document {
     arrays: Vec<ArraySpan>,
     /// Text: the byte offset where every line starts.
     line_starts: Vec<u64>,
-    /// JSON: item offsets of the arrays read so far, by pointer.
-    items: Mutex<HashMap<String, Arc<Items>>>,
-    /// Page plans made so far, by path and budget.
-    plans: Mutex<HashMap<PlanKey, Arc<Plan>>>,
+    /// JSON: item offsets of the arrays read lately, by where the array
+    /// starts (not by the pointer's spelling: one index per array).
+    items: Mutex<Recent<usize, Items>>,
+    /// Page plans made lately, by path and budget.
+    plans: Mutex<Recent<PlanKey, Plan>>,
+    /// Bytes held by `items` and `plans`.
+    index_bytes: AtomicUsize,
 }
 
 /// What a page plan depends on besides the document.
@@ -61,6 +66,50 @@ type PlanKey = (Option<String>, u32, u32, u32, u32);
 
 /// The most page plans kept per document (one per budget and path asked).
 const PLANS_KEPT: usize = 16;
+/// The most arrays whose item offsets are kept per document.
+const ITEMS_KEPT: usize = 16;
+
+/// The few values used last, each with the bytes it holds; the least
+/// recently used is dropped first.
+#[derive(Debug)]
+struct Recent<K, V> {
+    /// Most recently used last.
+    entries: Vec<(K, Arc<V>, usize)>,
+    capacity: usize,
+}
+
+impl<K: PartialEq, V> Recent<K, V> {
+    fn new(capacity: usize) -> Self {
+        Self {
+            entries: Vec::with_capacity(capacity),
+            capacity,
+        }
+    }
+
+    /// The value of `key`, now the most recently used.
+    fn get(&mut self, key: &K) -> Option<Arc<V>> {
+        let at = self.entries.iter().position(|(k, _, _)| k == key)?;
+        let entry = self.entries.remove(at);
+        let value = entry.1.clone();
+        self.entries.push(entry);
+        Some(value)
+    }
+
+    /// Keeps `value` (holding `bytes`) under `key`; returns the bytes held
+    /// now less the bytes held before (entries dropped to make room, or
+    /// the one replaced).
+    fn put(&mut self, key: K, value: Arc<V>, bytes: usize) -> isize {
+        let mut freed = 0;
+        if let Some(at) = self.entries.iter().position(|(k, _, _)| *k == key) {
+            freed += self.entries.remove(at).2;
+        }
+        while self.entries.len() >= self.capacity.max(1) {
+            freed += self.entries.remove(0).2;
+        }
+        self.entries.push((key, value, bytes));
+        bytes as isize - freed as isize
+    }
+}
 
 /// The children of one container: where each item of an array, or each
 /// member (`"key":value`) of an object, starts.
@@ -81,6 +130,11 @@ impl Items {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.starts.is_empty()
+    }
+
+    /// Memory held, approximately.
+    pub fn memory(&self) -> usize {
+        self.starts.capacity() * 8 + std::mem::size_of::<Self>()
     }
 
     /// The bytes of child `i` (without the comma that follows it).
@@ -146,8 +200,9 @@ impl Document {
             text,
             arrays,
             line_starts: Vec::new(),
-            items: Mutex::default(),
-            plans: Mutex::default(),
+            items: Mutex::new(Recent::new(ITEMS_KEPT)),
+            plans: Mutex::new(Recent::new(PLANS_KEPT)),
+            index_bytes: AtomicUsize::new(0),
         })
     }
 
@@ -165,8 +220,9 @@ impl Document {
             text,
             arrays: Vec::new(),
             line_starts,
-            items: Mutex::default(),
-            plans: Mutex::default(),
+            items: Mutex::new(Recent::new(ITEMS_KEPT)),
+            plans: Mutex::new(Recent::new(PLANS_KEPT)),
+            index_bytes: AtomicUsize::new(0),
         }
     }
 
@@ -231,16 +287,30 @@ impl Document {
             })
     }
 
-    /// Memory held, approximately.
+    /// Memory held, approximately: the text, its indexes, and the item
+    /// offsets and page plans kept (which grow as it is read, within
+    /// [`ITEMS_KEPT`] and [`PLANS_KEPT`] entries).
     pub fn memory(&self) -> usize {
-        let items: usize = self
-            .items
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .map(|i| i.starts.len() * 8)
-            .sum();
-        self.text.capacity() + self.line_starts.capacity() * 8 + items + 256
+        self.text.capacity()
+            + self.line_starts.capacity() * 8
+            + self
+                .arrays
+                .iter()
+                .map(|a| a.pointer.capacity() + std::mem::size_of::<ArraySpan>())
+                .sum::<usize>()
+            + self.index_bytes.load(Ordering::Relaxed)
+            + 256
+    }
+
+    /// Counts `delta` more (or fewer) bytes of kept indexes.
+    fn count_index_bytes(&self, delta: isize) {
+        if delta >= 0 {
+            self.index_bytes
+                .fetch_add(delta.unsigned_abs(), Ordering::Relaxed);
+        } else {
+            self.index_bytes
+                .fetch_sub(delta.unsigned_abs(), Ordering::Relaxed);
+        }
     }
 
     /// The bytes of the value at `pointer`.
@@ -251,9 +321,6 @@ impl Document {
     /// The items of the array at `pointer` (indexed on first use), or
     /// `Ok(None)` when the value there is not an array.
     pub fn items(&self, pointer: &str) -> Result<Option<Arc<Items>>, PointerError> {
-        if let Some(items) = self.lock_items().get(pointer) {
-            return Ok(Some(items.clone()));
-        }
         let range = match self.arrays.iter().find(|a| a.pointer == pointer) {
             Some(a) => a.range.clone(),
             None => self.resolve(pointer)?,
@@ -261,17 +328,25 @@ impl Document {
         if self.text.as_bytes().get(range.start) != Some(&b'[') {
             return Ok(None);
         }
+        if let Some(items) = self.cached_items(&range) {
+            return Ok(Some(items));
+        }
         let items = Arc::new(Items {
             starts: scan::item_starts(&self.text, range.clone()),
             range,
         });
-        self.lock_items().insert(pointer.to_owned(), items.clone());
+        let delta = self
+            .lock_items()
+            .put(items.range.start, items.clone(), items.memory());
+        self.count_index_bytes(delta);
         Ok(Some(items))
     }
 
-    /// The items of the array at `pointer` if they were indexed already.
-    pub fn cached_items(&self, pointer: &str) -> Option<Arc<Items>> {
-        self.lock_items().get(pointer).cloned()
+    /// The items of the array at `range` if they were indexed already.
+    pub fn cached_items(&self, range: &Range<usize>) -> Option<Arc<Items>> {
+        self.lock_items()
+            .get(&range.start)
+            .filter(|items| items.range == *range)
     }
 
     /// The page plan of `path` (`None`: the whole document) for page data
@@ -285,22 +360,20 @@ impl Document {
             budget.token_factor.to_bits(),
         );
         if let Some(plan) = self.lock_plans().get(&key) {
-            return Ok(plan.clone());
+            return Ok(plan);
         }
         let plan = Arc::new(Plan::new(self, path, budget)?);
-        let mut plans = self.lock_plans();
-        if plans.len() >= PLANS_KEPT {
-            plans.clear();
-        }
-        plans.insert(key, plan.clone());
+        let bytes = plan.memory() + key.0.as_ref().map_or(0, String::capacity);
+        let delta = self.lock_plans().put(key, plan.clone(), bytes);
+        self.count_index_bytes(delta);
         Ok(plan)
     }
 
-    fn lock_plans(&self) -> std::sync::MutexGuard<'_, HashMap<PlanKey, Arc<Plan>>> {
+    fn lock_plans(&self) -> std::sync::MutexGuard<'_, Recent<PlanKey, Plan>> {
         self.plans.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn lock_items(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Items>>> {
+    fn lock_items(&self) -> std::sync::MutexGuard<'_, Recent<usize, Items>> {
         self.items.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -345,6 +418,70 @@ mod tests {
         assert_eq!(Document::json_or_text(" [1]".into()).kind(), Kind::Json);
         assert!(Document::json("{\"a\": [1, 2".into()).is_err());
         assert!(Document::json("".into()).is_err());
+    }
+
+    #[test]
+    fn deep_nesting_is_stored_summarised_and_planned() {
+        // What an upstream returning fetched JSON may send: `[[[…]]]`, 200 KB
+        // and 1 MB of it. Ingest (validation, minifying, the largest
+        // arrays, the overview, the first page plan) must be linear: this
+        // took over a minute for 200 KB when pointers were rebuilt per array.
+        for depth in [100_000, 500_000] {
+            let text = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+            let doc = Document::json_or_text(text);
+            assert_eq!(doc.kind(), Kind::Json);
+            assert_eq!(doc.arrays().len(), ARRAYS_KEPT);
+            assert!(
+                doc.arrays()
+                    .iter()
+                    .all(|a| a.pointer.len() <= 2 * scan::NAMED_DEPTH)
+            );
+            let overview = crate::summary::Overview::of(&doc);
+            assert!(!overview.shape(0).is_empty());
+            let plan = doc.plan(None, Budget::default()).unwrap();
+            assert!(plan.pages() >= 1);
+            // Reading a page that deep resolves in one pass too.
+            let deep = "/0".repeat(depth - 1);
+            assert_eq!(doc.items(&deep).unwrap().unwrap().len(), 1);
+        }
+    }
+
+    #[test]
+    fn each_array_has_one_index_and_few_are_kept() {
+        let rows: Vec<String> = (0..100).map(|i| format!("[{i},{i},{i}]")).collect();
+        let doc = Document::json(format!("[{}]", rows.join(","))).unwrap();
+        let bare = doc.memory();
+        // One array, spelled every way a pointer can: one spelling works.
+        assert!(doc.items("/7").unwrap().is_some());
+        for alias in ["/+7", "/07", "/ 7", "/007", "/7 "] {
+            assert!(
+                matches!(doc.items(alias), Err(PointerError::NotCanonical { .. })),
+                "{alias}"
+            );
+        }
+        let one = doc.memory() - bare;
+        assert!(one > 0, "the index is counted");
+        doc.items("/7").unwrap();
+        assert_eq!(doc.memory() - bare, one, "and made once");
+        // Many arrays and budgets: a few indexes and plans are kept.
+        for i in 0..100 {
+            doc.items(&format!("/{i}")).unwrap();
+            let budget = Budget {
+                max_tokens: 1000 + i,
+                ..Budget::default()
+            };
+            doc.plan(Some(&format!("/{i}")), budget).unwrap();
+        }
+        let kept = doc.memory() - bare;
+        assert_eq!(doc.lock_items().entries.len(), ITEMS_KEPT);
+        assert_eq!(doc.lock_plans().entries.len(), PLANS_KEPT);
+        assert!(
+            kept < 40 * one + PLANS_KEPT * 4096,
+            "{kept} bytes for {one} per index"
+        );
+        let counted: usize = doc.lock_items().entries.iter().map(|e| e.2).sum::<usize>()
+            + doc.lock_plans().entries.iter().map(|e| e.2).sum::<usize>();
+        assert_eq!(kept, counted, "what is kept is what is counted");
     }
 
     #[test]

@@ -1,6 +1,33 @@
 //! Numbers, sizes and times written for people (and models).
 
+use std::borrow::Cow;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The most characters of an input (a client's or an upstream's) quoted
+/// back in a message.
+pub const QUOTED_CHARS: usize = 64;
+
+/// `input` as quoted back in a message: whole when short, else its first
+/// [`QUOTED_CHARS`] characters and its size (`abc… (1,048,576 bytes)`).
+/// Every message that echoes an input uses it: a 1 MB bogus handle must
+/// not come back as a 1 MB error.
+pub fn quoted_cut(input: &str) -> Cow<'_, str> {
+    cut(input, QUOTED_CHARS)
+}
+
+/// `text` whole when it has at most `chars` characters, else its first
+/// `chars` and its size: for messages that carry an input somewhere inside
+/// (a parser's error quoting the value it refused).
+pub fn cut(text: &str, chars: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(chars) {
+        None => Cow::Borrowed(text),
+        Some((end, _)) => Cow::Owned(format!(
+            "{}… ({} bytes)",
+            &text[..end],
+            group(text.len() as u64)
+        )),
+    }
+}
 
 /// `12480` → `"12,480"`.
 pub fn group(n: u64) -> String {
@@ -92,6 +119,19 @@ mod tests {
         assert_eq!(group(999), "999");
         assert_eq!(group(12_480), "12,480");
         assert_eq!(group(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn long_inputs_are_quoted_cut() {
+        assert_eq!(quoted_cut("h_abc"), "h_abc");
+        let exact = "é".repeat(QUOTED_CHARS);
+        assert_eq!(quoted_cut(&exact), exact);
+        let huge = "é".repeat(1 << 20);
+        let cut = quoted_cut(&huge);
+        assert_eq!(
+            cut,
+            format!("{}… (2,097,152 bytes)", "é".repeat(QUOTED_CHARS))
+        );
     }
 
     #[test]

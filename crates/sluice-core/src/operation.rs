@@ -47,15 +47,19 @@ impl OperationSettings {
     pub fn timeout(&self, argument: Option<&Value>, tool: Option<f64>) -> Result<Duration, String> {
         let seconds = match argument {
             None | Some(Value::Null) => {
+                // Capped before it becomes a Duration, as below.
                 return Ok(tool
-                    .map(Duration::from_secs_f64)
+                    .and_then(|t| {
+                        Duration::try_from_secs_f64(t.min(self.max_timeout.as_secs_f64())).ok()
+                    })
                     .unwrap_or(self.default_timeout)
                     .min(self.max_timeout));
             }
             Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
             Some(other) => {
                 return Err(format!(
-                    "`{TIMEOUT_ARG}` must be a number of seconds, not {other}: e.g. \"{TIMEOUT_ARG}\": 60 (at most {})",
+                    "`{TIMEOUT_ARG}` must be a number of seconds, not {}: e.g. \"{TIMEOUT_ARG}\": 60 (at most {})",
+                    crate::format::quoted_cut(&other.to_string()),
                     self.max_timeout.as_secs()
                 ));
             }
@@ -80,13 +84,18 @@ impl OperationSettings {
         match argument {
             None | Some(Value::Null) => Ok(Duration::ZERO),
             Some(Value::Number(n)) => match n.as_f64() {
-                Some(s) if (0.0..=max).contains(&s) => Ok(Duration::from_secs_f64(s)),
+                // Checked against the cap before it becomes a Duration
+                // (`from_secs_f64` panics past u64::MAX seconds).
+                Some(s) if (0.0..=max).contains(&s) => {
+                    Duration::try_from_secs_f64(s).map_err(|e| e.to_string())
+                }
                 _ => Err(format!(
                     "`wait_s` must be from 0 to {max} seconds (`[operations] max_timeout_s`), not {n}"
                 )),
             },
             Some(other) => Err(format!(
-                "`wait_s` must be a number of seconds from 0 to {max}, not {other}"
+                "`wait_s` must be a number of seconds from 0 to {max}, not {}",
+                crate::format::quoted_cut(&other.to_string())
             )),
         }
     }
@@ -121,8 +130,21 @@ mod tests {
         let s = OperationSettings::default();
         assert_eq!(s.wait(None).unwrap(), Duration::ZERO);
         assert_eq!(s.wait(Some(&json!(30))).unwrap(), Duration::from_secs(30));
-        for bad in [json!(-1), json!(301), json!("5")] {
+        // Past what a Duration holds, not a number: refused, not a panic.
+        for bad in [
+            json!(-1),
+            json!(301),
+            json!("5"),
+            json!(1e20),
+            json!(f64::MAX),
+        ] {
             assert!(s.wait(Some(&bad)).unwrap_err().contains("`wait_s` must be"));
         }
+        // A huge value is quoted cut.
+        let huge = json!("9".repeat(1 << 20));
+        assert!(s.wait(Some(&huge)).unwrap_err().len() < 300);
+        assert!(s.timeout(Some(&huge), None).unwrap_err().len() < 300);
+        // A tool's configured timeout past what a Duration holds is capped.
+        assert_eq!(s.timeout(None, Some(1e20)).unwrap(), s.max_timeout);
     }
 }

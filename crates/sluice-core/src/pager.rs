@@ -91,7 +91,9 @@ pub enum PageError {
     Pointer(#[from] PointerError),
     /// The path leads to a scalar small enough to be read with its parent.
     #[error(
-        "`{pointer}` is {what} that fits in a page: there is nothing to page there; page the value around it (`\"path\":{parent:?}`) or read it with jq{}",
+        "`{}` is {what} that fits in a page: there is nothing to page there; page the value around it (`\"path\":{:?}`) or read it with jq{}",
+        crate::format::quoted_cut(.pointer),
+        crate::format::quoted_cut(.parent),
         list_arrays(arrays)
     )]
     Scalar {
@@ -356,10 +358,10 @@ impl Plan {
             self.lay_out_slices(doc, pointer, range, around, deep);
             return;
         }
-        let children = match doc.cached_items(&pointer) {
+        let children = match doc.cached_items(&range) {
             // The bulk array's index is usually made already (for the
             // summary); deeper ones are the plan's alone.
-            Some(items) if !object && items.range == range => items,
+            Some(items) if !object => items,
             _ => Arc::new(Items {
                 starts: if object {
                     scan::member_starts(text, range.clone())
@@ -633,6 +635,36 @@ impl Plan {
     /// How many pages.
     pub fn pages(&self) -> usize {
         self.pages.len()
+    }
+
+    /// Memory held, approximately: its pages, and the child indexes of the
+    /// containers they go through (each counted once).
+    pub fn memory(&self) -> usize {
+        let mut containers = std::collections::HashSet::new();
+        let mut bytes = std::mem::size_of::<Self>()
+            + self.path.as_ref().map_or(0, String::capacity)
+            + self.pages.capacity() * std::mem::size_of::<Planned>();
+        for page in &self.pages {
+            bytes += page
+                .around
+                .iter()
+                .map(|a| {
+                    std::mem::size_of::<AroundSpan>() + a.pointer.capacity() + a.key.capacity()
+                })
+                .sum::<usize>();
+            match &page.segment {
+                Segment::Children { container, .. } => {
+                    if containers.insert(Arc::as_ptr(container)) {
+                        bytes += std::mem::size_of::<Container>()
+                            + container.pointer.capacity()
+                            + container.children.memory();
+                    }
+                }
+                Segment::Slice { pointer, .. } => bytes += pointer.capacity(),
+                Segment::Lines { .. } | Segment::LineSlice { .. } => {}
+            }
+        }
+        bytes
     }
 
     /// The path paged (`""`: the whole JSON document); `None` for text.

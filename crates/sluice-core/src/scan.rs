@@ -10,6 +10,8 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+use crate::format::quoted_cut;
+
 /// An array found in a document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArraySpan {
@@ -87,14 +89,30 @@ struct Frame {
     key: Range<usize>,
     /// For objects: whether the next string is a key.
     expect_key: bool,
+    /// [`visit_strings`]: the length of the pointer built before this
+    /// container's own token.
+    prefix_len: usize,
 }
 
+/// How deep an array may be nested (counting every container around it)
+/// to be named by [`largest_arrays`]: deeper ones are paged through the
+/// arrays around them, and their pointers (`/0/0/0/…`) would fill a summary.
+pub const NAMED_DEPTH: usize = 64;
+
 /// The `keep` largest arrays of compact JSON `doc`, largest first (ties:
-/// the earlier one first).
+/// the earlier one first), among those nested at most [`NAMED_DEPTH`] deep.
+///
+/// Linear in `doc` however deep it nests: sizes are compared in one pass,
+/// and pointers are built in a second one for the arrays kept only (at most
+/// `keep`, each at most [`NAMED_DEPTH`] tokens).
 pub fn largest_arrays(doc: &str, keep: usize) -> Vec<ArraySpan> {
+    if keep == 0 {
+        return Vec::new();
+    }
     let b = doc.as_bytes();
     let mut stack: Vec<Frame> = Vec::new();
-    let mut found: Vec<ArraySpan> = Vec::new();
+    // Kept so far: bytes, items; largest first.
+    let mut found: Vec<(Range<usize>, usize)> = Vec::new();
     let mut i = 0;
     while i < b.len() {
         match b[i] {
@@ -114,28 +132,20 @@ pub fn largest_arrays(doc: &str, keep: usize) -> Vec<ArraySpan> {
                 if let Some(top) = stack.last_mut() {
                     top.empty = false;
                 }
-                stack.push(Frame {
-                    array: open == b'[',
-                    start: i,
-                    commas: 0,
-                    empty: true,
-                    key: 0..0,
-                    expect_key: open == b'{',
-                });
+                stack.push(Frame::open(open, i, 0));
             }
             b']' => {
-                if let Some(frame) = stack.pop() {
-                    let bytes = i + 1 - frame.start;
+                if let Some(frame) = stack.pop()
+                    && stack.len() < NAMED_DEPTH
+                {
+                    let range = frame.start..i + 1;
+                    let bytes = range.len();
                     let small = found.len() >= keep
-                        && found.last().is_some_and(|last| last.bytes() >= bytes);
-                    if !small && keep > 0 {
-                        let span = ArraySpan {
-                            pointer: pointer_of(doc, &stack),
-                            range: frame.start..i + 1,
-                            items: if frame.empty { 0 } else { frame.commas + 1 },
-                        };
-                        let at = found.partition_point(|f| f.bytes() >= bytes);
-                        found.insert(at, span);
+                        && found.last().is_some_and(|(last, _)| last.len() >= bytes);
+                    if !small {
+                        let items = if frame.empty { 0 } else { frame.commas + 1 };
+                        let at = found.partition_point(|(f, _)| f.len() >= bytes);
+                        found.insert(at, (range, items));
                         found.truncate(keep);
                     }
                 }
@@ -158,21 +168,96 @@ pub fn largest_arrays(doc: &str, keep: usize) -> Vec<ArraySpan> {
         }
         i += 1;
     }
+    let mut starts: Vec<usize> = found.iter().map(|(r, _)| r.start).collect();
+    starts.sort_unstable();
+    let pointers = pointers_at(doc, &starts);
     found
+        .into_iter()
+        .map(|(range, items)| {
+            let at = starts.binary_search(&range.start).unwrap_or_default();
+            ArraySpan {
+                pointer: pointers.get(at).cloned().unwrap_or_default(),
+                range,
+                items,
+            }
+        })
+        .collect()
+}
+
+impl Frame {
+    fn open(open: u8, start: usize, prefix_len: usize) -> Self {
+        Frame {
+            array: open == b'[',
+            start,
+            commas: 0,
+            empty: true,
+            key: 0..0,
+            expect_key: open == b'{',
+            prefix_len,
+        }
+    }
+}
+
+/// The pointers of the containers that open at `starts` (sorted), in one
+/// pass over `doc`.
+fn pointers_at(doc: &str, starts: &[usize]) -> Vec<String> {
+    let b = doc.as_bytes();
+    let mut pointers = Vec::with_capacity(starts.len());
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut i = 0;
+    while i < b.len() && pointers.len() < starts.len() {
+        match b[i] {
+            b'"' => {
+                let end = string_end(b, i);
+                if let Some(top) = stack.last_mut()
+                    && !top.array
+                    && top.expect_key
+                {
+                    top.key = i..end;
+                    top.expect_key = false;
+                }
+                i = end;
+                continue;
+            }
+            open @ (b'[' | b'{') => {
+                if starts.get(pointers.len()) == Some(&i) {
+                    pointers.push(pointer_of(doc, &stack));
+                }
+                stack.push(Frame::open(open, i, 0));
+            }
+            b']' | b'}' => {
+                stack.pop();
+            }
+            b',' => {
+                if let Some(top) = stack.last_mut() {
+                    top.commas += 1;
+                    top.expect_key = !top.array;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    pointers
 }
 
 /// The pointer of the value being scanned inside `stack`.
 fn pointer_of(doc: &str, stack: &[Frame]) -> String {
     let mut pointer = String::new();
     for frame in stack {
-        pointer.push('/');
-        if frame.array {
-            pointer.push_str(&frame.commas.to_string());
-        } else {
-            escape_token(&unquote(&doc[frame.key.clone()]), &mut pointer);
-        }
+        push_child_token(doc, frame, &mut pointer);
     }
     pointer
+}
+
+/// Appends `/` and the token of `frame`'s current child to `pointer`.
+fn push_child_token(doc: &str, frame: &Frame, pointer: &mut String) {
+    pointer.push('/');
+    if frame.array {
+        pointer.push_str(&frame.commas.to_string());
+    } else {
+        escape_token(&unquote(&doc[frame.key.clone()]), pointer);
+    }
 }
 
 /// The text of a JSON string literal (quotes included).
@@ -188,12 +273,18 @@ fn unquote(literal: &str) -> Cow<'_, str> {
 /// with its literal's bytes (quotes included), whether it is a key, and a
 /// function that builds its JSON Pointer (the member's, for a key). Stops
 /// when `visit` returns `false`.
+///
+/// The pointer of the container being scanned is kept as it goes (one
+/// token appended when a container opens, cut when it closes): building a
+/// string's pointer costs its length, not a walk of the whole nesting.
 pub fn visit_strings(
     doc: &str,
     mut visit: impl FnMut(std::ops::Range<usize>, bool, &dyn Fn() -> String) -> bool,
 ) {
     let b = doc.as_bytes();
     let mut stack: Vec<Frame> = Vec::new();
+    // The pointer of the container on top of `stack`.
+    let mut prefix = String::new();
     let mut i = 0;
     while i < b.len() {
         match b[i] {
@@ -208,7 +299,13 @@ pub fn visit_strings(
                         key = true;
                     }
                 }
-                let pointer = || pointer_of(doc, &stack);
+                let pointer = || {
+                    let mut pointer = prefix.clone();
+                    if let Some(top) = stack.last() {
+                        push_child_token(doc, top, &mut pointer);
+                    }
+                    pointer
+                };
                 if !visit(i..end, key, &pointer) {
                     return;
                 }
@@ -216,17 +313,16 @@ pub fn visit_strings(
                 continue;
             }
             open @ (b'[' | b'{') => {
-                stack.push(Frame {
-                    array: open == b'[',
-                    start: i,
-                    commas: 0,
-                    empty: true,
-                    key: 0..0,
-                    expect_key: open == b'{',
-                });
+                let prefix_len = prefix.len();
+                if let Some(top) = stack.last() {
+                    push_child_token(doc, top, &mut prefix);
+                }
+                stack.push(Frame::open(open, i, prefix_len));
             }
             b']' | b'}' => {
-                stack.pop();
+                if let Some(frame) = stack.pop() {
+                    prefix.truncate(frame.prefix_len);
+                }
             }
             b',' => {
                 if let Some(top) = stack.last_mut() {
@@ -348,16 +444,44 @@ pub fn member_parts(doc: &str, member: Range<usize>) -> (Cow<'_, str>, Range<usi
     (key, (key_end + 1).min(member.end)..member.end)
 }
 
-/// Why a JSON Pointer does not lead to a value.
+/// Why a JSON Pointer does not lead to a value. Messages quote the pointer
+/// cut to a few dozen characters (it comes from a client).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PointerError {
     /// Not a pointer: it must be empty or start with `/`.
     #[error(
-        "`{0}` is not a JSON Pointer: use \"\" for the whole document or a path such as \"/rows\" or \"/tree/0/children\""
+        "`{}` is not a JSON Pointer: use \"\" for the whole document or a path such as \"/rows\" or \"/tree/0/children\"",
+        quoted_cut(.0)
     )]
     Syntax(String),
+    /// A `~` not followed by `0` or `1` (RFC 6901 has only `~0` and `~1`).
+    #[error(
+        "`{}` is not a JSON Pointer: `~` must be written `~0`, and `/` inside a key `~1` (RFC 6901)",
+        quoted_cut(.0)
+    )]
+    Escape(String),
+    /// An array index not written as RFC 6901 writes one (`+0`, `00`, ` 1`,
+    /// `-1`): each item has one spelling, so that each path has one.
+    #[error(
+        "`{}` is not a canonical JSON Pointer: `{}` is not an array index as RFC 6901 writes one (digits only, no sign, no space, no leading zero){}",
+        quoted_cut(.pointer), quoted_cut(.token), match .canonical {
+            Some(canonical) => format!(": write `{}`", quoted_cut(canonical)),
+            None => ": items are numbered from 0 (`/0` is the first)".to_owned(),
+        }
+    )]
+    NotCanonical {
+        /// The whole pointer.
+        pointer: String,
+        /// The step written wrong.
+        token: String,
+        /// The pointer written canonically, when the step is a number.
+        canonical: Option<String>,
+    },
     /// A step names a member or index that does not exist.
-    #[error("`{pointer}` does not exist: `{missing}` is not found in the value at `{parent}`")]
+    #[error(
+        "`{}` does not exist: `{}` is not found in the value at `{}`",
+        quoted_cut(.pointer), quoted_cut(.missing), quoted_cut(.parent)
+    )]
     Missing {
         /// The whole pointer.
         pointer: String,
@@ -368,51 +492,123 @@ pub enum PointerError {
     },
 }
 
+/// A JSON Pointer token as the key or index it names (`~1` → `/`, `~0` →
+/// `~`); `None` when a `~` is followed by anything else.
+fn unescape_strict(token: &str) -> Option<Cow<'_, str>> {
+    if !token.contains('~') {
+        return Some(Cow::Borrowed(token));
+    }
+    let mut out = String::with_capacity(token.len());
+    let mut chars = token.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '~' => match chars.next() {
+                Some('0') => out.push('~'),
+                Some('1') => out.push('/'),
+                _ => return None,
+            },
+            c => out.push(c),
+        }
+    }
+    Some(Cow::Owned(out))
+}
+
+/// How a token reads as an array index.
+enum Index {
+    /// Canonical: the index (`None` when too large to exist).
+    Canonical(Option<usize>),
+    /// A number written otherwise: its canonical spelling, if not negative.
+    NotCanonical(Option<String>),
+    /// Not a number at all.
+    NotANumber,
+}
+
+/// Reads `token` as an array index: canonical only when `0` or digits
+/// without a leading zero (RFC 6901).
+fn array_index(token: &str) -> Index {
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit());
+    if digits(token) && (token == "0" || !token.starts_with('0')) {
+        return Index::Canonical(token.parse().ok());
+    }
+    let trimmed = token.trim();
+    let (negative, unsigned) = match trimmed.as_bytes().first() {
+        Some(b'+') => (false, &trimmed[1..]),
+        Some(b'-') => (true, &trimmed[1..]),
+        _ => (false, trimmed),
+    };
+    if !digits(unsigned) {
+        return Index::NotANumber;
+    }
+    let stripped = unsigned.trim_start_matches('0');
+    let canonical = if stripped.is_empty() { "0" } else { stripped };
+    if negative && canonical != "0" {
+        Index::NotCanonical(None)
+    } else {
+        Index::NotCanonical(Some(canonical.to_owned()))
+    }
+}
+
 /// The bytes of the value at JSON Pointer `pointer` in compact `doc`.
+///
+/// Linear in `doc` and `pointer` however deep the pointer goes: each step
+/// skips only the siblings before the value it names (bytes never scanned
+/// again), and only the last value's end is looked for.
 pub fn resolve(doc: &str, pointer: &str) -> Result<Range<usize>, PointerError> {
     let b = doc.as_bytes();
-    let mut here = 0..value_end(b, 0);
     if pointer.is_empty() {
-        return Ok(here);
+        return Ok(0..value_end(b, 0));
     }
     let Some(rest) = pointer.strip_prefix('/') else {
         return Err(PointerError::Syntax(pointer.to_owned()));
     };
-    let mut walked = String::new();
+    let mut start = 0;
+    // How much of `pointer` leads to `start`.
+    let mut walked = 0;
     for raw in rest.split('/') {
-        let token = unescape_token(raw);
-        let missing = || PointerError::Missing {
-            pointer: pointer.to_owned(),
-            parent: walked.clone(),
-            missing: token.clone(),
-        };
-        let found = match b.get(here.start) {
-            Some(b'{') => member(doc, here.clone(), &token),
-            Some(b'[') => token
-                .parse::<usize>()
-                .ok()
-                .filter(|_| token == "0" || !token.starts_with('0'))
-                .and_then(|n| nth_item(b, here.clone(), n)),
+        let token = unescape_strict(raw).ok_or_else(|| PointerError::Escape(pointer.to_owned()))?;
+        let found = match b.get(start) {
+            Some(b'{') => member_start(doc, start, &token),
+            Some(b'[') => match array_index(&token) {
+                Index::Canonical(n) => n.and_then(|n| nth_item_start(b, start, n)),
+                Index::NotCanonical(canonical) => {
+                    return Err(PointerError::NotCanonical {
+                        pointer: pointer.to_owned(),
+                        token: token.into_owned(),
+                        canonical: canonical.map(|c| {
+                            format!(
+                                "{}/{c}{}",
+                                &pointer[..walked],
+                                &pointer[walked + 1 + raw.len()..]
+                            )
+                        }),
+                    });
+                }
+                Index::NotANumber => None,
+            },
             _ => None,
         };
-        here = found.ok_or_else(missing)?;
-        walked.push('/');
-        walked.push_str(raw);
+        start = found.ok_or_else(|| PointerError::Missing {
+            pointer: pointer.to_owned(),
+            parent: pointer[..walked].to_owned(),
+            missing: token.clone().into_owned(),
+        })?;
+        walked += 1 + raw.len();
     }
-    Ok(here)
+    Ok(start..value_end(b, start))
 }
 
-fn member(doc: &str, object: Range<usize>, name: &str) -> Option<Range<usize>> {
+/// Where the value of member `name` of the object starting at `object`
+/// starts.
+fn member_start(doc: &str, object: usize, name: &str) -> Option<usize> {
     let b = doc.as_bytes();
-    let mut i = object.start + 1;
-    while i < object.end && b[i] == b'"' {
+    let mut i = object + 1;
+    while b.get(i) == Some(&b'"') {
         let key_end = string_end(b, i);
-        let key = unquote(&doc[i..key_end]);
         let value_start = key_end + 1;
-        let end = value_end(b, value_start);
-        if key == name {
-            return Some(value_start..end);
+        if unquote(&doc[i..key_end]) == name {
+            return Some(value_start);
         }
+        let end = value_end(b, value_start);
         if b.get(end) != Some(&b',') {
             return None;
         }
@@ -421,22 +617,20 @@ fn member(doc: &str, object: Range<usize>, name: &str) -> Option<Range<usize>> {
     None
 }
 
-fn nth_item(b: &[u8], array: Range<usize>, n: usize) -> Option<Range<usize>> {
-    let mut i = array.start + 1;
-    if b.get(i) == Some(&b']') {
+/// Where item `n` of the array starting at `array` starts.
+fn nth_item_start(b: &[u8], array: usize, n: usize) -> Option<usize> {
+    let mut i = array + 1;
+    if matches!(b.get(i), None | Some(b']')) {
         return None;
     }
-    for k in 0.. {
+    for _ in 0..n {
         let end = value_end(b, i);
-        if k == n {
-            return Some(i..end);
-        }
         if b.get(end) != Some(&b',') {
             return None;
         }
         i = end + 1;
     }
-    None
+    Some(i)
 }
 
 #[cfg(test)]
@@ -553,8 +747,82 @@ mod tests {
         assert!(matches!(at("/a/b~1c/2"), Err(PointerError::Missing { .. })));
         assert!(matches!(
             at("/a/b~1c/01"),
-            Err(PointerError::Missing { .. })
+            Err(PointerError::NotCanonical { .. })
         ));
         assert!(matches!(at("a"), Err(PointerError::Syntax(_))));
+    }
+
+    #[test]
+    fn array_indexes_have_one_spelling() {
+        let doc = r#"{"a":[10,[20,21]],"~2":1}"#;
+        let at = |p: &str| resolve(doc, p).map(|r| &doc[r]);
+        assert_eq!(at("/a/1/1"), Ok("21"));
+        let canonical = |p: &str| match resolve(doc, p) {
+            Err(PointerError::NotCanonical { canonical, .. }) => canonical,
+            other => panic!("{p}: {other:?}"),
+        };
+        assert_eq!(canonical("/a/+0").as_deref(), Some("/a/0"));
+        assert_eq!(canonical("/a/00").as_deref(), Some("/a/0"));
+        // The first step written wrong is named (what follows is not
+        // known to be an array yet).
+        assert_eq!(canonical("/a/ 1/01").as_deref(), Some("/a/1/01"));
+        assert_eq!(canonical("/a/1/+01").as_deref(), Some("/a/1/1"));
+        assert_eq!(canonical("/a/-1"), None);
+        let message = resolve(doc, "/a/+0").unwrap_err().to_string();
+        assert!(message.contains("write `/a/0`"), "{message}");
+        // Not a number: simply not there; `-` (past the end) neither.
+        assert!(matches!(at("/a/x"), Err(PointerError::Missing { .. })));
+        assert!(matches!(at("/a/-"), Err(PointerError::Missing { .. })));
+        // `~` escapes only `~` and `/`: `~2` is no spelling of the key `~2`.
+        assert!(matches!(at("/~2"), Err(PointerError::Escape(_))));
+        assert_eq!(at("/~02"), Ok("1"));
+    }
+
+    #[test]
+    fn pointer_errors_quote_a_long_pointer_cut() {
+        let pointer = format!("/{}", "x".repeat(1 << 20));
+        let message = resolve("{}", &pointer).unwrap_err().to_string();
+        assert!(message.len() < 400, "{}", message.len());
+        assert!(message.contains("(1,048,577 bytes)"), "{message}");
+    }
+
+    /// `[[[…]]]`, `depth` arrays deep around `inner`.
+    fn nested(depth: usize, inner: &str) -> String {
+        format!("{}{inner}{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn deep_nesting_is_scanned_in_one_pass() {
+        // 1 MB of nesting: every array is larger than the one inside it,
+        // so each would be kept in turn. Quadratic pointer building took
+        // over a minute for 200 KB.
+        let doc = nested(500_000, r#""leaf""#);
+        let found = largest_arrays(&doc, 12);
+        assert_eq!(found.len(), 12);
+        assert_eq!(found[0].pointer, "");
+        assert_eq!(found[1].pointer, "/0");
+        assert_eq!(found[11].pointer, "/0".repeat(11));
+        // Only arrays up to the naming depth are named.
+        let deepest = largest_arrays(&nested(NAMED_DEPTH + 10, "1"), 1000);
+        assert_eq!(deepest.len(), NAMED_DEPTH);
+        assert_eq!(
+            deepest.last().unwrap().pointer,
+            "/0".repeat(NAMED_DEPTH - 1)
+        );
+        // Every string's pointer, however deep: built as the scan goes.
+        let doc = nested(100_000, &vec![r#""s""#; 1000].join(","));
+        let mut strings = 0;
+        let mut last = String::new();
+        visit_strings(&doc, |_, _, pointer| {
+            strings += 1;
+            last = pointer();
+            true
+        });
+        assert_eq!(strings, 1000);
+        assert_eq!(last, format!("{}/999", "/0".repeat(99_999)));
+        // A pointer as deep as the document resolves in one pass too.
+        let deep = "/0".repeat(499_999);
+        let doc = nested(500_000, r#""leaf""#);
+        assert_eq!(&doc[resolve(&doc, &deep).unwrap()], r#"["leaf"]"#);
     }
 }

@@ -27,6 +27,12 @@ use crate::scan;
 
 /// The most hits a search keeps (the total is counted beyond).
 pub const HITS_KEPT: usize = 100_000;
+/// The most bytes of JSON Pointers the kept hits of a search hold (deep
+/// documents have long pointers): past it, hits are counted, not kept.
+pub const HIT_POINTER_BYTES: usize = 4 << 20;
+/// The longest pattern, in bytes: compiling a longer one could take
+/// seconds and gigabytes before the regex crate's size limit refuses it.
+pub const MAX_PATTERN_BYTES: usize = 8 << 10;
 /// The most context lines before, or after, a text hit.
 pub const MAX_CONTEXT: usize = 10;
 /// Characters of a value or line shown around a match.
@@ -52,6 +58,13 @@ pub enum SearchError {
     /// Not a valid regular expression, or one too large.
     #[error("invalid regular expression: {0}")]
     Invalid(String),
+    /// Longer than [`MAX_PATTERN_BYTES`].
+    #[error(
+        "the pattern is {} long, over the limit of {} (8 KiB): search for a shorter part of it",
+        crate::format::bytes(*.0 as u64),
+        crate::format::bytes(MAX_PATTERN_BYTES as u64)
+    )]
+    TooLong(usize),
 }
 
 /// A query compiled for one kind of document.
@@ -72,6 +85,9 @@ impl Matcher {
     pub fn new(query: &Query, kind: Kind) -> Result<Self, SearchError> {
         if query.pattern.is_empty() {
             return Err(SearchError::Empty);
+        }
+        if query.pattern.len() > MAX_PATTERN_BYTES {
+            return Err(SearchError::TooLong(query.pattern.len()));
         }
         let pattern = if query.regex {
             query.pattern.clone()
@@ -201,6 +217,7 @@ pub fn search(doc: &Document, matcher: &Matcher) -> Hits {
             // Where the pattern occurs in the raw text, in order: for a
             // plain literal, a string without escapes matches exactly when
             // one of these falls inside it (no unescaping, no regex call).
+            let mut pointer_bytes = 0;
             let mut raw = matcher
                 .raw_literal
                 .then(|| re.find_iter(text).map(|m| m.start()).peekable());
@@ -215,9 +232,11 @@ pub fn search(doc: &Document, matcher: &Matcher) -> Hits {
                 };
                 if matched {
                     total += 1;
-                    if hits.len() < HITS_KEPT {
+                    if hits.len() < HITS_KEPT && pointer_bytes < HIT_POINTER_BYTES {
+                        let pointer = pointer();
+                        pointer_bytes += pointer.len();
                         hits.push(Hit::Json {
-                            pointer: pointer(),
+                            pointer,
                             key,
                             literal: range,
                         });

@@ -4,7 +4,10 @@
 //! (the client session that received it): another owner gets "unknown
 //! handle", never the data. Entries expire after a time-to-live counted from
 //! their last use, and the store keeps under a byte bound by evicting the
-//! least recently used entries. Expiry is lazy on access and swept by
+//! least recently used entries. An entry's bytes are its document's
+//! memory, indexes made while it is read included: they are counted again
+//! whenever the store is used, so the bound holds as documents are read.
+//! Expiry is lazy on access and swept by
 //! [`Store::purge_expired`], which the embedding calls periodically (as
 //! mini-redis's purge task does).
 
@@ -102,10 +105,10 @@ pub struct Listed {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
     /// Never stored, or stored for someone else.
-    #[error("unknown handle `{0}`: it was never issued to this session")]
+    #[error("unknown handle `{}`: it was never issued to this session", crate::format::quoted_cut(.0))]
     Unknown(String),
     /// Stored, but not used for longer than the time-to-live.
-    #[error("handle `{handle}` expired {} ago (results are kept {} after their last use)", crate::format::age(*ago_s), crate::format::age(*ttl_s))]
+    #[error("handle `{}` expired {} ago (results are kept {} after their last use)", crate::format::quoted_cut(.handle), crate::format::age(*ago_s), crate::format::age(*ttl_s))]
     Expired {
         /// The handle.
         handle: String,
@@ -115,7 +118,7 @@ pub enum StoreError {
         ttl_s: u64,
     },
     /// Evicted to make room for newer results.
-    #[error("handle `{0}` was evicted to make room for newer results (the store is full)")]
+    #[error("handle `{}` was evicted to make room for newer results (the store is full)", crate::format::quoted_cut(.0))]
     Evicted(String),
     /// Larger than the whole store.
     #[error("the result ({}) is larger than the store's bound ({})", crate::format::bytes(*bytes), crate::format::bytes(*max))]
@@ -231,6 +234,45 @@ impl Inner {
         }
     }
 
+    /// Counts `handle`'s bytes again: its document's indexes grow as it is
+    /// read.
+    fn recount(&mut self, handle: &str) {
+        if let Some(entry) = self.entries.get_mut(handle) {
+            let now = entry.stored.doc.memory() as u64;
+            self.bytes = self.bytes - entry.bytes + now;
+            entry.bytes = now;
+        }
+    }
+
+    /// Counts every entry's bytes again.
+    fn recount_all(&mut self) {
+        let mut total = 0;
+        for entry in self.entries.values_mut() {
+            entry.bytes = entry.stored.doc.memory() as u64;
+            total += entry.bytes;
+        }
+        self.bytes = total;
+    }
+
+    /// Evicts the least recently used entries other than `keep` until
+    /// `room` more bytes fit under `max`.
+    fn make_room(&mut self, max: u64, room: u64, keep: Option<&str>) {
+        let mut kept = None;
+        while self.bytes + room > max {
+            let Some((tick, oldest)) = self.lru.pop_first() else {
+                break;
+            };
+            if Some(oldest.as_str()) == keep {
+                kept = Some((tick, oldest));
+                continue;
+            }
+            self.remove(&oldest, Gone::Evicted);
+        }
+        if let Some((tick, handle)) = kept {
+            self.lru.insert(tick, handle);
+        }
+    }
+
     fn touch(&mut self, handle: &str, expires: Instant) {
         self.tick += 1;
         let tick = self.tick;
@@ -265,12 +307,8 @@ impl Store for MemoryStore {
             created: SystemTime::now(),
         });
         let mut inner = self.lock();
-        while inner.bytes + bytes > self.limits.max_bytes {
-            let Some((_, oldest)) = inner.lru.pop_first() else {
-                break;
-            };
-            inner.remove(&oldest, Gone::Evicted);
-        }
+        inner.recount_all();
+        inner.make_room(self.limits.max_bytes, bytes, None);
         inner.tick += 1;
         let tick = inner.tick;
         inner.lru.insert(tick, stored.handle.clone());
@@ -306,6 +344,8 @@ impl Store for MemoryStore {
             }
             Some((_, stored)) => {
                 inner.touch(handle, now + self.limits.ttl);
+                inner.recount(handle);
+                inner.make_room(self.limits.max_bytes, 0, Some(handle));
                 Ok(Listed {
                     stored,
                     expires_at: SystemTime::now() + self.limits.ttl,
@@ -362,7 +402,10 @@ impl Store for MemoryStore {
     }
 
     fn usage(&self) -> (usize, u64) {
-        let inner = self.lock();
+        let mut inner = self.lock();
+        inner.recount_all();
+        let newest = inner.lru.last_key_value().map(|(_, h)| h.clone());
+        inner.make_room(self.limits.max_bytes, 0, newest.as_deref());
         (inner.entries.len(), inner.bytes)
     }
 }
@@ -482,6 +525,67 @@ mod tests {
             store.put(&session(1), doc(10_000), info()),
             Err(StoreError::TooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn indexes_made_while_reading_count_in_the_bound() {
+        let rows = |n: usize| {
+            let rows: Vec<String> = (0..n).map(|i| format!("[{i},{i},{i},{i}]")).collect();
+            Document::json(format!("[{}]", rows.join(","))).unwrap()
+        };
+        let bare = rows(2000).memory() as u64;
+        let store = MemoryStore::new(StoreLimits {
+            max_bytes: bare * 3,
+            ttl: Duration::from_secs(60),
+        });
+        let a = store.put(1, rows(2000), info()).unwrap();
+        let b = store.put(1, rows(2000), info()).unwrap();
+        assert_eq!(store.usage(), (2, 2 * bare));
+        // Many distinct paths and budgets read on `b`.
+        for i in 0..2000 {
+            let read = store.get(1, &b.handle).unwrap().stored;
+            read.doc.items(&format!("/{i}")).unwrap();
+            let budget = crate::budget::Budget {
+                max_tokens: 500 + i as u32,
+                ..Default::default()
+            };
+            read.doc
+                .plan(Some(&format!("/{}", i % 50)), budget)
+                .unwrap();
+        }
+        let (_, held) = store.usage();
+        assert_eq!(held, a.doc.memory() as u64 + b.doc.memory() as u64);
+        assert!(held > 2 * bare, "b's indexes are counted: {held} vs {bare}");
+        assert!(held <= 3 * bare, "and bounded: {held} vs {bare}");
+        // Past the bound, the least recently used entry gives way.
+        let big = store.get(1, &b.handle).unwrap().stored;
+        big.doc.items("").unwrap();
+        big.doc
+            .plan(
+                None,
+                crate::budget::Budget {
+                    max_tokens: 100,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let (entries, held) = store.usage();
+        assert!(held <= 3 * bare, "{held} vs {}", 3 * bare);
+        if held + bare > 3 * bare {
+            assert_eq!(entries, 1);
+            assert!(matches!(
+                store.get(1, &a.handle),
+                Err(StoreError::Evicted(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn unknown_handles_are_quoted_cut() {
+        let store = MemoryStore::new(StoreLimits::default());
+        let bogus = format!("h_{}", "A".repeat(1 << 20));
+        let message = store.get(1, &bogus).unwrap_err().to_string();
+        assert!(message.len() < 200, "{}", message.len());
     }
 
     #[test]

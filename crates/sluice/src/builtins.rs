@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_core::budget::Budget;
 use sluice_core::cursor::{Cursor, SearchCursor};
-use sluice_core::format::{age, bytes, group, timestamp};
+use sluice_core::format::{age, bytes, group, quoted_cut, timestamp};
 use sluice_core::pager::{Page, PageError, Position};
 use sluice_core::search::{self, Hits, Matcher, Query};
 use sluice_core::store::{Listed, Owner, StoreError, Stored};
@@ -219,12 +219,14 @@ struct InfoArgs {
 }
 
 /// Where a read starts.
+#[derive(Clone)]
 enum From {
     Page(u64),
     At(Position),
 }
 
 /// A page request, validated.
+#[derive(Clone)]
 struct PageRequest {
     handle: String,
     path: Option<String>,
@@ -238,8 +240,13 @@ fn parse_args<T: serde::de::DeserializeOwned>(
     arguments: Option<JsonObject>,
     example: &str,
 ) -> Result<T, String> {
-    serde_json::from_value(Value::Object(arguments.unwrap_or_default()))
-        .map_err(|e| format!("{tool}: {e}. Call it as {example}."))
+    // The parser's message may quote the value it refused: cut.
+    serde_json::from_value(Value::Object(arguments.unwrap_or_default())).map_err(|e| {
+        format!(
+            "{tool}: {}. Call it as {example}.",
+            sluice_core::format::cut(&e.to_string(), 200)
+        )
+    })
 }
 
 /// `budget` with the `max_tokens` a call asked for (never more than the
@@ -269,8 +276,9 @@ fn context_lines(name: &str, value: Option<&Value>) -> Result<Option<u8>, String
         .map(|n| Some(n as u8))
         .ok_or_else(|| {
             format!(
-                "{SEARCH}: `{name}` must be a whole number of lines from 0 to {}, not {value}.",
-                search::MAX_CONTEXT
+                "{SEARCH}: `{name}` must be a whole number of lines from 0 to {}, not {}.",
+                search::MAX_CONTEXT,
+                quoted_cut(&value.to_string())
             )
         })
 }
@@ -300,7 +308,7 @@ fn invalid_search_cursor(why: impl std::fmt::Display) -> ErrorData {
 
 impl Governor {
     /// `sluice_read`.
-    pub fn read(
+    pub async fn read(
         &self,
         arguments: Option<JsonObject>,
         owner: &Owner,
@@ -360,7 +368,7 @@ impl Governor {
             }
             Err(e) => return Ok(error_result(format!("{e}. {}", self.handles_hint(owner)))),
         };
-        match self.page(&stored, &request) {
+        match page_off_thread(&stored, &request).await {
             Ok(page) => Ok(self.page_result(&stored, &request, &page)),
             Err(PageFailure::Model(message)) => Ok(error_result(message)),
             Err(PageFailure::Cursor) => {
@@ -383,27 +391,51 @@ impl Governor {
             from: From::At(at),
         })
     }
+}
 
-    fn page(&self, stored: &Stored, request: &PageRequest) -> Result<Page, PageFailure> {
-        let page_budget = page_budget(request.budget, request.path.as_deref());
-        let plan = stored
-            .doc
-            .plan(request.path.as_deref(), page_budget)
-            .map_err(|e| PageFailure::Model(page_error(stored, &e)))?;
-        let from = match request.from {
-            From::Page(n) => plan
-                .start_of(n)
-                .map_err(|e| PageFailure::Model(page_error(stored, &e)))?,
-            From::At(at) => {
-                if !plan.holds(&stored.doc, at) {
-                    return Err(PageFailure::Cursor);
-                }
-                at
-            }
-        };
-        Ok(plan.serve(&stored.doc, from))
+/// Documents larger than this have their pages planned on a blocking
+/// thread: a first plan of a path scans the value paged (and may tokenize up
+/// to 4 MB of it), which a request thread must not wait for.
+const BLOCKING_BYTES: usize = 256 * 1024;
+
+/// The page `request` asks of `stored`, planned off the request threads
+/// when the document is large.
+async fn page_off_thread(stored: &Arc<Stored>, request: &PageRequest) -> Result<Page, PageFailure> {
+    if stored.doc.bytes() <= BLOCKING_BYTES {
+        return page_of(stored, request);
     }
+    let (stored, request) = (stored.clone(), request.clone());
+    tokio::task::spawn_blocking(move || page_of(&stored, &request))
+        .await
+        .unwrap_or_else(|e| {
+            Err(PageFailure::Model(format!(
+                "sluice failed to plan the page: {e}. Call {READ} again."
+            )))
+        })
+}
 
+/// The page `request` asks of `stored`.
+fn page_of(stored: &Stored, request: &PageRequest) -> Result<Page, PageFailure> {
+    let page_budget = page_budget(request.budget, request.path.as_deref());
+    let plan = stored
+        .doc
+        .plan(request.path.as_deref(), page_budget)
+        .map_err(|e| PageFailure::Model(page_error(stored, &e)))?;
+    let from = match request.from {
+        From::Page(n) => plan
+            .start_of(n)
+            .map_err(|e| PageFailure::Model(page_error(stored, &e)))?,
+        From::At(at) => {
+            if !plan.holds(&stored.doc, at) {
+                return Err(PageFailure::Cursor);
+            }
+            at
+        }
+    };
+    Ok(plan.serve(&stored.doc, from))
+}
+
+impl Governor {
     fn next_cursor(&self, stored: &Stored, request: &PageRequest, page: &Page) -> Option<String> {
         page.next.map(|at| {
             self.key().seal(&Cursor {
@@ -464,7 +496,7 @@ impl Governor {
     }
 
     /// `resources/read sluice://result/<handle>[?page=N&path=…&cursor=…]`.
-    pub fn read_result_resource(
+    pub async fn read_result_resource(
         &self,
         uri: &str,
         owner: &Owner,
@@ -487,7 +519,11 @@ impl Governor {
                             .filter(|&p| p > 0)
                             .ok_or_else(|| {
                                 ErrorData::invalid_params(
-                                    format!("`page={value}` in {uri}: pages are numbered from 1"),
+                                    format!(
+                                        "`page={}` in {}: pages are numbered from 1",
+                                        quoted_cut(&value),
+                                        quoted_cut(uri)
+                                    ),
                                     None,
                                 )
                             })?,
@@ -497,7 +533,11 @@ impl Governor {
                 "cursor" => cursor = Some(value),
                 other => {
                     return Err(ErrorData::invalid_params(
-                        format!("unknown parameter `{other}` in {uri}: use page, path or cursor"),
+                        format!(
+                            "unknown parameter `{}` in {}: use page, path or cursor",
+                            quoted_cut(other),
+                            quoted_cut(uri)
+                        ),
                         None,
                     ));
                 }
@@ -515,7 +555,7 @@ impl Governor {
         let not_found = |e: StoreError| {
             ErrorData::resource_not_found(
                 format!("{e}. {}", self.handles_hint(owner)),
-                Some(json!({"uri": uri})),
+                Some(json!({"uri": quoted_cut(uri)})),
             )
         };
         let stored = self
@@ -523,10 +563,12 @@ impl Governor {
             .get(owner, &request.handle)
             .map_err(not_found)?
             .stored;
-        let page = self.page(&stored, &request).map_err(|e| match e {
-            PageFailure::Model(message) => ErrorData::invalid_params(message, None),
-            PageFailure::Cursor => invalid_cursor("this cursor does not point into its result"),
-        })?;
+        let page = page_off_thread(&stored, &request)
+            .await
+            .map_err(|e| match e {
+                PageFailure::Model(message) => ErrorData::invalid_params(message, None),
+                PageFailure::Cursor => invalid_cursor("this cursor does not point into its result"),
+            })?;
         let next = self.next_cursor(&stored, &request, &page);
         let mut meta = self.page_meta(&stored, &page, next.as_deref());
         let next_uri = next
@@ -591,6 +633,12 @@ impl Governor {
                     }
                 };
                 let context = context.unwrap_or(DEFAULT_CONTEXT);
+                if pattern.len() > search::MAX_PATTERN_BYTES {
+                    return Ok(error_result(format!(
+                        "{SEARCH}: {}.",
+                        search::SearchError::TooLong(pattern.len())
+                    )));
+                }
                 if args.max_matches == Some(0) {
                     return Ok(error_result(format!(
                         "{SEARCH}: `max_matches` must be at least 1."
@@ -632,7 +680,13 @@ impl Governor {
             }
             Err(e) => return Ok(error_result(format!("{e}. {}", self.handles_hint(owner)))),
         };
-        let matcher = match Matcher::new(&cursor.query, stored.doc.kind()) {
+        // Compiling is bounded (8 KiB of pattern, the regex crate's size
+        // limits) but may take a while: off the request threads.
+        let (query, kind) = (cursor.query.clone(), stored.doc.kind());
+        let compiled = tokio::task::spawn_blocking(move || Matcher::new(&query, kind))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("search failed: {e}"), None))?;
+        let matcher = match compiled {
             Ok(m) => m,
             Err(e) => {
                 return Ok(error_result(format!(
@@ -732,7 +786,13 @@ impl Governor {
         // splits it).
         let outputs = match self.jq().run(&args.filter, &stored).await {
             Ok(answer) => answer.outputs,
-            Err(message) => return Ok(error_result(format!("{QUERY}: {message}"))),
+            // The message may quote the filter: cut.
+            Err(message) => {
+                return Ok(error_result(format!(
+                    "{QUERY}: {}",
+                    sluice_core::format::cut(&message, 1000)
+                )));
+            }
         };
         let mut meta = json!({
             "handle": stored.handle,
@@ -755,7 +815,7 @@ impl Governor {
         let policy = crate::govern::Policy {
             owner: owner.clone(),
             budget,
-            source: format!("{QUERY} {}", args.filter),
+            source: format!("{QUERY} {}", quoted_cut(&args.filter)),
             mode: sluice_core::config::Mode::Buffer,
             preview_depth: crate::govern::DEFAULT_PREVIEW_DEPTH,
             narrowing: Vec::new(),

@@ -100,6 +100,10 @@ pub struct Gateway {
 
 /// How long a client's `initialize` waits for the upstreams to start; past
 /// it sluice answers anyway and announces the tools when they come.
+/// The longest tool name sluice forwards, in bytes (MCP tool names are 1 to
+/// 128 characters; a longer one is unknown everywhere).
+const MAX_TOOL_NAME_BYTES: usize = 512;
+
 const STARTUP_WAIT: Duration = Duration::from_secs(20);
 
 impl Gateway {
@@ -559,6 +563,7 @@ impl Gateway {
                 return self
                     .governor
                     .read(params.arguments, &caller.owner, budget)
+                    .await
                     .map(|r| CallToolResponse::Complete(era(r, caller)));
             }
             crate::builtins::SEARCH => {
@@ -643,6 +648,11 @@ impl Gateway {
             }
             _ => {}
         }
+        // No tool has a name this long (MCP names are at most 128
+        // characters): refused here, not sent on and echoed back whole.
+        if exposed.len() > MAX_TOOL_NAME_BYTES {
+            return Err(self.unknown("tool", &exposed));
+        }
         let Some((upstream, name)) = self.namer.route(&exposed) else {
             return Err(self.unknown("tool", &exposed));
         };
@@ -701,7 +711,8 @@ impl Gateway {
                     Some(serde_json::Value::Bool(true)) => true,
                     Some(other) => {
                         return Ok(CallToolResponse::Complete(error_result(format!(
-                            "`_fresh` must be true (skip the cached result and refresh it) or false, not {other}"
+                            "`_fresh` must be true (skip the cached result and refresh it) or false, not {}",
+                            sluice_core::format::quoted_cut(&other.to_string())
                         ))));
                     }
                 };
@@ -1082,6 +1093,7 @@ impl Gateway {
             return self
                 .governor
                 .read_result_resource(&params.uri, &caller.owner, budget)
+                .await
                 .map(|mut r| {
                     if caller.legacy {
                         r.result_type = None;
@@ -1192,7 +1204,10 @@ impl Gateway {
             }
         }
         Err(ErrorData::resource_not_found(
-            format!("no upstream accepted a subscription to {uri}"),
+            format!(
+                "no upstream accepted a subscription to {}",
+                sluice_core::format::quoted_cut(&uri)
+            ),
             None,
         ))
     }
@@ -1358,6 +1373,7 @@ impl Gateway {
         } else {
             String::new()
         };
+        let name = sluice_core::format::quoted_cut(name);
         ErrorData::invalid_params(format!("unknown {what} `{name}`{hint}"), None)
     }
 }

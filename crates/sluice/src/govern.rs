@@ -681,9 +681,7 @@ mod tests {
         let mut around = serde_json::Map::new();
         loop {
             let args = request.as_object().cloned();
-            let page = governor
-                .read(args, &Owner::Session(7), Budget::default())
-                .unwrap();
+            let page = governor.read(args, &Owner::Session(7), Budget::default()).await.unwrap();
             let text = |i: usize| page.content[i].as_text().unwrap().text.clone();
             let meta = page.meta.as_ref().unwrap().0["sluice/page"].clone();
             if meta["form"] == "items" {
@@ -717,6 +715,7 @@ mod tests {
                 &Owner::Session(8),
                 Budget::default(),
             )
+            .await
             .unwrap();
         assert_eq!(other.is_error, Some(true));
     }

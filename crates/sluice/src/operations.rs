@@ -457,7 +457,8 @@ impl Operations {
         let found = self.live().get(id).filter(|o| o.owner == *owner).cloned();
         found.ok_or_else(|| {
                 format!(
-                    "unknown operation `{id}`: it was never started in this session, or it ended more than {} h ago. {}",
+                    "unknown operation `{}`: it was never started in this session, or it ended more than {} h ago. {}",
+                    sluice_core::format::quoted_cut(id),
                     self.settings.retention.as_secs() / 3600,
                     self.list_hint(owner)
                 )
@@ -521,7 +522,8 @@ impl Operations {
             .find(|k| !["operation", "wait_s"].contains(&k.as_str()))
         {
             return error(format!(
-                "sluice_result: unknown argument `{unknown}`: it takes {{\"operation\":\"op_…\",\"wait_s\":N}}"
+                "sluice_result: unknown argument `{}`: it takes {{\"operation\":\"op_…\",\"wait_s\":N}}",
+                sluice_core::format::quoted_cut(unknown)
             ));
         }
         let wait = match self.settings.wait(args.get("wait_s")) {
@@ -650,7 +652,8 @@ fn operation_arg<'a>(args: &'a JsonObject, tool: &str) -> Result<&'a str, String
     match args.get("operation") {
         Some(Value::String(id)) => Ok(id),
         Some(other) => Err(format!(
-            "{tool}: `operation` must be an operation id string (op_…), not {other}"
+            "{tool}: `operation` must be an operation id string (op_…), not {}",
+            sluice_core::format::quoted_cut(&other.to_string())
         )),
         None => Err(format!(
             "{tool}: missing `operation`: {{\"operation\":\"op_…\"}}, the id a call that outlived its timeout answered with"

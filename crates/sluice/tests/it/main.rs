@@ -22,6 +22,7 @@ mod peers;
 mod query;
 mod recursive;
 mod search;
+mod stalls;
 mod stdio;
 mod tasks;
 mod tool_list;
