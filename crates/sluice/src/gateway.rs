@@ -842,6 +842,11 @@ impl Gateway {
                     _ => result,
                 }))
             }
+            // The upstream's own error, governed like a result.
+            Err(error) => Err(self
+                .governor
+                .tool_error(error, upstream.name(), &policy)
+                .await),
             other => other,
         }))
     }

@@ -212,6 +212,9 @@ impl Upstream {
         ct: &CancellationToken,
         routes: impl FnOnce(&RequestHandle<RoleClient>) -> Vec<RouteGuard>,
     ) -> Result<ServerResult, CallError> {
+        // A tool call's error is governed with the caller's budget (and
+        // stored whole); any other request's is cut here.
+        let governed_later = matches!(request, ClientRequest::CallToolRequest(_));
         let conn = self.connection().await?;
         let mut options = PeerRequestOptions::no_options();
         // A 2026-07-28 upstream has no `logging/setLevel`: a client's level
@@ -235,7 +238,10 @@ impl Upstream {
         let _routes = routes(&handle);
         match await_or_cancel(handle, ct, "cancelled by the client").await {
             Ok(result) => Ok(result),
-            Err(ServiceError::McpError(error)) => Err(CallError::Upstream(error)),
+            Err(ServiceError::McpError(error)) if governed_later => Err(CallError::Upstream(error)),
+            Err(ServiceError::McpError(error)) => {
+                Err(CallError::Upstream(bounded_error(error, self.name())))
+            }
             Err(ServiceError::Cancelled { .. }) if ct.is_cancelled() => Err(CallError::Cancelled),
             Err(e) => Err(self.lost(&conn, e).await),
         }
@@ -526,6 +532,47 @@ impl Upstream {
     }
 }
 
+/// The most of an upstream error's message, and of its `data` serialized,
+/// that reaches a client whole (tool calls excepted: their errors are
+/// governed like results, see [`crate::govern::Governor::tool_error`]).
+const MAX_ERROR_PART_BYTES: usize = 4 << 10;
+
+/// `error` with a message of at most [`MAX_ERROR_PART_BYTES`] (then "… N
+/// more bytes" and whose error it was) and `data` dropped when larger: an
+/// upstream's error is untrusted input, and a client's answer has a budget.
+fn bounded_error(mut error: ErrorData, upstream: &str) -> ErrorData {
+    let data_bytes = error
+        .data
+        .as_ref()
+        .map_or(0, |d| crate::govern::json_bytes(d) as usize);
+    let message_bytes = error.message.len();
+    if message_bytes <= MAX_ERROR_PART_BYTES && data_bytes <= MAX_ERROR_PART_BYTES {
+        return error;
+    }
+    let mut message = error.message.into_owned();
+    let mut notes = Vec::new();
+    if message_bytes > MAX_ERROR_PART_BYTES {
+        message.truncate(sluice_core::budget::floor_boundary(
+            &message,
+            MAX_ERROR_PART_BYTES,
+        ));
+        let more = (message_bytes - message.len()) as u64;
+        notes.push(format!("{} more bytes", sluice_core::format::group(more)));
+    }
+    if data_bytes > MAX_ERROR_PART_BYTES {
+        error.data = None;
+        let bytes = sluice_core::format::group(data_bytes as u64);
+        notes.push(format!("its `data` of {bytes} bytes"));
+    }
+    let _ = write!(
+        message,
+        "… ({} of upstream `{upstream}`'s error cut by sluice: it was too large to pass on)",
+        notes.join(" and ")
+    );
+    error.message = message.into();
+    error
+}
+
 /// The largest message sluice takes from an upstream. rmcp's default (16 MiB)
 /// drops larger results, and the call waiting for one never ends; sluice
 /// stores large results instead, so it accepts up to 1 GiB.
@@ -576,5 +623,34 @@ impl Connection {
         if let Err(e) = self.service.peer().notify_roots_list_changed().await {
             tracing::debug!("roots/list_changed not delivered: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::ErrorCode;
+
+    #[test]
+    fn an_upstream_error_too_large_is_cut_and_says_whose_it_was() {
+        let small = ErrorData::invalid_params("no such prompt", Some(serde_json::json!({"a": 1})));
+        assert_eq!(bounded_error(small.clone(), "git"), small);
+        let message = "é".repeat(3_000_000);
+        let data = serde_json::json!({"detail": "x".repeat(5_000_000)});
+        let cut = bounded_error(
+            ErrorData::invalid_params(message.clone(), Some(data)),
+            "git",
+        );
+        assert_eq!(cut.code, ErrorCode::INVALID_PARAMS);
+        assert_eq!(cut.data, None);
+        assert!(cut.message.len() < 5 << 10, "{}", cut.message.len());
+        assert!(message.starts_with(cut.message.split('…').next().unwrap()));
+        assert!(
+            cut.message.ends_with(
+                "… (5,995,904 more bytes and its `data` of 5,000,013 bytes of upstream `git`'s error cut by sluice: it was too large to pass on)"
+            ),
+            "{}",
+            &cut.message[4000..]
+        );
     }
 }
