@@ -450,6 +450,14 @@ impl Upstream {
                         .map_err(|e| format!("has an invalid value for header `{name}`: {e}"))?;
                     custom.insert(name, value);
                 }
+                // TCP_NODELAY is on for upstream HTTP connections without a
+                // client of sluice's own: rmcp 3.9's `from_config` builds its
+                // `reqwest::Client` with `Client::builder()`, whose default is
+                // `nodelay: true` (reqwest 0.13.5, `async_impl/client.rs`),
+                // applied by its connector to every connection it opens
+                // (`connect.rs`, `set_nodelay`). rmcp also turns pooling off
+                // (`pool_max_idle_per_host(0)`), so no connection waits on a
+                // delayed ACK from an earlier response.
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
                 config.custom_headers = custom;
                 config.allow_stateless = true;
