@@ -105,7 +105,7 @@ impl Gateway {
         let upstreams = config
             .upstreams
             .iter()
-            .map(|spec| Arc::new(Upstream::new(spec.clone(), hub.clone())))
+            .map(|spec| Upstream::new(spec.clone(), hub.clone()))
             .collect::<Vec<_>>();
         let namer = Namer::new(upstreams.iter().map(|u| u.name().to_owned()));
         Arc::new(Self {

@@ -475,3 +475,53 @@ async fn a_huge_json_rpc_error_is_cut_to_the_budget_and_stored_whole() {
     }
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn an_upstream_that_never_finishes_its_handshake_is_named_and_the_others_serve() {
+    let dir = TempDir::new("stuck-handshake");
+    // Reads its stdin and never answers.
+    let stuck = cmd(&["sh", "-c", "cat > /dev/null"]);
+    let config = dir.file(
+        "sluice.toml",
+        &(toml_upstream("py", &py_server()) + &toml_upstream("stuck", &stuck)),
+    );
+    // The bound is the feature (10 s); these limits only leave room for a
+    // loaded machine. Before, `initialize` took 20 s and `tools/list` 40 s.
+    let began = std::time::Instant::now();
+    let (client, _) = connect(&via_config(&config)).await;
+    assert!(
+        began.elapsed() < Duration::from_secs(15),
+        "initialize took {:?}",
+        began.elapsed()
+    );
+    let began = std::time::Instant::now();
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(
+        began.elapsed() < Duration::from_secs(8),
+        "tools/list waited for the stuck upstream again: {:?}",
+        began.elapsed()
+    );
+    assert!(tools.iter().any(|t| t.name == "py__echo"), "{tools:?}");
+    assert!(!tools.iter().any(|t| t.name.starts_with("stuck__")));
+    let failed = client
+        .call_tool(call("stuck__anything", serde_json::json!({})))
+        .await
+        .unwrap();
+    let text = first_text(&failed);
+    assert_eq!(failed.is_error, Some(true), "{text}");
+    assert!(
+        text.starts_with(
+            "upstream `stuck` did not finish its MCP handshake within 10 s: it was started but has not answered"
+        ),
+        "{text}"
+    );
+    let ok = client
+        .call_tool(call(
+            "py__echo",
+            serde_json::json!({"text": "still serving"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&ok), "still serving");
+    client.cancel().await.unwrap();
+}
