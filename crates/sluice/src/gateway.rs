@@ -113,7 +113,7 @@ impl Gateway {
         let upstreams = config
             .upstreams
             .iter()
-            .map(|spec| Arc::new(Upstream::new(spec.clone(), hub.clone())))
+            .map(|spec| Upstream::new(spec.clone(), hub.clone()))
             .collect::<Vec<_>>();
         let namer = Namer::new(upstreams.iter().map(|u| u.name().to_owned()));
         Arc::new(Self {
@@ -872,6 +872,11 @@ impl Gateway {
                     _ => result,
                 }))
             }
+            // The upstream's own error, governed like a result.
+            Err(error) => Err(self
+                .governor
+                .tool_error(error, upstream.name(), &policy)
+                .await),
             other => other,
         }))
     }

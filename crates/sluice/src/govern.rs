@@ -11,10 +11,11 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolResult, ContentBlock, MetaObject, ReadResourceResult, Resource, ResourceContents,
+    CallToolResult, ContentBlock, ErrorData, MetaObject, ReadResourceResult, Resource,
+    ResourceContents,
 };
 use serde_json::{Value, json};
-use sluice_core::budget::{Budget, Size, bytes_per_token, count_tokens};
+use sluice_core::budget::{Budget, Size, bytes_per_token, count_tokens, floor_boundary};
 use sluice_core::config::{BudgetConfig, Config, Mode};
 use sluice_core::cursor::CursorKey;
 use sluice_core::document::{Document, Kind};
@@ -222,6 +223,75 @@ impl Governor {
         answer
     }
 
+    /// Governs an upstream's JSON-RPC error to a tool call as results are
+    /// governed: one within the budget passes unchanged; a larger one is
+    /// stored whole (`{code, message, data}`, readable through its handle),
+    /// and the client gets the same code with the head of the message, then
+    /// what was cut, the upstream's name and the handle; its `data` becomes
+    /// `{"sluice/stored": …}`. Without a store (it refused), the message is
+    /// cut all the same and `data` dropped.
+    pub async fn tool_error(
+        &self,
+        mut error: ErrorData,
+        upstream: &str,
+        policy: &Policy,
+    ) -> ErrorData {
+        if policy.mode == Mode::Passthrough {
+            return error;
+        }
+        let data = error
+            .data
+            .as_ref()
+            .map(|d| serde_json::to_string(d).unwrap_or_default())
+            .unwrap_or_default();
+        let size = Size::of(&[&error.message, &data], &policy.budget);
+        if policy.budget.admits(&size) {
+            return error;
+        }
+        let whole = json!({"code": error.code.0, "message": error.message, "data": error.data});
+        let raw = Raw::Json(serde_json::to_string(&whole).unwrap_or_default());
+        let message = std::mem::take(&mut error.message).into_owned();
+        let what = match (message.len(), data.len()) {
+            (_, 0) => format!(
+                "a message of {}",
+                sluice_core::format::bytes(message.len() as u64)
+            ),
+            (m, d) => format!(
+                "a message of {} and data of {}",
+                sluice_core::format::bytes(m as u64),
+                sluice_core::format::bytes(d as u64)
+            ),
+        };
+        let said = format!(
+            "upstream `{upstream}` answered {} with a JSON-RPC error (code {}) too large to show: {what}",
+            policy.source, error.code.0
+        );
+        let (tail, data) = match self.keep(raw, size, true, false, policy).await {
+            Ok(stored) => {
+                let handle = &stored.handle;
+                let tail = format!(
+                    "{said}. sluice stored it whole: sluice_read {{\"handle\":\"{handle}\"}} reads it (`/message`, `/data`)."
+                );
+                let pages = stored
+                    .doc
+                    .plan(None, page_budget(policy.budget, None))
+                    .map_or(1, |p| p.pages());
+                let expires_at = self
+                    .store
+                    .get(stored.owner, handle)
+                    .map(|l| timestamp(l.expires_at))
+                    .unwrap_or_default();
+                let path = bulk_path(&stored.doc);
+                let meta = stored_meta(&stored, pages, path.as_deref(), &expires_at);
+                (tail, Some(json!({"sluice/stored": meta})))
+            }
+            Err(why) => (format!("{said}; {why}"), None),
+        };
+        error.message = head_within(&message, &tail, &policy.budget).into();
+        error.data = data;
+        error
+    }
+
     /// Governs the result of `resources/read`.
     pub async fn resource_result(
         &self,
@@ -352,6 +422,33 @@ impl Governor {
             .with_size(stored.info.bytes),
         );
         (text, link, meta)
+    }
+}
+
+/// At most this much of a message too large to show is kept at its head.
+const MESSAGE_HEAD_BYTES: usize = 2000;
+
+/// The head of `message`, as much of it as fits `budget` (less the wrapper)
+/// with `tail` after it, then "… N more bytes." and `tail`. Halves the head
+/// until it fits: O(head) work per try, at most [`MESSAGE_HEAD_BYTES`].
+fn head_within(message: &str, tail: &str, budget: &Budget) -> String {
+    let budget = budget.less(ANSWER_RESERVE.0, ANSWER_RESERVE.1);
+    let mut keep = floor_boundary(message, MESSAGE_HEAD_BYTES);
+    loop {
+        let more = message.len() - keep;
+        let cut = if more == 0 {
+            format!("{message}\n{tail}")
+        } else {
+            format!(
+                "{}… {} more bytes.\n{tail}",
+                &message[..keep],
+                sluice_core::format::group(more as u64)
+            )
+        };
+        if keep == 0 || budget.fits_text(&cut) {
+            return cut;
+        }
+        keep = floor_boundary(message, keep / 2);
     }
 }
 
@@ -718,6 +815,65 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(other.is_error, Some(true));
+    }
+
+    #[tokio::test]
+    async fn a_json_rpc_error_over_a_small_budget_is_cut_to_it_and_stored() {
+        let governor = Governor::new(&Config::single_command(&["x".into()]).unwrap());
+        let budget = Budget {
+            max_tokens: 1_000,
+            max_chars: 3_000,
+            ..Budget::default()
+        };
+        let policy = Policy {
+            owner: 3,
+            budget,
+            source: "search".into(),
+            mode: Mode::Buffer,
+            preview_depth: DEFAULT_PREVIEW_DEPTH,
+            narrowing: Vec::new(),
+        };
+        let small = ErrorData::invalid_params("bad query", None);
+        assert_eq!(
+            governor.tool_error(small.clone(), "web", &policy).await,
+            small
+        );
+        let message: String = (0..20_000).map(|i| format!("{i} ")).collect();
+        let error = ErrorData::invalid_params(message.clone(), Some(json!({"at": 7})));
+        let cut = governor.tool_error(error, "web", &policy).await;
+        assert_eq!(cut.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        let sent = serde_json::to_string(&cut).unwrap();
+        assert!(budget.fits_text(&sent), "{} chars: {sent}", sent.len());
+        let head = cut.message.split('…').next().unwrap();
+        assert!(!head.is_empty() && message.starts_with(head));
+        assert!(
+            cut.message.contains(
+                "upstream `web` answered search with a JSON-RPC error (code -32602) too large to show"
+            ),
+            "{}",
+            cut.message
+        );
+        let handle = cut.data.as_ref().unwrap()["sluice/stored"]["handle"]
+            .as_str()
+            .unwrap();
+        let stored = governor.store().get(3, handle).unwrap().stored;
+        let whole: Value = serde_json::from_str(stored.doc.text_str()).unwrap();
+        assert_eq!(
+            whole,
+            json!({"code": -32602, "message": message, "data": {"at": 7}})
+        );
+        // Passed through untouched when the tool is configured so.
+        let passthrough = Policy {
+            mode: Mode::Passthrough,
+            ..policy
+        };
+        let error = ErrorData::invalid_params(message.clone(), None);
+        assert_eq!(
+            governor
+                .tool_error(error.clone(), "web", &passthrough)
+                .await,
+            error
+        );
     }
 
     #[test]

@@ -12,8 +12,12 @@ mod tap;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
+
+use futures::FutureExt as _;
+use futures::future::{BoxFuture, Shared};
 
 use rmcp::model::{
     ClientConfig, ClientRequest, ErrorData, Implementation, ProtocolVersion, ServerPeerInfo,
@@ -35,8 +39,13 @@ use crate::cancel::await_or_cancel;
 use crate::hub::{Event, Hub, RouteGuard};
 pub use client::UpstreamClient;
 
-/// How long an upstream may take to start and complete its handshake.
+/// How long an upstream may take to start and complete its handshake (in
+/// the background: `npx` may be downloading it).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long requests wait for an upstream's handshake, counted from when it
+/// began: past it they fail at once with an error that names the upstream,
+/// while the handshake goes on in the background up to [`CONNECT_TIMEOUT`].
+pub const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
 /// A call waits this long for a restart backoff; longer waits fail at once.
 const MAX_BACKOFF_WAIT: Duration = Duration::from_secs(5);
 /// Stderr lines kept for error messages.
@@ -112,21 +121,42 @@ pub struct Upstream {
     last_failure: Mutex<Option<String>>,
     tail: Arc<Mutex<Tail>>,
     /// Whether a connection was ever made (a later one is a restart).
-    connected_before: std::sync::atomic::AtomicBool,
+    connected_before: AtomicBool,
+    /// The handshake under way, if any.
+    attempt: Mutex<Option<Attempt>>,
+    /// Whether a request gave up waiting for the handshake under way (its
+    /// client saw lists without this upstream: they must list again).
+    kept_waiting: AtomicBool,
+    /// Itself, for the background handshake.
+    me: Weak<Upstream>,
+}
+
+/// The outcome of a handshake, which every request waiting for it gets.
+type Handshake = Shared<BoxFuture<'static, Result<Arc<Connection>, String>>>;
+
+/// A handshake under way, in a task of its own, that requests join.
+struct Attempt {
+    /// When it was made (its backoff wait included).
+    began: tokio::time::Instant,
+    outcome: Handshake,
+    task: tokio::task::AbortHandle,
 }
 
 impl Upstream {
     /// An upstream that is not started yet.
-    pub fn new(spec: UpstreamSpec, hub: Arc<Hub>) -> Self {
-        Self {
+    pub fn new(spec: UpstreamSpec, hub: Arc<Hub>) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
             spec,
             hub,
             connection: tokio::sync::Mutex::new(None),
             backoff: Mutex::new(Backoff::default()),
             last_failure: Mutex::new(None),
             tail: Arc::new(Mutex::new(Tail::new(TAIL_LINES))),
-            connected_before: std::sync::atomic::AtomicBool::new(false),
-        }
+            connected_before: AtomicBool::new(false),
+            attempt: Mutex::new(None),
+            kept_waiting: AtomicBool::new(false),
+            me: me.clone(),
+        })
     }
 
     /// Its name.
@@ -135,61 +165,133 @@ impl Upstream {
     }
 
     /// The live connection, starting (or restarting) the upstream if needed.
+    /// Waits for a handshake at most until [`HANDSHAKE_WAIT`] after it began.
     pub async fn connection(&self) -> Result<Arc<Connection>, CallError> {
-        let mut slot = self.connection.lock().await;
-        if let Some(conn) = slot.as_ref() {
-            if conn.alive() {
-                lock(&self.backoff).healthy(conn.started, Instant::now());
-                return Ok(conn.clone());
-            }
-            let how = conn.how_it_ended().await;
-            let failure = format!("{how}{}", self.stderr_excerpt());
-            tracing::warn!(upstream = %self.name(), "connection lost: {failure}");
-            *lock(&self.last_failure) = Some(failure);
-            lock(&self.backoff).failed(Instant::now());
-            *slot = None;
-        }
-        let wait = lock(&self.backoff).wait(Instant::now());
-        if wait > MAX_BACKOFF_WAIT {
-            let last = lock(&self.last_failure).clone().unwrap_or_default();
-            return Err(CallError::Unavailable(format!(
-                "upstream `{}` is down (it {last}); sluice will start it again in {:.1} s: retry then",
-                self.name(),
-                wait.as_secs_f64()
-            )));
-        }
-        tokio::time::sleep(wait).await;
-        match self.connect().await {
-            Ok(conn) => {
-                self.watch_lists(&conn);
-                let conn = Arc::new(conn);
-                *slot = Some(conn.clone());
-                *lock(&self.last_failure) = None;
-                // A restarted server may offer other tools than before:
-                // clients should list again.
-                if self
-                    .connected_before
-                    .swap(true, std::sync::atomic::Ordering::Relaxed)
-                {
-                    for event in [
-                        Event::ToolsChanged,
-                        Event::PromptsChanged,
-                        Event::ResourcesChanged,
-                    ] {
-                        self.hub.publish(event);
-                    }
+        let (began, outcome) = {
+            let mut slot = self.connection.lock().await;
+            if let Some(conn) = slot.as_ref() {
+                if conn.alive() {
+                    lock(&self.backoff).healthy(conn.started, Instant::now());
+                    return Ok(conn.clone());
                 }
-                Ok(conn)
-            }
-            Err(message) => {
+                let how = conn.how_it_ended().await;
+                let failure = format!("{how}{}", self.stderr_excerpt());
+                tracing::warn!(upstream = %self.name(), "connection lost: {failure}");
+                *lock(&self.last_failure) = Some(failure);
                 lock(&self.backoff).failed(Instant::now());
-                *lock(&self.last_failure) = Some(message.clone());
+                *slot = None;
+            }
+            let under_way = lock(&self.attempt)
+                .as_ref()
+                .map(|a| (a.began, a.outcome.clone()));
+            match under_way {
+                Some(attempt) => attempt,
+                None => {
+                    let wait = lock(&self.backoff).wait(Instant::now());
+                    if wait > MAX_BACKOFF_WAIT {
+                        let last = lock(&self.last_failure).clone().unwrap_or_default();
+                        return Err(CallError::Unavailable(format!(
+                            "upstream `{}` is down (it {last}); sluice will start it again in {:.1} s: retry then",
+                            self.name(),
+                            wait.as_secs_f64()
+                        )));
+                    }
+                    self.begin_handshake(wait)?
+                }
+            }
+        };
+        match tokio::time::timeout_at(began + HANDSHAKE_WAIT, outcome).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(message)) => Err(CallError::Unavailable(format!(
+                "upstream `{}` {message}",
+                self.name()
+            ))),
+            Err(_) => {
+                self.kept_waiting.store(true, Ordering::Relaxed);
                 Err(CallError::Unavailable(format!(
-                    "upstream `{}` {message}",
-                    self.name()
+                    "upstream `{}` did not finish its MCP handshake within {} s: it {} but has not answered sluice's `initialize` (or `server/discover`). sluice keeps waiting for it in the background (up to {} s in all): retry in a moment; if it never answers, check that {}{}",
+                    self.name(),
+                    HANDSHAKE_WAIT.as_secs(),
+                    match self.spec.transport {
+                        UpstreamTransport::Stdio { .. } => "was started",
+                        UpstreamTransport::Http { .. } => "was reached",
+                    },
+                    CONNECT_TIMEOUT.as_secs(),
+                    match &self.spec.transport {
+                        UpstreamTransport::Stdio { command, .. } =>
+                            format!("`{command}` is an MCP server that answers on its stdout"),
+                        UpstreamTransport::Http { url, .. } => format!("{url} is an MCP endpoint"),
+                    },
+                    self.stderr_excerpt()
                 )))
             }
         }
+    }
+
+    /// Begins a handshake in a task of its own, after `wait` (the backoff):
+    /// it outlives the requests that gave up waiting for it, and on success
+    /// becomes the connection. Called with the connection slot locked.
+    fn begin_handshake(
+        &self,
+        wait: Duration,
+    ) -> Result<(tokio::time::Instant, Handshake), CallError> {
+        let Some(me) = self.me.upgrade() else {
+            return Err(CallError::Unavailable(format!(
+                "upstream `{}` is shutting down",
+                self.name()
+            )));
+        };
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let made = me.connect().await;
+            let mut slot = me.connection.lock().await;
+            let outcome = match made {
+                Ok(conn) => {
+                    me.watch_lists(&conn);
+                    let conn = Arc::new(conn);
+                    *slot = Some(conn.clone());
+                    *lock(&me.last_failure) = None;
+                    // A restarted server may offer other tools than before,
+                    // and clients told it was not ready listed without it:
+                    // they should list again.
+                    let restarted = me.connected_before.swap(true, Ordering::Relaxed);
+                    if me.kept_waiting.swap(false, Ordering::Relaxed) || restarted {
+                        for event in [
+                            Event::ToolsChanged,
+                            Event::PromptsChanged,
+                            Event::ResourcesChanged,
+                        ] {
+                            me.hub.publish(event);
+                        }
+                    }
+                    Ok(conn)
+                }
+                Err(message) => {
+                    tracing::error!(upstream = %me.name(), "{message}");
+                    lock(&me.backoff).failed(Instant::now());
+                    *lock(&me.last_failure) = Some(message.clone());
+                    me.kept_waiting.store(false, Ordering::Relaxed);
+                    Err(message)
+                }
+            };
+            *lock(&me.attempt) = None;
+            drop(slot);
+            outcome
+        });
+        let abort = task.abort_handle();
+        let outcome = async move {
+            task.await
+                .unwrap_or_else(|e| Err(format!("stopped before its handshake ended: {e}")))
+        }
+        .boxed()
+        .shared();
+        let began = tokio::time::Instant::now();
+        *lock(&self.attempt) = Some(Attempt {
+            began,
+            outcome: outcome.clone(),
+            task: abort,
+        });
+        Ok((began, outcome))
     }
 
     /// The connection if it is up, without starting anything.
@@ -212,6 +314,9 @@ impl Upstream {
         ct: &CancellationToken,
         routes: impl FnOnce(&RequestHandle<RoleClient>) -> Vec<RouteGuard>,
     ) -> Result<ServerResult, CallError> {
+        // A tool call's error is governed with the caller's budget (and
+        // stored whole); any other request's is cut here.
+        let governed_later = matches!(request, ClientRequest::CallToolRequest(_));
         let conn = self.connection().await?;
         let mut options = PeerRequestOptions::no_options();
         // A 2026-07-28 upstream has no `logging/setLevel`: a client's level
@@ -235,7 +340,10 @@ impl Upstream {
         let _routes = routes(&handle);
         match await_or_cancel(handle, ct, "cancelled by the client").await {
             Ok(result) => Ok(result),
-            Err(ServiceError::McpError(error)) => Err(CallError::Upstream(error)),
+            Err(ServiceError::McpError(error)) if governed_later => Err(CallError::Upstream(error)),
+            Err(ServiceError::McpError(error)) => {
+                Err(CallError::Upstream(bounded_error(error, self.name())))
+            }
             Err(ServiceError::Cancelled { .. }) if ct.is_cancelled() => Err(CallError::Cancelled),
             Err(e) => Err(self.lost(&conn, e).await),
         }
@@ -389,6 +497,9 @@ impl Upstream {
                         format!("could not be started: `{command}`: {e} (check `command` and PATH)")
                     })?;
                 let stop = child.stop.clone();
+                // A handshake dropped midway (sluice shutting down) stops
+                // the process.
+                let stopped_if_dropped = stop.clone().drop_guard();
                 let exit = child.exit.clone();
                 let transport = tap::Tapped {
                     inner: rmcp::transport::async_rw::AsyncRwTransport::<RoleClient, _, _>::new(
@@ -401,12 +512,15 @@ impl Upstream {
                 };
                 let serving = client.serve_with_lifecycle(transport, lifecycle);
                 match tokio::time::timeout(CONNECT_TIMEOUT, serving).await {
-                    Ok(Ok(service)) => Ok(Connection {
-                        service,
-                        exit: Some(exit),
-                        stop: Some(stop),
-                        started: Instant::now(),
-                    }),
+                    Ok(Ok(service)) => {
+                        stopped_if_dropped.disarm();
+                        Ok(Connection {
+                            service,
+                            exit: Some(exit),
+                            stop: Some(stop),
+                            started: Instant::now(),
+                        })
+                    }
                     Ok(Err(e)) => {
                         stop.cancel();
                         let mut exit = exit;
@@ -444,6 +558,14 @@ impl Upstream {
                         .map_err(|e| format!("has an invalid value for header `{name}`: {e}"))?;
                     custom.insert(name, value);
                 }
+                // TCP_NODELAY is on for upstream HTTP connections without a
+                // client of sluice's own: rmcp 3.9's `from_config` builds its
+                // `reqwest::Client` with `Client::builder()`, whose default is
+                // `nodelay: true` (reqwest 0.13.5, `async_impl/client.rs`),
+                // applied by its connector to every connection it opens
+                // (`connect.rs`, `set_nodelay`). rmcp also turns pooling off
+                // (`pool_max_idle_per_host(0)`), so no connection waits on a
+                // delayed ACK from an earlier response.
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
                 config.custom_headers = custom;
                 config.allow_stateless = true;
@@ -492,6 +614,9 @@ impl Upstream {
     /// Stops the upstream: cancels what it is still doing for clients,
     /// closes the session, then the process.
     pub async fn shutdown(&self) {
+        if let Some(attempt) = lock(&self.attempt).take() {
+            attempt.task.abort();
+        }
         let conn = self.connection.lock().await.take();
         if let Some(conn) = conn {
             let all = self.hub.calls_to(self.name(), None);
@@ -524,6 +649,47 @@ impl Upstream {
             }
         }
     }
+}
+
+/// The most of an upstream error's message, and of its `data` serialized,
+/// that reaches a client whole (tool calls excepted: their errors are
+/// governed like results, see [`crate::govern::Governor::tool_error`]).
+const MAX_ERROR_PART_BYTES: usize = 4 << 10;
+
+/// `error` with a message of at most [`MAX_ERROR_PART_BYTES`] (then "… N
+/// more bytes" and whose error it was) and `data` dropped when larger: an
+/// upstream's error is untrusted input, and a client's answer has a budget.
+fn bounded_error(mut error: ErrorData, upstream: &str) -> ErrorData {
+    let data_bytes = error
+        .data
+        .as_ref()
+        .map_or(0, |d| crate::govern::json_bytes(d) as usize);
+    let message_bytes = error.message.len();
+    if message_bytes <= MAX_ERROR_PART_BYTES && data_bytes <= MAX_ERROR_PART_BYTES {
+        return error;
+    }
+    let mut message = error.message.into_owned();
+    let mut notes = Vec::new();
+    if message_bytes > MAX_ERROR_PART_BYTES {
+        message.truncate(sluice_core::budget::floor_boundary(
+            &message,
+            MAX_ERROR_PART_BYTES,
+        ));
+        let more = (message_bytes - message.len()) as u64;
+        notes.push(format!("{} more bytes", sluice_core::format::group(more)));
+    }
+    if data_bytes > MAX_ERROR_PART_BYTES {
+        error.data = None;
+        let bytes = sluice_core::format::group(data_bytes as u64);
+        notes.push(format!("its `data` of {bytes} bytes"));
+    }
+    let _ = write!(
+        message,
+        "… ({} of upstream `{upstream}`'s error cut by sluice: it was too large to pass on)",
+        notes.join(" and ")
+    );
+    error.message = message.into();
+    error
 }
 
 /// The largest message sluice takes from an upstream. rmcp's default (16 MiB)
@@ -576,5 +742,34 @@ impl Connection {
         if let Err(e) = self.service.peer().notify_roots_list_changed().await {
             tracing::debug!("roots/list_changed not delivered: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::ErrorCode;
+
+    #[test]
+    fn an_upstream_error_too_large_is_cut_and_says_whose_it_was() {
+        let small = ErrorData::invalid_params("no such prompt", Some(serde_json::json!({"a": 1})));
+        assert_eq!(bounded_error(small.clone(), "git"), small);
+        let message = "é".repeat(3_000_000);
+        let data = serde_json::json!({"detail": "x".repeat(5_000_000)});
+        let cut = bounded_error(
+            ErrorData::invalid_params(message.clone(), Some(data)),
+            "git",
+        );
+        assert_eq!(cut.code, ErrorCode::INVALID_PARAMS);
+        assert_eq!(cut.data, None);
+        assert!(cut.message.len() < 5 << 10, "{}", cut.message.len());
+        assert!(message.starts_with(cut.message.split('…').next().unwrap()));
+        assert!(
+            cut.message.ends_with(
+                "… (5,995,904 more bytes and its `data` of 5,000,013 bytes of upstream `git`'s error cut by sluice: it was too large to pass on)"
+            ),
+            "{}",
+            &cut.message[4000..]
+        );
     }
 }

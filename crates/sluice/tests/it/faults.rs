@@ -371,3 +371,157 @@ async fn sigterm_shuts_down_gracefully_and_stops_the_upstream() {
     );
     assert!(!alive(&pid), "upstream {pid} outlived sluice");
 }
+
+/// The fixture's `big` text (as `govern.rs` builds it).
+fn big_text(n: usize) -> String {
+    let mut text = String::with_capacity(n + 80);
+    let mut i = 0;
+    while text.len() < n {
+        text.push_str(&format!(
+            "{i:08} abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456\n"
+        ));
+        i += 1;
+    }
+    text.truncate(n);
+    text
+}
+
+#[tokio::test]
+async fn a_huge_error_result_is_stored_like_a_result_and_stays_an_error() {
+    let (client, _) = connect(&via_sluice(&py_server())).await;
+    let answer = client
+        .call_tool(call("big_error", serde_json::json!({"bytes": 5_000_000})))
+        .await
+        .unwrap();
+    let text = first_text(&answer);
+    assert_eq!(answer.is_error, Some(true), "{text}");
+    assert!(
+        fits(&answer, 18_000, 45_000),
+        "over the budget: {} chars",
+        text.len()
+    );
+    assert!(
+        text.starts_with("big_error returned an error of ≈"),
+        "the answer says it was an error: {text}"
+    );
+    // The whole error is read back through its handle.
+    let whole = restore(&client, &answer).await;
+    assert_eq!(
+        whole.len(),
+        "Error executing tool big_error: ".len() + 5_000_000
+    );
+    assert!(whole == format!("Error executing tool big_error: {}", big_text(5_000_000)));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_huge_json_rpc_error_is_cut_to_the_budget_and_stored_whole() {
+    let dir = TempDir::new("huge-error");
+    let config = dir.file("sluice.toml", &toml_upstream("py", &py_server()));
+    let (client, _) = connect(&via_config(&config)).await;
+    for (bytes, data_bytes) in [(5_000_000, 0), (100, 5_000_000)] {
+        let error = match client
+            .call_tool(call(
+                "big_raise",
+                serde_json::json!({"bytes": bytes, "data_bytes": data_bytes}),
+            ))
+            .await
+        {
+            Err(rmcp::ServiceError::McpError(error)) => error,
+            other => panic!("a JSON-RPC error, not {other:?}"),
+        };
+        let sent = serde_json::to_string(&error).unwrap();
+        assert!(
+            sent.len() < 45_000 && sluice_core::budget::count_tokens(&sent, 1.25) < 18_000,
+            "over the budget: {} bytes",
+            sent.len()
+        );
+        assert_eq!(error.code.0, -32001, "the upstream's code is kept");
+        let message = error.message.to_string();
+        assert!(
+            message.starts_with(&big_text(bytes.min(1000))),
+            "it starts as the upstream's message did: {}",
+            &message[..200.min(message.len())]
+        );
+        assert!(
+            message.contains("upstream `py`"),
+            "{}",
+            &message[message.len().saturating_sub(600)..]
+        );
+        // The whole error is stored: its message, and its data.
+        let stored = error
+            .data
+            .as_ref()
+            .and_then(|d| d.get("sluice/stored"))
+            .unwrap_or_else(|| panic!("{}", &message[message.len().saturating_sub(600)..]));
+        let handle = stored["handle"].as_str().unwrap();
+        assert!(message.contains(&format!("sluice_read {{\"handle\":\"{handle}\"}}")));
+        // (Checked with jq: paging 5 MB back is `a_huge_error_result_…`'s.)
+        let filter = "(.data.detail // \"\") as $d | [.code, (.message | length), .message[-70:], ($d | length), $d[-70:]]";
+        let whole = client
+            .call_tool(call(
+                "sluice_query",
+                serde_json::json!({"handle": handle, "filter": filter}),
+            ))
+            .await
+            .unwrap();
+        let tail = |n: usize| {
+            let text = big_text(n);
+            text[text.len().saturating_sub(70)..].to_owned()
+        };
+        let want = serde_json::json!([-32001, bytes, tail(bytes), data_bytes, tail(data_bytes)]);
+        let got = serde_json::from_str::<serde_json::Value>(&first_text(&whole));
+        assert_eq!(got.ok(), Some(want), "{}", first_text(&whole));
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_upstream_that_never_finishes_its_handshake_is_named_and_the_others_serve() {
+    let dir = TempDir::new("stuck-handshake");
+    // Reads its stdin and never answers.
+    let stuck = cmd(&["sh", "-c", "cat > /dev/null"]);
+    let config = dir.file(
+        "sluice.toml",
+        &(toml_upstream("py", &py_server()) + &toml_upstream("stuck", &stuck)),
+    );
+    // The bound is the feature (10 s); these limits only leave room for a
+    // loaded machine. Before, `initialize` took 20 s and `tools/list` 40 s.
+    let began = std::time::Instant::now();
+    let (client, _) = connect(&via_config(&config)).await;
+    assert!(
+        began.elapsed() < Duration::from_secs(15),
+        "initialize took {:?}",
+        began.elapsed()
+    );
+    let began = std::time::Instant::now();
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(
+        began.elapsed() < Duration::from_secs(8),
+        "tools/list waited for the stuck upstream again: {:?}",
+        began.elapsed()
+    );
+    assert!(tools.iter().any(|t| t.name == "py__echo"), "{tools:?}");
+    assert!(!tools.iter().any(|t| t.name.starts_with("stuck__")));
+    let failed = client
+        .call_tool(call("stuck__anything", serde_json::json!({})))
+        .await
+        .unwrap();
+    let text = first_text(&failed);
+    assert_eq!(failed.is_error, Some(true), "{text}");
+    assert!(
+        text.starts_with(
+            "upstream `stuck` did not finish its MCP handshake within 10 s: it was started but has not answered"
+        ),
+        "{text}"
+    );
+    let ok = client
+        .call_tool(call(
+            "py__echo",
+            serde_json::json!({"text": "still serving"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&ok), "still serving");
+    client.cancel().await.unwrap();
+}

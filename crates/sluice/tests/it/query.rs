@@ -360,3 +360,85 @@ async fn a_python_client_queries_and_searches_in_both_eras_over_stdio_and_http()
         }
     }
 }
+
+/// A `sluice_query` call that runs on its own task, so that others go on
+/// meanwhile.
+fn spawn_query(client: &Client, handle: &str, filter: &str) -> tokio::task::JoinHandle<String> {
+    let peer = client.peer().clone();
+    let arguments = args(json!({"handle": handle, "filter": filter}));
+    tokio::spawn(async move {
+        let result = peer
+            .call_tool(
+                rmcp::model::CallToolRequestParams::new("sluice_query").with_arguments(arguments),
+            )
+            .await
+            .unwrap();
+        error_text(&result)
+    })
+}
+
+#[tokio::test]
+async fn one_session_cannot_hold_every_jq_worker_another_queries_meanwhile() {
+    let dir = TempDir::new("query-fair");
+    let config = dir.file(
+        "sluice.toml",
+        &format!(
+            "{}[query]\ntimeout_s = 4\nworkers = 2\n",
+            toml_upstream("py", &py_server())
+        ),
+    );
+    let sluice = HttpSluice::start(&["--config", &config.display().to_string()], &[]).await;
+    let (hog, _) = connect_http(&sluice.url).await;
+    let (other, _) = connect_http(&sluice.url).await;
+    let spun = stored_handle(&call(&hog, "big", json!({"bytes": 300_000})).await);
+    let text = stored_handle(&call(&other, "big", json!({"bytes": 300_000})).await);
+
+    // One session asks for as many never-ending filters as there are workers.
+    let spins = [
+        spawn_query(&hog, &spun, "def f: f; f"),
+        spawn_query(&hog, &spun, "[range(1e9)] | length"),
+    ];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let stats = jq_stats(&other).await;
+        let asked = stats["workers_busy"].as_u64().unwrap()
+            + stats["queries_waiting"].as_u64().unwrap_or(0);
+        if asked == 2 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{stats}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Another session's trivial query runs, and answers, while they spin.
+    let first = call(
+        &other,
+        "sluice_query",
+        json!({"handle": text, "filter": ".[0]"}),
+    )
+    .await;
+    assert_ne!(first.is_error, Some(true), "{}", first_text(&first));
+    assert_eq!(
+        first_text(&first),
+        "\"00000000 abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456\""
+    );
+    assert!(
+        spins.iter().all(|s| !s.is_finished()),
+        "the hog's filters were still running"
+    );
+    // The hog's own filters are stopped by the clock, each blamed for itself
+    // (the one that gave its worker back ran again from the start).
+    for spin in spins {
+        let stopped = spin.await.unwrap();
+        assert!(
+            stopped.starts_with("sluice_query: the filter was stopped after 4 s"),
+            "{stopped}"
+        );
+    }
+    let stats = jq_stats(&other).await;
+    assert_eq!(
+        (&stats["queries"], &stats["preempted"], &stats["stopped"]),
+        (&json!(3), &json!(1), &json!(2)),
+        "{stats}"
+    );
+}
