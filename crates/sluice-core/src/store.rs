@@ -538,12 +538,12 @@ mod tests {
             max_bytes: bare * 3,
             ttl: Duration::from_secs(60),
         });
-        let a = store.put(1, rows(2000), info()).unwrap();
-        let b = store.put(1, rows(2000), info()).unwrap();
+        let a = store.put(&session(1), rows(2000), info()).unwrap();
+        let b = store.put(&session(1), rows(2000), info()).unwrap();
         assert_eq!(store.usage(), (2, 2 * bare));
         // Many distinct paths and budgets read on `b`.
         for i in 0..2000 {
-            let read = store.get(1, &b.handle).unwrap().stored;
+            let read = store.get(&session(1), &b.handle).unwrap().stored;
             read.doc.items(&format!("/{i}")).unwrap();
             let budget = crate::budget::Budget {
                 max_tokens: 500 + i as u32,
@@ -558,7 +558,7 @@ mod tests {
         assert!(held > 2 * bare, "b's indexes are counted: {held} vs {bare}");
         assert!(held <= 3 * bare, "and bounded: {held} vs {bare}");
         // Past the bound, the least recently used entry gives way.
-        let big = store.get(1, &b.handle).unwrap().stored;
+        let big = store.get(&session(1), &b.handle).unwrap().stored;
         big.doc.items("").unwrap();
         big.doc
             .plan(
@@ -574,7 +574,7 @@ mod tests {
         if held + bare > 3 * bare {
             assert_eq!(entries, 1);
             assert!(matches!(
-                store.get(1, &a.handle),
+                store.get(&session(1), &a.handle),
                 Err(StoreError::Evicted(_))
             ));
         }
@@ -584,7 +584,7 @@ mod tests {
     fn unknown_handles_are_quoted_cut() {
         let store = MemoryStore::new(StoreLimits::default());
         let bogus = format!("h_{}", "A".repeat(1 << 20));
-        let message = store.get(1, &bogus).unwrap_err().to_string();
+        let message = store.get(&session(1), &bogus).unwrap_err().to_string();
         assert!(message.len() < 200, "{}", message.len());
     }
 

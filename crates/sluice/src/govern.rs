@@ -278,7 +278,7 @@ impl Governor {
                     .map_or(1, |p| p.pages());
                 let expires_at = self
                     .store
-                    .get(stored.owner, handle)
+                    .get(&stored.owner, handle)
                     .map(|l| timestamp(l.expires_at))
                     .unwrap_or_default();
                 let path = bulk_path(&stored.doc);
@@ -826,7 +826,7 @@ mod tests {
             ..Budget::default()
         };
         let policy = Policy {
-            owner: 3,
+            owner: Owner::Session(3),
             budget,
             source: "search".into(),
             mode: Mode::Buffer,
@@ -856,7 +856,7 @@ mod tests {
         let handle = cut.data.as_ref().unwrap()["sluice/stored"]["handle"]
             .as_str()
             .unwrap();
-        let stored = governor.store().get(3, handle).unwrap().stored;
+        let stored = governor.store().get(&Owner::Session(3), handle).unwrap().stored;
         let whole: Value = serde_json::from_str(stored.doc.text_str()).unwrap();
         assert_eq!(
             whole,

@@ -85,6 +85,18 @@ fn check(doc: &str, value: &Value, pointer: &str) -> Result<(), TestCaseError> {
             let message = e.to_string();
             prop_assert!(message.contains("does not exist"), "{}", message);
         }
+        // RFC 6901: one spelling per index; `/+0`, `/01` are refused with
+        // the canonical one.
+        Err(e @ PointerError::NotCanonical { .. }) => {
+            prop_assert!(lenient, "`{}` refused as not canonical: {}", pointer, e);
+        }
+        Err(e @ PointerError::Escape(_)) => {
+            let bad_escape = pointer
+                .split('~')
+                .skip(1)
+                .any(|rest| !rest.starts_with('0') && !rest.starts_with('1'));
+            prop_assert!(bad_escape, "`{}` refused for its escapes: {}", pointer, e);
+        }
     }
     Ok(())
 }

@@ -58,6 +58,9 @@ fn check_compiles(pattern: &str) -> Result<(), TestCaseError> {
                 Err(SearchError::Invalid(why)) => {
                     prop_assert!(!why.is_empty() && !why.contains('\n'), "{:?}", why);
                 }
+                Err(SearchError::TooLong(_)) => {
+                    prop_assert!(pattern.len() > sluice_core::search::MAX_PATTERN_BYTES);
+                }
             }
         }
     }
