@@ -15,9 +15,12 @@ use crate::client_lines::ClientLines;
 use crate::gateway::Gateway;
 use crate::session::Session;
 
-/// Which Host and Origin headers the HTTP endpoint accepts.
+/// Which Host and Origin headers the HTTP endpoint accepts, and which
+/// bearer tokens.
 #[derive(Debug, Clone, Default)]
 pub struct HttpAccess {
+    /// Bearer tokens checked on `/mcp` (`[auth]`); `None` serves anyone.
+    pub auth: Option<Arc<crate::auth::Authenticator>>,
     /// Extra host names (or `host:port`) accepted besides localhost.
     pub allowed_hosts: Vec<String>,
     /// Accept any Host and Origin (for a server behind a trusted proxy).
@@ -77,12 +80,16 @@ pub async fn http(
             .with_allowed_hosts(hosts)
             .with_allowed_origins(origins);
     }
+    let sessions = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
         move || Ok(Session::new(gateway.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         config,
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let mut router = axum::Router::new().nest_service("/mcp", service);
+    if let Some(auth) = access.auth {
+        router = crate::auth::protect(router, auth, sessions);
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
