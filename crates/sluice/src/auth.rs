@@ -839,6 +839,74 @@ mod tests {
         assert_eq!(base_url(&h), "https://localhost");
     }
 
+    #[tokio::test]
+    async fn tokens_with_unknown_kids_at_once_make_one_jwks_fetch() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        crate::install_tls_provider();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let counted = fetches.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let mut request = [0u8; 1024];
+                let _ = stream.read(&mut request).await;
+                // Slow enough that the other checks arrive while it runs.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let body = r#"{"keys":[]}"#;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            }
+        });
+        let auth = Authenticator::new(&AuthConfig {
+            tokens: Vec::new(),
+            jwt: Some(JwtConfig {
+                issuer: "https://idp".into(),
+                audience: "sluice".into(),
+                jwks: JwksSource::Url(url),
+                principal_claim: "sub".into(),
+            }),
+        })
+        .unwrap();
+        // {"alg":"RS256","kid":"rotated-later"}.{}.sig
+        let token = "eyJhbGciOiJSUzI1NiIsImtpZCI6InJvdGF0ZWQtbGF0ZXIifQ.e30.c2ln";
+        let checks = (0..20).map(|_| auth.authenticate(token));
+        for refused in futures::future::join_all(checks).await {
+            assert!(
+                refused
+                    .unwrap_err()
+                    .contains("unknown key (kid \"rotated-later\""),
+            );
+        }
+        assert_eq!(fetches.load(Ordering::SeqCst), 1);
+        // And within the next 10 s, no more.
+        assert!(auth.authenticate(token).await.is_err());
+        assert_eq!(fetches.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn owners_of_dead_sessions_are_swept_once_the_map_doubles() {
+        let owners = SessionOwners::default();
+        // Sessions whose id ends in 0 live on; the others have ended.
+        let is_live: IsLive = Arc::new(|id: SessionId| Box::pin(async move { id.ends_with('0') }));
+        let alice = Principal("alice".into());
+        for i in 0..1023 {
+            owners
+                .insert(format!("s{i}").into(), alice.clone(), &is_live)
+                .await;
+        }
+        assert_eq!(owners.lock().len(), 1023, "no sweep below 1024");
+        owners.insert("s1023".into(), alice.clone(), &is_live).await;
+        // The 103 live ones (s0, s10, …, s1020) are kept, with their owner.
+        assert_eq!(owners.lock().len(), 103);
+        assert_eq!(owners.owner("s1020"), Some(alice));
+        assert_eq!(owners.owner("s1021"), None);
+    }
+
     #[test]
     fn hmac_and_unknown_keys_in_a_jwks_are_left_out() {
         let set = parse_jwks(
