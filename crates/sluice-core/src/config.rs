@@ -58,6 +58,14 @@
 //! idle_s = 900
 //! refresh_at = 0.8
 //!
+//!
+//! [auth]                                 # who may use the HTTP listener
+//! tokens = [ { principal = "alice", sha256 = "<hex SHA-256 of alice's bearer token>" } ]
+//! [auth.jwt]                             # and/or JWTs from an OAuth 2.1 authorization server
+//! issuer = "https://idp.example.com"
+//! audience = "sluice"
+//! jwks_url = "https://idp.example.com/.well-known/jwks.json"   # or jwks_file = "/path/jwks.json"
+//! principal_claim = "sub"                # the default
 //! [http]                                 # the listener of `--listen`
 //! max_body_mb = 16                       # larger request bodies get 413
 //! max_sessions = 1000                    # more 2025-11-25 sessions get 503
@@ -97,6 +105,51 @@ pub struct Config {
     pub cache: CacheSettings,
     /// Limits of the HTTP listener.
     pub http: HttpLimits,
+    /// Who may use the HTTP listener (`[auth]`); `None` when the file has no `[auth]`.
+    pub auth: Option<AuthConfig>,
+}
+
+/// The `[auth]` table: the bearer tokens the HTTP listener accepts, and the
+/// principal each one stands for. At least one of `tokens` and `jwt` is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthConfig {
+    /// Static tokens, known by their SHA-256 digests.
+    pub tokens: Vec<StaticToken>,
+    /// JWTs from an OAuth 2.1 authorization server (`[auth.jwt]`).
+    pub jwt: Option<JwtConfig>,
+}
+
+/// One static bearer token: only its digest is configured, so the file
+/// never holds the secret itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticToken {
+    /// Who presents it (e.g. `alice`).
+    pub principal: String,
+    /// The SHA-256 digest of the token.
+    pub sha256: [u8; 32],
+}
+
+/// The `[auth.jwt]` table: how to check a JWT bearer token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtConfig {
+    /// The `iss` every token must carry, and the authorization server named
+    /// in the protected-resource metadata.
+    pub issuer: String,
+    /// The `aud` every token must carry.
+    pub audience: String,
+    /// Where the signing keys (a JWKS) are.
+    pub jwks: JwksSource,
+    /// The claim that names the principal (default `sub`).
+    pub principal_claim: String,
+}
+
+/// Where a JSON Web Key Set is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwksSource {
+    /// Fetched over HTTP(S).
+    Url(String),
+    /// Read from a file (relative paths are relative to the config file).
+    File(PathBuf),
 }
 
 /// The `[budget]` table with the built-in presets folded in.
@@ -261,6 +314,157 @@ struct RawConfig {
     operations: Option<Spanned<RawOperations>>,
     cache: Option<Spanned<RawCache>>,
     http: Option<Spanned<RawHttp>>,
+    auth: Option<Spanned<RawAuth>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    #[serde(default)]
+    tokens: Vec<Spanned<RawToken>>,
+    jwt: Option<Spanned<RawJwt>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToken {
+    principal: String,
+    sha256: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJwt {
+    issuer: String,
+    audience: String,
+    jwks_url: Option<String>,
+    jwks_file: Option<PathBuf>,
+    principal_claim: Option<String>,
+}
+
+/// What to add to a config file for `[auth]`, shown in errors.
+pub const AUTH_EXAMPLE: &str = r#"[auth]
+tokens = [ { principal = "alice", sha256 = "<the token's SHA-256 in hex: printf %s TOKEN | sha256sum>" } ]
+# and/or JWTs from your authorization server:
+[auth.jwt]
+issuer = "https://idp.example.com"
+audience = "sluice"
+jwks_url = "https://idp.example.com/.well-known/jwks.json""#;
+
+impl RawAuth {
+    /// Validates `[auth]`; `dir` is the config file's folder, for a relative
+    /// `jwks_file`. Errors carry the span of what is wrong.
+    fn check(
+        self,
+        span: std::ops::Range<usize>,
+        dir: &Path,
+    ) -> Result<AuthConfig, (std::ops::Range<usize>, String)> {
+        if self.tokens.is_empty() && self.jwt.is_none() {
+            return Err((
+                span,
+                format!(
+                    "[auth] accepts no token: add `tokens = [ {{ principal = \"alice\", sha256 = \"…\" }} ]` or an [auth.jwt] table, e.g.\n{AUTH_EXAMPLE}"
+                ),
+            ));
+        }
+        let mut tokens: Vec<StaticToken> = Vec::with_capacity(self.tokens.len());
+        for token in self.tokens {
+            let span = token.span();
+            let token = token.into_inner();
+            let principal = token.principal.trim();
+            if principal.is_empty() {
+                return Err((span, "[auth] tokens: `principal` is empty: name who presents the token (e.g. \"alice\")".into()));
+            }
+            let Some(sha256) = hex_digest(token.sha256.trim()) else {
+                return Err((
+                    span,
+                    format!(
+                        "[auth] tokens: the `sha256` of `{principal}` must be 64 hex digits (the SHA-256 of the token, as `printf %s \"$TOKEN\" | sha256sum` prints it)"
+                    ),
+                ));
+            };
+            if let Some(other) = tokens.iter().find(|t| t.sha256 == sha256) {
+                return Err((
+                    span,
+                    format!(
+                        "[auth] tokens: `{principal}` and `{}` have the same `sha256`: give each principal its own token",
+                        other.principal
+                    ),
+                ));
+            }
+            tokens.push(StaticToken {
+                principal: principal.to_owned(),
+                sha256,
+            });
+        }
+        let jwt = match self.jwt {
+            None => None,
+            Some(raw) => {
+                let span = raw.span();
+                let raw = raw.into_inner();
+                let non_empty = |key: &str, value: &str| {
+                    if value.trim().is_empty() {
+                        Err((span.clone(), format!("[auth.jwt]: `{key}` is empty")))
+                    } else {
+                        Ok(value.trim().to_owned())
+                    }
+                };
+                let issuer = non_empty("issuer", &raw.issuer)?;
+                let audience = non_empty("audience", &raw.audience)?;
+                let principal_claim = non_empty(
+                    "principal_claim",
+                    raw.principal_claim.as_deref().unwrap_or("sub"),
+                )?;
+                let jwks = match (raw.jwks_url, raw.jwks_file) {
+                    (Some(_), Some(_)) => {
+                        return Err((
+                            span,
+                            "[auth.jwt]: both `jwks_url` and `jwks_file` are set: keep one".into(),
+                        ));
+                    }
+                    (None, None) => {
+                        return Err((
+                            span,
+                            "[auth.jwt]: where are the signing keys? Add `jwks_url = \"https://…/jwks.json\"` (your authorization server's JWKS) or `jwks_file = \"/path/jwks.json\"`".into(),
+                        ));
+                    }
+                    (Some(url), None) => {
+                        if !(url.starts_with("https://") || url.starts_with("http://")) {
+                            return Err((
+                                span,
+                                format!(
+                                    "[auth.jwt]: `jwks_url` must start with https:// or http://, got `{url}`"
+                                ),
+                            ));
+                        }
+                        JwksSource::Url(url)
+                    }
+                    (None, Some(file)) => JwksSource::File(dir.join(file)),
+                };
+                Some(JwtConfig {
+                    issuer,
+                    audience,
+                    jwks,
+                    principal_claim,
+                })
+            }
+        };
+        Ok(AuthConfig { tokens, jwt })
+    }
+}
+
+/// The 32 bytes of a SHA-256 digest written as 64 hex digits (either case).
+fn hex_digest(text: &str) -> Option<[u8; 32]> {
+    let text = text.as_bytes();
+    if text.len() != 64 {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    for (byte, pair) in digest.iter_mut().zip(text.chunks_exact(2)) {
+        let digit = |c: u8| (c as char).to_digit(16);
+        *byte = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
+    }
+    Some(digest)
 }
 
 #[derive(Deserialize)]
@@ -821,6 +1025,18 @@ impl Config {
                 }
             }
         }
+        let auth = match raw.auth {
+            None => None,
+            Some(raw) => {
+                let span = raw.span();
+                let dir = path.parent().unwrap_or(Path::new(""));
+                Some(
+                    raw.into_inner()
+                        .check(span, dir)
+                        .map_err(|(span, e)| at(span, e))?,
+                )
+            }
+        };
         Ok(Config {
             upstreams,
             budget,
@@ -829,6 +1045,7 @@ impl Config {
             operations,
             cache,
             http,
+            auth,
         })
     }
 
@@ -858,6 +1075,7 @@ impl Config {
             operations: OperationSettings::default(),
             cache: CacheSettings::default(),
             http: HttpLimits::default(),
+            auth: None,
         })
     }
 }
@@ -1347,6 +1565,113 @@ cache_mb = 0
         .unwrap();
         assert_eq!(longest.store.ttl.as_secs(), 31_536_000);
         assert_eq!(longest.query.cache_bytes, 1 << 40);
+    }
+
+    #[test]
+    fn auth_tokens_and_jwt_are_read() {
+        let digest = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08";
+        let config = parse(&format!(
+            "[upstreams.a]\ncommand = \"x\"\n[auth]\ntokens = [ {{ principal = \"alice\", sha256 = \"{digest}\" }} ]\n[auth.jwt]\nissuer = \"https://idp.example.com\"\naudience = \"sluice\"\njwks_file = \"keys/jwks.json\"\n"
+        ))
+        .unwrap();
+        let auth = config.auth.unwrap();
+        assert_eq!(auth.tokens[0].principal, "alice");
+        assert_eq!(&auth.tokens[0].sha256[..4], &[0x9f, 0x86, 0xd0, 0x81]);
+        let jwt = auth.jwt.unwrap();
+        assert_eq!(jwt.principal_claim, "sub");
+        // A relative `jwks_file` is found beside the config file.
+        assert_eq!(jwt.jwks, JwksSource::File(PathBuf::from("keys/jwks.json")));
+        let config = Config::parse(
+            "[upstreams.a]\ncommand = \"x\"\n[auth.jwt]\nissuer = \"i\"\naudience = \"a\"\njwks_url = \"https://idp/jwks\"\nprincipal_claim = \"email\"\n",
+            Path::new("/etc/sluice/sluice.toml"),
+        )
+        .unwrap();
+        let auth = config.auth.unwrap();
+        assert!(auth.tokens.is_empty());
+        let jwt = auth.jwt.unwrap();
+        assert_eq!(jwt.jwks, JwksSource::Url("https://idp/jwks".into()));
+        assert_eq!(jwt.principal_claim, "email");
+        assert_eq!(
+            parse("[upstreams.a]\ncommand = \"x\"\n").unwrap().auth,
+            None
+        );
+    }
+
+    #[test]
+    fn bad_auth_tables_are_refused_with_what_to_add() {
+        let up = "[upstreams.a]\ncommand = \"x\"\n";
+        let good = "0".repeat(64);
+        let jwt = "[auth.jwt]\nissuer = \"https://idp\"\naudience = \"sluice\"\n";
+        for (text, expected) in [
+            (
+                "[auth]\n".to_owned(),
+                "sluice.toml:3:1: [auth] accepts no token: add `tokens = [",
+            ),
+            (
+                "[auth]\ntokens = []\n".to_owned(),
+                "[auth] accepts no token",
+            ),
+            (
+                "[auth]\ntokens = [ { principal = \"alice\", sha256 = \"abc\" } ]\n".to_owned(),
+                "sluice.toml:4:12: [auth] tokens: the `sha256` of `alice` must be 64 hex digits",
+            ),
+            (
+                format!(
+                    "[auth]\ntokens = [ {{ principal = \"bob\", sha256 = \"{}\" }} ]\n",
+                    "g".repeat(64)
+                ),
+                "the `sha256` of `bob` must be 64 hex digits",
+            ),
+            (
+                format!("[auth]\ntokens = [ {{ principal = \" \", sha256 = \"{good}\" }} ]\n"),
+                "[auth] tokens: `principal` is empty",
+            ),
+            (
+                format!(
+                    "[auth]\ntokens = [ {{ principal = \"a\", sha256 = \"{good}\" }}, {{ principal = \"b\", sha256 = \"{good}\" }} ]\n"
+                ),
+                "`b` and `a` have the same `sha256`",
+            ),
+            (
+                "[auth]\ntokens = [ { principal = \"a\" } ]\n".to_owned(),
+                "missing field `sha256`",
+            ),
+            (
+                "[auth]\ntoken = []\n".to_owned(),
+                "unknown field `token`, expected `tokens` or `jwt`",
+            ),
+            (
+                jwt.to_owned(),
+                "[auth.jwt]: where are the signing keys? Add `jwks_url",
+            ),
+            (
+                format!("{jwt}jwks_url = \"https://idp/j\"\njwks_file = \"j.json\"\n"),
+                "[auth.jwt]: both `jwks_url` and `jwks_file` are set: keep one",
+            ),
+            (
+                format!("{jwt}jwks_url = \"idp/j\"\n"),
+                "`jwks_url` must start with https:// or http://",
+            ),
+            (
+                "[auth.jwt]\nissuer = \"\"\naudience = \"s\"\njwks_file = \"j\"\n".to_owned(),
+                "[auth.jwt]: `issuer` is empty",
+            ),
+            (
+                "[auth.jwt]\nissuer = \"i\"\njwks_file = \"j\"\n".to_owned(),
+                "missing field `audience`",
+            ),
+            (
+                format!("{jwt}jwks_file = \"j\"\nprincipal_claim = \"\"\n"),
+                "[auth.jwt]: `principal_claim` is empty",
+            ),
+            (
+                format!("{jwt}jwks_file = \"j\"\nalgorithms = [\"HS256\"]\n"),
+                "unknown field `algorithms`",
+            ),
+        ] {
+            let err = parse(&format!("{up}{text}")).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
     }
 
     #[test]

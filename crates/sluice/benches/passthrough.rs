@@ -14,6 +14,10 @@
 //! Run with `cargo bench -p sluice --bench passthrough` (optionally
 //! `-- --calls N --seconds S`). Figures vary with the machine: compare the
 //! ratios, measured in one run.
+//!
+//! `-- --auth` measures only what `[auth]` costs per request: sluice over
+//! keep-alive HTTP without `[auth]`, with a static token and with an ES256
+//! JWT (a JWKS file), `--calls` echo calls on each, interleaved.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -257,6 +261,142 @@ fn relay(command: &[String]) {
     let _ = down.join();
 }
 
+/// Base64url without padding (JWT segments).
+fn b64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// What `[auth]` adds per request: the same echo call through sluice over
+/// keep-alive HTTP without `[auth]`, with a static token and with an ES256
+/// JWT checked against a JWKS file; interleaved, p50 and p99 of each.
+async fn auth_cost(calls: usize) {
+    use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
+    use sha2::Digest as _;
+    let dir = std::env::temp_dir().join(format!("sluice-bench-auth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+    let key =
+        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng).unwrap();
+    let point = key.public_key().as_ref();
+    let jwks = serde_json::json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "bench", "use": "sig",
+        "alg": "ES256", "x": b64url(&point[1..33]), "y": b64url(&point[33..65])}]});
+    let jwks_file = dir.join("jwks.json");
+    std::fs::write(&jwks_file, jwks.to_string()).unwrap();
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600;
+    let claims = serde_json::json!({"iss": "https://idp.bench", "aud": "sluice", "sub": "bench", "exp": exp});
+    let message = format!(
+        "{}.{}",
+        b64url(br#"{"alg":"ES256","typ":"JWT","kid":"bench"}"#),
+        b64url(claims.to_string().as_bytes())
+    );
+    let signature = key.sign(&rng, message.as_bytes()).unwrap();
+    let jwt = format!("{message}.{}", b64url(signature.as_ref()));
+    let static_token = "bench-static-token-0123456789abcdef";
+    let digest: String = sha2::Sha256::digest(static_token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+
+    let upstream = format!(
+        "[upstreams.sample]\ncommand = {:?}\nargs = [\"sample-server\"]\n",
+        sluice()
+    );
+    let open = dir.join("open.toml");
+    std::fs::write(&open, &upstream).unwrap();
+    let guarded = dir.join("auth.toml");
+    std::fs::write(
+        &guarded,
+        format!(
+            "{upstream}[auth]\ntokens = [ {{ principal = \"bench\", sha256 = \"{digest}\" }} ]\n[auth.jwt]\nissuer = \"https://idp.bench\"\naudience = \"sluice\"\njwks_file = {:?}\n",
+            jwks_file.display().to_string()
+        ),
+    )
+    .unwrap();
+    let serve = |config: &std::path::Path| {
+        let config = config.to_str().unwrap().to_owned();
+        async move {
+            http_server(
+                sluice(),
+                &[
+                    "--log-level",
+                    "error",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--config",
+                    &config,
+                ],
+            )
+            .await
+        }
+    };
+    let (_open_server, open_url) = serve(&open).await;
+    let (_guarded_server, guarded_url) = serve(&guarded).await;
+    let with_token = |url: &str, token: &str| {
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token);
+        async move { ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap() }
+    };
+    let clients = [
+        http_client(&open_url).await,
+        with_token(&guarded_url, static_token).await,
+        with_token(&guarded_url, &jwt).await,
+    ];
+    for _ in 0..200 {
+        for client in &clients {
+            timed_call(client).await;
+        }
+    }
+    let mut times = [Vec::new(), Vec::new(), Vec::new()];
+    for i in 0..calls {
+        // Rotate which goes first.
+        for k in 0..3 {
+            let k = (i + k) % 3;
+            times[k].push(timed_call(&clients[k]).await);
+        }
+    }
+    let p50: Vec<f64> = times
+        .iter_mut()
+        .map(|t| {
+            t.sort();
+            micros(percentile(t, 0.5))
+        })
+        .collect();
+    let p99: Vec<f64> = times.iter().map(|t| micros(percentile(t, 0.99))).collect();
+    println!("[auth], http keep-alive, {calls} echo calls each, interleaved:");
+    for (k, label) in ["no [auth]", "static token", "JWT ES256"]
+        .iter()
+        .enumerate()
+    {
+        println!(
+            "  {label:<13} p50 {:>8.1} µs  p99 {:>8.1} µs | added p50 {:>6.1} µs",
+            p50[k],
+            p99[k],
+            p50[k] - p50[0]
+        );
+    }
+    for client in clients {
+        client.cancel().await.unwrap();
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--relay") {
@@ -269,6 +409,9 @@ async fn bench() {
     sluice::install_tls_provider();
     let calls = arg("--calls", 2000.0) as usize;
     let seconds = arg("--seconds", 3.0);
+    if std::env::args().any(|a| a == "--auth") {
+        return auth_cost(calls).await;
+    }
 
     println!(
         "sluice pass-through: a small tools/call (echo), direct vs through sluice, interleaved"

@@ -4,7 +4,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use sluice_core::config::Config;
+use sluice_core::config::{AUTH_EXAMPLE, Config};
+
+use crate::auth::Authenticator;
 
 use crate::serve::HttpAccess;
 
@@ -33,6 +35,11 @@ pub struct Args {
     /// With --listen: accept any Host and Origin (only behind a trusted proxy).
     #[arg(long)]
     pub allow_any_host: bool,
+
+    /// With --listen on an address that is not loopback: serve without [auth]
+    /// (only behind a proxy that authenticates, or on a trusted network).
+    #[arg(long)]
+    pub no_auth: bool,
 
     /// Log level or filter (error, warn, info, debug, trace, or a tracing filter;
     /// the default keeps the MCP SDK's per-message lines out).
@@ -142,20 +149,37 @@ impl Args {
             }
             None => {
                 let config = config_from(&self.config, &self.upstream)?;
-                if self.listen.is_none() && (self.allow_any_host || !self.allow_hosts.is_empty()) {
-                    anyhow::bail!("--allow-host and --allow-any-host only apply with --listen");
+                if self.listen.is_none()
+                    && (self.allow_any_host || !self.allow_hosts.is_empty() || self.no_auth)
+                {
+                    anyhow::bail!(
+                        "--allow-host, --allow-any-host and --no-auth only apply with --listen"
+                    );
                 }
-                Ok(match self.listen {
-                    Some(addr) => Command::Http(
-                        config,
-                        addr,
-                        HttpAccess {
-                            allowed_hosts: self.allow_hosts,
-                            allow_any: self.allow_any_host,
-                        },
+                let Some(addr) = self.listen else {
+                    return Ok(Command::Stdio(config));
+                };
+                let auth = match (&config.auth, self.no_auth) {
+                    (Some(_), true) => anyhow::bail!(
+                        "--no-auth and an [auth] table together: remove one (with [auth], every request to /mcp needs a bearer token)"
                     ),
-                    None => Command::Stdio(config),
-                })
+                    (Some(auth), false) => Some(Authenticator::new(auth)?),
+                    (None, false) if !addr.ip().to_canonical().is_loopback() => {
+                        anyhow::bail!(
+                            "--listen {addr} is not a loopback address and no [auth] is configured: anyone who reaches it could call every upstream tool. Add to the config file (--config FILE):\n\n{AUTH_EXAMPLE}\n\nor pass --no-auth to serve without authentication (only behind a proxy that authenticates, or on a trusted network)."
+                        )
+                    }
+                    (None, _) => None,
+                };
+                Ok(Command::Http(
+                    config,
+                    addr,
+                    HttpAccess {
+                        auth,
+                        allowed_hosts: self.allow_hosts,
+                        allow_any: self.allow_any_host,
+                    },
+                ))
             }
         }
     }

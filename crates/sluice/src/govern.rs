@@ -778,7 +778,10 @@ mod tests {
         let mut around = serde_json::Map::new();
         loop {
             let args = request.as_object().cloned();
-            let page = governor.read(args, &Owner::Session(7), Budget::default()).await.unwrap();
+            let page = governor
+                .read(args, &Owner::Session(7), Budget::default())
+                .await
+                .unwrap();
             let text = |i: usize| page.content[i].as_text().unwrap().text.clone();
             let meta = page.meta.as_ref().unwrap().0["sluice/page"].clone();
             if meta["form"] == "items" {
@@ -856,7 +859,11 @@ mod tests {
         let handle = cut.data.as_ref().unwrap()["sluice/stored"]["handle"]
             .as_str()
             .unwrap();
-        let stored = governor.store().get(&Owner::Session(3), handle).unwrap().stored;
+        let stored = governor
+            .store()
+            .get(&Owner::Session(3), handle)
+            .unwrap()
+            .stored;
         let whole: Value = serde_json::from_str(stored.doc.text_str()).unwrap();
         assert_eq!(
             whole,

@@ -4,6 +4,8 @@
 //!
 //! # Layout
 //!
+//! - [`auth`]: bearer tokens (static or JWT) on the HTTP listener, and who
+//!   each request is from ([`auth::Principal`]).
 //! - [`cli`]: the command line, parsed then validated into a [`cli::Command`].
 //! - [`serve`]: serving clients over stdio or Streamable HTTP; [`client_lines`]:
 //!   the stdio framing, with JSON-RPC errors for malformed lines.
@@ -39,6 +41,7 @@ pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+pub mod auth;
 pub mod builtins;
 pub mod cache;
 pub mod call;

@@ -78,6 +78,11 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             result.map(|()| ExitCode::SUCCESS)
         }
         Command::Http(config, addr, access) => {
+            if access.auth.is_none() && !addr.ip().to_canonical().is_loopback() {
+                tracing::warn!(
+                    "--no-auth: serving {addr} without authentication: anyone who reaches it can call every upstream tool"
+                );
+            }
             let gateway = Gateway::new(&config);
             let shutdown = shutdown_on_signal();
             let result = sluice::serve::http(

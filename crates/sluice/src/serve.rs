@@ -21,9 +21,12 @@ use crate::session::Session;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr(pub SocketAddr);
 
-/// Which Host and Origin headers the HTTP endpoint accepts.
+/// Which Host and Origin headers the HTTP endpoint accepts, and which
+/// bearer tokens.
 #[derive(Debug, Clone, Default)]
 pub struct HttpAccess {
+    /// Bearer tokens checked on `/mcp` (`[auth]`); `None` serves anyone.
+    pub auth: Option<Arc<crate::auth::Authenticator>>,
     /// Extra host names (or `host:port`) accepted besides localhost.
     pub allowed_hosts: Vec<String>,
     /// Accept any Host and Origin (for a server behind a trusted proxy).
@@ -90,10 +93,18 @@ pub async fn http(
         sessions.clone(),
         config,
     );
-    let guard = Arc::new(Guard { limits, sessions });
-    let router = axum::Router::new().nest_service("/mcp", service).layer(
+    let guard = Arc::new(Guard {
+        limits,
+        sessions: sessions.clone(),
+    });
+    let mut router = axum::Router::new().nest_service("/mcp", service).layer(
         axum::middleware::from_fn_with_state(guard, http_guard::guard),
     );
+    // Outermost: a request without a valid token is refused before its
+    // body is read.
+    if let Some(auth) = access.auth {
+        router = crate::auth::protect(router, auth, sessions);
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;

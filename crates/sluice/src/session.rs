@@ -20,14 +20,10 @@ use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, Subsc
 
 use sluice_core::store::Owner;
 
+use crate::auth::Principal;
 use crate::gateway::{Caller, Gateway};
 use crate::hub::{Event, FirstClient, SessionEntry, SessionId};
 use crate::serve::PeerAddr;
-
-/// Who an authenticated HTTP request comes from (`[auth]`): put in the
-/// request's extensions by the listener, read here to own what it stores.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal(pub Arc<str>);
 
 /// The handler of one client session.
 pub struct Session {

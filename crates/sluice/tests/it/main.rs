@@ -6,6 +6,7 @@
 
 mod support;
 
+mod auth;
 mod cache;
 mod config_errors;
 mod conformance;
