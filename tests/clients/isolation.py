@@ -12,7 +12,7 @@ object:
   {"protocol_version", "handle", "cursor", "operation",
    "bob": {"read", "cursor", "result", "cancel", "info", "query", "search"}   (texts, is_error),
    "alice_again": {"info", "read"}}
-Every bob entry is {"text", "is_error"}. Exit 2 if connecting fails (e.g. 401).
+Every bob entry is {"text", "is_error"}, plus "code" when it was a JSON-RPC error. Exit 2 if connecting fails (e.g. 401).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import anyio
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
@@ -66,7 +66,12 @@ async def main(a: argparse.Namespace) -> dict:
                 "cancel": ("sluice_cancel", {"operation": operation}),
                 "info": ("sluice_info", {}),
             }
-            out["bob"] = {k: brief(dump(await bob.call_tool(t, args))) for k, (t, args) in tries.items()}
+            out["bob"] = {}
+            for k, (t, args) in tries.items():
+                try:
+                    out["bob"][k] = brief(dump(await bob.call_tool(t, args)))
+                except MCPError as e:  # refused as a JSON-RPC error, not an error result
+                    out["bob"][k] = {"text": str(e), "is_error": True, "code": e.code}
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {a.alice}"}, timeout=60) as http:
         async with connect(a, a.alice, http) as alice:
             out["alice_again"] = {

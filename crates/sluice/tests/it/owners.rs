@@ -128,3 +128,155 @@ async fn anonymous_operation_limits_are_counted_per_address() {
         client.cancel().await.unwrap();
     }
 }
+
+/// sluice with `[auth]` tokens for alice and bob; returns it and their tokens.
+async fn sluice_for_alice_and_bob(dir: &TempDir) -> (HttpSluice, &'static str, &'static str) {
+    use sha2::{Digest as _, Sha256};
+    let (alice, bob) = ("alice-secret-token", "bob-secret-token");
+    let hex = |token: &str| -> String {
+        Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let config = dir.file(
+        "sluice.toml",
+        &format!(
+            "{}[auth]\ntokens = [ {{ principal = \"alice\", sha256 = \"{}\" }}, {{ principal = \"bob\", sha256 = \"{}\" }} ]\n",
+            toml_upstream("sample", &sample()),
+            hex(alice),
+            hex(bob)
+        ),
+    );
+    let sluice = HttpSluice::start(&["--config", &config.display().to_string()], &[]).await;
+    (sluice, alice, bob)
+}
+
+#[tokio::test]
+async fn principals_never_reach_each_others_results_cursors_or_operations_in_either_era() {
+    let dir = TempDir::new("owners-principals");
+    let (sluice, alice, bob) = sluice_for_alice_and_bob(&dir).await;
+    for mode in ["auto", "legacy"] {
+        let output = tokio::process::Command::new(python())
+            .arg(repo().join("tests/clients/isolation.py"))
+            .args(["--url", &sluice.url, "--mode", mode])
+            .args(["--alice", alice, "--bob", bob])
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let seen: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let expected_version = if mode == "auto" {
+            "2026-07-28"
+        } else {
+            "2025-11-25"
+        };
+        assert_eq!(seen["protocol_version"], expected_version);
+        let (handle, operation) = (
+            seen["handle"].as_str().unwrap(),
+            seen["operation"].as_str().unwrap(),
+        );
+        // Every one of alice's ids is unknown to bob...
+        for (attempt, expected) in [
+            ("read", "unknown handle"),
+            ("cursor", "belongs to a result this session does not have"),
+            ("query", "unknown handle"),
+            ("search", "unknown handle"),
+            ("result", "unknown operation"),
+            ("cancel", "unknown operation"),
+        ] {
+            let answer = &seen["bob"][attempt];
+            assert_eq!(answer["is_error"], true, "{mode} {attempt}: {answer}");
+            let text = answer["text"].as_str().unwrap();
+            assert!(text.contains(expected), "{mode} {attempt}: {text}");
+            assert!(!text.contains("\"id\""), "{mode} {attempt}: {text}");
+        }
+        // ...and nothing listed to him names them.
+        let info = seen["bob"]["info"]["text"].as_str().unwrap();
+        assert!(
+            !info.contains(handle) && !info.contains(operation),
+            "{mode}: {info}"
+        );
+        // alice, in a new connection (a new session in 2025-11-25), still
+        // owns them: they belong to her, not to a session.
+        let again = &seen["alice_again"];
+        let info = again["info"]["text"].as_str().unwrap();
+        assert!(info.contains(handle), "{mode}: {info}");
+        assert!(info.contains(operation), "{mode}: {info}");
+        assert_eq!(again["read"]["is_error"], false, "{mode}: {again}");
+        assert_eq!(again["cancel"]["is_error"], false, "{mode}: {again}");
+    }
+}
+
+#[tokio::test]
+async fn a_principals_tasks_are_unknown_to_another_in_either_era() {
+    use rmcp::model::{CallToolResponse, CancelTaskParams, ClientCapabilities, GetTaskParams};
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, ServiceError};
+    let dir = TempDir::new("owners-tasks");
+    let (sluice, alice, bob) = sluice_for_alice_and_bob(&dir).await;
+    let client = |token: &'static str, lifecycle: ClientLifecycleMode| {
+        let url = sluice.url.clone();
+        async move {
+            sluice::install_tls_provider();
+            let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
+                .auth_header(token);
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+            Recorder {
+                capabilities: ClientCapabilities::builder().enable_tasks().build(),
+                ..Recorder::default()
+            }
+            .serve_with_lifecycle(transport, lifecycle)
+            .await
+            .expect("MCP handshake with a bearer token")
+        }
+    };
+    let eras = || {
+        [
+            ClientLifecycleMode::Initialize,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        ]
+    };
+    for (alice_era, bob_era) in eras().into_iter().zip(eras()) {
+        let how = format!("{alice_era:?}");
+        let alice = client(alice, alice_era).await;
+        let bob = client(bob, bob_era).await;
+        let created = match alice
+            .call_tool_once(
+                rmcp::model::CallToolRequestParams::new("slow_task").with_arguments(args(
+                    json!({"seconds": 30, "quiet": true, "_timeout_s": 0.2}),
+                )),
+            )
+            .await
+            .unwrap()
+        {
+            CallToolResponse::Task(created) => created,
+            other => panic!("{how}: not a task: {other:?}"),
+        };
+        let id = created.task.task_id.clone();
+        let refused = |e: ServiceError| match e {
+            ServiceError::McpError(e) => (e.code.0, e.message.to_string()),
+            other => panic!("{how}: not an MCP error: {other}"),
+        };
+        let (code, message) = refused(bob.get_task(GetTaskParams::new(&id)).await.unwrap_err());
+        assert_eq!(code, -32602, "{how}");
+        assert!(message.contains("unknown task"), "{how}: {message}");
+        let (code, _) = refused(
+            bob.cancel_task(CancelTaskParams::new(&id))
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!(code, -32602, "{how}");
+        // Still alice's, still running: bob's cancel did nothing.
+        let got = alice.get_task(GetTaskParams::new(&id)).await.unwrap();
+        assert_eq!(got.task.status(), rmcp::model::TaskStatus::Working, "{how}");
+        alice.cancel_task(CancelTaskParams::new(&id)).await.unwrap();
+        alice.cancel().await.unwrap();
+        bob.cancel().await.unwrap();
+    }
+}
