@@ -30,7 +30,10 @@ fn has_non_canonical_index(value: &Value, pointer: &str) -> bool {
         let token = scan::unescape_token(raw);
         match here {
             Some(Value::Array(items)) => {
-                let digits = token.trim_start_matches('+');
+                // Signs and white space around digits: the spellings the
+                // scanner refuses with the canonical one.
+                let digits =
+                    token.trim_matches(|c: char| c == '+' || c == '-' || c.is_whitespace());
                 let numeric = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
                 let canonical =
                     token == "0" || (numeric && digits == token && !token.starts_with('0'));

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest as _, Sha256};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::*;
 
@@ -57,31 +57,6 @@ async fn start(config: &std::path::Path) -> HttpSluice {
         url,
         stderr: log,
     }
-}
-
-/// Waits for `child` (sluice) to say where it serves; its stderr lines
-/// are collected, then and afterwards.
-async fn serving(child: &mut tokio::process::Child) -> (String, Arc<Mutex<Vec<String>>>) {
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            log.lock().unwrap().push(line.clone());
-            if let Some(rest) = line.strip_prefix("sluice: serving MCP at ") {
-                return rest.trim().to_owned();
-            }
-        }
-        panic!("sluice exited before serving: {:?}", log.lock().unwrap());
-    })
-    .await
-    .expect("sluice did not start serving within 30 s");
-    let sink = log.clone();
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            sink.lock().unwrap().push(line);
-        }
-    });
-    (url, log)
 }
 
 /// Asserts that none of `tokens` appears in sluice's log.

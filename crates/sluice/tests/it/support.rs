@@ -222,32 +222,38 @@ impl HttpSluice {
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         let mut child = cmd.spawn().expect("spawn sluice");
-        let stderr = child.stderr.take().unwrap();
-        let mut lines = BufReader::new(stderr).lines();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let url = tokio::time::timeout(Duration::from_secs(30), async {
-            while let Some(line) = lines.next_line().await.unwrap() {
-                log.lock().unwrap().push(line.clone());
-                if let Some(rest) = line.strip_prefix("sluice: serving MCP at ") {
-                    return rest.trim().to_owned();
-                }
-            }
-            panic!("sluice exited before serving: {:?}", log.lock().unwrap());
-        })
-        .await
-        .expect("sluice did not start serving within 30 s");
-        let sink = log.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                sink.lock().unwrap().push(line);
-            }
-        });
+        let (url, log) = serving(&mut child).await;
         Self {
             child,
             url,
             stderr: log,
         }
     }
+}
+
+/// Waits for `child` (sluice) to say where it serves; its stderr lines
+/// are collected, then and afterwards.
+pub async fn serving(child: &mut tokio::process::Child) -> (String, Arc<Mutex<Vec<String>>>) {
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            log.lock().unwrap().push(line.clone());
+            if let Some(rest) = line.strip_prefix("sluice: serving MCP at ") {
+                return rest.trim().to_owned();
+            }
+        }
+        panic!("sluice exited before serving: {:?}", log.lock().unwrap());
+    })
+    .await
+    .expect("sluice did not start serving within 30 s");
+    let sink = log.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    (url, log)
 }
 
 /// Connects an MCP client (rmcp) to a Streamable HTTP URL.
