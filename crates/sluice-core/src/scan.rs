@@ -262,8 +262,15 @@ fn push_child_token(doc: &str, frame: &Frame, pointer: &mut String) {
 
 /// The text of a JSON string literal (quotes included).
 fn unquote(literal: &str) -> Cow<'_, str> {
-    if literal.len() >= 2 && !literal.contains('\\') {
-        Cow::Borrowed(&literal[1..literal.len() - 1])
+    // A text cut inside a string has no closing quote (and may end inside a
+    // character): it falls to the parse below, which refuses it.
+    let inner = literal
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'));
+    if let Some(inner) = inner
+        && !literal.contains('\\')
+    {
+        Cow::Borrowed(inner)
     } else {
         Cow::Owned(serde_json::from_str::<String>(literal).unwrap_or_default())
     }

@@ -348,10 +348,11 @@ fn fits(text: &str, budget: &Budget) -> bool {
 fn line_bounds(text: &str, starts: &[u64], n: usize) -> (usize, usize) {
     let from = starts[n] as usize;
     let to = starts.get(n + 1).map_or(text.len(), |&s| s as usize);
-    (
-        from,
-        from + text[from..to].trim_end_matches(['\n', '\r']).len(),
-    )
+    // One line break, `\n` or `\r\n`: a `\r` before it is the line's own.
+    let line = &text[from..to];
+    let line = line.strip_suffix('\n').unwrap_or(line);
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    (from, from + line.len())
 }
 
 fn line_text(doc: &Document, n: u64) -> &str {

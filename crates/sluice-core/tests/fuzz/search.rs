@@ -315,7 +315,6 @@ proptest! {
 /// without its `\r\n` alone: in `"x\r\r\n"` the line is `x\r`, and `\r`
 /// (or `x\r$`) should match it, as the module's grep semantics say.
 #[test]
-#[ignore = "known bug in search::line_bounds (trims every trailing CR, not one CRLF); owned by the search.rs work of issue 14"]
 fn known_a_line_ending_in_two_crs_keeps_its_first_cr() {
     let text =
         std::fs::read_to_string(corpus::root().join("search/known-line-ending-in-two-cr.txt"))
