@@ -31,10 +31,11 @@ impl Default for HttpLimits {
 }
 
 impl HttpLimits {
-    /// How long a request body may take to arrive once its headers have:
-    /// long enough for `max_body_mb` over a slow link, short enough that a
-    /// client trickling a body cannot hold a connection for ever.
+    /// How long a request body may take to arrive once its headers have
+    /// (six header timeouts: 60 s by default): long enough for `max_body_mb`
+    /// over a slow link, short enough that a client trickling a body cannot
+    /// hold a connection for ever.
     pub fn body_timeout(&self) -> Duration {
-        (self.header_timeout * 6).max(Duration::from_secs(60))
+        self.header_timeout * 6
     }
 }

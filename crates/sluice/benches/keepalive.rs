@@ -13,11 +13,12 @@
 //! (`SLUICE_PEERS`, or `target/peers`). Figures vary with the machine:
 //! compare the ratios, measured in one run.
 
-use std::path::PathBuf;
-use std::process::Stdio;
+mod common;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use std::path::PathBuf;
+
+use common::http_server;
+use tokio::process::Command;
 
 fn sluice() -> &'static str {
     env!("CARGO_BIN_EXE_sluice")
@@ -31,27 +32,6 @@ fn peers() -> PathBuf {
     std::env::var_os("SLUICE_PEERS")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("target/peers"))
-}
-
-/// Starts a process that prints `… http://ADDR/mcp` on stderr; returns it and the URL.
-async fn http_server(program: &str, args: &[&str]) -> (Child, String) {
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    while let Some(line) = lines.next_line().await.unwrap() {
-        if let Some(i) = line.find("http://") {
-            let url = line[i..].trim().to_owned();
-            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-            return (child, url);
-        }
-    }
-    panic!("{program} did not start serving");
 }
 
 #[derive(Clone, Copy)]

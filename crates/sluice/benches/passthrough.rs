@@ -19,15 +19,17 @@
 //! keep-alive HTTP without `[auth]`, with a static token and with an ES256
 //! JWT (a JWKS file), `--calls` echo calls on each, interleaved.
 
+mod common;
+
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::http_server;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 type Client = RunningService<RoleClient, ()>;
 
@@ -49,27 +51,6 @@ async fn http_client(url: &str) -> Client {
     ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
         .await
         .unwrap()
-}
-
-/// Starts a process that prints `… serving http://ADDR/mcp` on stderr; returns it and the URL.
-async fn http_server(program: &str, args: &[&str]) -> (Child, String) {
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    while let Some(line) = lines.next_line().await.unwrap() {
-        if let Some(i) = line.find("http://") {
-            let url = line[i..].trim().to_owned();
-            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-            return (child, url);
-        }
-    }
-    panic!("{program} did not start serving");
 }
 
 fn echo() -> CallToolRequestParams {

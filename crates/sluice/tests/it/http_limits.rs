@@ -102,6 +102,39 @@ async fn a_body_over_max_body_mb_gets_413_and_others_pass() {
 }
 
 #[tokio::test]
+async fn a_body_that_trickles_in_gets_408_and_others_stay_fast() {
+    let dir = TempDir::new("http-slow-body");
+    // Bodies must arrive within 6 × header_timeout_s = 6 s.
+    let sluice = sluice_with(&dir, "header_timeout_s = 1\n").await;
+    let addr = address(&sluice.url);
+    let client = stateless_http_client(&sluice.url, "127.0.0.1".parse().unwrap()).await;
+    let idle = echo_latency(&client).await;
+    // Headers promise a body; a few bytes of it come, then nothing.
+    let mut stream = TcpStream::connect(&addr).await.unwrap();
+    stream
+        .write_all(post_head(&addr, INITIALIZE.len(), "").as_bytes())
+        .await
+        .unwrap();
+    stream
+        .write_all(&INITIALIZE.as_bytes()[..10])
+        .await
+        .unwrap();
+    let loaded = echo_latency(&client).await;
+    assert!(
+        loaded < idle * 20 + Duration::from_millis(50),
+        "echo took {loaded:?} with a body trickling in, {idle:?} idle"
+    );
+    let mut response = Vec::new();
+    let read =
+        tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut response)).await;
+    assert!(read.is_ok(), "the connection was still open after 20 s");
+    let response = String::from_utf8_lossy(&response);
+    assert!(response.starts_with("HTTP/1.1 408 "), "{response}");
+    assert!(response.contains("did not arrive within 6 s"), "{response}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
 async fn sessions_over_max_sessions_get_503_until_idle_ones_are_forgotten() {
     let dir = TempDir::new("http-sessions");
     let sluice = sluice_with(&dir, "max_sessions = 3\nsession_idle_s = 2\n").await;
