@@ -158,8 +158,6 @@ impl Gateway {
     fn spawn_store_sweeper(self: &Arc<Self>) {
         let gateway = Arc::downgrade(self);
         tokio::spawn(async move {
-            // Loads the tokenizer's tables before the first large result.
-            tokio::task::spawn_blocking(sluice_core::budget::warm_up);
             let mut tick = tokio::time::interval(Duration::from_secs(30));
             loop {
                 tick.tick().await;
