@@ -9,12 +9,12 @@
 //! dropped first, their bytes counted in [`Document::memory`] (and so in the
 //! store's bound).
 
+use std::any::Any;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::budget::{Budget, count_chars};
-use crate::pager::{PageError, Plan};
+use crate::budget::count_chars;
 use crate::scan::{self, ArraySpan, PointerError};
 
 /// What a document holds.
@@ -55,14 +55,17 @@ pub struct Document {
     /// JSON: item offsets of the arrays read lately, by where the array
     /// starts (not by the pointer's spelling: one index per array).
     items: Mutex<Recent<usize, Items>>,
-    /// Page plans made lately, by path and budget.
-    plans: Mutex<Recent<PlanKey, Plan>>,
+    /// Page plans made lately, by path and budget. They are `pager::Plan`s,
+    /// made and read back by `Document::plan` in pager.rs: kept here so they
+    /// are counted and dropped with the document, held as `Any` so the
+    /// document does not depend on the pager that reads it.
+    pub(crate) plans: Mutex<Recent<PlanKey, dyn Any + Send + Sync>>,
     /// Bytes held by `items` and `plans`.
     index_bytes: AtomicUsize,
 }
 
 /// What a page plan depends on besides the document.
-type PlanKey = (Option<String>, u32, u32, u32, u32);
+pub(crate) type PlanKey = (Option<String>, u32, u32, u32, u32);
 
 /// The most page plans kept per document (one per budget and path asked).
 const PLANS_KEPT: usize = 16;
@@ -72,13 +75,13 @@ const ITEMS_KEPT: usize = 16;
 /// The few values used last, each with the bytes it holds; the least
 /// recently used is dropped first.
 #[derive(Debug)]
-struct Recent<K, V> {
+pub(crate) struct Recent<K, V: ?Sized> {
     /// Most recently used last.
     entries: Vec<(K, Arc<V>, usize)>,
     capacity: usize,
 }
 
-impl<K: PartialEq, V> Recent<K, V> {
+impl<K: PartialEq, V: ?Sized> Recent<K, V> {
     fn new(capacity: usize) -> Self {
         Self {
             entries: Vec::with_capacity(capacity),
@@ -87,7 +90,7 @@ impl<K: PartialEq, V> Recent<K, V> {
     }
 
     /// The value of `key`, now the most recently used.
-    fn get(&mut self, key: &K) -> Option<Arc<V>> {
+    pub(crate) fn get(&mut self, key: &K) -> Option<Arc<V>> {
         let at = self.entries.iter().position(|(k, _, _)| k == key)?;
         let entry = self.entries.remove(at);
         let value = entry.1.clone();
@@ -98,7 +101,7 @@ impl<K: PartialEq, V> Recent<K, V> {
     /// Keeps `value` (holding `bytes`) under `key`; returns the bytes held
     /// now less the bytes held before (entries dropped to make room, or
     /// the one replaced).
-    fn put(&mut self, key: K, value: Arc<V>, bytes: usize) -> isize {
+    pub(crate) fn put(&mut self, key: K, value: Arc<V>, bytes: usize) -> isize {
         let mut freed = 0;
         if let Some(at) = self.entries.iter().position(|(k, _, _)| *k == key) {
             freed += self.entries.remove(at).2;
@@ -303,7 +306,7 @@ impl Document {
     }
 
     /// Counts `delta` more (or fewer) bytes of kept indexes.
-    fn count_index_bytes(&self, delta: isize) {
+    pub(crate) fn count_index_bytes(&self, delta: isize) {
         if delta >= 0 {
             self.index_bytes
                 .fetch_add(delta.unsigned_abs(), Ordering::Relaxed);
@@ -349,30 +352,6 @@ impl Document {
             .filter(|items| items.range == *range)
     }
 
-    /// The page plan of `path` (`None`: the whole document) for page data
-    /// within `budget`, made on first use and kept.
-    pub fn plan(&self, path: Option<&str>, budget: Budget) -> Result<Arc<Plan>, PageError> {
-        let key = (
-            path.map(str::to_owned),
-            budget.max_tokens,
-            budget.max_chars,
-            budget.max_lines.unwrap_or(0),
-            budget.token_factor.to_bits(),
-        );
-        if let Some(plan) = self.lock_plans().get(&key) {
-            return Ok(plan);
-        }
-        let plan = Arc::new(Plan::new(self, path, budget)?);
-        let bytes = plan.memory() + key.0.as_ref().map_or(0, String::capacity);
-        let delta = self.lock_plans().put(key, plan.clone(), bytes);
-        self.count_index_bytes(delta);
-        Ok(plan)
-    }
-
-    fn lock_plans(&self) -> std::sync::MutexGuard<'_, Recent<PlanKey, Plan>> {
-        self.plans.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn lock_items(&self) -> std::sync::MutexGuard<'_, Recent<usize, Items>> {
         self.items.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -381,6 +360,7 @@ impl Document {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budget::Budget;
 
     #[test]
     fn json_is_minified_and_its_arrays_indexed() {

@@ -24,11 +24,12 @@
 //! becomes a continuation reached by the next cursor. Following cursors
 //! from the first page therefore visits every value once, in order.
 
+use std::any::Any;
 use std::ops::Range;
 use std::sync::Arc;
 
 use crate::budget::{Budget, bytes_per_token, count_chars, floor_boundary, tokens_within};
-use crate::document::{Document, Items, Kind};
+use crate::document::{Document, Items, Kind, PlanKey, Recent};
 use crate::scan::{self, PointerError};
 
 /// How many levels of values too large for a page are descended into; a
@@ -1255,6 +1256,37 @@ fn display_path(path: Option<&str>) -> &str {
     match path {
         Some("") | None => "the root",
         Some(p) => p,
+    }
+}
+
+/// Page plans are made here and kept with their document.
+impl Document {
+    /// The page plan of `path` (`None`: the whole document) for page data
+    /// within `budget`, made on first use and kept.
+    pub fn plan(&self, path: Option<&str>, budget: Budget) -> Result<Arc<Plan>, PageError> {
+        let key = (
+            path.map(str::to_owned),
+            budget.max_tokens,
+            budget.max_chars,
+            budget.max_lines.unwrap_or(0),
+            budget.token_factor.to_bits(),
+        );
+        if let Some(plan) = self.lock_plans().get(&key)
+            && let Ok(plan) = plan.downcast::<Plan>()
+        {
+            return Ok(plan);
+        }
+        let plan = Arc::new(Plan::new(self, path, budget)?);
+        let bytes = plan.memory() + key.0.as_ref().map_or(0, String::capacity);
+        let delta = self.lock_plans().put(key, plan.clone(), bytes);
+        self.count_index_bytes(delta);
+        Ok(plan)
+    }
+
+    pub(crate) fn lock_plans(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Recent<PlanKey, dyn Any + Send + Sync>> {
+        self.plans.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

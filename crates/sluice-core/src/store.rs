@@ -19,6 +19,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::document::Document;
+pub use crate::summary::StoredInfo;
 
 /// Who a stored result, an operation or a per-session cache entry belongs
 /// to. Another owner is told "unknown handle", never shown the data.
@@ -52,29 +53,6 @@ impl Owner {
             Self::Principal(name) => format!("principal:{name}"),
         }
     }
-}
-
-/// What is known about a stored result besides its document.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredInfo {
-    /// What produced it, e.g. `directory_tree` or `resources/read file:///x`.
-    pub source: String,
-    /// Bytes of what the upstream sent (before minifying).
-    pub bytes: u64,
-    /// Characters of what the upstream sent.
-    pub chars: u64,
-    /// Client tokens of what the upstream sent.
-    pub tokens: u64,
-    /// Whether `tokens` was extrapolated from samples (large results are
-    /// not tokenized whole).
-    pub tokens_estimated: bool,
-    /// Whether the upstream flagged the result as an error.
-    pub is_error: bool,
-    /// Whether the upstream sent the same data twice, as text and as
-    /// structured content: `bytes`, `chars` and `tokens` count it once.
-    pub sent_twice: bool,
-    /// Shape and preview material, sampled when stored.
-    pub overview: crate::summary::Overview,
 }
 
 /// A stored result.

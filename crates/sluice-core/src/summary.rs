@@ -12,7 +12,29 @@ use crate::budget::{Budget, count_chars, tokens_within};
 use crate::document::{Document, Kind};
 use crate::format::{bytes, group};
 use crate::shape::{Cut, Field, FieldValues, Recursion, Shape, Step, TreeSize, preview, tree_size};
-use crate::store::StoredInfo;
+
+/// What is known about a stored result besides its document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredInfo {
+    /// What produced it, e.g. `directory_tree` or `resources/read file:///x`.
+    pub source: String,
+    /// Bytes of what the upstream sent (before minifying).
+    pub bytes: u64,
+    /// Characters of what the upstream sent.
+    pub chars: u64,
+    /// Client tokens of what the upstream sent.
+    pub tokens: u64,
+    /// Whether `tokens` was extrapolated from samples (large results are
+    /// not tokenized whole).
+    pub tokens_estimated: bool,
+    /// Whether the upstream flagged the result as an error.
+    pub is_error: bool,
+    /// Whether the upstream sent the same data twice, as text and as
+    /// structured content: `bytes`, `chars` and `tokens` count it once.
+    pub sent_twice: bool,
+    /// Shape and preview material, sampled when stored.
+    pub overview: Overview,
+}
 
 /// Items sampled from the start of the bulk array.
 const FIRST_ITEMS: usize = 20;

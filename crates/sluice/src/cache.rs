@@ -31,7 +31,7 @@ use sluice_core::cache::{CachePolicy, CacheSettings};
 use crate::upstream::CallError;
 
 /// The `_meta` key of an answer served from the cache: `{hit, age_s}`.
-pub const META: &str = "sluice/cache";
+pub const META: &str = crate::contract::meta::CACHE;
 
 /// What an upstream call answered.
 pub type Answer = Result<ServerResult, CallError>;

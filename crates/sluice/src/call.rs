@@ -29,7 +29,7 @@ pub async fn run(
         request: RequestId::Number(0),
         meta: Default::default(),
         ct: CancellationToken::new(),
-        legacy: false,
+        era: crate::era::Era::Stateless,
         owner: sluice_core::store::Owner::Anonymous,
         quota: "sluice call".to_owned(),
         client: None,
@@ -50,7 +50,7 @@ pub async fn run(
             break;
         };
         let wait = serde_json::json!({"operation": id, "wait_s": 60});
-        let params = CallToolRequestParams::new(crate::builtins::RESULT)
+        let params = CallToolRequestParams::new(crate::contract::tool::RESULT)
             .with_arguments(wait.as_object().cloned().unwrap_or_default());
         result = gateway.call_tool(params, &caller).await;
     }

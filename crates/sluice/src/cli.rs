@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use sluice_core::config::{AUTH_EXAMPLE, Config};
 
-use crate::auth::Authenticator;
+use crate::downstream::auth::Authenticator;
 
-use crate::serve::HttpAccess;
+use crate::downstream::HttpAccess;
 
 /// sluice: an MCP gateway that keeps every tool result within the client's
 /// context budget, losslessly.

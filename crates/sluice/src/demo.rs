@@ -15,8 +15,8 @@ use rmcp::{ClientHandler, ServiceExt};
 use sluice_core::config::{Config, ProtocolChoice, UpstreamSpec, UpstreamTransport};
 use tokio_util::sync::CancellationToken;
 
+use crate::downstream::session::Session;
 use crate::gateway::Gateway;
-use crate::session::Session;
 
 /// The demo's client: it prints progress as it arrives.
 #[derive(Clone, Default)]
@@ -200,7 +200,7 @@ pub async fn run() -> anyhow::Result<()> {
     let handle = stored
         .meta
         .as_ref()
-        .and_then(|m| m.0.get("sluice/stored"))
+        .and_then(|m| m.0.get(crate::contract::meta::STORED))
         .and_then(|s| s["handle"].as_str())
         .unwrap_or_default()
         .to_owned();
@@ -258,7 +258,7 @@ pub async fn run() -> anyhow::Result<()> {
     let operation = started
         .meta
         .as_ref()
-        .and_then(|m| m.0.get("sluice/operation"))
+        .and_then(|m| m.0.get(crate::contract::meta::OPERATION))
         .and_then(|o| o.get("id"))
         .and_then(|id| id.as_str())
         .unwrap_or_default()

@@ -62,7 +62,7 @@ const BLOCKING_BYTES: u64 = 256 * 1024;
 const EXACT_TOKENS_BYTES: usize = 256 << 10;
 
 /// The URI scheme of stored results.
-pub const RESULT_URI: &str = "sluice://result/";
+pub use crate::contract::RESULT_URI;
 
 /// The governor: budgets, the store and the cursor key.
 pub struct Governor {
@@ -72,7 +72,7 @@ pub struct Governor {
     /// The hits of recent searches, so that their pages need no new search.
     searches: std::sync::Mutex<std::collections::VecDeque<(SearchKey, Arc<Hits>)>>,
     /// The jq workers of `sluice_query`.
-    jq: crate::jq_pool::JqPool,
+    jq: crate::jq::pool::JqPool,
 }
 
 /// What a search's hits depend on.
@@ -116,7 +116,7 @@ impl Governor {
             key: CursorKey::random(),
             budgets: config.budget.clone(),
             searches: Default::default(),
-            jq: crate::jq_pool::JqPool::new(config.query),
+            jq: crate::jq::pool::JqPool::new(config.query),
         }
     }
 
@@ -126,7 +126,7 @@ impl Governor {
     }
 
     /// The jq workers.
-    pub fn jq(&self) -> &crate::jq_pool::JqPool {
+    pub fn jq(&self) -> &crate::jq::pool::JqPool {
         &self.jq
     }
 
@@ -138,7 +138,7 @@ impl Governor {
         if let Some(stored) = answer
             .meta
             .as_mut()
-            .and_then(|m| m.0.get_mut("sluice/stored"))
+            .and_then(|m| m.0.get_mut(crate::contract::meta::STORED))
         {
             stored["expires_at"] = Value::String(timestamp(listed.expires_at));
         }
@@ -214,7 +214,7 @@ impl Governor {
                 let (text, link, stored_meta) = self.answer(&stored, &policy);
                 let mut r = CallToolResult::success(vec![ContentBlock::text(text), link]);
                 r.is_error = flagged;
-                r.meta = Some(with_meta(meta, "sluice/stored", stored_meta));
+                r.meta = Some(with_meta(meta, crate::contract::meta::STORED, stored_meta));
                 r
             }
             Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
@@ -283,7 +283,7 @@ impl Governor {
                     .unwrap_or_default();
                 let path = bulk_path(&stored.doc);
                 let meta = stored_meta(&stored, pages, path.as_deref(), &expires_at);
-                (tail, Some(json!({"sluice/stored": meta})))
+                (tail, Some(json!({crate::contract::meta::STORED: meta})))
             }
             Err(why) => (format!("{said}; {why}"), None),
         };
@@ -316,7 +316,7 @@ impl Governor {
             Ok(stored) => {
                 let (text, _, stored_meta) = self.answer(&stored, &policy);
                 let mut r = ReadResourceResult::new(vec![ResourceContents::text(text, uri)]);
-                r.meta = Some(with_meta(meta, "sluice/stored", stored_meta));
+                r.meta = Some(with_meta(meta, crate::contract::meta::STORED, stored_meta));
                 r
             }
             Err(message) => ReadResourceResult::new(vec![ResourceContents::text(message, uri)]),
@@ -389,9 +389,9 @@ impl Governor {
             info: &stored.info,
             kind: stored.doc.kind(),
             pages,
-            read_tool: crate::builtins::READ,
-            search_tool: Some(crate::builtins::SEARCH),
-            query_tool: Some(crate::builtins::QUERY),
+            read_tool: crate::contract::tool::READ,
+            search_tool: Some(crate::contract::tool::SEARCH),
+            query_tool: Some(crate::contract::tool::QUERY),
             narrowing: &policy.narrowing,
             preview_depth: policy.preview_depth,
             style,
@@ -581,7 +581,7 @@ pub fn stored_handle(answer: &CallToolResult) -> Option<&str> {
     answer
         .meta
         .as_ref()
-        .and_then(|m| m.0.get("sluice/stored"))
+        .and_then(|m| m.0.get(crate::contract::meta::STORED))
         .and_then(|s| s.get("handle"))
         .and_then(Value::as_str)
 }
@@ -733,7 +733,7 @@ mod tests {
             narrowing: Vec::new(),
         };
         let answer = governor.tool_result(result, policy).await;
-        let stored = answer.meta.as_ref().unwrap().0["sluice/stored"].clone();
+        let stored = answer.meta.as_ref().unwrap().0[crate::contract::meta::STORED].clone();
         assert_eq!(stored["bytes"], log.len());
         assert_eq!(stored["chars"], log.len());
         assert_eq!(stored["stored_bytes"], log.len());
@@ -771,7 +771,7 @@ mod tests {
         let answer = governor
             .tool_result(CallToolResult::success(blocks), policy)
             .await;
-        let stored = answer.meta.unwrap().0["sluice/stored"].clone();
+        let stored = answer.meta.unwrap().0[crate::contract::meta::STORED].clone();
         assert_eq!(stored["kind"], "blocks");
         let mut request = json!({"handle": stored["handle"]});
         let (mut items, mut slice) = (Vec::new(), String::new());
@@ -783,7 +783,7 @@ mod tests {
                 .await
                 .unwrap();
             let text = |i: usize| page.content[i].as_text().unwrap().text.clone();
-            let meta = page.meta.as_ref().unwrap().0["sluice/page"].clone();
+            let meta = page.meta.as_ref().unwrap().0[crate::contract::meta::PAGE].clone();
             if meta["form"] == "items" {
                 items.extend(serde_json::from_str::<Vec<Value>>(&text(0)).unwrap());
             } else {
@@ -816,6 +816,7 @@ mod tests {
                 Budget::default(),
             )
             .await
+            .or_else(crate::tools::ToolError::into_result)
             .unwrap();
         assert_eq!(other.is_error, Some(true));
     }
@@ -856,7 +857,7 @@ mod tests {
             "{}",
             cut.message
         );
-        let handle = cut.data.as_ref().unwrap()["sluice/stored"]["handle"]
+        let handle = cut.data.as_ref().unwrap()[crate::contract::meta::STORED]["handle"]
             .as_str()
             .unwrap();
         let stored = governor

@@ -4,25 +4,34 @@
 //!
 //! # Layout
 //!
-//! - [`auth`]: bearer tokens (static or JWT) on the HTTP listener, and who
-//!   each request is from ([`auth::Principal`]).
+//! A request travels down this list and its answer back up:
+//!
 //! - [`cli`]: the command line, parsed then validated into a [`cli::Command`].
-//! - [`serve`]: serving clients over stdio or Streamable HTTP; [`client_lines`]:
-//!   the stdio framing, with JSON-RPC errors for malformed lines.
-//! - [`http_guard`], [`http_sessions`]: the HTTP listener's limits (`[http]`):
-//!   body size, sessions, and forgetting sessions that ended.
-//! - [`session`]: one client session, the MCP server face of sluice.
-//! - [`gateway`]: routing client requests to upstreams and merging lists.
+//! - [`downstream`]: the client side. [`downstream::stdio`] (framed by
+//!   [`downstream::lines`]) or [`downstream::http`] (behind
+//!   [`downstream::auth`], [`downstream::http_guard`] and
+//!   [`downstream::http_sessions`]); each client session is a
+//!   [`downstream::session::Session`], which hands every request to the gateway.
+//! - [`gateway`]: routing and merging, one concern per file: `lists`
+//!   (initialize / discover and the merged lists), `call` (`tools/call`:
+//!   sluice's tools, operations, cache, governing), `routes` (prompts,
+//!   resources, completions, log levels), `forwarding` (one request
+//!   upstream with its progress and cancellation), [`gateway::Caller`] (who
+//!   asks), `task_call` and [`gateway::input`] (bridging task-only tools and
+//!   `input_required` across eras).
+//! - [`tools`]: sluice's own tools, one file each, and [`tools::Builtin`],
+//!   the only dispatch to them; [`tools::ToolError`] tells the model's
+//!   mistakes (error results) from protocol errors.
 //! - [`govern`]: measuring every result against the client's budget; storing
-//!   those over it and answering with a summary; [`builtins`]: the
-//!   `sluice_read` / `sluice_info` tools and `sluice://result/` resources.
+//!   those over it and answering with a summary.
+//! - [`operations`]: calls that outlived their timeout, going on in the
+//!   background; [`cache`]: results of idempotent tools.
+//! - [`jq`]: warm `sluice jq-worker` processes that `sluice_query` runs in.
 //! - [`hub`]: what sessions and upstream connections share (routes, events).
-//! - [`upstream`]: one supervised upstream server (child process or HTTP).
-//! - [`jq_pool`]: warm jq worker processes that `sluice_query` runs filters in.
-//! - [`jq_worker`]: `sluice jq-worker`, the process that runs filters under limits.
-//! - [`operations`]: calls that outlived their timeout, going on in the background.
-//! - [`cache`]: results of idempotent tools, answered again without the upstream.
-//! - [`input`]: answering a 2026-07-28 upstream's `input_required` for older clients.
+//! - [`upstream`]: one supervised upstream server, one file per transport
+//!   (`stdio`: a child process; `http`), its [`upstream::Connection`].
+//! - [`era`]: the two protocol eras; [`contract`]: the names sluice adds to
+//!   MCP (tools, `_meta` keys, URIs, arguments), spelled once.
 //! - [`cancel`]: waiting for a peer while honouring cancellation.
 //! - [`call`], [`demo`], [`sample_server`]: `sluice call`, `sluice demo`,
 //!   and the built-in server they use.
@@ -41,24 +50,19 @@ pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-pub mod auth;
-pub mod builtins;
 pub mod cache;
 pub mod call;
 pub mod cancel;
 pub mod cli;
-pub mod client_lines;
+pub mod contract;
 pub mod demo;
+pub mod downstream;
+pub mod era;
 pub mod gateway;
 pub mod govern;
-pub mod http_guard;
-pub mod http_sessions;
 pub mod hub;
-pub mod input;
-pub mod jq_pool;
-pub mod jq_worker;
+pub mod jq;
 pub mod operations;
 pub mod sample_server;
-pub mod serve;
-pub mod session;
+pub mod tools;
 pub mod upstream;

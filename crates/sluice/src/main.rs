@@ -57,7 +57,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let command = args.validate()?;
     match command {
         Command::Demo => sluice::demo::run().await.map(|()| ExitCode::SUCCESS),
-        Command::JqWorker => Ok(sluice::jq_worker::main()),
+        Command::JqWorker => Ok(sluice::jq::worker::main()),
         Command::SampleServer(listen) => sluice::sample_server::run(listen)
             .await
             .map(|()| ExitCode::SUCCESS),
@@ -73,7 +73,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Stdio(config) => {
             let gateway = Gateway::new(&config);
             let shutdown = shutdown_on_signal();
-            let result = sluice::serve::stdio(gateway.clone(), shutdown).await;
+            let result = sluice::downstream::stdio::serve(gateway.clone(), shutdown).await;
             gateway.shutdown().await;
             result.map(|()| ExitCode::SUCCESS)
         }
@@ -85,7 +85,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             let gateway = Gateway::new(&config);
             let shutdown = shutdown_on_signal();
-            let result = sluice::serve::http(
+            let result = sluice::downstream::http::serve(
                 gateway.clone(),
                 addr,
                 access,

@@ -24,9 +24,10 @@ use sluice_core::store::Owner;
 use tokio_util::sync::CancellationToken;
 
 use crate::govern::with_meta;
+use crate::tools::ToolError;
 
 /// The `_meta` key of everything about an operation.
-pub const META: &str = "sluice/operation";
+pub const META: &str = crate::contract::meta::OPERATION;
 
 /// What the upstream reported while a call ran: shared with the call's
 /// notification loop.
@@ -511,37 +512,45 @@ impl Operations {
     }
 
     /// `sluice_result {operation, wait_s?}`.
-    pub async fn result(&self, arguments: Option<JsonObject>, owner: &Owner) -> CallToolResult {
+    pub async fn result(
+        &self,
+        arguments: Option<JsonObject>,
+        owner: &Owner,
+    ) -> Result<CallToolResult, ToolError> {
         let args = arguments.unwrap_or_default();
         let op = match operation_arg(&args, "sluice_result").and_then(|id| self.get(owner, id)) {
             Ok(op) => op,
-            Err(message) => return error(message),
+            Err(message) => return Err(ToolError::Model(message)),
         };
         if let Some(unknown) = args
             .keys()
             .find(|k| !["operation", "wait_s"].contains(&k.as_str()))
         {
-            return error(format!(
+            return Err(ToolError::Model(format!(
                 "sluice_result: unknown argument `{}`: it takes {{\"operation\":\"op_…\",\"wait_s\":N}}",
                 sluice_core::format::quoted_cut(unknown)
-            ));
+            )));
         }
         let wait = match self.settings.wait(args.get("wait_s")) {
             Ok(wait) => wait,
-            Err(message) => return error(format!("sluice_result: {message}")),
+            Err(message) => return Err(ToolError::Model(format!("sluice_result: {message}"))),
         };
         if !wait.is_zero() {
             op.wait(wait).await;
         }
-        answer(&op)
+        Ok(answer(&op))
     }
 
     /// `sluice_cancel {operation}`.
-    pub fn cancel(&self, arguments: Option<JsonObject>, owner: &Owner) -> CallToolResult {
+    pub fn cancel(
+        &self,
+        arguments: Option<JsonObject>,
+        owner: &Owner,
+    ) -> Result<CallToolResult, ToolError> {
         let args = arguments.unwrap_or_default();
         let op = match operation_arg(&args, "sluice_cancel").and_then(|id| self.get(owner, id)) {
             Ok(op) => op,
-            Err(message) => return error(message),
+            Err(message) => return Err(ToolError::Model(message)),
         };
         if let Err(status) = stop(&op) {
             let mut result = error(format!(
@@ -551,9 +560,9 @@ impl Operations {
                 op.id
             ));
             result.meta = Some(with_meta(None, META, op.meta()));
-            return result;
+            return Ok(result);
         }
-        answer(&op)
+        Ok(answer(&op))
     }
 
     /// `tasks/get` (SEP-2663): the operation `task_id` as a task; `finish`

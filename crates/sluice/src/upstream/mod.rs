@@ -7,10 +7,13 @@
 //! [`CallError`] that names the upstream and what happened.
 
 mod client;
-mod process;
+mod connection;
+
+pub use connection::Connection;
+mod http;
+mod stdio;
 mod tap;
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -24,11 +27,9 @@ use rmcp::model::{
     ServerResult,
 };
 use rmcp::service::{
-    ClientLifecycleMode, ClientServiceExt, PeerRequestOptions, RequestHandle, RoleClient,
-    RunningService, ServiceError,
+    ClientLifecycleMode, PeerRequestOptions, RequestHandle, RoleClient, RunningService,
+    ServiceError,
 };
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use sluice_core::backoff::Backoff;
 use sluice_core::config::{ProtocolChoice, UpstreamSpec, UpstreamTransport};
 use sluice_core::tail::Tail;
@@ -36,6 +37,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::cancel::await_or_cancel;
+use crate::era::Era;
 use crate::hub::{Event, Hub, RouteGuard};
 pub use client::UpstreamClient;
 
@@ -65,50 +67,6 @@ pub enum CallError {
     /// The client cancelled the request.
     #[error("cancelled")]
     Cancelled,
-}
-
-/// One live session with the upstream.
-pub struct Connection {
-    service: RunningService<RoleClient, UpstreamClient>,
-    exit: Option<watch::Receiver<Option<String>>>,
-    stop: Option<CancellationToken>,
-    started: Instant,
-}
-
-impl Connection {
-    fn alive(&self) -> bool {
-        !self.service.peer().is_transport_closed()
-            && self.exit.as_ref().is_none_or(|e| e.borrow().is_none())
-    }
-
-    /// Whether the session with the upstream is of the 2026-07-28 era.
-    pub fn speaks_2026(&self) -> bool {
-        self.info().is_some_and(|info| {
-            info.protocol_version.as_str() >= ProtocolVersion::V_2026_07_28.as_str()
-        })
-    }
-
-    /// What the upstream declared about itself.
-    pub fn info(&self) -> Option<Arc<ServerPeerInfo>> {
-        self.service.peer().peer_info()
-    }
-
-    /// How the connection ended, waiting briefly for the exit status.
-    async fn how_it_ended(&self) -> String {
-        match &self.exit {
-            Some(exit) => {
-                let mut exit = exit.clone();
-                let waited =
-                    tokio::time::timeout(Duration::from_secs(2), exit.wait_for(Option::is_some))
-                        .await;
-                match waited {
-                    Ok(Ok(status)) => status.clone().unwrap_or_default(),
-                    _ => "closed its stdout".to_owned(),
-                }
-            }
-            None => "closed the connection".to_owned(),
-        }
-    }
 }
 
 /// A supervised upstream.
@@ -322,7 +280,7 @@ impl Upstream {
         // A 2026-07-28 upstream has no `logging/setLevel`: a client's level
         // travels with each of its requests instead.
         if let Some(level) = log_level
-            && conn.speaks_2026()
+            && conn.era() == Era::Stateless
         {
             let mut meta = rmcp::model::RequestMetaObject::default();
             meta.set_log_level(level);
@@ -410,7 +368,7 @@ impl Upstream {
     /// and publish what comes, as an older upstream's notifications are.
     fn watch_lists(&self, conn: &Connection) {
         let Some(info) = conn.info() else { return };
-        if info.protocol_version.as_str() < ProtocolVersion::V_2026_07_28.as_str() {
+        if Era::of(Some(&info.protocol_version)).is_legacy() {
             return;
         }
         let declared = &info.capabilities;
@@ -489,113 +447,11 @@ impl Upstream {
         let client = self.client();
         tracing::info!(upstream = %self.name(), protocol = %self.spec.protocol, "starting");
         match &self.spec.transport {
-            transport @ UpstreamTransport::Stdio { command, .. } => {
-                // Only this run's stderr explains this run's failure.
-                *lock(&self.tail) = Tail::new(TAIL_LINES);
-                let child =
-                    process::spawn(self.name(), transport, self.tail.clone()).map_err(|e| {
-                        format!("could not be started: `{command}`: {e} (check `command` and PATH)")
-                    })?;
-                let stop = child.stop.clone();
-                // A handshake dropped midway (sluice shutting down) stops
-                // the process.
-                let stopped_if_dropped = stop.clone().drop_guard();
-                let exit = child.exit.clone();
-                let transport = tap::Tapped {
-                    inner: rmcp::transport::async_rw::AsyncRwTransport::<RoleClient, _, _>::new(
-                        child.stdout,
-                        child.stdin,
-                    )
-                    .with_max_line_length(MAX_MESSAGE_BYTES),
-                    hub: self.hub.clone(),
-                    upstream: self.spec.name.clone(),
-                };
-                let serving = client.serve_with_lifecycle(transport, lifecycle);
-                match tokio::time::timeout(CONNECT_TIMEOUT, serving).await {
-                    Ok(Ok(service)) => {
-                        stopped_if_dropped.disarm();
-                        Ok(Connection {
-                            service,
-                            exit: Some(exit),
-                            stop: Some(stop),
-                            started: Instant::now(),
-                        })
-                    }
-                    Ok(Err(e)) => {
-                        stop.cancel();
-                        let mut exit = exit;
-                        let status = tokio::time::timeout(
-                            Duration::from_secs(3),
-                            exit.wait_for(Option::is_some),
-                        )
-                        .await
-                        .ok()
-                        .and_then(|s| s.ok().and_then(|s| s.clone()))
-                        .map(|s| format!(" (the process {s})"))
-                        .unwrap_or_default();
-                        Err(format!(
-                            "failed during the MCP handshake: {}{status}{}",
-                            root_cause(&e),
-                            self.stderr_excerpt()
-                        ))
-                    }
-                    Err(_) => {
-                        stop.cancel();
-                        Err(format!(
-                            "did not complete the MCP handshake within {} s{}",
-                            CONNECT_TIMEOUT.as_secs(),
-                            self.stderr_excerpt()
-                        ))
-                    }
-                }
+            transport @ UpstreamTransport::Stdio { .. } => {
+                self.connect_stdio(transport, client, lifecycle).await
             }
             UpstreamTransport::Http { url, headers } => {
-                let mut custom = HashMap::new();
-                for (name, value) in headers {
-                    let name = http::HeaderName::try_from(name.as_str())
-                        .map_err(|e| format!("has an invalid header name `{name}`: {e}"))?;
-                    let value = http::HeaderValue::try_from(value.as_str())
-                        .map_err(|e| format!("has an invalid value for header `{name}`: {e}"))?;
-                    custom.insert(name, value);
-                }
-                // TCP_NODELAY is on for upstream HTTP connections without a
-                // client of sluice's own: rmcp 3.9's `from_config` builds its
-                // `reqwest::Client` with `Client::builder()`, whose default is
-                // `nodelay: true` (reqwest 0.13.5, `async_impl/client.rs`),
-                // applied by its connector to every connection it opens
-                // (`connect.rs`, `set_nodelay`). rmcp also turns pooling off
-                // (`pool_max_idle_per_host(0)`), so no connection waits on a
-                // delayed ACK from an earlier response.
-                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-                config.custom_headers = custom;
-                config.allow_stateless = true;
-                config.max_sse_event_size = MAX_MESSAGE_BYTES;
-                let transport = tap::Tapped {
-                    inner: StreamableHttpClientTransport::from_config(config),
-                    hub: self.hub.clone(),
-                    upstream: self.spec.name.clone(),
-                };
-                match tokio::time::timeout(
-                    CONNECT_TIMEOUT,
-                    client.serve_with_lifecycle(transport, lifecycle),
-                )
-                .await
-                {
-                    Ok(Ok(service)) => Ok(Connection {
-                        service,
-                        exit: None,
-                        stop: None,
-                        started: Instant::now(),
-                    }),
-                    Ok(Err(e)) => Err(format!(
-                        "at {url} failed during the MCP handshake: {}",
-                        root_cause(&e)
-                    )),
-                    Err(_) => Err(format!(
-                        "at {url} did not complete the MCP handshake within {} s",
-                        CONNECT_TIMEOUT.as_secs()
-                    )),
-                }
+                self.connect_http(url, headers, client, lifecycle).await
             }
         }
     }
@@ -716,33 +572,6 @@ fn root_cause(error: &dyn std::error::Error) -> String {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl Connection {
-    /// Cancels these requests (`notifications/cancelled`); their callers get
-    /// a "cancelled" error at once.
-    async fn cancel(&self, upstream: &str, ids: Vec<rmcp::model::RequestId>, reason: &str) {
-        for id in ids {
-            let params =
-                rmcp::model::CancelledNotificationParam::new(Some(id), Some(reason.to_owned()));
-            let notification = rmcp::model::CancelledNotification::new(params);
-            if let Err(e) = self
-                .service
-                .peer()
-                .send_notification(notification.into())
-                .await
-            {
-                tracing::debug!(%upstream, "cancellation not delivered: {e}");
-            }
-        }
-    }
-
-    /// Tells the upstream that the client's roots changed.
-    pub async fn notify_roots_list_changed(&self) {
-        if let Err(e) = self.service.peer().notify_roots_list_changed().await {
-            tracing::debug!("roots/list_changed not delivered: {e}");
-        }
-    }
 }
 
 #[cfg(test)]

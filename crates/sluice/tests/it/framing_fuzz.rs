@@ -1,4 +1,4 @@
-//! Fuzz target for the stdio framing (`sluice::client_lines`): every line a
+//! Fuzz target for the stdio framing (`sluice::downstream::lines`): every line a
 //! client sends is answered or delivered, and the stream goes on.
 //!
 //! Lines of any bytes (garbage, cut messages, non-UTF-8, batches, odd or
@@ -18,7 +18,7 @@ use proptest::test_runner::{Config, FileFailurePersistence};
 use rmcp::service::{RoleServer, RxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
-use sluice::client_lines::ClientLines;
+use sluice::downstream::lines::ClientLines;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// What a line should come to.

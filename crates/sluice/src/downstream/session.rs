@@ -12,18 +12,19 @@ use rmcp::model::{
     CompleteResult, DiscoverResult, ErrorData, GetPromptRequestParams, GetPromptResponse,
     GetTaskParams, GetTaskResult, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
-    ServerNotification, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams, UpdateTaskParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, ServerNotification,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 
 use sluice_core::store::Owner;
 
-use crate::auth::Principal;
+use crate::downstream::PeerAddr;
+use crate::downstream::auth::Principal;
+use crate::era::Era;
 use crate::gateway::{Caller, Gateway};
 use crate::hub::{Event, FirstClient, SessionEntry, SessionId};
-use crate::serve::PeerAddr;
 
 /// The handler of one client session.
 pub struct Session {
@@ -72,9 +73,7 @@ impl Session {
                 initialize_version: None,
             });
         }
-        let legacy = ctx
-            .protocol_version()
-            .is_none_or(|v| v.as_str() < ProtocolVersion::V_2026_07_28.as_str());
+        let era = Era::of(ctx.protocol_version().as_ref());
         let http = ctx.extensions.get::<http::request::Parts>();
         let principal = http.and_then(|parts| parts.extensions.get::<Principal>());
         // With `[auth]` everything belongs to the principal, whichever session
@@ -93,7 +92,7 @@ impl Session {
             (owner, _) => owner.key(),
         };
         Caller {
-            legacy,
+            era,
             owner,
             quota,
             client: ctx.client_info().map(|info| info.name),

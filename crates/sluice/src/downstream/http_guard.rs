@@ -18,7 +18,7 @@ use serde::Deserialize;
 use sluice_core::format::group;
 use sluice_core::http::HttpLimits;
 
-use crate::http_sessions::SessionTable;
+use crate::downstream::http_sessions::SessionTable;
 
 /// The state of [`guard`].
 pub struct Guard {

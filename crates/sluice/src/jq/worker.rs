@@ -4,7 +4,7 @@
 //! jaq has no resource limits: `def f: [f]; f` overflows the stack and
 //! aborts the process, `def f: f; f` never ends, `[repeat(1)]` eats memory.
 //! A worker runs one query at a time under a memory limit (`RLIMIT_AS`, set
-//! afresh before each query); the gateway's [`crate::jq_pool`] kills it when
+//! afresh before each query); the gateway's [`super::pool`] kills it when
 //! its time is up and starts another. A worker lives on between queries and
 //! keeps the documents it read parsed, so that the next query over the same
 //! stored result skips the parse, which is most of the cost.

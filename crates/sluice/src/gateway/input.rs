@@ -23,7 +23,7 @@ pub const MAX_ROUNDS: usize = 8;
 
 /// Whether sluice must answer `input_required` for this caller.
 pub fn must_bridge(caller: &Caller) -> bool {
-    caller.legacy && caller.peer.is_some()
+    caller.era.is_legacy() && caller.peer.is_some()
 }
 
 /// Asks the caller's client every request of `result`; returns what to

@@ -132,3 +132,83 @@ fn describe_status(status: std::process::ExitStatus) -> String {
         None => "exited".to_owned(),
     }
 }
+
+use std::time::Instant;
+
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RoleClient};
+
+use super::client::UpstreamClient;
+use super::{
+    CONNECT_TIMEOUT, Connection, MAX_MESSAGE_BYTES, TAIL_LINES, Upstream, lock, root_cause, tap,
+};
+
+/// Connecting to a child process's stdin and stdout.
+impl Upstream {
+    /// Starts the upstream's process and makes the MCP handshake over its
+    /// stdio; the error says why it could not (with its stderr's tail).
+    pub(super) async fn connect_stdio(
+        &self,
+        transport: &UpstreamTransport,
+        client: UpstreamClient,
+        lifecycle: ClientLifecycleMode,
+    ) -> Result<Connection, String> {
+        let UpstreamTransport::Stdio { command, .. } = transport else {
+            unreachable!("connect_stdio is called for stdio upstreams")
+        };
+        // Only this run's stderr explains this run's failure.
+        *lock(&self.tail) = Tail::new(TAIL_LINES);
+        let child = spawn(self.name(), transport, self.tail.clone()).map_err(|e| {
+            format!("could not be started: `{command}`: {e} (check `command` and PATH)")
+        })?;
+        let stop = child.stop.clone();
+        // A handshake dropped midway (sluice shutting down) stops
+        // the process.
+        let stopped_if_dropped = stop.clone().drop_guard();
+        let exit = child.exit.clone();
+        let transport = tap::Tapped {
+            inner: rmcp::transport::async_rw::AsyncRwTransport::<RoleClient, _, _>::new(
+                child.stdout,
+                child.stdin,
+            )
+            .with_max_line_length(MAX_MESSAGE_BYTES),
+            hub: self.hub.clone(),
+            upstream: self.spec.name.clone(),
+        };
+        let serving = client.serve_with_lifecycle(transport, lifecycle);
+        match tokio::time::timeout(CONNECT_TIMEOUT, serving).await {
+            Ok(Ok(service)) => {
+                stopped_if_dropped.disarm();
+                Ok(Connection {
+                    service,
+                    exit: Some(exit),
+                    stop: Some(stop),
+                    started: Instant::now(),
+                })
+            }
+            Ok(Err(e)) => {
+                stop.cancel();
+                let mut exit = exit;
+                let status =
+                    tokio::time::timeout(Duration::from_secs(3), exit.wait_for(Option::is_some))
+                        .await
+                        .ok()
+                        .and_then(|s| s.ok().and_then(|s| s.clone()))
+                        .map(|s| format!(" (the process {s})"))
+                        .unwrap_or_default();
+                Err(format!(
+                    "failed during the MCP handshake: {}{status}{}",
+                    root_cause(&e),
+                    self.stderr_excerpt()
+                ))
+            }
+            Err(_) => {
+                stop.cancel();
+                Err(format!(
+                    "did not complete the MCP handshake within {} s{}",
+                    CONNECT_TIMEOUT.as_secs(),
+                    self.stderr_excerpt()
+                ))
+            }
+        }
+    }
+}

@@ -1,63 +1,25 @@
-//! Serving clients: over stdio (one session) or Streamable HTTP at `/mcp`
-//! (many sessions, and 2026-07-28 stateless requests).
+//! Serving clients over Streamable HTTP at `/mcp`: many sessions, and
+//! 2026-07-28 stateless requests. The accept loop is sluice's own (hyper's
+//! HTTP/1 builder) so it can set TCP_NODELAY, the header timeout and each
+//! request's [`PeerAddr`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use rmcp::ServiceExt;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use sluice_core::http::HttpLimits;
 use tokio_util::sync::CancellationToken;
 
-use crate::client_lines::ClientLines;
+use super::http_guard::{self, Guard};
+use super::http_sessions::SessionTable;
+use super::session::Session;
+use super::{HttpAccess, PeerAddr};
 use crate::gateway::Gateway;
-use crate::http_guard::{self, Guard};
-use crate::http_sessions::SessionTable;
-use crate::session::Session;
-
-/// The address an HTTP request came from, in its extensions: anonymous
-/// clients' limits are counted per address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PeerAddr(pub SocketAddr);
-
-/// Which Host and Origin headers the HTTP endpoint accepts, and which
-/// bearer tokens.
-#[derive(Debug, Clone, Default)]
-pub struct HttpAccess {
-    /// Bearer tokens checked on `/mcp` (`[auth]`); `None` serves anyone.
-    pub auth: Option<Arc<crate::auth::Authenticator>>,
-    /// Extra host names (or `host:port`) accepted besides localhost.
-    pub allowed_hosts: Vec<String>,
-    /// Accept any Host and Origin (for a server behind a trusted proxy).
-    pub allow_any: bool,
-}
-
-/// Serves one client over this process's stdin/stdout until it closes
-/// stdin or `shutdown` fires.
-pub async fn stdio(gateway: Arc<Gateway>, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let session = Session::for_connection(gateway.clone());
-    let id = session.id();
-    let running = session
-        .serve_with_ct(
-            {
-                let (reader, writer) = rmcp::transport::stdio_pipes();
-                ClientLines::new(reader, writer).on_end(move || {
-                    tokio::spawn(async move { gateway.cancel_session_calls(id).await });
-                })
-            },
-            shutdown,
-        )
-        .await
-        .context("serving the client over stdio")?;
-    let reason = running.waiting().await?;
-    tracing::info!(?reason, "client session ended");
-    Ok(())
-}
 
 /// Serves clients at `http://ADDR/mcp` until `shutdown` fires; `ready`
 /// receives the bound address.
-pub async fn http(
+pub async fn serve(
     gateway: Arc<Gateway>,
     addr: SocketAddr,
     access: HttpAccess,
@@ -103,7 +65,7 @@ pub async fn http(
     // Outermost: a request without a valid token is refused before its
     // body is read.
     if let Some(auth) = access.auth {
-        router = crate::auth::protect(router, auth, sessions);
+        router = crate::downstream::auth::protect(router, auth, sessions);
     }
     let listener = tokio::net::TcpListener::bind(addr)
         .await

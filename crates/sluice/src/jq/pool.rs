@@ -1,5 +1,5 @@
 //! The gateway's side of `sluice_query`: a few warm `sluice jq-worker`
-//! processes ([`crate::jq_worker`]), each running one filter at a time.
+//! processes ([`super::worker`]), each running one filter at a time.
 //!
 //! A query takes an idle worker, preferring one that already holds its
 //! document parsed, or starts one; at most `[query] workers` run at once.
@@ -25,7 +25,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::jq_worker::{Reply, Request};
+use crate::jq::worker::{Reply, Request};
 
 /// How long an idle worker lives on.
 pub const IDLE_LIFETIME: Duration = Duration::from_secs(300);

@@ -1,0 +1,32 @@
+//! The client side of sluice (downstream): serving clients over stdio
+//! ([`stdio`], framed by [`lines`]) or Streamable HTTP ([`http`], guarded
+//! by [`auth`], [`http_guard`] and [`http_sessions`]); each client session
+//! is a [`session::Session`], which hands every request to the gateway.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+pub mod auth;
+pub mod http;
+pub mod http_guard;
+pub mod http_sessions;
+pub mod lines;
+pub mod session;
+pub mod stdio;
+
+/// The address an HTTP request came from, in its extensions: anonymous
+/// clients' limits are counted per address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);
+
+/// Which Host and Origin headers the HTTP endpoint accepts, and which
+/// bearer tokens.
+#[derive(Debug, Clone, Default)]
+pub struct HttpAccess {
+    /// Bearer tokens checked on `/mcp` (`[auth]`); `None` serves anyone.
+    pub auth: Option<Arc<crate::downstream::auth::Authenticator>>,
+    /// Extra host names (or `host:port`) accepted besides localhost.
+    pub allowed_hosts: Vec<String>,
+    /// Accept any Host and Origin (for a server behind a trusted proxy).
+    pub allow_any: bool,
+}

@@ -1,0 +1,484 @@
+//! `tools/call`: sluice's own tools, then routing to an upstream tool, with
+//! `_timeout_s` (operations), `_fresh` (cache) and governing of the result.
+
+use super::*;
+
+impl Gateway {
+    /// Calls a tool.
+    pub async fn call_tool(
+        self: &Arc<Self>,
+        mut params: CallToolRequestParams,
+        caller: &Caller,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let exposed = params.name.to_string();
+        let budget = self.governor.budget_for(caller.client.as_deref());
+        if let Some(builtin) = crate::tools::Builtin::from_name(&exposed) {
+            return builtin
+                .run(self, params.arguments, caller, budget)
+                .await
+                .map(|r| CallToolResponse::Complete(era(r, caller)));
+        }
+        // No tool has a name this long (MCP names are at most 128
+        // characters): refused here, not sent on and echoed back whole.
+        if exposed.len() > MAX_TOOL_NAME_BYTES {
+            return Err(self.unknown("tool", &exposed));
+        }
+        let Some((upstream, name)) = self.namer.route(&exposed) else {
+            return Err(self.unknown("tool", &exposed));
+        };
+        let upstream = self
+            .upstream(upstream)
+            .expect("routed to a known upstream")
+            .clone();
+        let settings = upstream.spec.tools.get(name).cloned().unwrap_or_default();
+        if lock(&self.input_schemas).is_empty() {
+            // The client called without listing: learn the input schemas
+            // (for the arguments a stored answer suggests) once.
+            let _ = self.list_tools().await;
+        }
+        let narrowing = lock(&self.input_schemas)
+            .get(&exposed)
+            .map(|schema| sluice_core::summary::narrowing_arguments(schema))
+            .unwrap_or_default();
+        let policy = Policy {
+            owner: caller.owner.clone(),
+            budget: budget.narrowed(&settings.budget()),
+            source: exposed.clone(),
+            mode: settings.mode.unwrap_or_default(),
+            preview_depth: settings
+                .preview_depth
+                .map_or(DEFAULT_PREVIEW_DEPTH, |d| d as usize),
+            narrowing,
+        };
+        params.name = name.to_owned().into();
+        params.meta = forwarded_meta(&caller.meta);
+        // `_timeout_s` is sluice's: the upstream never sees it.
+        let timeout_arg = params
+            .arguments
+            .as_mut()
+            .and_then(|a| a.remove(sluice_core::operation::TIMEOUT_ARG));
+        let settings = self.operations.settings();
+        let timeout =
+            match settings.timeout(timeout_arg.as_ref(), settings_timeout(&upstream, name)) {
+                Ok(timeout) => timeout,
+                Err(message) => return Ok(CallToolResponse::Complete(error_result(message))),
+            };
+        // So is `_fresh`, for the tools sluice caches.
+        let cached = match self.cache_policy(&exposed) {
+            None => None,
+            // Clients without a session or a principal cannot be told apart:
+            // an entry "per session" would be shared by all of them.
+            Some(cache_policy) if cache_policy.per_session && caller.owner == Owner::Anonymous => {
+                None
+            }
+            Some(cache_policy) => {
+                let fresh = match params
+                    .arguments
+                    .as_mut()
+                    .and_then(|a| a.remove(sluice_core::cache::FRESH_ARG))
+                {
+                    None | Some(serde_json::Value::Bool(false)) => false,
+                    Some(serde_json::Value::Bool(true)) => true,
+                    Some(other) => {
+                        return Ok(CallToolResponse::Complete(error_result(format!(
+                            "`_fresh` must be true (skip the cached result and refresh it) or false, not {}",
+                            sluice_core::format::quoted_cut(&other.to_string())
+                        ))));
+                    }
+                };
+                let owner = cache_policy.per_session.then(|| caller.owner.key());
+                Some(CachedCall {
+                    key: sluice_core::cache::key(
+                        upstream.name(),
+                        name,
+                        owner.as_deref(),
+                        params.arguments.as_ref(),
+                    ),
+                    policy: cache_policy,
+                    fresh,
+                })
+            }
+        };
+        if let Err(message) = self.operations.admit(&caller.owner, &caller.quota) {
+            return Ok(CallToolResponse::Complete(error_result(message)));
+        }
+        // The call runs in a task of its own, which a timeout leaves running
+        // in the background; until then the client's cancellation stops it.
+        let started = std::time::Instant::now();
+        let partial = Arc::new(crate::operations::Partial::default());
+        let stop = CancellationToken::new();
+        let mut inner = caller.clone();
+        inner.ct = stop.clone();
+        inner.partial = Some(partial.clone());
+        let gateway = self.clone();
+        let mut call = tokio::spawn(async move {
+            gateway
+                .call_upstream(&upstream, params, policy, &inner, cached)
+                .await
+        });
+        let done = tokio::select! {
+            done = &mut call => done,
+            () = caller.ct.cancelled() => {
+                stop.cancel();
+                return Err(call_error(CallError::Cancelled));
+            }
+            () = tokio::time::sleep(timeout) => {
+                let op = self.operations.start(
+                    caller.owner.clone(),
+                    caller.quota.clone(),
+                    &exposed,
+                    partial,
+                    stop,
+                    started,
+                );
+                if let Some(session) = caller.session {
+                    self.hub.detach_calls(session, &caller.request);
+                }
+                let answer = if caller.tasks {
+                    let mut meta = rmcp::model::MetaObject::new();
+                    meta.insert(crate::operations::META.into(), op.meta());
+                    CallToolResponse::Task(
+                        rmcp::model::CreateTaskResult::new(op.task(settings.retention))
+                            .with_meta(meta),
+                    )
+                } else {
+                    CallToolResponse::Complete(era(self.operations.started_answer(&op), caller))
+                };
+                tokio::spawn(async move {
+                    let outcome = match call.await {
+                        Ok(Done::Answer(answer)) => match *answer {
+                            Ok(CallToolResponse::Complete(result)) => {
+                                crate::operations::Outcome::Completed(result)
+                            }
+                            Ok(_) => crate::operations::Outcome::Failed(
+                                "the upstream asked for input or answered with a task, which an operation cannot take".into(),
+                            ),
+                            Err(e) => crate::operations::Outcome::Failed(e.message.to_string()),
+                        },
+                        Ok(Done::Unavailable(why)) => crate::operations::Outcome::Failed(why),
+                        Err(e) => crate::operations::Outcome::Failed(format!("sluice lost the call: {e}")),
+                    };
+                    op.finish(outcome);
+                });
+                return Ok(answer);
+            }
+        };
+        match done {
+            Ok(Done::Answer(answer)) => *answer,
+            Ok(Done::Unavailable(message)) => Ok(CallToolResponse::Complete(error_result(message))),
+            Err(e) => Err(ErrorData::internal_error(
+                format!("sluice lost the call: {e}"),
+                None,
+            )),
+        }
+    }
+
+    /// Sends a tool call upstream (or answers it from the cache) and
+    /// governs its result.
+    pub(super) async fn call_upstream(
+        self: &Arc<Self>,
+        upstream: &Arc<Upstream>,
+        params: CallToolRequestParams,
+        policy: Policy,
+        caller: &Caller,
+        cached: Option<CachedCall>,
+    ) -> Done {
+        // The owner and budget a stored answer was made for (cached calls).
+        let governed_key = cached
+            .as_ref()
+            .map(|_| format!("{}|{:?}", policy.owner.key(), policy.budget))
+            .unwrap_or_default();
+        let (sent, entry, hit) = match cached {
+            None => (
+                self.fetch(upstream, params, caller, &policy.source).await,
+                None,
+                false,
+            ),
+            Some(call) => {
+                let fetch = self.fetcher(upstream, params, caller, &policy.source);
+                match self
+                    .cache
+                    .serve(call.key, &policy.source, call.policy, call.fresh, fetch)
+                    .await
+                {
+                    crate::cache::Served::Hit(entry) => {
+                        // A large result this owner had stored with this
+                        // budget: the same answer, while its handle lives.
+                        if let Some(answer) = entry
+                            .governed_for(&governed_key)
+                            .and_then(|a| self.governor.renewed(a, &policy.owner))
+                        {
+                            return Done::Answer(Box::new(Ok(CallToolResponse::Complete(
+                                with_hit(answer, &entry),
+                            ))));
+                        }
+                        let result = ServerResult::CallToolResult(entry.result());
+                        // An entry made for a client of the other era.
+                        (
+                            Ok(in_clients_era(result, caller.era.is_legacy())),
+                            Some(entry),
+                            true,
+                        )
+                    }
+                    crate::cache::Served::Fetched(answer, entry) => (
+                        (*answer).map(|r| in_clients_era(r, caller.era.is_legacy())),
+                        entry,
+                        false,
+                    ),
+                }
+            }
+        };
+        // Told apart so that an operation can fail with the reason.
+        if let Err(CallError::Unavailable(why)) = sent {
+            return Done::Unavailable(why);
+        }
+        let answer = self.call_answer(upstream, sent);
+        Done::Answer(Box::new(match answer {
+            Ok(CallToolResponse::Complete(result)) => {
+                let result = self.governor.tool_result(result, policy).await;
+                if let Some(entry) = &entry
+                    && crate::govern::stored_handle(&result).is_some()
+                {
+                    entry.keep_governed(governed_key, result.clone());
+                }
+                Ok(CallToolResponse::Complete(match &entry {
+                    Some(entry) if hit => with_hit(result, entry),
+                    _ => result,
+                }))
+            }
+            // The upstream's own error, governed like a result.
+            Err(error) => Err(self
+                .governor
+                .tool_error(error, upstream.name(), &policy)
+                .await),
+            other => other,
+        }))
+    }
+
+    /// Makes the upstream call of a tool: as a task if the tool needs one,
+    /// with sluice answering `input_required` for a client that cannot.
+    pub(super) async fn fetch(
+        &self,
+        upstream: &Arc<Upstream>,
+        params: CallToolRequestParams,
+        caller: &Caller,
+        source: &str,
+    ) -> Result<ServerResult, CallError> {
+        if lock(&self.task_tools).contains(source) {
+            return self.call_as_task(upstream, params, caller).await;
+        }
+        // A 2025-11-25 upstream may refuse a plain call to a tool that
+        // needs a task: the call is kept to make it again as one.
+        let legacy = upstream.current().await.is_none_or(|c| c.era().is_legacy());
+        let again = legacy.then(|| params.clone());
+        let sent = if !crate::gateway::input::must_bridge(caller) {
+            // The common case: one request, its arguments moved.
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+            self.send(upstream, request, caller).await
+        } else {
+            match self.call_bridged(upstream, params, caller).await {
+                Ok(sent) => sent,
+                Err(e) => Err(CallError::Upstream(e)),
+            }
+        };
+        match again {
+            Some(params) if task_call::refused_without_task(&sent) => {
+                tracing::info!(
+                    tool = %source,
+                    "the tool must be called as a task: sluice calls it as one and polls"
+                );
+                lock(&self.task_tools).insert(source.to_owned());
+                self.call_as_task(upstream, params, caller).await
+            }
+            _ => sent,
+        }
+    }
+
+    /// [`Self::fetch`] as the cache calls it: for `caller`, or for a
+    /// background refresh that no client waits for.
+    pub(super) fn fetcher(
+        self: &Arc<Self>,
+        upstream: &Arc<Upstream>,
+        params: CallToolRequestParams,
+        caller: &Caller,
+        source: &str,
+    ) -> crate::cache::Fetch {
+        let (gateway, upstream, caller, source) = (
+            self.clone(),
+            upstream.clone(),
+            caller.clone(),
+            source.to_owned(),
+        );
+        Box::new(move |background| {
+            let caller = if background {
+                Caller {
+                    session: None,
+                    peer: None,
+                    request: RequestId::Number(0),
+                    meta: Default::default(),
+                    ct: CancellationToken::new(),
+                    era: caller.era,
+                    owner: caller.owner.clone(),
+                    quota: caller.quota.clone(),
+                    client: None,
+                    partial: None,
+                    tasks: false,
+                }
+            } else {
+                caller.clone()
+            };
+            let (gateway, upstream, params, source) = (
+                gateway.clone(),
+                upstream.clone(),
+                params.clone(),
+                source.clone(),
+            );
+            Box::pin(async move { gateway.fetch(&upstream, params, &caller, &source).await })
+        })
+    }
+
+    /// Whether any tool may be cached.
+    pub fn caches_anything(&self) -> bool {
+        self.cache.settings().annotated
+            || self
+                .upstreams
+                .iter()
+                .any(|u| u.spec.tools.values().any(|t| t.cache_policy.is_some()))
+    }
+
+    /// The cache policy of a tool (by exposed name), if it is cached: its
+    /// own `cache` table, else `[cache]`'s defaults when `annotated` is on
+    /// and the tool is annotated read-only and idempotent.
+    pub(super) fn cache_policy(&self, exposed: &str) -> Option<sluice_core::cache::CachePolicy> {
+        let (upstream, name) = self.namer.route(exposed)?;
+        let configured = self
+            .upstream(upstream)?
+            .spec
+            .tools
+            .get(name)
+            .and_then(|s| s.cache_policy);
+        let settings = self.cache.settings();
+        configured.or_else(|| {
+            (settings.annotated && lock(&self.annotated_idempotent).contains(exposed))
+                .then_some(settings.defaults)
+        })
+    }
+
+    /// Calls a tool for a client that cannot answer `input_required`
+    /// itself: sluice asks it with ordinary requests and calls again.
+    pub(super) async fn call_bridged(
+        &self,
+        upstream: &Arc<Upstream>,
+        mut params: CallToolRequestParams,
+        caller: &Caller,
+    ) -> Result<Result<ServerResult, CallError>, ErrorData> {
+        // The call may be repeated with the client's answers: keep a copy.
+        let mut round = 0;
+        loop {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            match self.send(upstream, request, caller).await {
+                Ok(ServerResult::InputRequiredResult(result))
+                    if round < crate::gateway::input::MAX_ROUNDS =>
+                {
+                    (params.input_responses, params.request_state) =
+                        crate::gateway::input::fulfil(result, caller, round).await?;
+                    round += 1;
+                }
+                answer => return Ok(answer),
+            }
+        }
+    }
+
+    pub(super) fn call_answer(
+        &self,
+        upstream: &Upstream,
+        answer: Result<ServerResult, CallError>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        match answer {
+            Ok(ServerResult::CallToolResult(result)) => Ok(CallToolResponse::Complete(result)),
+            Ok(ServerResult::InputRequiredResult(result)) => {
+                Ok(CallToolResponse::InputRequired(result))
+            }
+            Ok(ServerResult::CreateTaskResult(result)) => Ok(CallToolResponse::Task(result)),
+            Ok(other) => Err(unexpected(upstream, "tools/call", &other)),
+            // The model should read why its call failed: an error result,
+            // not a JSON-RPC error that clients show as "internal error".
+            Err(CallError::Unavailable(message)) => Ok(CallToolResponse::Complete(
+                rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(message)]),
+            )),
+            Err(e) => Err(call_error(e)),
+        }
+    }
+
+    /// `tasks/get`: an operation seen as an MCP task.
+    pub fn get_task(&self, task_id: &str, caller: &Caller) -> Result<GetTaskResult, ErrorData> {
+        self.operations
+            .get_task(task_id, &caller.owner, |result| era(result, caller))
+    }
+
+    /// `tasks/cancel`: cancels an operation, as `sluice_cancel` does.
+    pub fn cancel_task(&self, task_id: &str, caller: &Caller) -> Result<(), ErrorData> {
+        self.operations.cancel_task(task_id, &caller.owner)
+    }
+}
+
+/// `result` marked as served from the cache (`_meta["sluice/cache"]`).
+pub(super) fn with_hit(
+    mut result: rmcp::model::CallToolResult,
+    entry: &crate::cache::Entry,
+) -> rmcp::model::CallToolResult {
+    let age = (entry.age().as_secs_f64() * 10.0).round() / 10.0;
+    result.meta = Some(crate::govern::with_meta(
+        result.meta,
+        crate::cache::META,
+        serde_json::json!({"hit": true, "age_s": age}),
+    ));
+    result
+}
+
+/// A call the cache may answer.
+pub(super) struct CachedCall {
+    key: String,
+    policy: sluice_core::cache::CachePolicy,
+    /// `_fresh: true`: skip the entry and replace it.
+    fresh: bool,
+}
+
+/// How an upstream tool call ended.
+pub(super) enum Done {
+    /// An answer (governed), or a JSON-RPC error.
+    Answer(Box<Result<CallToolResponse, ErrorData>>),
+    /// The upstream could not be reached or died: why.
+    Unavailable(String),
+}
+
+pub(super) fn error_result(message: String) -> rmcp::model::CallToolResult {
+    rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(message)])
+}
+
+/// The tool's configured `timeout_s`.
+pub(super) fn settings_timeout(upstream: &Upstream, tool: &str) -> Option<f64> {
+    upstream.spec.tools.get(tool).and_then(|s| s.timeout_s)
+}
+
+pub(super) fn call_error(error: CallError) -> ErrorData {
+    match error {
+        CallError::Upstream(e) => e,
+        CallError::Unavailable(message) => ErrorData::internal_error(message, None),
+        CallError::Cancelled => {
+            ErrorData::new(ErrorCode::INTERNAL_ERROR, "request cancelled", None)
+        }
+    }
+}
+
+/// `true` if either says so, `false` if either says so, else unsaid.
+/// A result sluice made itself, shaped to the client's era.
+pub(super) fn era(
+    mut result: rmcp::model::CallToolResult,
+    caller: &Caller,
+) -> rmcp::model::CallToolResult {
+    if caller.era.is_legacy() {
+        result.result_type = None;
+    }
+    result
+}

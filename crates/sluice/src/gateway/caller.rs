@@ -1,0 +1,44 @@
+//! [`Caller`]: who is asking, carried with every request through the
+//! gateway.
+
+use std::sync::Arc;
+
+use rmcp::model::{RequestId, RequestMetaObject};
+use rmcp::service::{Peer, RoleServer};
+use sluice_core::store::Owner;
+use tokio_util::sync::CancellationToken;
+
+use crate::hub::SessionId;
+
+/// Who is asking: enough to route progress, cancellation and server→client
+/// requests back to the client.
+#[derive(Clone)]
+pub struct Caller {
+    /// The client's session (`None` for a 2026-07-28 request or `sluice call`).
+    pub session: Option<SessionId>,
+    /// Where to send progress; `None` when nobody listens (`sluice call`).
+    pub peer: Option<Peer<RoleServer>>,
+    /// The client's request id.
+    pub request: RequestId,
+    /// The request's `_meta` (progress token and anything else to forward).
+    pub meta: RequestMetaObject,
+    /// Fires when the client cancels or goes away.
+    pub ct: CancellationToken,
+    /// The client's protocol era: a legacy client's results must not carry
+    /// the 2026-07-28 fields (cache hints).
+    pub era: crate::era::Era,
+    /// Who the results it stores belong to.
+    pub owner: Owner,
+    /// Whose share of the operation limits its calls take: the owner's key,
+    /// or for an anonymous client the address it came from (so one client
+    /// cannot use up the share of every other sessionless client).
+    pub quota: String,
+    /// The client's `clientInfo.name`, which picks its budget.
+    pub client: Option<String>,
+    /// Where a call that may become an operation keeps the progress the
+    /// upstream reports (its partial result).
+    pub partial: Option<Arc<crate::operations::Partial>>,
+    /// The client declared the MCP tasks extension (SEP-2663): a call that
+    /// outlives its timeout is answered with a task, not a text.
+    pub tasks: bool,
+}

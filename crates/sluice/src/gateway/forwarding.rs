@@ -1,0 +1,131 @@
+//! Sending one request upstream on a caller's behalf: its id, progress and
+//! cancellation, the notifications about it forwarded to the client before
+//! its response, and the result shaped for the client's protocol era.
+
+use super::*;
+
+impl Gateway {
+    /// Sends one request to `upstream` on behalf of `caller`, routing its
+    /// progress and server→client requests back to the caller.
+    pub(super) async fn send(
+        &self,
+        upstream: &Arc<Upstream>,
+        request: ClientRequest,
+        caller: &Caller,
+    ) -> Result<ServerResult, CallError> {
+        let hub = &self.hub;
+        // Notifications about the request are forwarded from here, in the
+        // order they came, and all of them before the response (see
+        // `upstream::tap`).
+        let progress_token = caller.meta.get_progress_token();
+        let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+        let log_level = caller.session.and_then(|s| hub.log_level(s));
+        let call = upstream.send(request, log_level, &caller.ct, |handle| {
+            let mut guards: Vec<RouteGuard> = Vec::with_capacity(2);
+            let listening = caller.peer.is_some();
+            guards.push(hub.track_call(
+                upstream.name(),
+                handle.id.clone(),
+                caller.session,
+                caller.request.clone(),
+                listening.then(|| notices_tx.clone()),
+            ));
+            // A call that may become an operation always hears its
+            // progress (rmcp asks every upstream request for it).
+            if (listening && progress_token.is_some()) || caller.partial.is_some() {
+                guards.push(hub.route_progress(
+                    upstream.name(),
+                    handle.progress_token.clone(),
+                    notices_tx.clone(),
+                ));
+            }
+            guards
+        });
+        if caller.peer.is_none() && caller.partial.is_none() {
+            return call
+                .await
+                .map(|r| in_clients_era(r, caller.era.is_legacy()));
+        }
+        let forward = |notice: Notice| {
+            let partial = caller.partial.clone();
+            // Once the call went on in the background, its client has its
+            // answer: it hears no more about the call.
+            let peer = caller
+                .peer
+                .clone()
+                .filter(|_| !partial.as_ref().is_some_and(|p| p.detached()));
+            let token = progress_token.clone();
+            async move {
+                match (&notice, &partial) {
+                    (Notice::Progress(params), Some(partial)) => partial.progress(params),
+                    (Notice::Log(params), Some(partial)) => partial.log(params),
+                    _ => {}
+                }
+                let Some(peer) = peer else { return };
+                let sent = match notice {
+                    Notice::Progress(mut params) => {
+                        let Some(token) = token else { return };
+                        params.progress_token = token;
+                        peer.notify_progress(params).await
+                    }
+                    Notice::Log(params) => peer.notify_logging_message(params).await,
+                };
+                if let Err(e) = sent {
+                    tracing::debug!("notification not delivered: {e}");
+                }
+            }
+        };
+        tokio::pin!(call);
+        let result = loop {
+            tokio::select! {
+                biased;
+                Some(notice) = notices.recv() => forward(notice).await,
+                result = &mut call => break result,
+            }
+        };
+        while let Ok(notice) = notices.try_recv() {
+            forward(notice).await;
+        }
+        result.map(|r| in_clients_era(r, caller.era.is_legacy()))
+    }
+}
+
+/// The client's `_meta`, minus what sluice sets itself on the upstream
+/// request (the progress token, and the 2026-07-28 keys that describe
+/// sluice, not the client; the client's `logLevel` preference is kept).
+pub(super) fn forwarded_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
+    let mut forwarded = meta.clone();
+    forwarded.0.0.retain(|key, _| {
+        key != "progressToken"
+            && !matches!(
+                key.as_str(),
+                "io.modelcontextprotocol/protocolVersion"
+                    | "io.modelcontextprotocol/clientInfo"
+                    | "io.modelcontextprotocol/clientCapabilities"
+            )
+    });
+    (!forwarded.0.0.is_empty()).then_some(forwarded)
+}
+
+/// An upstream's result in the shape of the client's protocol era: the
+/// upstream may speak the other one. A 2026-07-28 client requires
+/// `resultType`; an older one knows no cache hints.
+pub(super) fn in_clients_era(mut result: ServerResult, legacy: bool) -> ServerResult {
+    use rmcp::model::ResultType;
+    if legacy {
+        if let ServerResult::ReadResourceResult(r) = &mut result {
+            r.ttl_ms = None;
+            r.cache_scope = None;
+        }
+        return result;
+    }
+    let result_type = match &mut result {
+        ServerResult::CompleteResult(r) => &mut r.result_type,
+        ServerResult::GetPromptResult(r) => &mut r.result_type,
+        ServerResult::ReadResourceResult(r) => &mut r.result_type,
+        ServerResult::CallToolResult(r) => &mut r.result_type,
+        _ => return result,
+    };
+    result_type.get_or_insert(ResultType::COMPLETE);
+    result
+}

@@ -1,0 +1,372 @@
+//! Merged lists: what sluice declares to clients (`initialize` / discover)
+//! and the tools, prompts, resources and templates of every upstream under
+//! one namespace, with sluice's own tools first.
+
+use super::*;
+
+impl Gateway {
+    /// What sluice declares to clients: the union of what its upstreams
+    /// declare (tools always), and their instructions.
+    pub async fn server_info(&self) -> ServerConfig {
+        // The union of what the upstreams declare, flag by flag, so that
+        // one upstream's capabilities come through exactly.
+        // Tools and resources always: sluice's own tools and stored results.
+        // Tasks always: sluice's operations are tasks to clients that
+        // declare the extension.
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_tasks()
+            .build();
+        let mut instructions = Vec::new();
+        let mut names = Vec::new();
+        for upstream in &self.upstreams {
+            let Some(info) = upstream.current().await.and_then(|c| c.info()) else {
+                continue;
+            };
+            let declared = &info.capabilities;
+            if let Some(tools) = &declared.tools {
+                let merged = capabilities.tools.get_or_insert_with(Default::default);
+                merged.list_changed = either(merged.list_changed, tools.list_changed);
+            }
+            if let Some(prompts) = &declared.prompts {
+                let merged = capabilities.prompts.get_or_insert_with(Default::default);
+                merged.list_changed = either(merged.list_changed, prompts.list_changed);
+            }
+            if let Some(resources) = &declared.resources {
+                let merged = capabilities.resources.get_or_insert_with(Default::default);
+                merged.list_changed = either(merged.list_changed, resources.list_changed);
+                merged.subscribe = either(merged.subscribe, resources.subscribe);
+            }
+            if let Some(completions) = &declared.completions {
+                capabilities.completions = Some(completions.clone());
+            }
+            if let Some(logging) = &declared.logging {
+                capabilities.logging = Some(logging.clone());
+            }
+            if let Some(text) = &info.instructions {
+                if self.namer.prefixed() {
+                    instructions.push(format!(
+                        "## {} (tools prefixed `{}__`)\n{text}",
+                        upstream.name(),
+                        upstream.name()
+                    ));
+                } else {
+                    instructions.push(text.clone());
+                }
+            }
+            if let Some(server) = &info.server_info {
+                names.push(server.name.clone());
+            }
+        }
+        let mut config = ServerConfig::new(capabilities);
+        config.server_info = Implementation::new("sluice", env!("CARGO_PKG_VERSION"))
+            .with_title(format!("sluice → {}", names.join(", ")));
+        config.instructions = (!instructions.is_empty()).then(|| instructions.join("\n\n"));
+        config
+    }
+
+    /// Runs `op` on every upstream at once; the results of those that
+    /// answered, and an error only if none did.
+    pub(super) async fn on_all<T, F, Fut>(
+        &self,
+        op: F,
+    ) -> Result<Vec<(Arc<Upstream>, T)>, ErrorData>
+    where
+        F: Fn(Arc<Upstream>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, CallError>>,
+    {
+        let results = futures::future::join_all(self.upstreams.iter().map(|u| {
+            let fut = op(u.clone());
+            async move { (u.clone(), fut.await) }
+        }))
+        .await;
+        let mut answered = Vec::new();
+        let mut errors = Vec::new();
+        for (upstream, result) in results {
+            match result {
+                Ok(value) => answered.push((upstream, value)),
+                Err(e) => {
+                    tracing::warn!(upstream = %upstream.name(), "{e}");
+                    errors.push(e);
+                }
+            }
+        }
+        if answered.is_empty() && !errors.is_empty() {
+            // One upstream's own error goes to the client as it was.
+            if errors.len() == 1 {
+                return Err(call_error(errors.remove(0)));
+            }
+            let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            return Err(ErrorData::internal_error(messages.join("\n"), None));
+        }
+        Ok(answered)
+    }
+
+    /// All the tools, named for the client.
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, ErrorData> {
+        let lists = self
+            .on_all(|u| async move { upstream_tools(&u).await })
+            .await?;
+        let mut schemas = HashMap::new();
+        let mut all: Vec<Tool> = lists
+            .into_iter()
+            .flat_map(|(u, tools)| {
+                tools.into_iter().map(move |mut tool| {
+                    let settings = u.spec.tools.get(tool.name.as_ref());
+                    // A stored result's answer cannot meet the tool's output
+                    // schema: clients that validate structured content would
+                    // reject it. Only tools never governed keep theirs.
+                    if settings.and_then(|s| s.mode) != Some(Mode::Passthrough) {
+                        tool.output_schema = None;
+                    }
+                    tool.name = self.namer.expose(u.name(), &tool.name).into();
+                    tool
+                })
+            })
+            .inspect(|tool| {
+                schemas.insert(tool.name.to_string(), tool.input_schema.clone());
+            })
+            .collect();
+        let annotated: std::collections::HashSet<String> = all
+            .iter()
+            .filter(|t| {
+                t.annotations.as_ref().is_some_and(|a| {
+                    a.read_only_hint == Some(true) && a.idempotent_hint == Some(true)
+                })
+            })
+            .map(|t| t.name.to_string())
+            .collect();
+        *lock(&self.annotated_idempotent) = annotated;
+        // Every upstream tool takes sluice's `_timeout_s` (its type only:
+        // `sluice_result` says once what it does, for every tool).
+        let timeout = crate::tools::timeout_property();
+        for tool in &mut all {
+            let cached = self.cache_policy(&tool.name).is_some();
+            let schema = Arc::make_mut(&mut tool.input_schema);
+            if !matches!(schema.get("properties"), Some(serde_json::Value::Object(_))) {
+                schema.insert("properties".to_owned(), serde_json::json!({}));
+            }
+            if let Some(serde_json::Value::Object(properties)) = schema.get_mut("properties") {
+                properties.insert(
+                    sluice_core::operation::TIMEOUT_ARG.to_owned(),
+                    timeout.clone(),
+                );
+                // Cached tools also take `_fresh`.
+                if cached {
+                    properties.insert(
+                        sluice_core::cache::FRESH_ARG.to_owned(),
+                        crate::tools::fresh_property(),
+                    );
+                }
+            }
+        }
+        *lock(&self.input_schemas) = schemas;
+        all.extend(crate::tools::list(self.operations.settings()));
+        Ok(all)
+    }
+
+    /// All the prompts, named for the client.
+    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, ErrorData> {
+        let lists = self
+            .on_all(|u| async move {
+                if !declares(&u, |c| c.prompts.is_some()).await {
+                    return Ok(Vec::new());
+                }
+                list_all(
+                    &u,
+                    |cursor| {
+                        ClientRequest::ListPromptsRequest(ListPromptsRequest::with_param(page(
+                            cursor,
+                        )))
+                    },
+                    |r| match r {
+                        ServerResult::ListPromptsResult(r) => Some((r.prompts, r.next_cursor)),
+                        _ => None,
+                    },
+                )
+                .await
+            })
+            .await?;
+        Ok(lists
+            .into_iter()
+            .flat_map(|(u, prompts)| {
+                prompts.into_iter().map(move |mut prompt| {
+                    prompt.name = self.namer.expose(u.name(), &prompt.name);
+                    prompt
+                })
+            })
+            .collect())
+    }
+
+    /// All the resources (URIs are not renamed).
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, ErrorData> {
+        let lists = self
+            .on_all(|u| async move {
+                if !declares(&u, |c| c.resources.is_some()).await {
+                    return Ok(Vec::new());
+                }
+                list_all(
+                    &u,
+                    |cursor| {
+                        ClientRequest::ListResourcesRequest(ListResourcesRequest::with_param(page(
+                            cursor,
+                        )))
+                    },
+                    |r| match r {
+                        ServerResult::ListResourcesResult(r) => Some((r.resources, r.next_cursor)),
+                        _ => None,
+                    },
+                )
+                .await
+            })
+            .await?;
+        let mut owners = lock(&self.resource_owners);
+        let mut all = Vec::new();
+        for (u, resources) in lists {
+            for resource in resources {
+                owners.insert(resource.uri.clone(), u.name().to_owned());
+                all.push(resource);
+            }
+        }
+        Ok(all)
+    }
+
+    /// All the resource templates.
+    pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, ErrorData> {
+        let lists = self
+            .on_all(|u| async move {
+                if !declares(&u, |c| c.resources.is_some()).await {
+                    return Ok(Vec::new());
+                }
+                list_all(
+                    &u,
+                    |cursor| {
+                        ClientRequest::ListResourceTemplatesRequest(
+                            ListResourceTemplatesRequest::with_param(page(cursor)),
+                        )
+                    },
+                    |r| match r {
+                        ServerResult::ListResourceTemplatesResult(r) => {
+                            Some((r.resource_templates, r.next_cursor))
+                        }
+                        _ => None,
+                    },
+                )
+                .await
+            })
+            .await?;
+        let mut owners = lock(&self.template_owners);
+        owners.clear();
+        let mut all = vec![crate::tools::resource::template()];
+        for (u, templates) in lists {
+            for template in templates {
+                let prefix = template
+                    .uri_template
+                    .split('{')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                owners.push((prefix, u.name().to_owned()));
+                all.push(template);
+            }
+        }
+        Ok(all)
+    }
+}
+
+pub(super) fn either(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    match (a, b) {
+        (Some(true), _) | (_, Some(true)) => Some(true),
+        (None, None) => None,
+        _ => Some(false),
+    }
+}
+
+pub(super) fn page(cursor: Option<String>) -> PaginatedRequestParams {
+    PaginatedRequestParams::default().with_cursor(cursor)
+}
+
+/// Follows an upstream's list cursors to the end.
+pub(super) async fn list_all<T>(
+    upstream: &Upstream,
+    request: impl Fn(Option<String>) -> ClientRequest,
+    extract: impl Fn(ServerResult) -> Option<(Vec<T>, Option<String>)>,
+) -> Result<Vec<T>, CallError> {
+    // A server that keeps returning cursors must not keep sluice paging forever.
+    const MAX_PAGES: usize = 1000;
+    let mut all = Vec::new();
+    let mut cursor = None;
+    let never = CancellationToken::new();
+    for _ in 0..MAX_PAGES {
+        let result = upstream
+            .send(request(cursor.take()), None, &never, |_| Vec::new())
+            .await?;
+        let Some((items, next)) = extract(result) else {
+            return Err(CallError::Unavailable(format!(
+                "upstream `{}` answered a list request with an unexpected result",
+                upstream.name()
+            )));
+        };
+        all.extend(items);
+        match next {
+            Some(next) if !next.is_empty() => cursor = Some(next),
+            _ => return Ok(all),
+        }
+    }
+    Ok(all)
+}
+
+/// All of one upstream's tools, under their own names.
+pub(super) async fn upstream_tools(upstream: &Upstream) -> Result<Vec<Tool>, CallError> {
+    list_all(
+        upstream,
+        |cursor| ClientRequest::ListToolsRequest(ListToolsRequest::with_param(page(cursor))),
+        |r| match r {
+            ServerResult::ListToolsResult(r) => Some((r.tools, r.next_cursor)),
+            _ => None,
+        },
+    )
+    .await
+}
+
+/// A `[upstreams.NAME.tools.TOOL]` table for a tool the upstream does not
+/// have is most likely a typo: say so (the settings would apply to nothing).
+pub(super) async fn warn_unknown_tool_settings(upstream: &Upstream) {
+    let Ok(tools) = upstream_tools(upstream).await else {
+        return;
+    };
+    for name in upstream.spec.tools.keys() {
+        if !tools.iter().any(|t| t.name == name.as_str()) {
+            let known: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+            tracing::warn!(
+                "the config has settings for tool `{name}` of upstream `{}`, which has no such tool (it has: {})",
+                upstream.name(),
+                known.join(", ")
+            );
+        }
+    }
+}
+
+/// Whether the upstream declared a capability (starting it if needed).
+pub(super) async fn declares(
+    upstream: &Upstream,
+    test: impl Fn(&ServerCapabilities) -> bool,
+) -> bool {
+    match upstream.connection().await {
+        Ok(conn) => conn.info().is_some_and(|info| test(&info.capabilities)),
+        Err(_) => false,
+    }
+}
+
+pub(super) fn unexpected(upstream: &Upstream, method: &str, result: &ServerResult) -> ErrorData {
+    let kind = format!("{result:?}");
+    let kind = kind.split('(').next().unwrap_or_default();
+    ErrorData::internal_error(
+        format!(
+            "upstream `{}` answered {method} with an unexpected {kind}",
+            upstream.name()
+        ),
+        None,
+    )
+}

@@ -1,0 +1,295 @@
+//! The gateway: one namespace over several upstreams.
+//!
+//! Every client request is routed here: list requests are answered with
+//! the union of the upstreams' lists (whole, never paged), named requests
+//! (tools, prompts) go to the upstream their name says, resource requests
+//! to the upstream that listed the URI. Results come back unchanged.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::FutureExt as _;
+use futures::future::{BoxFuture, Shared};
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest,
+    CompleteRequestParams, CompleteResult, ErrorCode, ErrorData, GetPromptRequest,
+    GetPromptRequestParams, GetPromptResponse, GetTaskResult, Implementation, ListPromptsRequest,
+    ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, PaginatedRequestParams,
+    Prompt, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference,
+    RequestId, RequestMetaObject, Resource, ResourceTemplate, ServerCapabilities, ServerConfig,
+    ServerResult, SetLevelRequest, SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams,
+    Tool, UnsubscribeRequest, UnsubscribeRequestParams,
+};
+use sluice_core::config::Config;
+use sluice_core::naming::Namer;
+use tokio_util::sync::CancellationToken;
+
+mod call;
+mod caller;
+mod forwarding;
+pub mod input;
+mod lists;
+mod routes;
+mod task_call;
+
+use call::call_error;
+pub use caller::Caller;
+use forwarding::{forwarded_meta, in_clients_era};
+use lists::{declares, unexpected, warn_unknown_tool_settings};
+
+use crate::govern::{DEFAULT_PREVIEW_DEPTH, Governor, Policy, RESULT_URI};
+use crate::hub::{FirstClient, Hub, Notice, RouteGuard, SessionId};
+use crate::upstream::{CallError, Upstream};
+use sluice_core::config::Mode;
+use sluice_core::store::Owner;
+
+/// The gateway.
+pub struct Gateway {
+    upstreams: Vec<Arc<Upstream>>,
+    namer: Namer,
+    hub: Arc<Hub>,
+    /// Which upstream listed which resource URI (for routing reads).
+    resource_owners: Mutex<HashMap<String, String>>,
+    /// URI template prefixes (up to the first `{`) and their upstream.
+    template_owners: Mutex<Vec<(String, String)>>,
+    /// The start of every upstream, once begun.
+    starting: Mutex<Option<Shared<BoxFuture<'static, ()>>>>,
+    /// What sluice declares to clients, as of the last start.
+    info: RwLock<ServerConfig>,
+    /// Budgets and stored results.
+    governor: Governor,
+    /// Calls that outlived their timeout.
+    operations: crate::operations::Operations,
+    /// The input schema of every listed tool, by exposed name (for the
+    /// arguments that narrow a result).
+    input_schemas: Mutex<HashMap<String, Arc<rmcp::model::JsonObject>>>,
+    /// Tools (by exposed name) that refused a plain call: they are called
+    /// as upstream tasks ([`task_call`]).
+    task_tools: Mutex<std::collections::HashSet<String>>,
+    /// Results of idempotent tools.
+    cache: crate::cache::ResultCache,
+    /// Tools (by exposed name) annotated read-only and idempotent: cached
+    /// when `[cache] annotated = true`.
+    annotated_idempotent: Mutex<std::collections::HashSet<String>>,
+}
+
+/// How long a client's `initialize` waits for the upstreams to start; past
+/// it sluice answers anyway and announces the tools when they come.
+/// The longest tool name sluice forwards, in bytes (MCP tool names are 1 to
+/// 128 characters; a longer one is unknown everywhere).
+const MAX_TOOL_NAME_BYTES: usize = 512;
+
+const STARTUP_WAIT: Duration = Duration::from_secs(20);
+
+impl Gateway {
+    /// A gateway over the configured upstreams (nothing started yet).
+    pub fn new(config: &Config) -> Arc<Self> {
+        let hub = Arc::new(Hub::default());
+        let upstreams = config
+            .upstreams
+            .iter()
+            .map(|spec| Upstream::new(spec.clone(), hub.clone()))
+            .collect::<Vec<_>>();
+        let namer = Namer::new(upstreams.iter().map(|u| u.name().to_owned()));
+        Arc::new(Self {
+            upstreams,
+            namer,
+            hub,
+            resource_owners: Mutex::default(),
+            template_owners: Mutex::default(),
+            starting: Mutex::new(None),
+            info: RwLock::new(Self::everything_declared()),
+            governor: Governor::new(config),
+            operations: crate::operations::Operations::new(config.operations),
+            input_schemas: Mutex::default(),
+            task_tools: Mutex::default(),
+            cache: crate::cache::ResultCache::new(config.cache),
+            annotated_idempotent: Mutex::default(),
+        })
+    }
+
+    /// Before the upstreams are known, sluice declares every capability it
+    /// can forward.
+    fn everything_declared() -> ServerConfig {
+        let mut config = ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_prompts()
+                .enable_prompts_list_changed()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .enable_resources_subscribe()
+                .enable_completions()
+                .enable_logging()
+                .enable_tasks()
+                .build(),
+        );
+        config.server_info = Implementation::new("sluice", env!("CARGO_PKG_VERSION"));
+        config
+    }
+
+    /// Drops expired stored results every 30 s while the gateway lives.
+    fn spawn_store_sweeper(self: &Arc<Self>) {
+        let gateway = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(30));
+            loop {
+                tick.tick().await;
+                let Some(gateway) = gateway.upgrade() else {
+                    return;
+                };
+                let purged = gateway.governor.store().purge_expired();
+                if purged > 0 {
+                    tracing::debug!("dropped {purged} expired stored results");
+                }
+            }
+        });
+    }
+
+    /// Calls that outlived their timeout.
+    pub fn operations(&self) -> &crate::operations::Operations {
+        &self.operations
+    }
+
+    /// The cache of idempotent tools' results.
+    pub fn cache(&self) -> &crate::cache::ResultCache {
+        &self.cache
+    }
+
+    /// The governor (budgets and stored results).
+    pub fn governor(&self) -> &Governor {
+        &self.governor
+    }
+
+    /// Starts every upstream once, mirroring to them the first client
+    /// (`client`); later calls change nothing.
+    pub fn begin(self: &Arc<Self>, client: &FirstClient) {
+        drop(self.starting(client));
+    }
+
+    fn starting(self: &Arc<Self>, client: &FirstClient) -> Shared<BoxFuture<'static, ()>> {
+        let mut starting = lock(&self.starting);
+        if let Some(start) = starting.as_ref() {
+            return start.clone();
+        }
+        self.hub.set_first_client(client);
+        let gateway = self.clone();
+        self.spawn_store_sweeper();
+        let task = tokio::spawn(async move {
+            let begun = std::time::Instant::now();
+            gateway.start().await;
+            let info = gateway.server_info().await;
+            *gateway.info.write().unwrap_or_else(|p| p.into_inner()) = info;
+            if begun.elapsed() >= STARTUP_WAIT {
+                // Clients that connected meanwhile saw empty lists.
+                gateway.hub.publish(crate::hub::Event::ToolsChanged);
+                gateway.hub.publish(crate::hub::Event::PromptsChanged);
+                gateway.hub.publish(crate::hub::Event::ResourcesChanged);
+            }
+        });
+        let start = async move {
+            let _ = task.await;
+        }
+        .boxed()
+        .shared();
+        *starting = Some(start.clone());
+        start
+    }
+
+    /// Starts the upstreams (see [`Self::begin`]) and waits, at most
+    /// [`STARTUP_WAIT`], for them.
+    pub async fn begin_and_wait(self: &Arc<Self>, client: &FirstClient) {
+        let start = self.starting(client);
+        if tokio::time::timeout(STARTUP_WAIT, start).await.is_err() {
+            tracing::warn!(
+                "upstreams still starting after {} s; answering the client without them",
+                STARTUP_WAIT.as_secs()
+            );
+        }
+    }
+
+    /// What sluice declares to clients now.
+    pub fn info(&self) -> ServerConfig {
+        self.info.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Shared routing state.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    /// The upstreams, in configuration order.
+    pub fn upstreams(&self) -> &[Arc<Upstream>] {
+        &self.upstreams
+    }
+
+    /// Starts every upstream at once; failures are logged, and retried by
+    /// the first request that needs the upstream.
+    async fn start(&self) {
+        let starts = self.upstreams.iter().map(|u| async move {
+            match u.connection().await {
+                Ok(_) => {
+                    tracing::info!(upstream = %u.name(), "ready");
+                    if !u.spec.tools.is_empty() {
+                        warn_unknown_tool_settings(u).await;
+                    }
+                }
+                Err(e) => tracing::error!("{e}"),
+            }
+        });
+        futures::future::join_all(starts).await;
+    }
+
+    /// Cancels upstream what a client session was waiting for: it went away.
+    pub async fn cancel_session_calls(&self, session: SessionId) {
+        futures::future::join_all(
+            self.upstreams
+                .iter()
+                .map(|u| u.cancel_session_calls(session, "the client went away")),
+        )
+        .await;
+    }
+
+    /// Stops every upstream.
+    pub async fn shutdown(&self) {
+        futures::future::join_all(self.upstreams.iter().map(|u| u.shutdown())).await;
+        let (total, by_tool) = self.cache.figures().await;
+        if !by_tool.is_empty() {
+            tracing::info!("cache: {}", total.line());
+            for (tool, figures) in by_tool {
+                tracing::info!("cache of `{tool}`: {}", figures.line());
+            }
+        }
+    }
+
+    fn upstream(&self, name: &str) -> Option<&Arc<Upstream>> {
+        self.upstreams.iter().find(|u| u.name() == name)
+    }
+
+    fn unknown(&self, what: &str, name: &str) -> ErrorData {
+        let hint = if self.namer.prefixed() {
+            let names: Vec<&str> = self.upstreams.iter().map(|u| u.name()).collect();
+            format!(
+                ": names are `<upstream>__<{what}>` with upstream one of {}",
+                names.join(", ")
+            )
+        } else {
+            String::new()
+        };
+        let name = sluice_core::format::quoted_cut(name);
+        ErrorData::invalid_params(format!("unknown {what} `{name}`{hint}"), None)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The error of a call the client cancelled (or left) while sluice was
+/// answering it itself.
+pub fn cancelled() -> ErrorData {
+    call_error(crate::upstream::CallError::Cancelled)
+}

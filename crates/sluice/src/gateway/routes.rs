@@ -1,0 +1,249 @@
+//! Requests routed by name or URI to one upstream: prompts, resource reads
+//! (and `sluice://result/` reads), subscriptions, completions, log levels.
+
+use super::*;
+use crate::era::Era;
+
+impl Gateway {
+    /// Gets a prompt.
+    pub async fn get_prompt(
+        &self,
+        mut params: GetPromptRequestParams,
+        caller: &Caller,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let exposed = params.name.clone();
+        let Some((upstream, name)) = self.namer.route(&exposed) else {
+            return Err(self.unknown("prompt", &exposed));
+        };
+        let upstream = self
+            .upstream(upstream)
+            .expect("routed to a known upstream")
+            .clone();
+        params.name = name.to_owned();
+        params.meta = forwarded_meta(&caller.meta);
+        let mut round = 0;
+        loop {
+            let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params.clone()));
+            match self
+                .send(&upstream, request, caller)
+                .await
+                .map_err(call_error)?
+            {
+                ServerResult::GetPromptResult(r) => return Ok(GetPromptResponse::Complete(r)),
+                ServerResult::InputRequiredResult(r)
+                    if crate::gateway::input::must_bridge(caller)
+                        && round < crate::gateway::input::MAX_ROUNDS =>
+                {
+                    (params.input_responses, params.request_state) =
+                        crate::gateway::input::fulfil(r, caller, round).await?;
+                    round += 1;
+                }
+                ServerResult::InputRequiredResult(r) => {
+                    return Ok(GetPromptResponse::InputRequired(r));
+                }
+                other => return Err(unexpected(&upstream, "prompts/get", &other)),
+            }
+        }
+    }
+
+    /// Reads a resource.
+    pub async fn read_resource(
+        &self,
+        mut params: ReadResourceRequestParams,
+        caller: &Caller,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let budget = self.governor.budget_for(caller.client.as_deref());
+        if params.uri.starts_with(RESULT_URI) {
+            return self
+                .governor
+                .read_result_resource(&params.uri, &caller.owner, budget)
+                .await
+                .map(|mut r| {
+                    if caller.era.is_legacy() {
+                        r.result_type = None;
+                    }
+                    ReadResourceResponse::Complete(r)
+                });
+        }
+        let policy = Policy {
+            owner: caller.owner.clone(),
+            budget,
+            source: format!("resources/read {}", params.uri),
+            mode: Mode::Buffer,
+            preview_depth: DEFAULT_PREVIEW_DEPTH,
+            narrowing: Vec::new(),
+        };
+        params.meta = forwarded_meta(&caller.meta);
+        let candidates = self.resource_candidates(&params.uri).await;
+        let mut last_error = None;
+        for upstream in candidates {
+            let request =
+                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params.clone()));
+            match self.send(&upstream, request, caller).await {
+                Ok(ServerResult::ReadResourceResult(r)) => {
+                    let uri = params.uri.clone();
+                    return Ok(ReadResourceResponse::Complete(
+                        self.governor.resource_result(r, &uri, policy).await,
+                    ));
+                }
+                Ok(ServerResult::InputRequiredResult(r)) => {
+                    return Ok(ReadResourceResponse::InputRequired(r));
+                }
+                Ok(other) => return Err(unexpected(&upstream, "resources/read", &other)),
+                Err(CallError::Upstream(e)) => last_error = Some(e),
+                Err(e) => return Err(call_error(e)),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| {
+            ErrorData::resource_not_found(
+                format!("no upstream serves the resource {}", params.uri),
+                None,
+            )
+        }))
+    }
+
+    /// The upstreams that may serve `uri`, most likely first.
+    pub(super) async fn resource_candidates(&self, uri: &str) -> Vec<Arc<Upstream>> {
+        if self.upstreams.len() == 1 {
+            return self.upstreams.clone();
+        }
+        let mut names = Vec::new();
+        if let Some(owner) = lock(&self.resource_owners).get(uri) {
+            names.push(owner.clone());
+        }
+        let mut templates: Vec<(String, String)> = lock(&self.template_owners)
+            .iter()
+            .filter(|(prefix, _)| !prefix.is_empty() && uri.starts_with(prefix.as_str()))
+            .cloned()
+            .collect();
+        templates.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+        names.extend(templates.into_iter().map(|(_, name)| name));
+        let mut ordered: Vec<Arc<Upstream>> = Vec::new();
+        for name in names {
+            if let Some(u) = self.upstream(&name)
+                && !ordered.iter().any(|o| Arc::ptr_eq(o, u))
+            {
+                ordered.push(u.clone());
+            }
+        }
+        if ordered.is_empty() {
+            for u in &self.upstreams {
+                if declares(u, |c| c.resources.is_some()).await {
+                    ordered.push(u.clone());
+                }
+            }
+        }
+        ordered
+    }
+
+    /// Subscribes to (or unsubscribes from) a resource for a session.
+    pub async fn subscribe(
+        &self,
+        uri: String,
+        subscribe: bool,
+        caller: &Caller,
+    ) -> Result<(), ErrorData> {
+        let remaining = caller.session.map_or(usize::from(subscribe), |s| {
+            self.hub.set_subscription(s, &uri, subscribe)
+        });
+        // Upstream, one subscription serves every session: unsubscribe only
+        // when the last session does.
+        if !subscribe && remaining > 0 {
+            return Ok(());
+        }
+        for upstream in self.resource_candidates(&uri).await {
+            let request = if subscribe {
+                ClientRequest::SubscribeRequest(SubscribeRequest::new(SubscribeRequestParams::new(
+                    uri.clone(),
+                )))
+            } else {
+                ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(
+                    UnsubscribeRequestParams::new(uri.clone()),
+                ))
+            };
+            match self.send(&upstream, request, caller).await {
+                Ok(_) => return Ok(()),
+                Err(CallError::Upstream(_)) => continue,
+                Err(e) => return Err(call_error(e)),
+            }
+        }
+        Err(ErrorData::resource_not_found(
+            format!(
+                "no upstream accepted a subscription to {}",
+                sluice_core::format::quoted_cut(&uri)
+            ),
+            None,
+        ))
+    }
+
+    /// Completes a prompt or resource template argument.
+    pub async fn complete(
+        &self,
+        mut params: CompleteRequestParams,
+        caller: &Caller,
+    ) -> Result<CompleteResult, ErrorData> {
+        params.meta = forwarded_meta(&caller.meta);
+        let candidates = match &mut params.r#ref {
+            Reference::Prompt(prompt) => {
+                let exposed = prompt.name.clone();
+                let Some((upstream, name)) = self.namer.route(&exposed) else {
+                    return Err(self.unknown("prompt", &exposed));
+                };
+                prompt.name = name.to_owned();
+                vec![self.upstream(upstream).expect("known upstream").clone()]
+            }
+            Reference::Resource(resource) => {
+                let uri = resource.uri.clone();
+                self.resource_candidates(&uri).await
+            }
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    "unsupported completion reference",
+                    None,
+                ));
+            }
+        };
+        let mut last_error = None;
+        for upstream in candidates {
+            let request = ClientRequest::CompleteRequest(CompleteRequest::new(params.clone()));
+            match self.send(&upstream, request, caller).await {
+                Ok(ServerResult::CompleteResult(r)) => return Ok(r),
+                Ok(other) => return Err(unexpected(&upstream, "completion/complete", &other)),
+                Err(CallError::Upstream(e)) => last_error = Some(e),
+                Err(e) => return Err(call_error(e)),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| {
+            ErrorData::invalid_params("no upstream can complete this reference", None)
+        }))
+    }
+
+    /// Sets the log level of every upstream that logs.
+    pub async fn set_level(
+        &self,
+        params: SetLevelRequestParams,
+        caller: &Caller,
+    ) -> Result<(), ErrorData> {
+        let level = params.level;
+        if let Some(session) = caller.session {
+            self.hub.set_log_level(session, level);
+        }
+        self.on_all(|u| async move {
+            if !declares(&u, |c| c.logging.is_some()).await {
+                return Ok(());
+            }
+            // A 2026-07-28 upstream gets the level with each request.
+            if caller.session.is_some()
+                && u.current().await.is_some_and(|c| c.era() == Era::Stateless)
+            {
+                return Ok(());
+            }
+            let request = ClientRequest::SetLevelRequest(SetLevelRequest::new(
+                SetLevelRequestParams::new(level),
+            ));
+            self.send(&u, request, caller).await.map(drop)
+        })
+        .await
+        .map(drop)
+    }
+}

@@ -1,0 +1,246 @@
+//! `sluice_info {handle?}`: a stored result's shape, size, pages and expiry;
+//! without a handle, the caller's stored results, operations and the cache's
+//! figures.
+
+use std::time::SystemTime;
+
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sluice_core::budget::Budget;
+use sluice_core::format::{age, bytes, group, timestamp};
+use sluice_core::store::{Listed, Owner};
+
+use crate::govern::{Governor, bulk_path, page_budget, stored_meta, with_meta};
+
+use super::*;
+
+/// `sluice_info` as listed.
+pub(super) fn tool() -> Tool {
+    Tool::new(
+        INFO,
+        "A stored result's shape, size, pages and expiry; without handle, this session's stored results and operations.",
+        object(json!({"type": "object", "properties": {"handle": {"type": "string"}}})),
+    )
+}
+
+/// Runs `sluice_info`: about one handle, or (without arguments) the
+/// owner's stored results, then its operations, then the cache's figures
+/// (shared by every owner).
+pub(super) async fn run(
+    gateway: &Gateway,
+    arguments: Option<JsonObject>,
+    owner: &Owner,
+    budget: Budget,
+) -> Result<CallToolResult, ToolError> {
+    let listing = arguments.as_ref().is_none_or(|a| a.is_empty());
+    let mut result = gateway.governor().info(arguments, owner, budget)?;
+    if !listing {
+        return Ok(result);
+    }
+    let operations = gateway.operations();
+    let ops = operations.list(owner);
+    if let Some(ContentBlock::Text(text)) = result.content.first_mut() {
+        text.text.push_str(&operations.list_hint(owner));
+        text.text.push('\n');
+    }
+    let list: Vec<Value> = ops.iter().map(|o| o.meta()).collect();
+    result.meta = Some(with_meta(
+        result.meta,
+        crate::contract::meta::OPERATIONS,
+        Value::Array(list),
+    ));
+    let (total, by_tool) = gateway.cache().figures().await;
+    if let Some(ContentBlock::Text(text)) = result.content.first_mut() {
+        if by_tool.is_empty() {
+            text.text.push_str(if gateway.caches_anything() {
+                "Cache: no cached calls yet.\n"
+            } else {
+                "Cache: off (no tool is cached: `cache = { ttl_s = … }` in a tool's table, or `[cache] annotated = true`).\n"
+            });
+        } else {
+            text.text.push_str(&format!("Cache: {}.\n", total.line()));
+            for (tool, figures) in &by_tool {
+                text.text
+                    .push_str(&format!("  `{tool}`: {}.\n", figures.line()));
+            }
+        }
+    }
+    let tools: serde_json::Map<String, Value> = by_tool
+        .iter()
+        .map(|(tool, f)| (tool.to_string(), f.json()))
+        .collect();
+    result.meta = Some(with_meta(
+        result.meta,
+        crate::contract::meta::CACHE_FIGURES,
+        json!({"total": total.json(), "tools": tools}),
+    ));
+    Ok(result)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InfoArgs {
+    handle: Option<String>,
+}
+
+impl Governor {
+    /// `sluice_info`.
+    pub fn info(
+        &self,
+        arguments: Option<JsonObject>,
+        owner: &Owner,
+        budget: Budget,
+    ) -> Result<CallToolResult, ToolError> {
+        let args: InfoArgs = match parse_args(INFO, arguments, "{\"handle\":\"h_…\"} or {}") {
+            Ok(args) => args,
+            Err(message) => return Err(ToolError::Model(message)),
+        };
+        let Some(handle) = args.handle else {
+            return Ok(self.list_handles(owner));
+        };
+        let listed = match self.store().get(owner, &handle) {
+            Ok(listed) => listed,
+            Err(e) => {
+                return Err(ToolError::Model(format!(
+                    "{e}. {}",
+                    self.handles_hint(owner)
+                )));
+            }
+        };
+        let stored = &listed.stored;
+        let info = &stored.info;
+        let page_budget = page_budget(budget, None);
+        let plan = stored.doc.plan(None, page_budget).ok();
+        let pages = plan.as_ref().map_or(1, |p| p.pages());
+        let path = bulk_path(&stored.doc);
+        let expires_at = timestamp(listed.expires_at);
+        let mut text = format!(
+            "{} — {} of {}, {}{} tokens ({}), {} characters; stored {} ago, expires {expires_at} unless read again.\n",
+            stored.handle,
+            info.source,
+            stored.doc.kind().as_str(),
+            if info.tokens_estimated { "≈" } else { "" },
+            group(info.tokens),
+            bytes(info.bytes),
+            group(info.chars),
+            age(since(stored.created)),
+        );
+        text.push_str(&format!("Shape: {}\n", info.overview.shape(1)));
+        let arrays: Vec<String> = stored
+            .doc
+            .notable_arrays()
+            .into_iter()
+            .take(6)
+            .map(|a| {
+                format!(
+                    "{} ({} items)",
+                    if a.pointer.is_empty() {
+                        "\"\""
+                    } else {
+                        &a.pointer
+                    },
+                    group(a.items as u64)
+                )
+            })
+            .collect();
+        if !arrays.is_empty() {
+            text.push_str(&format!("Arrays: {}\n", arrays.join(", ")));
+        }
+        text.push_str(&format!(
+            "Pages: {} of ≤ {} tokens: {READ} {{\"handle\":\"{}\"}}\n",
+            group(pages as u64),
+            group(u64::from(page_budget.max_tokens)),
+            stored.handle
+        ));
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.meta = Some(with_meta(
+            None,
+            crate::contract::meta::STORED,
+            stored_meta(stored, pages, path.as_deref(), &expires_at),
+        ));
+        Ok(result)
+    }
+
+    pub(super) fn list_handles(&self, owner: &Owner) -> CallToolResult {
+        let listed = self.store().list(owner, LISTED);
+        let (entries, held) = self.store().usage();
+        let mut text = if !owner.may_list() {
+            "Stored results are not listed to clients without a session: each handle is the key to its result, so keep the handles your answers named.\n".to_owned()
+        } else if listed.is_empty() {
+            "No stored results in this session: results within the budget pass through whole; larger ones are stored and their answer names a handle.\n".to_owned()
+        } else {
+            format!(
+                "Stored results of this session, newest first ({}):\n",
+                listed.len()
+            )
+        };
+        for l in &listed {
+            text.push_str(&format!("  {}\n", describe(l)));
+        }
+        text.push_str(&format!(
+            "The store holds {} results, {}.\n",
+            group(entries as u64),
+            bytes(held)
+        ));
+        let jq = self.jq().stats();
+        text.push_str(&format!(
+            "sluice_query, all sessions: {} queries, {} over a document kept parsed, {} stopped; jq workers: {} busy, {} idle.\n",
+            group(jq.queries),
+            group(jq.kept_parsed),
+            group(jq.stopped),
+            jq.workers_busy,
+            jq.workers_idle
+        ));
+        let list: Vec<Value> = listed
+            .iter()
+            .map(|l| {
+                json!({
+                    "handle": l.stored.handle,
+                    "source": l.stored.info.source,
+                    "kind": l.stored.doc.kind().as_str(),
+                    "tokens": l.stored.info.tokens,
+                    "bytes": l.stored.info.bytes,
+                    "expires_at": timestamp(l.expires_at),
+                })
+            })
+            .collect();
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        let meta = with_meta(None, crate::contract::meta::HANDLES, Value::Array(list));
+        result.meta = Some(with_meta(Some(meta), crate::contract::meta::JQ, json!(jq)));
+        result
+    }
+
+    /// "Handles of this session: …", for error messages.
+    pub(super) fn handles_hint(&self, owner: &Owner) -> String {
+        if !owner.may_list() {
+            return "Use a handle an answer named, or call the tool again.".into();
+        }
+        let listed = self.store().list(owner, 5);
+        if listed.is_empty() {
+            return "This session has no stored results: call the tool again.".into();
+        }
+        let names: Vec<String> = listed.iter().map(describe).collect();
+        format!("This session's stored results: {}.", names.join("; "))
+    }
+}
+
+pub(super) fn describe(l: &Listed) -> String {
+    let s = &l.stored;
+    format!(
+        "{} — {}, {} {}, {}{} tokens, stored {} ago",
+        s.handle,
+        s.info.source,
+        bytes(s.info.bytes),
+        s.doc.kind().as_str(),
+        if s.info.tokens_estimated { "≈" } else { "" },
+        group(s.info.tokens),
+        age(since(s.created))
+    )
+}
+
+pub(super) fn since(t: SystemTime) -> u64 {
+    SystemTime::now()
+        .duration_since(t)
+        .map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,136 @@
+//! `sluice_query {handle, filter, max_tokens?}`: a jq filter over a stored
+//! result, run in a `sluice jq-worker` process ([`crate::jq`]).
+
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
+use serde::Deserialize;
+use serde_json::json;
+use sluice_core::budget::Budget;
+use sluice_core::format::quoted_cut;
+use sluice_core::store::Owner;
+
+use crate::govern::{Governor, with_meta};
+
+use super::*;
+
+/// `sluice_query` as listed.
+pub(super) fn tool() -> Tool {
+    let string = json!({"type": "string"});
+    let query = json!({
+        "type": "object",
+        "properties": {"handle": string, "filter": string, "max_tokens": {"type": "integer"}},
+        "required": ["handle", "filter"]
+    });
+    Tool::new(
+        QUERY,
+        "Run a jq filter (jaq) over a stored result; one JSON value per line. A text is an array of lines. A large answer is stored in turn.",
+        object(query),
+    )
+}
+
+/// Runs `sluice_query` for `caller`. A query the client cancels (or
+/// leaves) stops at once: dropping it kills its worker.
+pub(super) async fn run(
+    governor: &Governor,
+    arguments: Option<JsonObject>,
+    caller: &Caller,
+    budget: Budget,
+) -> Result<CallToolResult, ToolError> {
+    tokio::select! {
+        r = governor.query(arguments, &caller.owner, budget) => r,
+        () = caller.ct.cancelled() => Err(ToolError::Protocol(crate::gateway::cancelled())),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QueryArgs {
+    handle: String,
+    filter: String,
+    max_tokens: Option<u32>,
+}
+
+impl Governor {
+    /// `sluice_query`: a jq filter over a stored result, in a worker process.
+    pub async fn query(
+        &self,
+        arguments: Option<JsonObject>,
+        owner: &Owner,
+        budget: Budget,
+    ) -> Result<CallToolResult, ToolError> {
+        let args: QueryArgs = match parse_args(
+            QUERY,
+            arguments,
+            "{{\"handle\":\"h_…\",\"filter\":\".rows | length\"}}",
+        ) {
+            Ok(args) => args,
+            Err(message) => return Err(ToolError::Model(message)),
+        };
+        let budget = match smaller(QUERY, budget, args.max_tokens) {
+            Ok(budget) => budget,
+            Err(message) => return Err(ToolError::Model(message)),
+        };
+        let stored = match self.store().get(owner, &args.handle) {
+            Ok(listed) => listed.stored,
+            Err(e) => {
+                return Err(ToolError::Model(format!(
+                    "{e}. {}",
+                    self.handles_hint(owner)
+                )));
+            }
+        };
+        // A text is queried as the JSON array of its lines (the worker
+        // splits it).
+        let outputs = match self.jq().run(&args.filter, &stored).await {
+            Ok(answer) => answer.outputs,
+            // The message may quote the filter: cut.
+            Err(message) => {
+                return Err(ToolError::Model(format!(
+                    "{QUERY}: {}",
+                    sluice_core::format::cut(&message, 1000)
+                )));
+            }
+        };
+        let mut meta = json!({
+            "handle": stored.handle,
+            "filter": args.filter,
+            "outputs": outputs.count,
+        });
+        if budget.less(300, 600).fits_text(&outputs.text) {
+            let mut result = CallToolResult::success(vec![ContentBlock::text(outputs.text)]);
+            result.meta = Some(with_meta(None, crate::contract::meta::QUERY, meta));
+            return Ok(result);
+        }
+        // Too large: stored in turn: the output itself when there is one
+        // (`.rows | map(…)` stores the array it made), else the array of the
+        // outputs.
+        let array = if outputs.count == 1 {
+            outputs.text
+        } else {
+            outputs.array()
+        };
+        let policy = crate::govern::Policy {
+            owner: owner.clone(),
+            budget,
+            source: format!("{QUERY} {}", quoted_cut(&args.filter)),
+            mode: sluice_core::config::Mode::Buffer,
+            preview_depth: crate::govern::DEFAULT_PREVIEW_DEPTH,
+            narrowing: Vec::new(),
+        };
+        let mut result = self
+            .tool_result(
+                CallToolResult::success(vec![ContentBlock::text(array)]),
+                policy,
+            )
+            .await;
+        if let Some(stored_as) = result
+            .meta
+            .as_ref()
+            .and_then(|m| m.0.get(crate::contract::meta::STORED))
+            .and_then(|s| s.get("handle"))
+        {
+            meta["stored_as"] = stored_as.clone();
+        }
+        result.meta = Some(with_meta(result.meta, crate::contract::meta::QUERY, meta));
+        Ok(result)
+    }
+}
