@@ -4,7 +4,8 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, RequestId};
 use sluice_core::config::Config;
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway::{Caller, Gateway};
+use crate::caller::Caller;
+use crate::gateway::Gateway;
 
 /// Calls `tool` with `arguments` and prints the result; returns whether the
 /// call succeeded (not an error result).

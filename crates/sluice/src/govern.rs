@@ -5,7 +5,7 @@
 //! The MCP side of `sluice_core`'s budget, document, summary and store: this
 //! module turns rmcp results into documents and answers back into rmcp
 //! results. The built-in tools that read stored results are in
-//! [`crate::builtins`].
+//! [`crate::tools`].
 
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -16,8 +16,7 @@
 //!   (initialize / discover and the merged lists), `call` (`tools/call`:
 //!   sluice's tools, operations, cache, governing), `routes` (prompts,
 //!   resources, completions, log levels), `forwarding` (one request
-//!   upstream with its progress and cancellation), [`gateway::Caller`] (who
-//!   asks), `task_call` and [`gateway::input`] (bridging task-only tools and
+//!   upstream with its progress and cancellation), `task_call` and [`gateway::input`] (bridging task-only tools and
 //!   `input_required` across eras).
 //! - [`tools`]: sluice's own tools, one file each, and [`tools::Builtin`],
 //!   the only dispatch to them; [`tools::ToolError`] tells the model's
@@ -30,7 +29,8 @@
 //! - [`hub`]: what sessions and upstream connections share (routes, events).
 //! - [`upstream`]: one supervised upstream server, one file per transport
 //!   (`stdio`: a child process; `http`), its [`upstream::Connection`].
-//! - [`era`]: the two protocol eras; [`contract`]: the names sluice adds to
+//! - [`caller`]: who asks, carried with every request; [`era`]: the two
+//!   protocol eras; [`contract`]: the names sluice adds to
 //!   MCP (tools, `_meta` keys, URIs, arguments), spelled once.
 //! - [`cancel`]: waiting for a peer while honouring cancellation.
 //! - [`call`], [`demo`], [`sample_server`]: `sluice call`, `sluice demo`,
@@ -52,6 +52,7 @@ pub fn install_tls_provider() {
 
 pub mod cache;
 pub mod call;
+pub mod caller;
 pub mod cancel;
 pub mod cli;
 pub mod contract;

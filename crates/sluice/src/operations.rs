@@ -24,7 +24,6 @@ use sluice_core::store::Owner;
 use tokio_util::sync::CancellationToken;
 
 use crate::govern::with_meta;
-use crate::tools::ToolError;
 
 /// The `_meta` key of everything about an operation.
 pub const META: &str = crate::contract::meta::OPERATION;
@@ -337,7 +336,7 @@ impl Operation {
     }
 
     /// Waits until the operation ends or `wait` passes, without polling.
-    async fn wait(&self, wait: Duration) {
+    pub async fn wait(&self, wait: Duration) {
         let mut done = self.done.subscribe();
         let _ = tokio::time::timeout(wait, done.wait_for(|ended| *ended)).await;
     }
@@ -453,7 +452,7 @@ impl Operations {
         ops
     }
 
-    fn get(&self, owner: &Owner, id: &str) -> Result<Arc<Operation>, String> {
+    pub fn get(&self, owner: &Owner, id: &str) -> Result<Arc<Operation>, String> {
         // The lock is released before the hint takes it again.
         let found = self.live().get(id).filter(|o| o.owner == *owner).cloned();
         found.ok_or_else(|| {
@@ -511,60 +510,6 @@ impl Operations {
         result
     }
 
-    /// `sluice_result {operation, wait_s?}`.
-    pub async fn result(
-        &self,
-        arguments: Option<JsonObject>,
-        owner: &Owner,
-    ) -> Result<CallToolResult, ToolError> {
-        let args = arguments.unwrap_or_default();
-        let op = match operation_arg(&args, "sluice_result").and_then(|id| self.get(owner, id)) {
-            Ok(op) => op,
-            Err(message) => return Err(ToolError::Model(message)),
-        };
-        if let Some(unknown) = args
-            .keys()
-            .find(|k| !["operation", "wait_s"].contains(&k.as_str()))
-        {
-            return Err(ToolError::Model(format!(
-                "sluice_result: unknown argument `{}`: it takes {{\"operation\":\"op_…\",\"wait_s\":N}}",
-                sluice_core::format::quoted_cut(unknown)
-            )));
-        }
-        let wait = match self.settings.wait(args.get("wait_s")) {
-            Ok(wait) => wait,
-            Err(message) => return Err(ToolError::Model(format!("sluice_result: {message}"))),
-        };
-        if !wait.is_zero() {
-            op.wait(wait).await;
-        }
-        Ok(answer(&op))
-    }
-
-    /// `sluice_cancel {operation}`.
-    pub fn cancel(
-        &self,
-        arguments: Option<JsonObject>,
-        owner: &Owner,
-    ) -> Result<CallToolResult, ToolError> {
-        let args = arguments.unwrap_or_default();
-        let op = match operation_arg(&args, "sluice_cancel").and_then(|id| self.get(owner, id)) {
-            Ok(op) => op,
-            Err(message) => return Err(ToolError::Model(message)),
-        };
-        if let Err(status) = stop(&op) {
-            let mut result = error(format!(
-                "operation {} already ended ({}): nothing to cancel. sluice_result {{\"operation\":\"{}\"}} gives its result.",
-                op.id,
-                status.as_str(),
-                op.id
-            ));
-            result.meta = Some(with_meta(None, META, op.meta()));
-            return Ok(result);
-        }
-        Ok(answer(&op))
-    }
-
     /// `tasks/get` (SEP-2663): the operation `task_id` as a task; `finish`
     /// puts a completed call's result in the client's era.
     pub fn get_task(
@@ -611,7 +556,7 @@ fn task_error(message: String) -> ErrorData {
 
 /// Marks a running operation cancelled and stops its call; the status it
 /// had if it had already ended.
-fn stop(op: &Operation) -> Result<(), Status> {
+pub fn stop(op: &Operation) -> Result<(), Status> {
     {
         let mut state = lock(&op.state);
         if state.status != Status::Running {
@@ -627,7 +572,7 @@ fn stop(op: &Operation) -> Result<(), Status> {
 }
 
 /// What `sluice_result` (and `sluice_cancel`) say about `op` now.
-fn answer(op: &Operation) -> CallToolResult {
+pub fn answer(op: &Operation) -> CallToolResult {
     // Before the state's lock: `elapsed` takes it too.
     let elapsed = seconds(op.elapsed());
     let state = lock(&op.state);
@@ -657,7 +602,7 @@ fn answer(op: &Operation) -> CallToolResult {
     result
 }
 
-fn operation_arg<'a>(args: &'a JsonObject, tool: &str) -> Result<&'a str, String> {
+pub fn operation_arg<'a>(args: &'a JsonObject, tool: &str) -> Result<&'a str, String> {
     match args.get("operation") {
         Some(Value::String(id)) => Ok(id),
         Some(other) => Err(format!(

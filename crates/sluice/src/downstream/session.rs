@@ -20,10 +20,11 @@ use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, Subsc
 
 use sluice_core::store::Owner;
 
+use crate::caller::Caller;
 use crate::downstream::PeerAddr;
 use crate::downstream::auth::Principal;
 use crate::era::Era;
-use crate::gateway::{Caller, Gateway};
+use crate::gateway::Gateway;
 use crate::hub::{Event, FirstClient, SessionEntry, SessionId};
 
 /// The handler of one client session.

@@ -13,8 +13,14 @@ impl Gateway {
         let exposed = params.name.to_string();
         let budget = self.governor.budget_for(caller.client.as_deref());
         if let Some(builtin) = crate::tools::Builtin::from_name(&exposed) {
+            let context = crate::tools::Context {
+                governor: &self.governor,
+                operations: &self.operations,
+                cache: &self.cache,
+                caches_anything: self.caches_anything(),
+            };
             return builtin
-                .run(self, params.arguments, caller, budget)
+                .run(&context, params.arguments, caller, budget)
                 .await
                 .map(|r| CallToolResponse::Complete(era(r, caller)));
         }
@@ -465,9 +471,7 @@ pub(super) fn call_error(error: CallError) -> ErrorData {
     match error {
         CallError::Upstream(e) => e,
         CallError::Unavailable(message) => ErrorData::internal_error(message, None),
-        CallError::Cancelled => {
-            ErrorData::new(ErrorCode::INTERNAL_ERROR, "request cancelled", None)
-        }
+        CallError::Cancelled => crate::cancel::cancelled_error(),
     }
 }
 

@@ -15,8 +15,8 @@ use rmcp::model::{
 };
 use rmcp::service::{OriginatingRequestId, PeerRequestOptions};
 
+use crate::caller::Caller;
 use crate::cancel::await_or_cancel;
-use crate::gateway::Caller;
 
 /// Rounds of `input_required` answered before giving up on a call.
 pub const MAX_ROUNDS: usize = 8;

@@ -14,8 +14,8 @@ use futures::future::{BoxFuture, Shared};
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest,
-    CompleteRequestParams, CompleteResult, ErrorCode, ErrorData, GetPromptRequest,
-    GetPromptRequestParams, GetPromptResponse, GetTaskResult, Implementation, ListPromptsRequest,
+    CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequest, GetPromptRequestParams,
+    GetPromptResponse, GetTaskResult, Implementation, ListPromptsRequest,
     ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, PaginatedRequestParams,
     Prompt, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference,
     RequestId, RequestMetaObject, Resource, ResourceTemplate, ServerCapabilities, ServerConfig,
@@ -27,15 +27,14 @@ use sluice_core::naming::Namer;
 use tokio_util::sync::CancellationToken;
 
 mod call;
-mod caller;
 mod forwarding;
 pub mod input;
 mod lists;
 mod routes;
 mod task_call;
 
+pub use crate::caller::Caller;
 use call::call_error;
-pub use caller::Caller;
 use forwarding::{forwarded_meta, in_clients_era};
 use lists::{declares, unexpected, warn_unknown_tool_settings};
 
@@ -286,10 +285,4 @@ impl Gateway {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The error of a call the client cancelled (or left) while sluice was
-/// answering it itself.
-pub fn cancelled() -> ErrorData {
-    call_error(crate::upstream::CallError::Cancelled)
 }

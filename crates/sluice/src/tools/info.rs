@@ -28,17 +28,17 @@ pub(super) fn tool() -> Tool {
 /// owner's stored results, then its operations, then the cache's figures
 /// (shared by every owner).
 pub(super) async fn run(
-    gateway: &Gateway,
+    context: &Context<'_>,
     arguments: Option<JsonObject>,
     owner: &Owner,
     budget: Budget,
 ) -> Result<CallToolResult, ToolError> {
     let listing = arguments.as_ref().is_none_or(|a| a.is_empty());
-    let mut result = gateway.governor().info(arguments, owner, budget)?;
+    let mut result = context.governor.info(arguments, owner, budget)?;
     if !listing {
         return Ok(result);
     }
-    let operations = gateway.operations();
+    let operations = context.operations;
     let ops = operations.list(owner);
     if let Some(ContentBlock::Text(text)) = result.content.first_mut() {
         text.text.push_str(&operations.list_hint(owner));
@@ -50,10 +50,10 @@ pub(super) async fn run(
         crate::contract::meta::OPERATIONS,
         Value::Array(list),
     ));
-    let (total, by_tool) = gateway.cache().figures().await;
+    let (total, by_tool) = context.cache.figures().await;
     if let Some(ContentBlock::Text(text)) = result.content.first_mut() {
         if by_tool.is_empty() {
-            text.text.push_str(if gateway.caches_anything() {
+            text.text.push_str(if context.caches_anything {
                 "Cache: no cached calls yet.\n"
             } else {
                 "Cache: off (no tool is cached: `cache = { ttl_s = … }` in a tool's table, or `[cache] annotated = true`).\n"

@@ -21,8 +21,10 @@ use rmcp::model::{CallToolResult, ContentBlock, ErrorData, JsonObject, Tool};
 use serde_json::{Value, json};
 use sluice_core::budget::Budget;
 
+use crate::caller::Caller;
 use crate::contract::tool::{CANCEL, INFO, QUERY, READ, RESULT, SEARCH};
-use crate::gateway::{Caller, Gateway};
+use crate::govern::Governor;
+use crate::operations::Operations;
 
 pub mod cancel;
 pub mod info;
@@ -100,23 +102,37 @@ impl Builtin {
     /// Runs the tool for `caller`, within `budget`.
     pub async fn run(
         self,
-        gateway: &Arc<Gateway>,
+        context: &Context<'_>,
         arguments: Option<JsonObject>,
         caller: &Caller,
         budget: Budget,
     ) -> Result<CallToolResult, ErrorData> {
-        let governor = gateway.governor();
+        let governor = context.governor;
         let owner = &caller.owner;
         let ran = match self {
             Builtin::Read => governor.read(arguments, owner, budget).await,
             Builtin::Search => governor.search(arguments, owner, budget).await,
             Builtin::Query => query::run(governor, arguments, caller, budget).await,
-            Builtin::Info => info::run(gateway, arguments, owner, budget).await,
-            Builtin::Result => result::run(gateway.operations(), arguments, caller).await,
-            Builtin::Cancel => cancel::run(gateway.operations(), arguments, owner),
+            Builtin::Info => info::run(context, arguments, owner, budget).await,
+            Builtin::Result => result::run(context.operations, arguments, caller).await,
+            Builtin::Cancel => cancel::run(context.operations, arguments, owner),
         };
         ran.or_else(ToolError::into_result)
     }
+}
+
+/// What sluice's tools work on: the gateway's parts, lent for one call
+/// (the tools do not know the gateway).
+pub struct Context<'a> {
+    /// Budgets and stored results.
+    pub governor: &'a Governor,
+    /// Calls that outlived their timeout.
+    pub operations: &'a Operations,
+    /// The cache of idempotent tools' results.
+    pub cache: &'a crate::cache::ResultCache,
+    /// Whether any tool is cached (`sluice_info` says how to turn it on
+    /// when none is).
+    pub caches_anything: bool,
 }
 
 /// sluice's own tools, as listed.

@@ -37,7 +37,7 @@ pub(super) async fn run(
 ) -> Result<CallToolResult, ToolError> {
     tokio::select! {
         r = governor.query(arguments, &caller.owner, budget) => r,
-        () = caller.ct.cancelled() => Err(ToolError::Protocol(crate::gateway::cancelled())),
+        () = caller.ct.cancelled() => Err(ToolError::Protocol(crate::cancel::cancelled_error())),
     }
 }
 

@@ -5,10 +5,10 @@ use rmcp::model::{CallToolResult, JsonObject, Tool};
 use serde_json::json;
 
 use super::{ToolError, object};
+use crate::caller::Caller;
 use crate::contract::tool::RESULT;
 use crate::contract::{FRESH_ARG as FRESH, TIMEOUT_ARG as TIMEOUT};
-use crate::gateway::Caller;
-use crate::operations::Operations;
+use crate::operations::{Operations, answer, operation_arg};
 
 /// `sluice_result` as listed: its description says once what `_timeout_s`
 /// and `_fresh` mean for every upstream tool.
@@ -29,14 +29,37 @@ pub(super) fn tool(settings: &sluice_core::operation::OperationSettings) -> Tool
     )
 }
 
-/// Runs `sluice_result`. A wait the client gives up on ends with it.
+/// Runs `sluice_result {operation, wait_s?}`. A wait the client gives up
+/// on ends with it.
 pub(super) async fn run(
     operations: &Operations,
     arguments: Option<JsonObject>,
     caller: &Caller,
 ) -> Result<CallToolResult, ToolError> {
-    tokio::select! {
-        result = operations.result(arguments, &caller.owner) => result,
-        () = caller.ct.cancelled() => Err(ToolError::Protocol(crate::gateway::cancelled())),
+    let args = arguments.unwrap_or_default();
+    let op = operation_arg(&args, RESULT)
+        .and_then(|id| operations.get(&caller.owner, id))
+        .map_err(ToolError::Model)?;
+    if let Some(unknown) = args
+        .keys()
+        .find(|k| !["operation", "wait_s"].contains(&k.as_str()))
+    {
+        return Err(ToolError::Model(format!(
+            "{RESULT}: unknown argument `{}`: it takes {{\"operation\":\"op_…\",\"wait_s\":N}}",
+            sluice_core::format::quoted_cut(unknown)
+        )));
     }
+    let wait = operations
+        .settings()
+        .wait(args.get("wait_s"))
+        .map_err(|message| ToolError::Model(format!("{RESULT}: {message}")))?;
+    if !wait.is_zero() {
+        tokio::select! {
+            () = op.wait(wait) => {}
+            () = caller.ct.cancelled() => {
+                return Err(ToolError::Protocol(crate::cancel::cancelled_error()));
+            }
+        }
+    }
+    Ok(answer(&op))
 }

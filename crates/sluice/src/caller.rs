@@ -1,5 +1,5 @@
 //! [`Caller`]: who is asking, carried with every request through the
-//! gateway.
+//! gateway and into sluice's own tools.
 
 use std::sync::Arc;
 
