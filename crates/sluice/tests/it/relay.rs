@@ -773,7 +773,7 @@ async fn tools_list_keeps_execution_icons_and_unknown_fields() {
 }
 
 #[tokio::test]
-#[ignore = "issue 15: needs the byte relay: notifications lose unknown members and respell numbers; a forwarded roots/list loses its params and gains _meta.progressToken; the client's answer loses x-root and x-r"]
+#[ignore = "issue 15: needs the byte relay: notifications lose unknown members and respell numbers; a forwarded roots/list loses its params and gains _meta.progressToken; the client's answer loses x-root and x-r; the call's arguments and _meta are re-encoded upstream"]
 async fn server_to_client_requests_and_notifications_arrive_unchanged() {
     on_every_path(
         "requests",
@@ -801,7 +801,7 @@ async fn an_answer_with_invalid_utf8_gets_a_clear_error_and_the_next_call_works(
 }
 
 #[tokio::test]
-#[ignore = "issue 15: needs the byte relay: an answer nested 200 deep (beyond serde's 128) is dropped and the call never ends"]
+#[ignore = "issue 15: needs the byte relay: over stdio an answer nested 200 deep (beyond serde's 128) is dropped and the call never ends; over HTTP the error says only that the upstream closed the connection"]
 async fn an_answer_nested_200_deep_gets_a_clear_error_and_the_next_call_works() {
     let messages = bad_answer_then_ok("deep", r#"{"depth":200}"#);
     on_every_path("deep", false, "", &messages, |run| {
