@@ -17,6 +17,10 @@ NPM_PEERS=(
   @modelcontextprotocol/server-everything@2026.8.31
   @modelcontextprotocol/server-filesystem@2026.8.31
   @modelcontextprotocol/conformance@0.1.16
+  # The 2026-07-28 scenarios (server/discover, stateless requests,
+  # input_required, caching) live only in the 0.2.0 alphas; an npm alias
+  # installs it beside 0.1.16, as node_modules/conformance-2026.
+  conformance-2026@npm:@modelcontextprotocol/conformance@0.2.0-alpha.12
   @modelcontextprotocol/sdk@1.32.2
 )
 PY_PEERS=(mcp==2.3.0 mcp-server-git==2026.10.19)

@@ -2,6 +2,10 @@
 //! run against a fixture server that implements its scenarios
 //! (`tests/fixtures/conformance_server.py`), once directly and once through
 //! sluice: every check that passes directly must pass through sluice.
+//! Twice: 0.1.16 (its `active` suite, 2025-era sessions), and 0.2.0-alpha
+//! (`conformance-2026`) with the 2026-07-28 requirement set, every scenario
+//! at the 2026-07-28 wire, where the checks sluice loses today are listed,
+//! each with its reason, in `tests/fixtures/conformance-2026-expected-failures.yml`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -58,7 +62,8 @@ async fn run_suite(url: &str, out: &Path) -> (BTreeSet<String>, usize) {
 
 /// The scenario of a result folder named `server-<scenario>-<YYYY-MM-DDTHH…>`.
 fn scenario_of(folder: &str) -> String {
-    let name = folder.trim_start_matches("server-");
+    // Once: a scenario may itself start with `server-` (`server-stateless`).
+    let name = folder.strip_prefix("server-").unwrap_or(folder);
     let bytes = name.as_bytes();
     let stamp = (0..bytes.len()).find(|&i| {
         let d = |j: usize| bytes.get(i + j).is_some_and(u8::is_ascii_digit);
@@ -145,4 +150,188 @@ async fn conformance_suite_passes_through_sluice_to_an_http_upstream() {
     );
     let sluice = HttpSluice::start(&["--config", config.to_str().unwrap()], &[]).await;
     through_sluice_loses_no_check(&sluice, &direct_url, "conformance-http").await;
+}
+
+// ---------------------------------------------------------------------------
+// The 2026-07-28 scenarios (conformance 0.2.0-alpha, `conformance-2026`)
+
+/// What one run of the suite found: for each `scenario/check`, whether it
+/// passed (every occurrence SUCCESS or INFO; ids repeat within a scenario),
+/// and the checks themselves, to show when something is wrong.
+#[derive(Default)]
+struct Verdicts {
+    passed: std::collections::BTreeMap<String, bool>,
+    failing_scenarios: BTreeSet<String>,
+    checks: Vec<(String, serde_json::Value)>,
+}
+
+impl Verdicts {
+    fn passed(&self) -> BTreeSet<&String> {
+        self.passed
+            .iter()
+            .filter_map(|(check, passed)| passed.then_some(check))
+            .collect()
+    }
+
+    /// The checks of `key` (`scenario/check`) as the suite wrote them.
+    fn details(&self, key: &str) -> String {
+        self.checks
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, check)| format!("  {check}\n"))
+            .collect()
+    }
+}
+
+/// Runs the 2026-07-28 requirement set (its required scenarios, and the
+/// extension and pending ones it runs unscored) against `url`, every
+/// scenario at the 2026-07-28 wire.
+async fn run_suite_2026(url: &str, out: &Path) -> Verdicts {
+    let suite = peers().join("npm/node_modules/conformance-2026/dist/index.js");
+    let output = tokio::time::timeout(
+        Duration::from_secs(300),
+        Command::new(node())
+            .arg(suite)
+            .args(["server", "--url", url, "--requirements", "2026-07-28", "-o"])
+            .arg(out)
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("the 2026 conformance suite finishes within 300 s")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("Total: "),
+        "the suite did not finish:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut verdicts = Verdicts::default();
+    for entry in std::fs::read_dir(out).unwrap() {
+        let dir = entry.unwrap().path();
+        let scenario = scenario_of(&dir.file_name().unwrap().to_string_lossy());
+        let checks: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("checks.json")).unwrap())
+                .unwrap();
+        for check in checks.as_array().unwrap() {
+            let key = format!("{scenario}/{}", check["id"].as_str().unwrap());
+            let status = check["status"].as_str().unwrap();
+            if matches!(status, "FAILURE" | "WARNING") {
+                verdicts.failing_scenarios.insert(scenario.clone());
+            }
+            let ok = matches!(status, "SUCCESS" | "INFO");
+            *verdicts.passed.entry(key.clone()).or_insert(true) &= ok;
+            verdicts.checks.push((key, check.clone()));
+        }
+    }
+    verdicts
+}
+
+/// tests/fixtures/conformance-2026-expected-failures.yml, in the suite's
+/// format: whole scenarios the fixture fails, and `scenario:check` entries
+/// that fail through sluice only (as `scenario/check`).
+struct Baseline {
+    scenarios: BTreeSet<String>,
+    checks: BTreeSet<String>,
+}
+
+fn baseline_2026() -> Baseline {
+    let path = repo().join("tests/fixtures/conformance-2026-expected-failures.yml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut baseline = Baseline {
+        scenarios: BTreeSet::new(),
+        checks: BTreeSet::new(),
+    };
+    let mut in_server = false;
+    for line in text.lines() {
+        let code = line.split('#').next().unwrap().trim_end();
+        if code.is_empty() {
+            continue;
+        }
+        if !code.starts_with(' ') {
+            in_server = code == "server:";
+            continue;
+        }
+        let entry = code
+            .trim()
+            .strip_prefix("- ")
+            .unwrap_or_else(|| panic!("{}: not a list item: {line}", path.display()));
+        assert!(
+            in_server,
+            "{}: {entry} is not under server:",
+            path.display()
+        );
+        match entry.split_once(':') {
+            Some((scenario, check)) => baseline.checks.insert(format!("{scenario}/{check}")),
+            None => baseline.scenarios.insert(entry.to_owned()),
+        };
+    }
+    baseline
+}
+
+/// Runs the 2026 scenarios directly and through `sluice`: the fixture fails
+/// only the scenarios the baseline names, and sluice loses exactly the
+/// baseline's checks (known gaps, each explained there), no other.
+async fn through_sluice_2026_loses_no_check(sluice: &HttpSluice, direct_url: &str, name: &str) {
+    let baseline = baseline_2026();
+    let dir = TempDir::new(name);
+    let direct = run_suite_2026(direct_url, &dir.0.join("direct")).await;
+    assert_eq!(
+        direct.failing_scenarios, baseline.scenarios,
+        "the scenarios the fixture fails directly are not the ones \
+         conformance-2026-expected-failures.yml lists"
+    );
+    let passed_directly = direct.passed();
+    assert!(
+        passed_directly.len() >= 100,
+        "the fixture passes only {} checks directly",
+        passed_directly.len()
+    );
+    let proxied = run_suite_2026(&sluice.url, &dir.0.join("sluice")).await;
+    let proxied_passed = proxied.passed();
+    let lost: BTreeSet<&String> = passed_directly
+        .difference(&proxied_passed)
+        .copied()
+        .collect();
+    let unexpected: Vec<&String> = lost
+        .iter()
+        .copied()
+        .filter(|check| !baseline.checks.contains(*check))
+        .collect();
+    let stale: Vec<&String> = baseline
+        .checks
+        .iter()
+        .filter(|check| !lost.contains(check))
+        .collect();
+    let mut details = String::new();
+    for check in &unexpected {
+        details.push_str(&format!(
+            "{check} through sluice:\n{}",
+            proxied.details(check)
+        ));
+    }
+    assert!(
+        unexpected.is_empty() && stale.is_empty(),
+        "checks that pass directly but not through sluice, not in the baseline: {unexpected:?}\n\
+         baseline entries that sluice no longer loses (remove them): {stale:?}\n{details}"
+    );
+}
+
+#[tokio::test]
+async fn conformance_2026_suite_passes_through_sluice_to_a_stdio_upstream() {
+    let (_fixture, direct_url) = fixture_http().await;
+    let sluice = HttpSluice::start(&[], &conformance_fixture()).await;
+    through_sluice_2026_loses_no_check(&sluice, &direct_url, "conformance-2026-stdio").await;
+}
+
+#[tokio::test]
+async fn conformance_2026_suite_passes_through_sluice_to_an_http_upstream() {
+    let (_fixture, direct_url) = fixture_http().await;
+    let dir = TempDir::new("conformance-2026-http-config");
+    let config = dir.file(
+        "sluice.toml",
+        &format!("[upstreams.conformance]\nurl = {direct_url:?}\n"),
+    );
+    let sluice = HttpSluice::start(&["--config", config.to_str().unwrap()], &[]).await;
+    through_sluice_2026_loses_no_check(&sluice, &direct_url, "conformance-2026-http").await;
 }

@@ -22,6 +22,7 @@ mod owners;
 mod peers;
 mod query;
 mod recursive;
+mod relay;
 mod search;
 mod stalls;
 mod stdio;

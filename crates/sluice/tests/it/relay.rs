@@ -1,0 +1,883 @@
+//! The relay's promises, shown with hand-written peers that keep raw bytes
+//! (no SDK on either side): `tests/fixtures/raw_server.py` answers with exact
+//! bytes and records every message it receives and sends;
+//! `tests/clients/raw_client.py` sends exact lines and records every message
+//! it receives. Both over stdio and Streamable HTTP (the server's answers
+//! plain JSON or SSE).
+//!
+//! What sluice may change between the two ends, and nothing else:
+//! - the JSON-RPC `id` of a request it forwards (each side has its own ids);
+//! - the progress token: the upstream gets a token of sluice's own in a
+//!   request's `params._meta.progressToken`, and the client gets its own
+//!   back in `notifications/progress`;
+//! - tool names, where several upstreams need a prefix (here one upstream:
+//!   none);
+//! - `tools/list`: each upstream tool gains `_timeout_s` (and `_fresh` when
+//!   cached) in `inputSchema.properties` (made if absent) and loses
+//!   `outputSchema`; sluice's own tools are listed too;
+//! - its own answers: `initialize`, errors it makes, stored answers.
+//!
+//! Everything else arrives as the bytes sent: a result within budget is the
+//! upstream's `result` byte for byte (member order, number spellings such as
+//! `1.50`, `1e2` and `-0`, escapes such as `\u00e9` and `\/`, whitespace and
+//! unknown members included), and so are the params of notifications and of
+//! server→client requests, and the client's answers to those.
+//!
+//! Most of these fail today (sluice decodes every message with rmcp): they
+//! are ignored with what fails, until the byte relay of issue 15 lands. The
+//! peers are checked against each other directly, so that a failure through
+//! sluice is sluice's.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::de::{MapAccess, Visitor};
+use serde_json::value::RawValue;
+use tokio::process::{Child, Command};
+
+use crate::support::*;
+
+/// How the client reaches sluice (or the server, directly).
+#[derive(Clone, Copy, Debug)]
+enum Downstream {
+    Stdio,
+    Http,
+}
+
+/// How the server is reached.
+#[derive(Clone, Copy, Debug)]
+enum Upstream {
+    Stdio,
+    /// Streamable HTTP, every answer a plain JSON body (except `chatty`'s,
+    /// which has messages to send before it).
+    HttpJson,
+    /// Streamable HTTP, every answer an SSE stream.
+    HttpSse,
+}
+
+/// The transports each promise is shown over.
+const PATHS: [(Downstream, Upstream); 3] = [
+    (Downstream::Stdio, Upstream::Stdio),
+    (Downstream::Http, Upstream::HttpJson),
+    (Downstream::Http, Upstream::HttpSse),
+];
+
+/// What both ends saw, one message per entry, as the bytes.
+struct Run {
+    /// What the client received, and its own markers (`#timeout ID`,
+    /// `#replied MESSAGE`, `#closed`, `#http STATUS`).
+    client: Vec<Vec<u8>>,
+    /// What the server received.
+    server_received: Vec<Vec<u8>>,
+    /// What the server sent.
+    server_sent: Vec<Vec<u8>>,
+    /// The client's stderr and sluice's.
+    stderr: String,
+    /// Which path, through sluice or not: to say in failures.
+    what: String,
+    _dir: TempDir,
+}
+
+/// The first messages of every script: a 2025-11-25 client that can answer
+/// roots and sampling requests.
+const HANDSHAKE: [&str; 2] = [
+    r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{},"sampling":{}},"clientInfo":{"name":"raw-client","version":"1.0.0"}}}"#,
+    r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+];
+
+/// The client's answer to the server's `roots/list`, as no encoder writes it.
+const ROOTS_REPLY: &str =
+    r#"{"roots":[{"uri":"file:///tmp","name":"t\u00e9","x-root":1.50}], "x-r":-0}"#;
+
+/// A `tools/call` request, exactly.
+fn tool_call(id: u32, tool: &str, arguments: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#
+    )
+}
+
+/// Waits until something listens on `port` (at most 30 s).
+async fn listening(port: u16) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "nothing listened on {port} within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The raw server's command line over stdio, recording into `record`.
+fn raw_server(record: &Path) -> Vec<String> {
+    vec![
+        python().display().to_string(),
+        repo()
+            .join("tests/fixtures/raw_server.py")
+            .display()
+            .to_string(),
+        "--record".into(),
+        record.display().to_string(),
+    ]
+}
+
+/// Starts the raw server over HTTP; its URL. Killed on drop.
+async fn raw_server_http(record: &Path, sse: bool) -> (Child, String) {
+    let port = free_port();
+    let mut command = Command::new(python());
+    command
+        .arg(repo().join("tests/fixtures/raw_server.py"))
+        .arg("--record")
+        .arg(record)
+        .args(["--port", &port.to_string()]);
+    if sse {
+        command.arg("--sse");
+    }
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    listening(port).await;
+    (child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// The lines of a record file, as bytes.
+fn lines(path: &Path) -> Vec<Vec<u8>> {
+    std::fs::read(path)
+        .unwrap_or_default()
+        .split(|&b| b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// Runs `messages` from the raw client to the raw server, through sluice
+/// (with `config`, TOML put before the upstream's table) or, with `direct`,
+/// to the server itself.
+async fn exchange(
+    label: &str,
+    path: (Downstream, Upstream),
+    direct: bool,
+    config: &str,
+    messages: &[String],
+) -> Run {
+    let (downstream, upstream) = path;
+    let what = format!(
+        "{downstream:?} client, {upstream:?} server, {}",
+        if direct { "directly" } else { "through sluice" }
+    );
+    let dir = TempDir::new(&format!("relay-{label}-{downstream:?}-{upstream:?}"));
+    let record = dir.0.join("record");
+    let script = serde_json::json!({
+        "send": HANDSHAKE.iter().map(|m| (*m).to_owned()).chain(messages.iter().cloned()).collect::<Vec<_>>(),
+        "replies": {"roots/list": ROOTS_REPLY},
+    });
+    let script = dir.file("script.json", &script.to_string());
+    let out = dir.0.join("out.txt");
+
+    // The server (an HTTP one is started here; a stdio one by its client).
+    let mut _server = None;
+    let upstream_table = match upstream {
+        Upstream::Stdio => toml_upstream("raw", &raw_server(&record)),
+        Upstream::HttpJson | Upstream::HttpSse => {
+            let (child, url) =
+                raw_server_http(&record, matches!(upstream, Upstream::HttpSse)).await;
+            _server = Some(child);
+            format!("[upstreams.raw]\nurl = {url:?}\n")
+        }
+    };
+    let config = dir.file("sluice.toml", &format!("{config}\n{upstream_table}"));
+
+    let mut client = Command::new(python());
+    client
+        .arg(repo().join("tests/clients/raw_client.py"))
+        .arg("--script")
+        .arg(&script)
+        .arg("--out")
+        .arg(&out)
+        .args(["--timeout", "10"]);
+    let mut _sluice = None;
+    match (downstream, direct) {
+        (Downstream::Stdio, true) => {
+            assert!(matches!(upstream, Upstream::Stdio));
+            client.arg("--").args(raw_server(&record));
+        }
+        (Downstream::Stdio, false) => {
+            client.arg("--").args(via_config(&config));
+        }
+        (Downstream::Http, true) => {
+            let url = upstream_url(&config);
+            client.args(["--url", &url]);
+        }
+        (Downstream::Http, false) => {
+            let sluice = HttpSluice::start(&["--config", config.to_str().unwrap()], &[]).await;
+            client.args(["--url", &sluice.url]);
+            _sluice = Some(sluice);
+        }
+    }
+    let output = tokio::time::timeout(Duration::from_secs(240), client.output())
+        .await
+        .expect("the raw client finishes within 240 s")
+        .unwrap();
+    let mut stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "raw_client.py failed: {stderr}");
+    if let Some(sluice) = &_sluice {
+        for line in sluice.stderr.lock().unwrap().iter() {
+            stderr.push_str(line);
+            stderr.push('\n');
+        }
+    }
+    Run {
+        client: lines(&out),
+        server_received: lines(&record.join("received.jsonl")),
+        server_sent: lines(&record.join("sent.jsonl")),
+        stderr,
+        what,
+        _dir: dir,
+    }
+}
+
+/// The upstream URL written in a config made by `exchange`.
+fn upstream_url(config: &Path) -> String {
+    let text = std::fs::read_to_string(config).unwrap();
+    let line = text.lines().find(|l| l.starts_with("url = ")).unwrap();
+    serde_json::from_str(line.trim_start_matches("url = ")).unwrap()
+}
+
+// ---------------------------------------------------------------- raw JSON
+
+/// The members of a JSON object, in order, each value as the raw text sent.
+fn members(text: &str) -> Vec<(String, &str)> {
+    struct Members<'a>(Vec<(String, &'a RawValue)>);
+    impl<'de> serde::Deserialize<'de> for Members<'de> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Entries;
+            impl<'de> Visitor<'de> for Entries {
+                type Value = Members<'de>;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                    let mut entries = Vec::new();
+                    while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
+                        entries.push(entry);
+                    }
+                    Ok(Members(entries))
+                }
+            }
+            d.deserialize_map(Entries)
+        }
+    }
+    let parsed: Members =
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("not a JSON object ({e}): {text}"));
+    parsed.0.into_iter().map(|(k, v)| (k, v.get())).collect()
+}
+
+/// The raw text of member `key` of the JSON object `text`.
+fn member<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    members(text)
+        .into_iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v)
+}
+
+/// `text` with the value of its member `key` replaced by `value` (raw),
+/// everything else as it was.
+fn with_member(text: &str, key: &str, value: &str) -> String {
+    let old = member(text, key).unwrap_or_else(|| panic!("no {key} in {text}"));
+    let start = old.as_ptr() as usize - text.as_ptr() as usize;
+    format!("{}{value}{}", &text[..start], &text[start + old.len()..])
+}
+
+/// The messages of `lines` that parse as JSON objects (invalid UTF-8 shown
+/// lossily; markers skipped).
+fn messages(lines: &[Vec<u8>]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|line| String::from_utf8_lossy(line).into_owned())
+        .filter(|line| line.starts_with('{'))
+        .collect()
+}
+
+impl Run {
+    /// The answer the client got to its request `id` (raw id text) before
+    /// it stopped waiting (`#timeout ID`).
+    fn answer(&self, id: &str) -> Option<String> {
+        let timeout = format!("#timeout {id}");
+        for line in &self.client {
+            let line = String::from_utf8_lossy(line);
+            if line == timeout {
+                return None;
+            }
+            if line.starts_with('{')
+                && member(&line, "method").is_none()
+                && member(&line, "id") == Some(id)
+            {
+                return Some(line.into_owned());
+            }
+        }
+        None
+    }
+
+    /// What the client received with `method` (notifications, requests).
+    fn client_got(&self, method: &str) -> Vec<String> {
+        let method = serde_json::to_string(method).unwrap();
+        messages(&self.client)
+            .into_iter()
+            .filter(|m| member(m, "method") == Some(method.as_str()))
+            .collect()
+    }
+
+    /// The `tools/call` of `tool` the server received.
+    fn server_call(&self, tool: &str) -> String {
+        messages(&self.server_received)
+            .into_iter()
+            .find(|m| {
+                member(m, "method") == Some(r#""tools/call""#)
+                    && member(m, "params")
+                        .and_then(|p| member(p, "name"))
+                        .is_some_and(|n| serde_json::from_str::<String>(n).unwrap() == tool)
+            })
+            .unwrap_or_else(|| panic!("{}: the server got no call of {tool}", self.what))
+    }
+
+    /// The server's answer to the request it received as `request`.
+    fn server_answer(&self, request: &str) -> String {
+        let id = member(request, "id").unwrap();
+        messages(&self.server_sent)
+            .into_iter()
+            .find(|m| member(m, "method").is_none() && member(m, "id") == Some(id))
+            .unwrap_or_else(|| panic!("{}: the server sent no answer to {request}", self.what))
+    }
+
+    /// What the server sent with `method`.
+    fn server_sent(&self, method: &str) -> Vec<String> {
+        let method = serde_json::to_string(method).unwrap();
+        messages(&self.server_sent)
+            .into_iter()
+            .filter(|m| member(m, "method") == Some(method.as_str()))
+            .collect()
+    }
+
+    /// Everything both ends saw, to explain a failure.
+    fn transcript(&self) -> String {
+        let show = |lines: &[Vec<u8>]| {
+            lines
+                .iter()
+                .map(|l| {
+                    let l = String::from_utf8_lossy(l);
+                    let cut: String = l.chars().take(600).collect();
+                    format!("    {cut}\n")
+                })
+                .collect::<String>()
+        };
+        format!(
+            "{}\n  client received:\n{}  server received:\n{}  server sent:\n{}  stderr:\n{}",
+            self.what,
+            show(&self.client),
+            show(&self.server_received),
+            show(&self.server_sent),
+            self.stderr
+        )
+    }
+}
+
+// ------------------------------------------------------------- the checks
+
+/// The `exact` tool's result reaches the client as the bytes the server
+/// sent.
+fn assert_result_byte_for_byte(run: &Run) {
+    let sent = run.server_answer(&run.server_call("exact"));
+    let sent_result = member(&sent, "result").unwrap();
+    // The server does send what an encoder would change.
+    for odd in [
+        "1.50",
+        "1e2",
+        "-0",
+        r"\u00e9",
+        r"\/",
+        "x-trace",
+        "x-block",
+        "\t",
+        r"\ud83d\ude00",
+    ] {
+        assert!(sent_result.contains(odd), "the raw server sent no {odd}");
+    }
+    let got = run
+        .answer("3")
+        .unwrap_or_else(|| panic!("no answer to the call:\n{}", run.transcript()));
+    let keys: Vec<String> = members(&got).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, ["jsonrpc", "id", "result"], "{}", run.transcript());
+    assert_eq!(
+        member(&got, "result").unwrap(),
+        sent_result,
+        "the result changed on the way:\n{}",
+        run.transcript()
+    );
+}
+
+/// The upstream tools are listed with every member the server sent, as
+/// sent, but for sluice's documented changes (see the module's doc).
+fn assert_tools_listed_unchanged(run: &Run, via_sluice: bool) {
+    let sent = run.server_answer(
+        &messages(&run.server_received)
+            .into_iter()
+            .find(|m| member(m, "method") == Some(r#""tools/list""#))
+            .expect("the server was asked for its tools"),
+    );
+    let got = run
+        .answer("2")
+        .unwrap_or_else(|| panic!("no tools/list answer:\n{}", run.transcript()));
+    let sent_tools: Vec<&RawValue> =
+        serde_json::from_str(member(member(&sent, "result").unwrap(), "tools").unwrap()).unwrap();
+    let got_tools: Vec<&RawValue> =
+        serde_json::from_str(member(member(&got, "result").unwrap(), "tools").unwrap()).unwrap();
+    let name = |tool: &RawValue| -> String {
+        serde_json::from_str(member(tool.get(), "name").unwrap()).unwrap()
+    };
+    let mut problems = Vec::new();
+    for sent_tool in &sent_tools {
+        let tool = name(sent_tool);
+        let Some(got_tool) = got_tools.iter().find(|t| name(t) == tool) else {
+            problems.push(format!("{tool} is not listed"));
+            continue;
+        };
+        let got_members = members(got_tool.get());
+        for (key, value) in members(sent_tool.get()) {
+            let through = got_members.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+            match (key.as_str(), through) {
+                ("outputSchema", Some(_)) if via_sluice => {
+                    problems.push(format!("{tool}: outputSchema is still listed"));
+                }
+                ("outputSchema", None) if via_sluice => {}
+                ("inputSchema", Some(schema)) if via_sluice => {
+                    problems.extend(schema_changes(&tool, value, schema));
+                }
+                (_, Some(through)) if through == value => {}
+                (_, Some(through)) => {
+                    problems.push(format!("{tool}.{key}: sent {value}, listed {through}"));
+                }
+                (_, None) => problems.push(format!("{tool}.{key} ({value}) is missing")),
+            }
+        }
+        for (key, value) in &got_members {
+            if member(sent_tool.get(), key).is_none() {
+                problems.push(format!("{tool}.{key} ({value}) was added"));
+            }
+        }
+    }
+    if via_sluice {
+        let listed: Vec<String> = got_tools.iter().map(|t| name(t)).collect();
+        for builtin in BUILTINS {
+            assert!(
+                listed.iter().any(|n| n == builtin),
+                "{builtin} is not listed"
+            );
+        }
+        assert_eq!(listed.len(), sent_tools.len() + BUILTINS.len());
+    } else {
+        assert_eq!(got_tools.len(), sent_tools.len());
+    }
+    assert!(
+        problems.is_empty(),
+        "tools/list changed beyond sluice's documented additions:\n  {}\n{}",
+        problems.join("\n  "),
+        run.transcript()
+    );
+}
+
+/// What changed in a tool's input schema beyond sluice's `_timeout_s` and
+/// `_fresh` properties.
+fn schema_changes(tool: &str, sent: &str, listed: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let listed_members = members(listed);
+    for (key, value) in members(sent) {
+        let through = listed_members
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v);
+        match through {
+            Some(_) if key == "properties" => {}
+            Some(through) if through == value => {}
+            Some(through) => problems.push(format!(
+                "{tool}.inputSchema.{key}: sent {value}, listed {through}"
+            )),
+            None => problems.push(format!("{tool}.inputSchema.{key} ({value}) is missing")),
+        }
+    }
+    for (key, value) in &listed_members {
+        if key != "properties" && member(sent, key).is_none() {
+            problems.push(format!("{tool}.inputSchema.{key} ({value}) was added"));
+        }
+    }
+    let sent_properties = member(sent, "properties").map(members).unwrap_or_default();
+    let listed_properties = member(listed, "properties")
+        .map(members)
+        .unwrap_or_default();
+    for (key, value) in &sent_properties {
+        match listed_properties.iter().find(|(k, _)| k == key) {
+            Some((_, through)) if through == value => {}
+            Some((_, through)) => problems.push(format!(
+                "{tool}.inputSchema.properties.{key}: sent {value}, listed {through}"
+            )),
+            None => problems.push(format!("{tool}.inputSchema.properties.{key} is missing")),
+        }
+    }
+    for (key, _) in &listed_properties {
+        let sluices = key == "_timeout_s" || key == "_fresh";
+        if !sluices && !sent_properties.iter().any(|(k, _)| k == key) {
+            problems.push(format!("{tool}.inputSchema.properties.{key} was added"));
+        }
+    }
+    if !listed_properties.iter().any(|(k, _)| k == "_timeout_s") {
+        problems.push(format!("{tool}: no _timeout_s"));
+    }
+    problems
+}
+
+/// During `chatty` (called with the progress token `"p-1"`), the log and
+/// progress notifications and the `roots/list` request reach the client as
+/// sent (the progress token aside), and the client's answer reaches the
+/// server as sent (its id aside); the call itself reaches the server as
+/// sent (its id and progress token aside).
+fn assert_requests_and_notifications_unchanged(run: &Run) {
+    let mut problems = Vec::new();
+    // Exactly one of `method` was sent and arrived: (sent, received).
+    let one = |method: &str, problems: &mut Vec<String>| {
+        let sent = run.server_sent(method);
+        let got = run.client_got(method);
+        assert_eq!(sent.len(), 1, "the server sent {method} once");
+        match got.as_slice() {
+            [got] => Some((sent[0].clone(), got.clone())),
+            _ => {
+                problems.push(format!("{method} arrived {} times", got.len()));
+                None
+            }
+        }
+    };
+    // The log message: params byte for byte.
+    if let Some((sent, got)) = one("notifications/message", &mut problems) {
+        let (sent, got) = (
+            member(&sent, "params").unwrap(),
+            member(&got, "params").unwrap(),
+        );
+        if sent != got {
+            problems.push(format!("the log message: sent {sent}, arrived {got}"));
+        }
+    }
+    // Progress: params byte for byte, with the client's own token.
+    if let Some((sent, got)) = one("notifications/progress", &mut problems) {
+        let sent = with_member(
+            member(&sent, "params").unwrap(),
+            "progressToken",
+            r#""p-1""#,
+        );
+        let got = member(&got, "params").unwrap();
+        if sent != got {
+            problems.push(format!(
+                "progress: sent {sent} (the client's token put back), arrived {got}"
+            ));
+        }
+    }
+    // The server's request: params byte for byte; the client's answer:
+    // result byte for byte.
+    if let Some((sent, got)) = one("roots/list", &mut problems) {
+        let (sent_params, got_params) = (member(&sent, "params"), member(&got, "params"));
+        if sent_params != got_params {
+            problems.push(format!(
+                "the server's roots/list: sent params {sent_params:?}, arrived {got_params:?}"
+            ));
+        }
+        let answer = messages(&run.server_received)
+            .into_iter()
+            .find(|m| member(m, "id") == member(&sent, "id") && member(m, "method").is_none());
+        match answer.as_deref().map(|a| member(a, "result")) {
+            Some(Some(result)) if result == ROOTS_REPLY => {}
+            Some(result) => problems.push(format!(
+                "the client's answer: sent result {ROOTS_REPLY}, the server got {result:?}"
+            )),
+            None => problems.push("the client's answer did not reach the server".into()),
+        }
+    }
+    // The call: params as the client sent them, but the progress token.
+    let call = run.server_call("chatty");
+    let params = member(&call, "params").unwrap();
+    for (key, value) in members(CHATTY_PARAMS) {
+        let through = member(params, &key);
+        if key != "_meta" {
+            if through != Some(value) {
+                problems.push(format!(
+                    "the call's {key}: sent {value}, forwarded {through:?}"
+                ));
+            }
+            continue;
+        }
+        let Some(through) = through else {
+            problems.push("the call's _meta was not forwarded".into());
+            continue;
+        };
+        for (meta_key, meta_value) in members(value) {
+            let forwarded = member(through, &meta_key);
+            if meta_key == "progressToken" {
+                if forwarded.is_none() {
+                    problems.push("the call was forwarded without a progress token".into());
+                }
+            } else if forwarded != Some(meta_value) {
+                problems.push(format!(
+                    "the call's _meta.{meta_key}: sent {meta_value}, forwarded {forwarded:?}"
+                ));
+            }
+        }
+    }
+    for (key, _) in members(params) {
+        if member(CHATTY_PARAMS, &key).is_none() {
+            problems.push(format!("the call gained {key}"));
+        }
+    }
+    if run.answer("4").is_none() {
+        problems.push("chatty was not answered".into());
+    }
+    assert!(
+        problems.is_empty(),
+        "messages changed on the way:\n  {}\n{}",
+        problems.join("\n  "),
+        run.transcript()
+    );
+}
+
+/// `chatty`'s params, exactly as the client sends them.
+const CHATTY_PARAMS: &str = r#"{"name":"chatty","arguments":{"note":"caf\u00e9","n":1.50},"_meta":{"progressToken":"p-1","x-client":-0}}"#;
+
+/// The messages of the transparency scenario: tools/list (id 2), `exact`
+/// (id 3), `chatty` with a progress token (id 4).
+fn transparency_script() -> Vec<String> {
+    vec![
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#.to_owned(),
+        tool_call(3, "exact", "{}"),
+        format!(r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{CHATTY_PARAMS}}}"#),
+    ]
+}
+
+/// A bad answer (to call id 2) gets, within the client's 10 s, an error
+/// that names what was wrong (`says`, any case), and the next call (id 3,
+/// `ok`) works.
+fn assert_clear_error_then_next_call_works(run: &Run, says: &[&str]) {
+    let context = || run.transcript();
+    let answer = run
+        .answer("2")
+        .unwrap_or_else(|| panic!("no answer within 10 s:\n{}", context()));
+    let text = answer.to_lowercase();
+    let is_error = member(&answer, "error").is_some()
+        || member(&answer, "result")
+            .and_then(|r| member(r, "isError"))
+            .is_some_and(|e| e == "true");
+    assert!(
+        is_error,
+        "the bad answer did not become an error:\n{}",
+        context()
+    );
+    assert!(
+        says.iter().any(|word| text.contains(&word.to_lowercase())),
+        "the error does not say what was wrong (one of {says:?}): {answer}\n{}",
+        context()
+    );
+    let next = run
+        .answer("3")
+        .unwrap_or_else(|| panic!("the next call got no answer:\n{}", context()));
+    assert_eq!(
+        member(&next, "result"),
+        Some(r#"{"content":[{"type":"text","text":"ok"}]}"#),
+        "{}",
+        context()
+    );
+}
+
+/// Runs `messages` over every path of [`PATHS`] (through sluice with
+/// `config`, or `direct`) and checks each run with `check`; fails with what
+/// failed on every path, not only the first.
+async fn on_every_path(
+    label: &str,
+    direct: bool,
+    config: &str,
+    messages: &[String],
+    check: impl Fn(&Run),
+) {
+    let mut failures = Vec::new();
+    for path in PATHS {
+        let run = exchange(label, path, direct, config, messages).await;
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&run))) {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            failures.push(format!("=== {}: {message}", run.what));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// A bad answer to `tool` (call id 2), then a call of `ok` (id 3).
+fn bad_answer_then_ok(tool: &str, arguments: &str) -> Vec<String> {
+    vec![tool_call(2, tool, arguments), tool_call(3, "ok", "{}")]
+}
+
+// --------------------------------------------------------------- the tests
+
+/// The peers themselves: directly, each promise holds (so a failure through
+/// sluice is sluice's).
+#[tokio::test]
+async fn the_raw_peers_keep_every_byte_when_they_talk_directly() {
+    on_every_path("direct", true, "", &transparency_script(), |run| {
+        assert_result_byte_for_byte(run);
+        assert_tools_listed_unchanged(run, false);
+        assert_requests_and_notifications_unchanged(run);
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "issue 15: needs the byte relay: the result is re-encoded (x-trace and x-block dropped, \\u00e9 and \\/ unescaped, whitespace changed)"]
+async fn a_result_within_budget_arrives_byte_for_byte() {
+    on_every_path(
+        "result",
+        false,
+        "",
+        &transparency_script(),
+        assert_result_byte_for_byte,
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "issue 15: needs the byte relay: tools/list drops execution, x-vendor, icons[].x-icon, annotations.x-annotation and respells 1.50 -> 1.5, 1e2 -> 100.0, -0 -> -0.0"]
+async fn tools_list_keeps_execution_icons_and_unknown_fields() {
+    on_every_path("tools", false, "", &transparency_script(), |run| {
+        assert_tools_listed_unchanged(run, true);
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "issue 15: needs the byte relay: notifications lose unknown members and respell numbers; a forwarded roots/list loses its params and gains _meta.progressToken; the client's answer loses x-root and x-r; the call's arguments and _meta are re-encoded upstream"]
+async fn server_to_client_requests_and_notifications_arrive_unchanged() {
+    on_every_path(
+        "requests",
+        false,
+        "",
+        &transparency_script(),
+        assert_requests_and_notifications_unchanged,
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "issue 15: needs the byte relay: over stdio an answer with invalid UTF-8 is dropped and the call never ends; over HTTP the error says only that the upstream closed the connection"]
+async fn an_answer_with_invalid_utf8_gets_a_clear_error_and_the_next_call_works() {
+    on_every_path(
+        "utf8",
+        false,
+        "",
+        &bad_answer_then_ok("bad_utf8", "{}"),
+        |run| {
+            assert_clear_error_then_next_call_works(run, &["UTF-8", "utf8"]);
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "issue 15: needs the byte relay: over stdio an answer nested 200 deep (beyond serde's 128) is dropped and the call never ends; over HTTP the error says only that the upstream closed the connection"]
+async fn an_answer_nested_200_deep_gets_a_clear_error_and_the_next_call_works() {
+    let messages = bad_answer_then_ok("deep", r#"{"depth":200}"#);
+    on_every_path("deep", false, "", &messages, |run| {
+        assert_clear_error_then_next_call_works(run, &["nest", "deep", "depth"]);
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "issue 15: needs [limits] max_message_mb (today an unknown key: sluice does not start)"]
+async fn an_answer_over_max_message_mb_gets_a_clear_error_and_the_next_call_works() {
+    let config = "[limits]\nmax_message_mb = 1\n";
+    let messages = bad_answer_then_ok("huge", r#"{"mb":2}"#);
+    on_every_path("max-message", false, config, &messages, |run| {
+        assert_clear_error_then_next_call_works(run, &["max_message_mb"]);
+    })
+    .await;
+}
+
+/// A large plain-JSON answer (one HTTP body, no SSE) from an HTTP upstream
+/// is stored whole: its first page holds the first records, and the stored
+/// document ends with the last.
+async fn plain_json_answer_is_stored_and_paged(mb: u32) {
+    let dir = TempDir::new(&format!("relay-stored-{mb}"));
+    let (_server, url) = raw_server_http(&dir.0.join("record"), false).await;
+    let config = dir.file("sluice.toml", &format!("[upstreams.raw]\nurl = {url:?}\n"));
+    let (client, _) = connect(&via_config(&config)).await;
+    let result = call(
+        &client,
+        "huge",
+        serde_json::json!({"mb": mb, "form": "json"}),
+    )
+    .await;
+    let handle = stored_handle(&result);
+    let stored = meta(&result, "sluice/stored").unwrap();
+    assert!(
+        stored["bytes"].as_u64().unwrap() >= u64::from(mb) << 20,
+        "{stored}"
+    );
+    let page = call(
+        &client,
+        "sluice_read",
+        serde_json::json!({"handle": handle}),
+    )
+    .await;
+    assert_ne!(page.is_error, Some(true), "{}", first_text(&page));
+    let items: Vec<serde_json::Value> = serde_json::from_str(&first_text(&page)).unwrap();
+    assert_eq!(items[0], serde_json::json!({"i": 0, "pad": "p".repeat(40)}));
+    let count = query_number(&client, &handle, "length").await;
+    assert!(count > u64::from(mb) * 10_000, "only {count} records");
+    assert_eq!(query_number(&client, &handle, ".[-1].i").await, count - 1);
+    client.cancel().await.unwrap();
+}
+
+/// The number `filter` makes of a stored result.
+async fn query_number(client: &Client, handle: &str, filter: &str) -> u64 {
+    let answer = call(
+        client,
+        "sluice_query",
+        serde_json::json!({"handle": handle, "filter": filter}),
+    )
+    .await;
+    assert_ne!(answer.is_error, Some(true), "{}", first_text(&answer));
+    let text = first_text(&answer);
+    text.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{filter} made {text}"))
+}
+
+#[tokio::test]
+async fn a_2_mb_plain_json_answer_from_an_http_upstream_is_stored_and_paged() {
+    plain_json_answer_is_stored_and_paged(2).await;
+}
+
+#[tokio::test]
+#[ignore = "issue 15: needs sluice's own limits: rmcp refuses a plain-JSON HTTP answer over 16 MiB (\"closed the connection during the request\")"]
+async fn a_40_mb_plain_json_answer_from_an_http_upstream_is_stored_and_paged() {
+    plain_json_answer_is_stored_and_paged(40).await;
+}
