@@ -83,6 +83,7 @@ use toml::Spanned;
 use crate::budget::{Budget, BudgetOverride, builtin_presets};
 use crate::cache::{CacheFields, CachePolicy, CacheSettings};
 use crate::http::HttpLimits;
+use crate::limits::MessageLimits;
 use crate::naming::SEPARATOR;
 use crate::operation::OperationSettings;
 use crate::query::QuerySettings;
@@ -105,6 +106,8 @@ pub struct Config {
     pub cache: CacheSettings,
     /// Limits of the HTTP listener.
     pub http: HttpLimits,
+    /// Limits of every message, in every direction (`[limits]`).
+    pub limits: MessageLimits,
     /// Who may use the HTTP listener (`[auth]`); `None` when the file has no `[auth]`.
     pub auth: Option<AuthConfig>,
 }
@@ -314,6 +317,7 @@ struct RawConfig {
     operations: Option<Spanned<RawOperations>>,
     cache: Option<Spanned<RawCache>>,
     http: Option<Spanned<RawHttp>>,
+    limits: Option<Spanned<RawLimits>>,
     auth: Option<Spanned<RawAuth>>,
 }
 
@@ -465,6 +469,27 @@ fn hex_digest(text: &str) -> Option<[u8; 32]> {
         *byte = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
     }
     Some(digest)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_message_mb: Option<u64>,
+}
+
+impl RawLimits {
+    fn check(self) -> Result<MessageLimits, String> {
+        let mut l = MessageLimits::default();
+        if let Some(m) = self.max_message_mb {
+            if !(1..=4096).contains(&m) {
+                return Err(format!(
+                    "[limits]: `max_message_mb = {m}` is out of range: from 1 to 4096 (MiB)"
+                ));
+            }
+            l.max_message_bytes = usize::try_from(m << 20).unwrap_or(usize::MAX);
+        }
+        Ok(l)
+    }
 }
 
 #[derive(Deserialize)]
@@ -1012,6 +1037,13 @@ impl Config {
                 raw.into_inner().check().map_err(|e| at(span, e))?
             }
         };
+        let limits = match raw.limits {
+            None => MessageLimits::default(),
+            Some(raw) => {
+                let span = raw.span();
+                raw.into_inner().check().map_err(|e| at(span, e))?
+            }
+        };
         // Each tool's cache table over the `[cache]` defaults.
         for (upstream, spans) in upstreams.iter_mut().zip(&tool_spans) {
             for (tool, settings) in upstream.tools.iter_mut() {
@@ -1045,6 +1077,7 @@ impl Config {
             operations,
             cache,
             http,
+            limits,
             auth,
         })
     }
@@ -1075,6 +1108,7 @@ impl Config {
             operations: OperationSettings::default(),
             cache: CacheSettings::default(),
             http: HttpLimits::default(),
+            limits: MessageLimits::default(),
             auth: None,
         })
     }
@@ -1401,6 +1435,26 @@ cache_mb = 0
                 "`header_timeout_s = 0` is out of range",
             ),
             ("[http]\nmax_body = 3\n", "unknown field `max_body`"),
+        ] {
+            let err = parse(&format!("{up}{text}")).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn message_limits_are_read_and_checked() {
+        let up = "[upstreams.a]\ncommand = \"x\"\n";
+        assert_eq!(parse(up).unwrap().limits.max_message_bytes, 1 << 30);
+        let config = parse(&format!("{up}[limits]\nmax_message_mb = 3\n")).unwrap();
+        assert_eq!(config.limits.max_message_bytes, 3 << 20);
+        assert_eq!(config.limits.describe(), "[limits] max_message_mb = 3");
+        for (text, expected) in [
+            (
+                "[limits]\nmax_message_mb = 0\n",
+                "`max_message_mb = 0` is out of range",
+            ),
+            ("[limits]\nmax_message_mb = 5000\n", "from 1 to 4096"),
+            ("[limits]\nmax_message = 3\n", "unknown field `max_message`"),
         ] {
             let err = parse(&format!("{up}{text}")).unwrap_err();
             assert!(err.contains(expected), "{text}: {err}");

@@ -25,6 +25,7 @@
 //! - [`search`]: literal / regex search over stored documents.
 //! - [`format`]: numbers, sizes and times for people.
 //! - [`http`]: `[http]`, the limits of the HTTP listener.
+//! - [`limits`]: `[limits]`, the bound on every message in every direction.
 //!
 //! The MCP adapter (the `sluice` crate) is the only crate that knows `rmcp`;
 //! everything here is plain data and policy, usable by any embedding.
@@ -39,6 +40,7 @@ pub mod cursor;
 pub mod document;
 pub mod format;
 pub mod http;
+pub mod limits;
 pub mod naming;
 pub mod operation;
 pub mod pager;

@@ -138,6 +138,7 @@ pub async fn run() -> anyhow::Result<()> {
         operations: Default::default(),
         cache: Default::default(),
         http: Default::default(),
+        limits: Default::default(),
         auth: None,
     };
     println!("sluice demo: a sample MCP server (`sluice sample-server`) behind the gateway,");

@@ -13,8 +13,9 @@ use rmcp::transport::Transport;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Mutex;
 
-/// The longest line accepted (64 MiB); a longer one is answered with an
-/// error and dropped.
+/// The longest line accepted unless [`ClientLines::with_limit`] says
+/// otherwise (64 MiB); a longer one is answered with an error and dropped.
+/// `sluice` itself passes `[limits] max_message_mb`.
 const MAX_LINE: usize = 64 << 20;
 
 /// Newline-delimited JSON-RPC over a reader and a writer.
@@ -23,9 +24,11 @@ pub struct ClientLines<R, W> {
     /// The line being read; kept here so that a read cancelled by the
     /// service loop's `select!` resumes where it stopped.
     line: Vec<u8>,
-    /// Whether the rest of a line over [`MAX_LINE`] (already answered) is
+    /// Whether the rest of a line over the limit (already answered) is
     /// being skipped.
     skipping: bool,
+    /// The longest line accepted, in bytes.
+    max_line: usize,
     writer: Arc<Mutex<W>>,
     /// Run once when the client's input ends.
     on_end: Option<Box<dyn FnOnce() + Send>>,
@@ -38,9 +41,16 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
             reader: BufReader::with_capacity(64 << 10, reader),
             line: Vec::new(),
             skipping: false,
+            max_line: MAX_LINE,
             writer: Arc::new(Mutex::new(writer)),
             on_end: None,
         }
+    }
+
+    /// Accepts lines up to `max_line` bytes (`[limits] max_message_mb`).
+    pub fn with_limit(mut self, max_line: usize) -> Self {
+        self.max_line = max_line.max(1);
+        self
     }
 
     /// Runs `f` when the client's input ends (EOF or a read error), before
@@ -147,7 +157,7 @@ where
                 }
             }
             let read = (&mut self.reader)
-                .take((MAX_LINE + 1 - self.line.len().min(MAX_LINE)) as u64)
+                .take((self.max_line + 1 - self.line.len().min(self.max_line)) as u64)
                 .read_until(b'\n', &mut self.line)
                 .await;
             match read {
@@ -158,11 +168,15 @@ where
                     return self.ended();
                 }
             }
-            if self.line.len() > MAX_LINE {
-                tracing::warn!("dropped a line of more than {MAX_LINE} bytes from the client");
+            if self.line.len() > self.max_line {
+                let max = self.max_line;
+                tracing::warn!("dropped a line of more than {max} bytes from the client");
                 let error = JsonRpcMessage::error(
                     ErrorData::invalid_request(
-                        format!("Invalid request: a message is longer than {MAX_LINE} bytes"),
+                        format!(
+                            "Invalid request: a message is longer than {max} bytes (the limit is `[limits] max_message_mb` = {} in sluice's config)",
+                            max >> 20
+                        ),
                         None,
                     ),
                     None,

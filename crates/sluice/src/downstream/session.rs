@@ -397,8 +397,29 @@ impl ServerHandler for Session {
     async fn on_custom_request(
         &self,
         request: rmcp::model::CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        // Methods 2026-07-28 removed are not found in that era, whatever
+        // their params (rmcp only routes here those it could not parse; the
+        // HTTP layer answers -32601 with 404, as SEP-2575 asks).
+        const REMOVED_IN_2026: &[&str] = &[
+            "initialize",
+            "logging/setLevel",
+            "resources/subscribe",
+            "resources/unsubscribe",
+        ];
+        if Era::of(context.protocol_version().as_ref()) == Era::Stateless
+            && REMOVED_IN_2026.contains(&request.method.as_str())
+        {
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!(
+                    "method not found: {} was removed in protocol 2026-07-28",
+                    request.method
+                ),
+                None,
+            ));
+        }
         // rmcp hands a standard method whose params do not parse to this
         // catch-all: say what is wrong with them instead of "not found".
         const STANDARD: &[&str] = &[

@@ -15,13 +15,16 @@ use crate::gateway::Gateway;
 pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> anyhow::Result<()> {
     let session = Session::for_connection(gateway.clone());
     let id = session.id();
+    let max_line = gateway.limits().max_message_bytes;
     let running = session
         .serve_with_ct(
             {
                 let (reader, writer) = rmcp::transport::stdio_pipes();
-                ClientLines::new(reader, writer).on_end(move || {
-                    tokio::spawn(async move { gateway.cancel_session_calls(id).await });
-                })
+                ClientLines::new(reader, writer)
+                    .with_limit(max_line)
+                    .on_end(move || {
+                        tokio::spawn(async move { gateway.cancel_session_calls(id).await });
+                    })
             },
             shutdown,
         )

@@ -47,6 +47,8 @@ use sluice_core::store::Owner;
 /// The gateway.
 pub struct Gateway {
     upstreams: Vec<Arc<Upstream>>,
+    /// `[limits]`: the largest message read in any direction.
+    limits: sluice_core::limits::MessageLimits,
     namer: Namer,
     hub: Arc<Hub>,
     /// Which upstream listed which resource URI (for routing reads).
@@ -100,6 +102,7 @@ impl Gateway {
             template_owners: Mutex::default(),
             starting: Mutex::new(None),
             info: RwLock::new(Self::everything_declared()),
+            limits: config.limits,
             governor: Governor::new(config),
             operations: crate::operations::Operations::new(config.operations),
             input_schemas: Mutex::default(),
@@ -146,6 +149,11 @@ impl Gateway {
                 }
             }
         });
+    }
+
+    /// `[limits]`: the largest message read in any direction.
+    pub fn limits(&self) -> sluice_core::limits::MessageLimits {
+        self.limits
     }
 
     /// Calls that outlived their timeout.

@@ -13,6 +13,8 @@
 
 use std::io::Cursor;
 
+use crate::support::{TempDir, sample, sluice, toml_upstream};
+
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use rmcp::service::{RoleServer, RxJsonRpcMessage};
@@ -342,4 +344,56 @@ proptest! {
     ) {
         check(&lines, &crlf)?;
     }
+}
+
+/// sluice itself reads its client's lines under `[limits] max_message_mb`:
+/// a longer line is refused with an error that names the key, and the
+/// client's next message is served.
+#[tokio::test]
+async fn a_client_line_over_max_message_mb_is_refused_naming_the_key() {
+    let dir = TempDir::new("limits-client-line");
+    let config = dir.file(
+        "sluice.toml",
+        &format!(
+            "[limits]\nmax_message_mb = 1\n{}",
+            toml_upstream("sample", &sample())
+        ),
+    );
+    let mut child = tokio::process::Command::new(sluice())
+        .arg("--config")
+        .arg(&config)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let big = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{{\"pad\":\"{}\"}}}}\n",
+        "x".repeat(1 << 20)
+    );
+    stdin.write_all(big.as_bytes()).await.unwrap();
+    stdin.write_all(&ping("2")).await.unwrap();
+    stdin.write_all(b"\n").await.unwrap();
+    let mut answers = Vec::new();
+    while answers.len() < 2 {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(60), stdout.next_line())
+            .await
+            .expect("sluice answers both lines")
+            .unwrap()
+            .expect("sluice keeps serving");
+        answers.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    let refused = &answers[0];
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("max_message_mb"), "{message}");
+    assert_eq!(
+        answers[1]["id"], 2,
+        "the next message is served: {}",
+        answers[1]
+    );
+    assert!(answers[1].get("result").is_some(), "{}", answers[1]);
 }

@@ -832,7 +832,9 @@ async fn plain_json_answer_is_stored_and_paged(mb: u32) {
     let result = call(
         &client,
         "huge",
-        serde_json::json!({"mb": mb, "form": "json"}),
+        // A loaded machine may take more than the default 10 s to make and
+        // send it: the test is about storing, not about operations.
+        serde_json::json!({"mb": mb, "form": "json", "_timeout_s": 300}),
     )
     .await;
     let handle = stored_handle(&result);

@@ -1,0 +1,27 @@
+//! `[limits]`: bounds that hold for every message sluice reads, in every
+//! direction and over every transport (a stdio line, an HTTP body, an SSE
+//! event), whatever the SDK underneath would allow.
+
+/// The `[limits]` settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageLimits {
+    /// The largest JSON-RPC message sluice reads (`max_message_mb`, in MiB;
+    /// default 1024). A larger one fails the call it answers with an error
+    /// that names this key.
+    pub max_message_bytes: usize,
+}
+
+impl Default for MessageLimits {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: 1 << 30,
+        }
+    }
+}
+
+impl MessageLimits {
+    /// The limit as the config spells it, for messages that name the key.
+    pub fn describe(&self) -> String {
+        format!("[limits] max_message_mb = {}", self.max_message_bytes >> 20)
+    }
+}
