@@ -23,6 +23,8 @@
 //! - [`operations`]: calls that outlived their timeout, going on in the background.
 //! - [`cache`]: results of idempotent tools, answered again without the upstream.
 //! - [`input`]: answering a 2026-07-28 upstream's `input_required` for older clients.
+//! - [`jsonrpc`]: sluice's own JSON-RPC layer: messages kept as the bytes
+//!   received, framing (lines, SSE, HTTP bodies) and request correlation.
 //! - [`cancel`]: waiting for a peer while honouring cancellation.
 //! - [`call`], [`demo`], [`sample_server`]: `sluice call`, `sluice demo`,
 //!   and the built-in server they use.
@@ -57,6 +59,7 @@ pub mod hub;
 pub mod input;
 pub mod jq_pool;
 pub mod jq_worker;
+pub mod jsonrpc;
 pub mod operations;
 pub mod sample_server;
 pub mod serve;
