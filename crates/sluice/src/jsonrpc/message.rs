@@ -11,6 +11,12 @@
 //!
 //! Forwarding a message is handing on [`Message::as_bytes`]: every member,
 //! every number's spelling and every escape stays as the sender wrote them.
+//!
+//! The JSON is checked against its grammar, all of it, values included. A
+//! lone surrogate escape (`"\ud800"`) is grammatical JSON, which JavaScript
+//! and Python read, so it is accepted; `serde_json` refuses it only when it
+//! builds a string from it (sluice's own edits would then fail, on that
+//! message alone).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -20,7 +26,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::value::RawValue;
 
-use super::object::{RawObject, unquote};
+use super::object::{RawObject, raw_members, unquote};
 use super::scan::nests_deeper_than;
 use super::span_in;
 
@@ -277,19 +283,19 @@ impl Message {
     /// Parses `bytes` as one JSON-RPC message; see the module doc for what
     /// is checked. A UTF-8 byte order mark and whitespace around the message
     /// are dropped (by slicing; nothing is copied).
-    pub fn parse(bytes: Bytes) -> Result<Message, MessageError> {
-        let start = if bytes.starts_with(b"\xEF\xBB\xBF") {
+    pub fn parse(received: Bytes) -> Result<Message, MessageError> {
+        let start = if received.starts_with(b"\xEF\xBB\xBF") {
             3
         } else {
             0
         };
-        let text = std::str::from_utf8(&bytes[start..]).map_err(|e| MessageError::NotUtf8 {
+        let text = std::str::from_utf8(&received[start..]).map_err(|e| MessageError::NotUtf8 {
             offset: start + e.valid_up_to(),
         })?;
         let trimmed = text.trim_matches([' ', '\t', '\n', '\r']);
-        let trimmed_range = span_in(text, trimmed);
-        let bytes = bytes.slice(start + trimmed_range.start..start + trimmed_range.end);
-        Message::parse_text(bytes)
+        let range = span_in(text, trimmed);
+        let bytes = received.slice(start + range.start..start + range.end);
+        Message::parse_text(bytes, trimmed)
     }
 
     /// Parses `bytes` as [`Message::parse`] does, after checking that they
@@ -304,12 +310,11 @@ impl Message {
         Message::parse(bytes)
     }
 
-    /// The envelope parse of `bytes`: UTF-8 without BOM or surrounding
-    /// whitespace.
-    fn parse_text(bytes: Bytes) -> Result<Message, MessageError> {
-        let text = std::str::from_utf8(&bytes).map_err(|e| MessageError::NotUtf8 {
-            offset: e.valid_up_to(),
-        })?;
+    /// The envelope parse of `bytes`, whose content `text` is (the same
+    /// memory, already checked to be UTF-8, without BOM or surrounding
+    /// whitespace).
+    fn parse_text(bytes: Bytes, text: &str) -> Result<Message, MessageError> {
+        debug_assert!(bytes.as_ptr() == text.as_ptr() && bytes.len() == text.len());
         match text.as_bytes().first() {
             Some(b'{') => {}
             Some(b'[') => return Err(MessageError::Batch),
@@ -325,12 +330,13 @@ impl Message {
         if nests_deeper_than(text.as_bytes(), MAX_DEPTH) {
             return Err(MessageError::TooDeep { limit: MAX_DEPTH });
         }
-        let object = RawObject::parse(text).map_err(|e| MessageError::from_json(&e))?;
+        let members = raw_members(text).map_err(|e| MessageError::from_json(&e))?;
 
         let mut jsonrpc = None;
         let mut found: [Option<&RawValue>; 5] = [None; 5];
-        for (key, value) in object.iter() {
-            let slot = match key {
+        for (key, value) in members {
+            let key = unquote(key.get()).unwrap_or_default();
+            let slot = match &*key {
                 "jsonrpc" => &mut jsonrpc,
                 "id" => &mut found[0],
                 "method" => &mut found[1],
@@ -447,7 +453,6 @@ impl Message {
             span(result),
             span(error),
         );
-        drop(object);
         Ok(Message {
             bytes,
             kind,

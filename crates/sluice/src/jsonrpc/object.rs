@@ -103,14 +103,20 @@ impl<'de> Visitor<'de> for Members {
     }
 }
 
+/// The members of `text`, one JSON object, as raw keys (quotes included)
+/// and raw values, in order. Values are skipped, not parsed.
+pub(crate) fn raw_members(text: &str) -> Result<Vec<(&RawValue, &RawValue)>, serde_json::Error> {
+    let mut parser = serde_json::Deserializer::from_str(text);
+    let members = (&mut parser).deserialize_map(Members)?;
+    parser.end()?;
+    Ok(members)
+}
+
 impl<'a> RawObject<'a> {
     /// Parses `text`, one JSON object. Values are skipped, not parsed (one
     /// pass, no recursion, whatever their depth), and borrowed from `text`.
     pub fn parse(text: &'a str) -> Result<RawObject<'a>, serde_json::Error> {
-        let mut parser = serde_json::Deserializer::from_str(text);
-        let pairs = (&mut parser).deserialize_map(Members)?;
-        parser.end()?;
-        let members = pairs
+        let members = raw_members(text)?
             .into_iter()
             .map(|(key, value)| {
                 let key_json = key.get();

@@ -35,32 +35,137 @@ pub(crate) fn string_end(bytes: &[u8], quote: usize) -> Option<usize> {
 }
 
 /// Whether the arrays and objects in `json` nest more than `limit` levels
-/// deep (brackets inside strings are not counted). Stops at the first level
-/// past the limit; the bytes need not be valid JSON.
+/// deep (brackets inside strings are not counted). The bytes need not be
+/// valid JSON; on invalid JSON the answer only has to be safe, not right
+/// (the parse refuses it anyway).
+///
+/// This runs on every message, so it is fast: a message with no more than
+/// `limit` opening brackets in all (most of them) is answered by counting
+/// bytes, which the compiler vectorizes; any other is scanned 64 bytes at a
+/// time with word-wide bit operations ([`Blocks`]), not byte by byte, so
+/// long strings dense with escapes (JSON inside a text block) cost little.
 pub(crate) fn nests_deeper_than(json: &[u8], limit: usize) -> bool {
-    let mut depth = 0usize;
-    let mut i = 0;
-    while i < json.len() {
-        match json[i] {
-            b'"' => match string_end(json, i) {
-                Some(end) => {
-                    i = end;
-                    continue;
-                }
-                None => return false,
-            },
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > limit {
+    let opening = json.iter().filter(|&&b| b | 0x20 == b'{').count();
+    if opening <= limit {
+        return false;
+    }
+    let mut blocks = Blocks::default();
+    let mut depth: i64 = 0;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut chunks = json.chunks_exact(64);
+    for chunk in chunks.by_ref() {
+        let mut block = [0u8; 64];
+        block.copy_from_slice(chunk);
+        if blocks.deeper(&block, &mut depth, limit) {
+            return true;
+        }
+    }
+    // The tail, padded with spaces (which change nothing).
+    let rest = chunks.remainder();
+    let mut block = [b' '; 64];
+    block[..rest.len()].copy_from_slice(rest);
+    blocks.deeper(&block, &mut depth, limit)
+}
+
+/// The state carried from one 64-byte block to the next while scanning for
+/// nesting: whether the block starts escaped, or inside a string. Each byte
+/// of a block is one bit of a `u64` mask (bit `i` for byte `i`), as in
+/// simdjson's first stage, computed here with portable word operations.
+#[derive(Debug, Default)]
+struct Blocks {
+    /// All ones when the previous block ended inside a string.
+    in_string: u64,
+    /// 1 when the previous block ended with an escaping backslash.
+    escaped: u64,
+}
+
+/// One bit per byte of `word` (8 bytes, little-endian) that equals the
+/// byte repeated in `pattern`: the exact zero-byte test on `word ^ pattern`
+/// (no false positives), its high bits gathered by a multiplication.
+#[inline(always)]
+fn equal_bits(word: u64, pattern: u64) -> u64 {
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let y = word ^ pattern;
+    let zero_high = !(((y & LOW7) + LOW7) | y) & HIGH;
+    (zero_high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56
+}
+
+impl Blocks {
+    /// The masks of quotes, backslashes, opening and closing brackets of
+    /// `block`.
+    #[inline(always)]
+    fn masks(block: &[u8; 64]) -> [u64; 4] {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        let mut masks = [0u64; 4];
+        for (k, word) in block.chunks_exact(8).enumerate() {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(word);
+            let word = u64::from_le_bytes(bytes);
+            // `[` and `]` differ from `{` and `}` only in bit 5.
+            let folded = word | (ONES * 0x20);
+            let shift = k * 8;
+            masks[0] |= equal_bits(word, ONES * u64::from(b'"')) << shift;
+            masks[1] |= equal_bits(word, ONES * u64::from(b'\\')) << shift;
+            masks[2] |= equal_bits(folded, ONES * u64::from(b'{')) << shift;
+            masks[3] |= equal_bits(folded, ONES * u64::from(b'}')) << shift;
+        }
+        masks
+    }
+
+    /// The bytes of the block that a backslash escapes, given the mask of
+    /// its backslashes: simdjson's escape scanner (runs of backslashes
+    /// escape in pairs; an odd run escapes the byte after it).
+    #[inline(always)]
+    fn escaped(&mut self, backslash: u64) -> u64 {
+        const ODD: u64 = 0xAAAA_AAAA_AAAA_AAAA;
+        let potential = backslash & !self.escaped;
+        let maybe_escaped = potential << 1;
+        let codes = (maybe_escaped | ODD).wrapping_sub(potential) ^ ODD;
+        let escaped = codes ^ (backslash | self.escaped);
+        self.escaped = (codes & backslash) >> 63;
+        escaped
+    }
+
+    /// Follows the nesting through `block`; `true` as soon as `depth`
+    /// passes `limit`.
+    fn deeper(&mut self, block: &[u8; 64], depth: &mut i64, limit: i64) -> bool {
+        let [quote, backslash, open, close] = Blocks::masks(block);
+        let quote = quote & !self.escaped(backslash);
+        // Inside a string: between an opening quote and its closing one,
+        // the prefix XOR of the quote bits.
+        let mut in_string = quote;
+        for shift in [1, 2, 4, 8, 16, 32] {
+            in_string ^= in_string << shift;
+        }
+        in_string ^= self.in_string;
+        self.in_string = 0u64.wrapping_sub(in_string >> 63);
+        let opens = open & !in_string;
+        let closes = close & !in_string;
+        if opens | closes == 0 {
+            return false;
+        }
+        // Even if every opening bracket came first, this block stays within
+        // the limit: no need to follow it bracket by bracket.
+        if *depth + i64::from(opens.count_ones()) <= limit {
+            *depth += i64::from(opens.count_ones()) - i64::from(closes.count_ones());
+            return false;
+        }
+        let mut brackets = opens | closes;
+        while brackets != 0 {
+            let bit = brackets & brackets.wrapping_neg();
+            if opens & bit != 0 {
+                *depth += 1;
+                if *depth > limit {
                     return true;
                 }
+            } else {
+                *depth -= 1;
             }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
+            brackets ^= bit;
         }
-        i += 1;
+        false
     }
-    false
 }
 
 fn is_space(b: u8) -> bool {
@@ -261,6 +366,91 @@ mod tests {
         assert_eq!(id(br#"{"id":1x,"result":1}"#), None, "not a number");
         assert_eq!(id(br#"[{"id":1}]"#), None, "a batch is no message");
         assert_eq!(id(br#"{"result":{"id":1}"#), None);
+    }
+
+    /// The byte-by-byte meaning of [`nests_deeper_than`].
+    fn deeper_byte_by_byte(json: &[u8], limit: usize) -> bool {
+        let (mut depth, mut in_string, mut escaped) = (0i64, false, false);
+        for &b in json {
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if b == b'\\' {
+                    escaped = true;
+                } else if b == b'"' {
+                    in_string = false;
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_string = true,
+                b'[' | b'{' => {
+                    depth += 1;
+                    if depth > limit as i64 {
+                        return true;
+                    }
+                }
+                b']' | b'}' => depth -= 1,
+                _ => {}
+            }
+        }
+        false
+    }
+
+    /// Brackets, letters and strings (whose content is escapes, quotes
+    /// and brackets): backslashes only inside strings, as in JSON; the
+    /// brackets need not balance.
+    fn tokens() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let piece =
+            prop::sample::select(vec![&br"\\"[..], br#"\""#, b"[", b"]", b"{", b"a", br"\n"]);
+        let string = prop::collection::vec(piece, 0..40).prop_map(|pieces| {
+            let mut string = b"\"".to_vec();
+            string.extend(pieces.concat());
+            string.push(b'"');
+            string
+        });
+        let token = prop_oneof![
+            prop::sample::select(vec![&b"["[..], b"]", b"{", b"}", b"a", b" "])
+                .prop_map(<[u8]>::to_vec),
+            string,
+        ];
+        prop::collection::vec(token, 0..60).prop_map(|tokens| tokens.concat())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_block_scan_agrees_with_the_byte_by_byte_one(
+            json in tokens(),
+            cut in proptest::sample::select(vec![0usize, 1, 2]),
+            limit in 0usize..12,
+        ) {
+            // Also cut short, possibly inside a string.
+            let json = &json[..json.len().saturating_sub(cut)];
+            proptest::prop_assert_eq!(
+                nests_deeper_than(json, limit),
+                deeper_byte_by_byte(json, limit)
+            );
+        }
+    }
+
+    #[test]
+    fn escapes_across_block_boundaries_are_followed() {
+        for at in 55..75 {
+            for run in 1..6 {
+                let mut json = vec![b' '; at];
+                json[0] = b'"';
+                json.extend(std::iter::repeat_n(b'\\', run));
+                json.extend(b"\"[[[[]]]]\"[[[");
+                for limit in [2, 3, 4, 6, 7] {
+                    assert_eq!(
+                        nests_deeper_than(&json, limit),
+                        deeper_byte_by_byte(&json, limit),
+                        "quote at 0, {run} backslashes at {at}, limit {limit}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
