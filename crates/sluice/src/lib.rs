@@ -26,6 +26,10 @@
 //! - [`operations`]: calls that outlived their timeout, going on in the
 //!   background; [`cache`]: results of idempotent tools.
 //! - [`jq`]: warm `sluice jq-worker` processes that `sluice_query` runs in.
+//! - [`jsonrpc`]: sluice's own JSON-RPC layer (messages kept as their bytes,
+//!   only the envelope parsed; framing, SSE, bounded bodies, correlation),
+//!   the relay core's foundation (issue 15; used today to check every line
+//!   a stdio upstream sends).
 //! - [`hub`]: what sessions and upstream connections share (routes, events).
 //! - [`upstream`]: one supervised upstream server, one file per transport
 //!   (`stdio`: a child process; `http`), its [`upstream::Connection`].
@@ -63,6 +67,7 @@ pub mod gateway;
 pub mod govern;
 pub mod hub;
 pub mod jq;
+pub mod jsonrpc;
 pub mod operations;
 pub mod sample_server;
 pub mod tools;

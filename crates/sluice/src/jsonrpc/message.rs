@@ -1,0 +1,834 @@
+//! One JSON-RPC message, held as the bytes it arrived as.
+//!
+//! [`Message::parse`] reads only the envelope: it checks the bytes are
+//! UTF-8, nested no deeper than [`MAX_DEPTH`], one JSON object, and a
+//! JSON-RPC 2.0 message; and it notes where the `id`, `method`, `params`,
+//! `result` and `error` members lie. Their values are skipped by
+//! `serde_json`'s borrowed parse (`RawValue`), never built into a tree, so
+//! a 1 MB result costs one pass over its bytes and no allocation. What
+//! sluice routes on inside `params` (`name`, `uri`, `cursor`, `_meta`) is
+//! read only when asked for ([`Message::routing`]).
+//!
+//! Forwarding a message is handing on [`Message::as_bytes`]: every member,
+//! every number's spelling and every escape stays as the sender wrote them.
+//!
+//! The JSON is checked against its grammar, all of it, values included. A
+//! lone surrogate escape (`"\ud800"`) is grammatical JSON, which JavaScript
+//! and Python read, so it is accepted; `serde_json` refuses it only when it
+//! builds a string from it (sluice's own edits would then fail, on that
+//! message alone).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::value::RawValue;
+
+use super::object::{RawObject, raw_members, unquote};
+use super::scan::nests_deeper_than;
+use super::span_in;
+
+/// The deepest nesting of arrays and objects a message may have, the
+/// message object itself counted as the first level.
+///
+/// This is exactly what `serde_json` accepts when it builds a tree (its
+/// recursion limit refuses the 128th level), and what Rust MCP SDKs such as
+/// rmcp therefore accept. `serde_json`'s borrowed parse has no such limit
+/// (it skips values with a heap stack), so without this check sluice would
+/// forward messages that it could not later edit or store, and that a
+/// Rust client could not read. A test holds this equal to `serde_json`'s
+/// limit.
+pub const MAX_DEPTH: usize = 127;
+
+/// What a JSON-RPC message is, from the members it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A `method` with an `id`: an answer is expected.
+    Request,
+    /// A `method` without an `id`: no answer.
+    Notification,
+    /// A `result` with the `id` of the request it answers.
+    Response,
+    /// An `error` with the `id` of the request it answers (`null` when the
+    /// request could not be read).
+    Error,
+}
+
+/// An envelope member of a message, for [`Message::span`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Member {
+    /// `id`.
+    Id,
+    /// `method`.
+    Method,
+    /// `params`.
+    Params,
+    /// `result`.
+    Result,
+    /// `error`.
+    Error,
+}
+
+/// A JSON-RPC id (or an MCP progress token, which has the same form), kept
+/// as its JSON text: a number keeps its spelling (`1e2` is not `100`) and a
+/// string its escapes, so an id is handed back exactly as it came. Two ids
+/// are equal when their texts are.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Id(Arc<str>);
+
+impl Id {
+    /// The id `n`, as sluice numbers the requests it sends.
+    pub fn number(n: u64) -> Id {
+        Id(n.to_string().into())
+    }
+
+    /// The id that is the JSON string `s`.
+    pub fn string(s: &str) -> Id {
+        // Serializing a string cannot fail.
+        Id(serde_json::to_string(s).unwrap_or_default().into())
+    }
+
+    /// The id whose JSON text is `json`: a whole JSON string or number
+    /// without surrounding whitespace, or `None`.
+    pub fn from_json(json: &str) -> Option<Id> {
+        let first = *json.as_bytes().first()?;
+        let last = *json.as_bytes().last()?;
+        let form_ok = matches!(first, b'"' | b'-' | b'0'..=b'9') && !last.is_ascii_whitespace();
+        (form_ok && serde_json::from_str::<serde::de::IgnoredAny>(json).is_ok())
+            .then(|| Id(json.into()))
+    }
+
+    /// Its JSON text, as written in a message.
+    pub fn as_json(&self) -> &str {
+        &self.0
+    }
+
+    /// Its value when it is a plain non-negative integer (`7`, not `7.0`,
+    /// `"7"` or `1e2`), as the ids [`Id::number`] makes.
+    pub fn as_u64(&self) -> Option<u64> {
+        let text = &*self.0;
+        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        text.parse().ok()
+    }
+
+    /// Whether it is a JSON string (not a number).
+    pub fn is_string(&self) -> bool {
+        self.0.starts_with('"')
+    }
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Id({})", self.0)
+    }
+}
+
+/// Why bytes are not a message sluice can handle. Each says what was wrong
+/// in words the user (or the peer's author) can act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageError {
+    /// Not UTF-8 text.
+    #[error(
+        "the message is not UTF-8 text: byte {offset} starts an invalid sequence; \
+         JSON-RPC messages must be UTF-8 JSON"
+    )]
+    NotUtf8 {
+        /// Where the first invalid byte is.
+        offset: usize,
+    },
+    /// Arrays and objects nested too deep.
+    #[error(
+        "the message nests arrays and objects more than {limit} levels deep, \
+         more than sluice (and most JSON parsers) can read; the server should \
+         send flatter data"
+    )]
+    TooDeep {
+        /// The deepest nesting accepted ([`MAX_DEPTH`]).
+        limit: usize,
+    },
+    /// Not JSON.
+    #[error("the message is not JSON: {reason} at line {line} column {column}")]
+    NotJson {
+        /// The line of the error (1-based).
+        line: usize,
+        /// The column of the error (1-based).
+        column: usize,
+        /// What the JSON parser found wrong.
+        reason: String,
+    },
+    /// JSON, but not a JSON-RPC 2.0 message.
+    #[error("the message is not JSON-RPC 2.0: {reason}")]
+    NotJsonRpc {
+        /// What is missing or wrong.
+        reason: String,
+    },
+    /// Over the size limit.
+    #[error(
+        "a message of {bytes} bytes or more is over the limit of {limit} bytes; \
+         raise `[limits] max_message_mb` in the configuration if messages this \
+         large are expected"
+    )]
+    TooLarge {
+        /// How many bytes of it had been read when it was refused.
+        bytes: usize,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// A batch (a top-level array).
+    #[error(
+        "the message is a JSON-RPC batch (an array); MCP does not use batches: \
+         send each message on its own"
+    )]
+    Batch,
+}
+
+impl MessageError {
+    /// The error for a `serde_json` failure on a message's text.
+    fn from_json(error: &serde_json::Error) -> MessageError {
+        use serde_json::error::Category;
+        match error.classify() {
+            Category::Syntax | Category::Eof | Category::Io => {
+                let text = error.to_string();
+                let suffix = format!(" at line {} column {}", error.line(), error.column());
+                MessageError::NotJson {
+                    line: error.line(),
+                    column: error.column(),
+                    reason: text.strip_suffix(&suffix).unwrap_or(&text).to_owned(),
+                }
+            }
+            Category::Data => not_json_rpc(error.to_string()),
+        }
+    }
+}
+
+fn not_json_rpc(reason: impl Into<String>) -> MessageError {
+    MessageError::NotJsonRpc {
+        reason: reason.into(),
+    }
+}
+
+/// What JSON text is, in words ("a string", "an array"), from its first byte.
+pub(crate) fn json_type(raw: &str) -> &'static str {
+    match raw.as_bytes().first() {
+        Some(b'"') => "a string",
+        Some(b'{') => "an object",
+        Some(b'[') => "an array",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
+    }
+}
+
+/// One JSON-RPC message: its bytes, and where its envelope members lie.
+///
+/// Cloning is cheap (the bytes are shared). Spans are byte ranges into
+/// [`Message::as_bytes`], each covering a member's value exactly (no
+/// surrounding whitespace).
+#[derive(Clone)]
+pub struct Message {
+    bytes: Bytes,
+    kind: Kind,
+    id: Option<Range<usize>>,
+    method: Option<Range<usize>>,
+    /// The method's name, when its JSON text has escapes (otherwise it is
+    /// read from the bytes).
+    method_unescaped: Option<Box<str>>,
+    params: Option<Range<usize>>,
+    result: Option<Range<usize>>,
+    error: Option<Range<usize>>,
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The bytes may be megabytes: shown only when short.
+        let mut s = f.debug_struct("Message");
+        s.field("kind", &self.kind)
+            .field("id", &self.id())
+            .field("method", &self.method())
+            .field("len", &self.bytes.len());
+        if self.bytes.len() <= 256 {
+            s.field("text", &String::from_utf8_lossy(&self.bytes));
+        }
+        s.finish()
+    }
+}
+
+/// The members of a message's params that sluice routes on, borrowed from
+/// the message ([`Message::routing`]). A member absent or `null` is `None`.
+#[derive(Debug, Default, Clone)]
+pub struct Routing<'a> {
+    /// `params.name`: the tool or prompt called.
+    pub name: Option<Cow<'a, str>>,
+    /// `params.uri`: the resource read or subscribed to.
+    pub uri: Option<Cow<'a, str>>,
+    /// `params.cursor`: where a list continues.
+    pub cursor: Option<Cow<'a, str>>,
+    /// `params._meta.progressToken`.
+    pub progress_token: Option<Id>,
+    /// `params._meta`, as its raw text.
+    pub meta: Option<&'a RawValue>,
+}
+
+impl Message {
+    /// Parses `bytes` as one JSON-RPC message; see the module doc for what
+    /// is checked. A UTF-8 byte order mark and whitespace around the message
+    /// are dropped (by slicing; nothing is copied).
+    pub fn parse(received: Bytes) -> Result<Message, MessageError> {
+        let start = if received.starts_with(b"\xEF\xBB\xBF") {
+            3
+        } else {
+            0
+        };
+        let text = std::str::from_utf8(&received[start..]).map_err(|e| MessageError::NotUtf8 {
+            offset: start + e.valid_up_to(),
+        })?;
+        let trimmed = text.trim_matches([' ', '\t', '\n', '\r']);
+        let range = span_in(text, trimmed);
+        let bytes = received.slice(start + range.start..start + range.end);
+        Message::parse_text(bytes, trimmed)
+    }
+
+    /// Parses `bytes` as [`Message::parse`] does, after checking that they
+    /// are at most `limit` bytes long.
+    pub fn parse_within(bytes: Bytes, limit: usize) -> Result<Message, MessageError> {
+        if bytes.len() > limit {
+            return Err(MessageError::TooLarge {
+                bytes: bytes.len(),
+                limit,
+            });
+        }
+        Message::parse(bytes)
+    }
+
+    /// The envelope parse of `bytes`, whose content `text` is (the same
+    /// memory, already checked to be UTF-8, without BOM or surrounding
+    /// whitespace).
+    fn parse_text(bytes: Bytes, text: &str) -> Result<Message, MessageError> {
+        debug_assert!(bytes.as_ptr() == text.as_ptr() && bytes.len() == text.len());
+        match text.as_bytes().first() {
+            Some(b'{') => {}
+            Some(b'[') => return Err(MessageError::Batch),
+            _ => {
+                let raw = serde_json::from_str::<&RawValue>(text)
+                    .map_err(|e| MessageError::from_json(&e))?;
+                return Err(not_json_rpc(format!(
+                    "it is {}, and a message is a JSON object",
+                    json_type(raw.get())
+                )));
+            }
+        }
+        if nests_deeper_than(text.as_bytes(), MAX_DEPTH) {
+            return Err(MessageError::TooDeep { limit: MAX_DEPTH });
+        }
+        let members = raw_members(text).map_err(|e| MessageError::from_json(&e))?;
+
+        let mut jsonrpc = None;
+        let mut found: [Option<&RawValue>; 5] = [None; 5];
+        for (key, value) in members {
+            let key = unquote(key.get()).unwrap_or_default();
+            let slot = match &*key {
+                "jsonrpc" => &mut jsonrpc,
+                "id" => &mut found[0],
+                "method" => &mut found[1],
+                "params" => &mut found[2],
+                "result" => &mut found[3],
+                "error" => &mut found[4],
+                _ => continue,
+            };
+            if slot.replace(value).is_some() {
+                return Err(not_json_rpc(format!(
+                    "the member \"{key}\" appears twice, so which one counts is unclear"
+                )));
+            }
+        }
+        let [id, method, params, result, error] = found;
+
+        match jsonrpc.map(|v| unquote(v.get())) {
+            Some(Some(version)) if version == "2.0" => {}
+            Some(_) => {
+                return Err(not_json_rpc(
+                    "\"jsonrpc\" must be \"2.0\" (it is not)".to_owned(),
+                ));
+            }
+            None => return Err(not_json_rpc("the member \"jsonrpc\": \"2.0\" is missing")),
+        }
+        let null_id = id.is_some_and(|id| id.get() == "null");
+        if let Some(id) = id
+            && !null_id
+            && !matches!(id.get().as_bytes()[0], b'"' | b'-' | b'0'..=b'9')
+        {
+            return Err(not_json_rpc(format!(
+                "the id is {}; an id is a string or a number",
+                json_type(id.get())
+            )));
+        }
+        let mut method_unescaped = None;
+        if let Some(method) = method {
+            match unquote(method.get()) {
+                None => {
+                    return Err(not_json_rpc(format!(
+                        "\"method\" is {}; it must be a string",
+                        json_type(method.get())
+                    )));
+                }
+                Some(Cow::Owned(name)) => method_unescaped = Some(name.into_boxed_str()),
+                Some(Cow::Borrowed(_)) => {}
+            }
+        }
+        if let Some(params) = params
+            && !matches!(params.get().as_bytes()[0], b'{' | b'[')
+        {
+            return Err(not_json_rpc(format!(
+                "\"params\" is {}; it must be an object or an array",
+                json_type(params.get())
+            )));
+        }
+        if let Some(error) = error
+            && error.get().as_bytes()[0] != b'{'
+        {
+            return Err(not_json_rpc(format!(
+                "\"error\" is {}; it must be an object with a code and a message",
+                json_type(error.get())
+            )));
+        }
+        let kind = match (
+            method.is_some(),
+            id.is_some(),
+            result.is_some(),
+            error.is_some(),
+        ) {
+            (true, _, true, _) | (true, _, _, true) => {
+                return Err(not_json_rpc(
+                    "it has a \"method\" and also a \"result\" or \"error\"; a message is \
+                     a request or an answer, not both",
+                ));
+            }
+            (_, _, true, true) => {
+                return Err(not_json_rpc(
+                    "it has both a \"result\" and an \"error\"; an answer has one",
+                ));
+            }
+            (true, true, ..) if null_id => {
+                return Err(not_json_rpc(
+                    "a request's id is null; it must be a string or a number",
+                ));
+            }
+            (true, true, ..) => Kind::Request,
+            (true, false, ..) => Kind::Notification,
+            (false, false, ..) => {
+                return Err(not_json_rpc(if result.is_some() || error.is_some() {
+                    "an answer without an \"id\""
+                } else {
+                    "it has no \"method\", \"result\" or \"error\""
+                }));
+            }
+            (false, true, true, _) if null_id => {
+                return Err(not_json_rpc(
+                    "a result's id is null; it must be the id of the request it answers",
+                ));
+            }
+            (false, true, true, _) => Kind::Response,
+            (false, true, false, true) => Kind::Error,
+            (false, true, false, false) => {
+                return Err(not_json_rpc(
+                    "it has an \"id\" but no \"method\", \"result\" or \"error\"",
+                ));
+            }
+        };
+        let span = |value: Option<&RawValue>| value.map(|v| span_in(text, v.get()));
+        let (id, method, params, result, error) = (
+            span(id),
+            span(method),
+            span(params),
+            span(result),
+            span(error),
+        );
+        Ok(Message {
+            bytes,
+            kind,
+            id,
+            method,
+            method_unescaped,
+            params,
+            result,
+            error,
+        })
+    }
+
+    /// Whether it is a request, a notification, a response or an error.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Its bytes, as received (less a BOM and surrounding whitespace), or
+    /// as spliced. These are what is forwarded.
+    pub fn as_bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    /// Its bytes, taken.
+    pub fn into_bytes(self) -> Bytes {
+        self.bytes
+    }
+
+    /// The byte range of a member's value in [`Message::as_bytes`].
+    pub fn span(&self, member: Member) -> Option<Range<usize>> {
+        match member {
+            Member::Id => &self.id,
+            Member::Method => &self.method,
+            Member::Params => &self.params,
+            Member::Result => &self.result,
+            Member::Error => &self.error,
+        }
+        .clone()
+    }
+
+    /// The text of a span. The message was checked to be UTF-8 and spans
+    /// fall on value boundaries, so this is never `None` for a span the
+    /// message gave; it costs a UTF-8 check of the span (about a tenth of
+    /// what parsing it would).
+    fn text(&self, span: &Option<Range<usize>>) -> Option<&str> {
+        let span = span.as_ref()?;
+        std::str::from_utf8(self.bytes.get(span.clone())?).ok()
+    }
+
+    /// Its id: `None` for a notification, and for an error whose id is
+    /// `null` (the request it answers could not be read).
+    pub fn id(&self) -> Option<Id> {
+        self.text(&self.id)
+            .filter(|id| *id != "null")
+            .map(|id| Id(id.into()))
+    }
+
+    /// Its method (escapes decoded), for a request or a notification.
+    pub fn method(&self) -> Option<&str> {
+        if let Some(name) = &self.method_unescaped {
+            return Some(name);
+        }
+        let text = self.text(&self.method)?;
+        // Without escapes the name is the text between the quotes.
+        text.get(1..text.len() - 1)
+    }
+
+    /// Its `params`, as raw JSON text (an object or an array).
+    pub fn params(&self) -> Option<&str> {
+        self.text(&self.params)
+    }
+
+    /// Its `result`, as raw JSON text.
+    pub fn result(&self) -> Option<&str> {
+        self.text(&self.result)
+    }
+
+    /// Its `error`, as raw JSON text (an object).
+    pub fn error(&self) -> Option<&str> {
+        self.text(&self.error)
+    }
+
+    /// The members of `params` that sluice routes on. Parsed on each call
+    /// (one borrowed pass over `params` and `params._meta`; nothing else is
+    /// read); call it once per message. An error when one of them has the
+    /// wrong type (`"name": 3`): the request cannot be routed.
+    pub fn routing(&self) -> Result<Routing<'_>, MessageError> {
+        let Some(params) = self.params().filter(|p| p.starts_with('{')) else {
+            return Ok(Routing::default());
+        };
+        let params = RawObject::parse(params).map_err(|e| MessageError::from_json(&e))?;
+        let string = |key: &str| -> Result<Option<Cow<'_, str>>, MessageError> {
+            match params.get_parsed(key).filter(|v| v.get() != "null") {
+                None => Ok(None),
+                Some(value) => unquote(value.get()).map(Some).ok_or_else(|| {
+                    not_json_rpc(format!(
+                        "params.{key} is {}; it must be a string",
+                        json_type(value.get())
+                    ))
+                }),
+            }
+        };
+        let mut routing = Routing {
+            name: string("name")?,
+            uri: string("uri")?,
+            cursor: string("cursor")?,
+            progress_token: None,
+            meta: None,
+        };
+        if let Some(meta) = params.get_parsed("_meta").filter(|v| v.get() != "null") {
+            if !meta.get().starts_with('{') {
+                return Err(not_json_rpc(format!(
+                    "params._meta is {}; it must be an object",
+                    json_type(meta.get())
+                )));
+            }
+            let members = RawObject::parse(meta.get()).map_err(|e| MessageError::from_json(&e))?;
+            if let Some(token) = members.get("progressToken").filter(|v| v.get() != "null") {
+                routing.progress_token = Some(Id::from_json(token.get()).ok_or_else(|| {
+                    not_json_rpc(format!(
+                        "params._meta.progressToken is {}; it must be a string or a number",
+                        json_type(token.get())
+                    ))
+                })?);
+            }
+            routing.meta = Some(meta);
+        }
+        Ok(routing)
+    }
+
+    /// The message with the same spans over new bytes: used by edits that
+    /// know how the spans moved.
+    pub(crate) fn with_bytes(&self, bytes: Bytes, spans: [Option<Range<usize>>; 5]) -> Message {
+        let [id, method, params, result, error] = spans;
+        Message {
+            bytes,
+            kind: self.kind,
+            id,
+            method,
+            method_unescaped: self.method_unescaped.clone(),
+            params,
+            result,
+            error,
+        }
+    }
+
+    /// Its spans, in [`Member`] order.
+    pub(crate) fn spans(&self) -> [Option<Range<usize>>; 5] {
+        [
+            self.id.clone(),
+            self.method.clone(),
+            self.params.clone(),
+            self.result.clone(),
+            self.error.clone(),
+        ]
+    }
+
+    /// Turns a notification into a request (its id was just inserted).
+    pub(crate) fn set_kind(&mut self, kind: Kind) {
+        self.kind = kind;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Message, MessageError> {
+        Message::parse(Bytes::copy_from_slice(text.as_bytes()))
+    }
+
+    fn reason(text: &str) -> String {
+        match parse(text) {
+            Err(MessageError::NotJsonRpc { reason }) => reason,
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_request_is_read_from_its_envelope_and_kept_as_received() {
+        let text = r#"{"jsonrpc":"2.0","id":1e2,"method":"tools/call","params":{"name":"echo","arguments":{"n":1.50,"x-vendor":true}}}"#;
+        let m = parse(text).unwrap();
+        assert_eq!(m.kind(), Kind::Request);
+        assert_eq!(
+            m.id().unwrap().as_json(),
+            "1e2",
+            "a number keeps its spelling"
+        );
+        assert_eq!(m.method(), Some("tools/call"));
+        assert_eq!(
+            m.params(),
+            Some(r#"{"name":"echo","arguments":{"n":1.50,"x-vendor":true}}"#)
+        );
+        assert_eq!(m.result(), None);
+        assert_eq!(
+            &m.as_bytes()[..],
+            text.as_bytes(),
+            "the bytes are untouched"
+        );
+        assert_eq!(&text[m.span(Member::Method).unwrap()], r#""tools/call""#);
+    }
+
+    #[test]
+    fn each_kind_is_told_from_its_members() {
+        let kinds = [
+            (
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                Kind::Notification,
+            ),
+            (r#"{"jsonrpc":"2.0","id":"a","result":{}}"#, Kind::Response),
+            (
+                r#"{"jsonrpc":"2.0","id":"a","result":null}"#,
+                Kind::Response,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"m"}}"#,
+                Kind::Error,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"m"}}"#,
+                Kind::Error,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":[1]}"#,
+                Kind::Request,
+            ),
+        ];
+        for (text, kind) in kinds {
+            assert_eq!(parse(text).unwrap().kind(), kind, "{text}");
+        }
+        let null_id = parse(r#"{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}"#);
+        assert_eq!(null_id.unwrap().id(), None, "a null id names no request");
+    }
+
+    #[test]
+    fn whitespace_a_bom_and_escapes_are_handled() {
+        let text = "\u{FEFF}  {\n \"jsonrpc\" : \"2.0\" ,\r\n \"\\u0069d\" : \"a\\\"b\" , \"method\":\"tools\\/list\"}\r\n";
+        let m = parse(text).unwrap();
+        assert_eq!(
+            m.id().unwrap().as_json(),
+            r#""a\"b""#,
+            "a string id keeps its escapes"
+        );
+        assert_eq!(m.method(), Some("tools/list"), "the method is decoded");
+        assert!(m.as_bytes().starts_with(b"{") && m.as_bytes().ends_with(b"}"));
+    }
+
+    #[test]
+    fn what_is_not_a_message_is_refused_with_the_reason() {
+        assert!(matches!(
+            Message::parse(Bytes::from_static(
+                b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xFF\"}"
+            )),
+            Err(MessageError::NotUtf8 { offset: 34 })
+        ));
+        assert!(matches!(
+            parse(r#"{"jsonrpc":"2.0","id":1,"result":{"#),
+            Err(MessageError::NotJson { line: 1, .. })
+        ));
+        let not_json = parse("{\"jsonrpc\":\"2.0\",\n\"id\":1,x}").unwrap_err();
+        assert_eq!(
+            not_json.to_string(),
+            "the message is not JSON: key must be a string at line 2 column 8"
+        );
+        assert_eq!(
+            parse(r#"[{"jsonrpc":"2.0","method":"a"}]"#).unwrap_err(),
+            MessageError::Batch
+        );
+        assert!(reason("42").contains("a number"));
+        assert!(reason(r#"{"id":1,"method":"ping"}"#).contains("\"jsonrpc\": \"2.0\" is missing"));
+        assert!(reason(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#).contains("must be \"2.0\""));
+        assert!(reason(r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#).contains("an array"));
+        assert!(reason(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).contains("null"));
+        assert!(reason(r#"{"jsonrpc":"2.0","id":1,"method":42}"#).contains("must be a string"));
+        assert!(
+            reason(r#"{"jsonrpc":"2.0","id":1,"method":"a","params":3}"#)
+                .contains("object or an array")
+        );
+        assert!(reason(r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{}}"#).contains("both"));
+        assert!(reason(r#"{"jsonrpc":"2.0","id":1,"method":"a","result":1}"#).contains("not both"));
+        assert!(reason(r#"{"jsonrpc":"2.0","result":1}"#).contains("without an \"id\""));
+        assert!(reason(r#"{"jsonrpc":"2.0","id":1}"#).contains("no \"method\""));
+        assert!(reason(r#"{"jsonrpc":"2.0","id":1,"error":"bad"}"#).contains("code and a message"));
+        assert!(reason(r#"{"jsonrpc":"2.0","id":1,"id":2,"result":1}"#).contains("twice"));
+    }
+
+    #[test]
+    fn max_depth_is_what_serde_json_can_build() {
+        let nested = |depth: usize| {
+            let inner = depth - 1;
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"result":{}0{}}}"#,
+                "[".repeat(inner),
+                "]".repeat(inner)
+            )
+        };
+        let deepest = nested(MAX_DEPTH);
+        assert!(parse(&deepest).is_ok());
+        assert!(serde_json::from_str::<serde_json::Value>(&deepest).is_ok());
+        let deeper = nested(MAX_DEPTH + 1);
+        assert_eq!(
+            parse(&deeper).unwrap_err(),
+            MessageError::TooDeep { limit: MAX_DEPTH }
+        );
+        assert!(serde_json::from_str::<serde_json::Value>(&deeper).is_err());
+        // A million levels: refused, not a stack overflow.
+        assert!(matches!(
+            parse(&nested(1_000_000)),
+            Err(MessageError::TooDeep { .. })
+        ));
+    }
+
+    #[test]
+    fn a_message_over_the_limit_names_the_key_that_raises_it() {
+        let text = Bytes::from_static(br#"{"jsonrpc":"2.0","method":"a"}"#);
+        assert!(Message::parse_within(text.clone(), 30).is_ok());
+        let error = Message::parse_within(text, 29).unwrap_err();
+        assert_eq!(
+            error,
+            MessageError::TooLarge {
+                bytes: 30,
+                limit: 29
+            }
+        );
+        assert!(error.to_string().contains("`[limits] max_message_mb`"));
+    }
+
+    #[test]
+    fn routing_fields_are_read_from_params_on_demand() {
+        let m = parse(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fs__read","arguments":{},"_meta":{"progressToken":"t\u0031","x":1}}}"#,
+        )
+        .unwrap();
+        let routing = m.routing().unwrap();
+        assert_eq!(routing.name.as_deref(), Some("fs__read"));
+        assert_eq!(routing.uri, None);
+        assert_eq!(routing.progress_token.unwrap().as_json(), r#""t\u0031""#);
+        assert_eq!(
+            routing.meta.unwrap().get(),
+            r#"{"progressToken":"t\u0031","x":1}"#
+        );
+
+        let m = parse(r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a\"b","cursor":null}}"#).unwrap();
+        let routing = m.routing().unwrap();
+        assert_eq!(routing.uri.as_deref(), Some("file:///a\"b"));
+        assert_eq!(routing.cursor, None, "null is absent");
+
+        let bad =
+            parse(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":3}}"#).unwrap();
+        assert!(
+            bad.routing()
+                .unwrap_err()
+                .to_string()
+                .contains("params.name is a number")
+        );
+        let bad = parse(
+            r#"{"jsonrpc":"2.0","id":1,"method":"a","params":{"_meta":{"progressToken":{}}}}"#,
+        )
+        .unwrap();
+        assert!(bad.routing().is_err());
+        let none = parse(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
+        let routing = none.routing().unwrap();
+        assert!(
+            routing.name.is_none() && routing.meta.is_none() && routing.progress_token.is_none()
+        );
+    }
+
+    #[test]
+    fn ids_compare_by_their_text() {
+        assert_eq!(Id::number(7), Id::from_json("7").unwrap());
+        assert_ne!(Id::from_json("1e2"), Id::from_json("100"));
+        assert_eq!(Id::number(7).as_u64(), Some(7));
+        assert_eq!(Id::from_json("7.0").unwrap().as_u64(), None);
+        assert_eq!(Id::string("a\"b").as_json(), r#""a\"b""#);
+        for bad in ["", " 1", "1 ", "[1]", "null", "\"a", "01", "1x", "true"] {
+            assert_eq!(Id::from_json(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! Request correlation: the ids of requests sent, and who waits for each
+//! answer.
+//!
+//! A connection numbers the requests it sends ([`Id::number`], from a
+//! counter that never repeats, so a late answer to an old request can never
+//! complete a new one), registers a waiter for each, and completes it when
+//! the answer with that id arrives. Every way a call can end is covered, so
+//! that nothing waits for ever:
+//!
+//! - the answer arrives: [`Pending::complete`];
+//! - the answer arrives but cannot be read (its id salvaged):
+//!   [`Pending::fail`] with the reason;
+//! - the connection is lost: [`Pending::fail_all`];
+//! - the caller stops waiting (its request was cancelled, its task
+//!   dropped): dropping the [`Waiter`] removes the entry, so the map does
+//!   not grow with abandoned calls and a late answer is recognised as one.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use tokio::sync::oneshot;
+
+use super::message::{Id, MessageError};
+
+/// Why a call got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallFailed {
+    /// The answer arrived but could not be read.
+    #[error("the answer could not be read: {0}")]
+    BadAnswer(#[from] MessageError),
+    /// The connection was lost (or closed) before the answer came.
+    #[error("the connection was lost before the answer came: {reason}")]
+    ConnectionLost {
+        /// What happened to it.
+        reason: String,
+    },
+    /// An id was registered twice (the peer reused a request id that is
+    /// still waiting for its answer).
+    #[error("the request id {id} is already waiting for an answer; ids must be unique")]
+    DuplicateId {
+        /// The id.
+        id: Id,
+    },
+}
+
+type Sender<T> = oneshot::Sender<Result<T, CallFailed>>;
+
+#[derive(Debug)]
+struct Table<T> {
+    /// The next id [`Pending::register`] gives.
+    next: u64,
+    /// The next registration's number: a waiter removes its entry only if
+    /// the entry is still its own (a client may reuse an id once its
+    /// first call is answered, while the first waiter still exists).
+    serial: u64,
+    waiters: HashMap<Id, (u64, Sender<T>)>,
+}
+
+/// The calls waiting for answers on one connection. Cloning shares it.
+#[derive(Debug)]
+pub struct Pending<T> {
+    table: Arc<Mutex<Table<T>>>,
+}
+
+impl<T> Clone for Pending<T> {
+    fn clone(&self) -> Self {
+        Pending {
+            table: self.table.clone(),
+        }
+    }
+}
+
+impl<T> Default for Pending<T> {
+    fn default() -> Self {
+        Pending::new()
+    }
+}
+
+/// Locks `table`. A panic while it was held cannot leave it inconsistent
+/// (each change is one map operation), so a poisoned lock is used as is.
+fn lock<T>(table: &Mutex<Table<T>>) -> std::sync::MutexGuard<'_, Table<T>> {
+    table.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<T> Pending<T> {
+    /// No calls yet; ids start at 1.
+    pub fn new() -> Pending<T> {
+        Pending {
+            table: Arc::new(Mutex::new(Table {
+                next: 1,
+                serial: 0,
+                waiters: HashMap::new(),
+            })),
+        }
+    }
+
+    /// A new id and the waiter for its answer.
+    pub fn register(&self) -> (Id, Waiter<T>) {
+        let mut table = lock(&self.table);
+        let id = Id::number(table.next);
+        table.next += 1;
+        let waiter = self.insert(&mut table, id.clone());
+        (id, waiter)
+    }
+
+    /// A waiter for the answer to `id`, an id chosen elsewhere (a client's
+    /// request id). An error if that id is already waiting.
+    pub fn register_id(&self, id: Id) -> Result<Waiter<T>, CallFailed> {
+        let mut table = lock(&self.table);
+        if table.waiters.contains_key(&id) {
+            return Err(CallFailed::DuplicateId { id });
+        }
+        Ok(self.insert(&mut table, id))
+    }
+
+    fn insert(&self, table: &mut Table<T>, id: Id) -> Waiter<T> {
+        let (sender, receiver) = oneshot::channel();
+        let serial = table.serial;
+        table.serial += 1;
+        table.waiters.insert(id.clone(), (serial, sender));
+        Waiter {
+            id,
+            serial,
+            receiver,
+            table: Arc::downgrade(&self.table),
+        }
+    }
+
+    fn take(&self, id: &Id) -> Option<Sender<T>> {
+        lock(&self.table)
+            .waiters
+            .remove(id)
+            .map(|(_, sender)| sender)
+    }
+
+    /// Hands `answer` to the waiter of `id`. `false` when nobody waits for
+    /// it (an unknown id, a late answer, a cancelled call): the answer is
+    /// dropped.
+    pub fn complete(&self, id: &Id, answer: T) -> bool {
+        self.take(id)
+            .is_some_and(|sender| sender.send(Ok(answer)).is_ok())
+    }
+
+    /// Fails the call `id` with `error`. `false` when nobody waits for it.
+    pub fn fail(&self, id: &Id, error: CallFailed) -> bool {
+        self.take(id)
+            .is_some_and(|sender| sender.send(Err(error)).is_ok())
+    }
+
+    /// Fails every call waiting (the connection was lost). Ids keep
+    /// counting, so calls registered afterwards never share an id with
+    /// these.
+    pub fn fail_all(&self, error: &CallFailed) {
+        let waiters = std::mem::take(&mut lock(&self.table).waiters);
+        for (_, (_, sender)) in waiters {
+            let _ = sender.send(Err(error.clone()));
+        }
+    }
+
+    /// How many calls are waiting.
+    pub fn len(&self) -> usize {
+        lock(&self.table).waiters.len()
+    }
+
+    /// Whether no call is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Waits for the answer to one call: a future of the answer, or of why
+/// there is none. Dropping it stops waiting and removes the call from its
+/// [`Pending`].
+#[derive(Debug)]
+pub struct Waiter<T> {
+    id: Id,
+    serial: u64,
+    receiver: oneshot::Receiver<Result<T, CallFailed>>,
+    /// Weak, so that a waiter does not keep a closed connection's table.
+    table: std::sync::Weak<Mutex<Table<T>>>,
+}
+
+impl<T> Waiter<T> {
+    /// The id of the call.
+    pub fn id(&self) -> &Id {
+        &self.id
+    }
+}
+
+impl<T> Future for Waiter<T> {
+    type Output = Result<T, CallFailed>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.receiver).poll(cx).map(|received| {
+            received.unwrap_or_else(|_| {
+                Err(CallFailed::ConnectionLost {
+                    reason: "the connection closed".to_owned(),
+                })
+            })
+        })
+    }
+}
+
+impl<T> Drop for Waiter<T> {
+    fn drop(&mut self) {
+        if let Some(table) = self.table.upgrade() {
+            let mut table = lock(&table);
+            if table
+                .waiters
+                .get(&self.id)
+                .is_some_and(|(serial, _)| *serial == self.serial)
+            {
+                table.waiters.remove(&self.id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_answer_reaches_the_call_with_its_id() {
+        let pending = Pending::<&str>::new();
+        let (one, first) = pending.register();
+        let (two, second) = pending.register();
+        assert_eq!((one.as_json(), two.as_json()), ("1", "2"));
+        assert!(pending.complete(&two, "second"));
+        assert!(pending.complete(&one, "first"));
+        assert_eq!(first.await, Ok("first"));
+        assert_eq!(second.await, Ok("second"));
+        assert!(!pending.complete(&one, "again"), "an answer counts once");
+        assert!(pending.is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_answer_fails_its_call_with_the_reason() {
+        let pending = Pending::<()>::new();
+        let (id, waiter) = pending.register();
+        let error = CallFailed::BadAnswer(MessageError::TooDeep { limit: 127 });
+        assert!(pending.fail(&id, error.clone()));
+        assert_eq!(waiter.await, Err(error));
+    }
+
+    #[tokio::test]
+    async fn a_lost_connection_fails_every_call_and_ids_go_on() {
+        let pending = Pending::<()>::new();
+        let (_, a) = pending.register();
+        let (_, b) = pending.register();
+        let lost = CallFailed::ConnectionLost {
+            reason: "the server exited".to_owned(),
+        };
+        pending.fail_all(&lost);
+        assert_eq!(a.await, Err(lost.clone()));
+        assert_eq!(b.await, Err(lost));
+        let (three, _c) = pending.register();
+        assert_eq!(three, Id::number(3), "a new call never takes an old id");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_waiter_leaves_nothing_behind() {
+        let pending = Pending::<u8>::new();
+        let (id, waiter) = pending.register();
+        assert_eq!(pending.len(), 1);
+        drop(waiter);
+        assert_eq!(pending.len(), 0);
+        assert!(!pending.complete(&id, 1), "a late answer is dropped");
+
+        let (_, orphan) = pending.register();
+        drop(pending);
+        assert!(matches!(
+            orphan.await,
+            Err(CallFailed::ConnectionLost { .. })
+        ));
+    }
+
+    #[test]
+    fn a_client_id_waits_once() {
+        let pending = Pending::<()>::new();
+        let id = Id::string("req-1");
+        let first = pending.register_id(id.clone()).unwrap();
+        assert_eq!(
+            pending.register_id(id.clone()).unwrap_err(),
+            CallFailed::DuplicateId { id: id.clone() }
+        );
+        // Once answered, the id may be used again; the first waiter going
+        // away later does not remove the second call.
+        assert!(pending.complete(&id, ()));
+        let _second = pending.register_id(id.clone()).unwrap();
+        drop(first);
+        assert_eq!(pending.len(), 1);
+    }
+}

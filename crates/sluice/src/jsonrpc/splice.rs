@@ -1,0 +1,308 @@
+//! Edits to a message's raw text that keep every other byte.
+//!
+//! sluice changes little in the messages it forwards: the id of a request
+//! it sends upstream (its own number) and of the answer it hands back (the
+//! client's id), and the progress token of a call. Rather than re-encoding
+//! the message, the new text is spliced into the byte range of the old, so
+//! the result differs from the input only there. Changing an id needs no
+//! parse at all: the spans after it just move.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+
+use super::message::{Id, Kind, Member, Message, MessageError};
+use super::object::RawObject;
+use super::span_in;
+
+/// Why a set of edits could not be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpliceError {
+    /// An edit reaches past the end of the text, or ends before it starts.
+    #[error("an edit covers bytes {start}..{end} of a text of {len} bytes")]
+    OutOfBounds {
+        /// Where the edit starts.
+        start: usize,
+        /// Where it ends.
+        end: usize,
+        /// The text's length.
+        len: usize,
+    },
+    /// Two edits cover the same bytes.
+    #[error("two edits overlap at byte {at}")]
+    Overlap {
+        /// Where the second starts.
+        at: usize,
+    },
+}
+
+/// `raw` with each range replaced by its text. The edits may come in any
+/// order; insertions at the same place (empty ranges) go in the order given.
+/// Every byte outside the ranges is kept.
+pub fn splice(raw: &[u8], edits: &[(Range<usize>, &str)]) -> Result<Vec<u8>, SpliceError> {
+    let mut order: Vec<&(Range<usize>, &str)> = edits.iter().collect();
+    order.sort_by_key(|(range, _)| (range.start, range.end));
+    let mut len = raw.len();
+    let mut end = 0;
+    for (range, text) in &order {
+        if range.start > range.end || range.end > raw.len() {
+            return Err(SpliceError::OutOfBounds {
+                start: range.start,
+                end: range.end,
+                len: raw.len(),
+            });
+        }
+        if range.start < end {
+            return Err(SpliceError::Overlap { at: range.start });
+        }
+        end = range.end;
+        len = len - range.len() + text.len();
+    }
+    let mut out = Vec::with_capacity(len);
+    let mut at = 0;
+    for (range, text) in order {
+        out.extend_from_slice(&raw[at..range.start]);
+        out.extend_from_slice(text.as_bytes());
+        at = range.end;
+    }
+    out.extend_from_slice(&raw[at..]);
+    Ok(out)
+}
+
+/// `span` once `len` bytes at `at` became `new_len` bytes, for a span that
+/// does not contain the edit (it lies wholly before or after it).
+fn moved(
+    span: Option<Range<usize>>,
+    at: usize,
+    len: usize,
+    new_len: usize,
+) -> Option<Range<usize>> {
+    span.map(|span| {
+        if span.start >= at + len {
+            span.start - len + new_len..span.end - len + new_len
+        } else {
+            span
+        }
+    })
+}
+
+impl Message {
+    /// The message with its id replaced by `id` (or, for a notification,
+    /// inserted as its first member, which makes it a request). Every other
+    /// byte is kept; nothing is parsed again.
+    pub fn with_id(&self, id: &Id) -> Message {
+        let bytes = self.as_bytes();
+        let mut spans = self.spans();
+        let (at, len, text) = match self.span(Member::Id) {
+            Some(span) => (span.start, span.len(), id.as_json().to_owned()),
+            // After the opening brace; the message has members ("jsonrpc").
+            None => (1, 0, format!("\"id\":{id},")),
+        };
+        let mut out = Vec::with_capacity(bytes.len() - len + text.len());
+        out.extend_from_slice(&bytes[..at]);
+        out.extend_from_slice(text.as_bytes());
+        out.extend_from_slice(&bytes[at + len..]);
+        for span in &mut spans[1..] {
+            *span = moved(span.take(), at, len, text.len());
+        }
+        let id_start = if len == 0 { at + "\"id\":".len() } else { at };
+        spans[0] = Some(id_start..id_start + id.as_json().len());
+        let mut message = self.with_bytes(Bytes::from(out), spans);
+        if self.kind() == Kind::Notification {
+            message.set_kind(Kind::Request);
+        }
+        message
+    }
+
+    /// The message with `params._meta.progressToken` set to `token`:
+    /// replaced where there is one, else inserted into `_meta` (into
+    /// `params`, into the message) as needed. A `_meta` that is not an
+    /// object is replaced. Every other byte is kept; the result is parsed
+    /// again (one pass), as requests that carry tokens are small.
+    pub fn with_progress_token(&self, token: &Id) -> Result<Message, MessageError> {
+        let bytes = self.as_bytes();
+        let token_member = format!("\"progressToken\":{token}");
+        let (range, text) = match (self.span(Member::Params), self.params()) {
+            (Some(span), Some(params)) if params.starts_with('{') => {
+                let object = RawObject::parse(params).map_err(|e| MessageError::NotJsonRpc {
+                    reason: format!("params could not be read: {e}"),
+                })?;
+                match object.get_parsed("_meta") {
+                    Some(meta) if meta.get().starts_with('{') => {
+                        let meta_span = shift(span_in(params, meta.get()), span.start);
+                        let members =
+                            RawObject::parse(meta.get()).map_err(|e| MessageError::NotJsonRpc {
+                                reason: format!("params._meta could not be read: {e}"),
+                            })?;
+                        match members.get_parsed("progressToken") {
+                            Some(old) => (
+                                shift(span_in(meta.get(), old.get()), meta_span.start),
+                                token.as_json().to_owned(),
+                            ),
+                            None => before_close(meta_span, members.is_empty(), &token_member),
+                        }
+                    }
+                    Some(meta) => (
+                        shift(span_in(params, meta.get()), span.start),
+                        format!("{{{token_member}}}"),
+                    ),
+                    None => before_close(
+                        span,
+                        object.is_empty(),
+                        &format!("\"_meta\":{{{token_member}}}"),
+                    ),
+                }
+            }
+            (Some(_), _) => {
+                return Err(MessageError::NotJsonRpc {
+                    reason: "params is an array, which has no _meta for a progress token"
+                        .to_owned(),
+                });
+            }
+            (None, _) => before_close(
+                0..bytes.len(),
+                false,
+                &format!("\"params\":{{\"_meta\":{{{token_member}}}}}"),
+            ),
+        };
+        self.edit(&[(range, &text)])
+    }
+
+    /// The message with `edits` spliced into its bytes (see [`splice`]),
+    /// parsed again: for edits that may change the envelope.
+    pub fn edit(&self, edits: &[(Range<usize>, &str)]) -> Result<Message, MessageError> {
+        let out = splice(self.as_bytes(), edits).map_err(|e| MessageError::NotJsonRpc {
+            reason: format!("an edit could not be made: {e}"),
+        })?;
+        Message::parse(Bytes::from(out))
+    }
+}
+
+fn shift(range: Range<usize>, by: usize) -> Range<usize> {
+    range.start + by..range.end + by
+}
+
+/// The insertion of `member` as the last member of the object at `object`
+/// (its closing brace is its last byte).
+fn before_close(object: Range<usize>, empty: bool, member: &str) -> (Range<usize>, String) {
+    let close = object.end - 1;
+    let text = if empty {
+        member.to_owned()
+    } else {
+        format!(",{member}")
+    };
+    (close..close, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Message {
+        Message::parse(Bytes::copy_from_slice(text.as_bytes())).unwrap()
+    }
+
+    fn text(message: &Message) -> &str {
+        std::str::from_utf8(message.as_bytes()).unwrap()
+    }
+
+    /// The spans of `message` are those a fresh parse finds.
+    fn spans_hold(message: &Message) {
+        let fresh = Message::parse(message.as_bytes().clone()).unwrap();
+        assert_eq!(message.spans(), fresh.spans(), "{}", text(message));
+        assert_eq!(message.kind(), fresh.kind());
+        assert_eq!(message.method(), fresh.method());
+    }
+
+    #[test]
+    fn splice_replaces_only_the_ranges() {
+        assert_eq!(
+            splice(b"0123456789", &[(7..8, "seven"), (1..3, ""), (5..5, "+")]).unwrap(),
+            b"034+56seven89"
+        );
+        assert_eq!(
+            splice(b"ab", &[(1..1, "x"), (1..1, "y")]).unwrap(),
+            b"axyb",
+            "insertions at one place keep their order"
+        );
+        assert_eq!(
+            splice(b"abc", &[(0..2, "x"), (1..3, "y")]),
+            Err(SpliceError::Overlap { at: 1 })
+        );
+        assert!(matches!(
+            splice(b"abc", &[(2..4, "x")]),
+            Err(SpliceError::OutOfBounds { .. })
+        ));
+    }
+
+    #[test]
+    fn an_id_is_replaced_in_place_and_the_spans_move() {
+        let m = parse(r#"{"jsonrpc":"2.0", "id" : "client-1" ,"result":{"n":1.50,"x-trace":"t"}}"#);
+        let upstream = m.with_id(&Id::number(7));
+        assert_eq!(
+            text(&upstream),
+            r#"{"jsonrpc":"2.0", "id" : 7 ,"result":{"n":1.50,"x-trace":"t"}}"#
+        );
+        spans_hold(&upstream);
+        let back = upstream.with_id(&m.id().unwrap());
+        assert_eq!(back.as_bytes(), m.as_bytes(), "and back, byte for byte");
+        spans_hold(&back);
+
+        let last = parse(r#"{"jsonrpc":"2.0","method":"ping","id":12}"#).with_id(&Id::string("é"));
+        assert_eq!(text(&last), r#"{"jsonrpc":"2.0","method":"ping","id":"é"}"#);
+        spans_hold(&last);
+    }
+
+    #[test]
+    fn an_id_given_to_a_notification_makes_it_a_request() {
+        let m = parse(r#"{"jsonrpc":"2.0","method":"a\/b","params":{}}"#).with_id(&Id::number(1));
+        assert_eq!(
+            text(&m),
+            r#"{"id":1,"jsonrpc":"2.0","method":"a\/b","params":{}}"#
+        );
+        assert_eq!(m.kind(), Kind::Request);
+        spans_hold(&m);
+    }
+
+    #[test]
+    fn a_progress_token_is_set_wherever_it_belongs() {
+        let token = Id::string("up-1");
+        let cases = [
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":5,"x":1}}}"#,
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":"up-1","x":1}}}"#,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"x":1.50}}}"#,
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"x":1.50,"progressToken":"up-1"}}}"#,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta": { } }}"#,
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta": { "progressToken":"up-1"} }}"#,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}"#,
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":"up-1"}}}"#,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#,
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"up-1"}}}"#,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":null}}"#,
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"up-1"}}}"#,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"ping" }"#,
+                r#"{"jsonrpc":"2.0","id":1,"method":"ping" ,"params":{"_meta":{"progressToken":"up-1"}}}"#,
+            ),
+        ];
+        for (before, after) in cases {
+            let m = parse(before).with_progress_token(&token).unwrap();
+            assert_eq!(text(&m), after);
+            assert_eq!(m.routing().unwrap().progress_token, Some(token.clone()));
+        }
+        let array = parse(r#"{"jsonrpc":"2.0","id":1,"method":"a","params":[]}"#);
+        assert!(array.with_progress_token(&token).is_err());
+    }
+}
