@@ -91,7 +91,7 @@ impl Gateway {
         let upstreams = config
             .upstreams
             .iter()
-            .map(|spec| Upstream::new(spec.clone(), hub.clone()))
+            .map(|spec| Upstream::new(spec.clone(), hub.clone(), config.limits))
             .collect::<Vec<_>>();
         let namer = Namer::new(upstreams.iter().map(|u| u.name().to_owned()));
         Arc::new(Self {

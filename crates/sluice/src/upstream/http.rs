@@ -8,7 +8,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
 use super::client::UpstreamClient;
-use super::{CONNECT_TIMEOUT, Connection, MAX_MESSAGE_BYTES, Upstream, root_cause, tap};
+use super::{CONNECT_TIMEOUT, Connection, Upstream, root_cause, tap};
 
 impl Upstream {
     /// Makes the MCP handshake with the upstream at `url`, sending
@@ -39,7 +39,7 @@ impl Upstream {
         let mut config = StreamableHttpClientTransportConfig::with_uri(url);
         config.custom_headers = custom;
         config.allow_stateless = true;
-        config.max_sse_event_size = MAX_MESSAGE_BYTES;
+        config.max_sse_event_size = self.max_message_bytes;
         let transport = tap::Tapped {
             inner: StreamableHttpClientTransport::from_config(config),
             hub: self.hub.clone(),

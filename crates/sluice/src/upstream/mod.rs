@@ -32,6 +32,7 @@ use rmcp::service::{
 };
 use sluice_core::backoff::Backoff;
 use sluice_core::config::{ProtocolChoice, UpstreamSpec, UpstreamTransport};
+use sluice_core::limits::MessageLimits;
 use sluice_core::tail::Tail;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -87,6 +88,8 @@ pub struct Upstream {
     kept_waiting: AtomicBool,
     /// Itself, for the background handshake.
     me: Weak<Upstream>,
+    /// The largest message read from it (`[limits] max_message_mb`).
+    max_message_bytes: usize,
 }
 
 /// The outcome of a handshake, which every request waiting for it gets.
@@ -102,7 +105,7 @@ struct Attempt {
 
 impl Upstream {
     /// An upstream that is not started yet.
-    pub fn new(spec: UpstreamSpec, hub: Arc<Hub>) -> Arc<Self> {
+    pub fn new(spec: UpstreamSpec, hub: Arc<Hub>, limits: MessageLimits) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             spec,
             hub,
@@ -114,6 +117,7 @@ impl Upstream {
             attempt: Mutex::new(None),
             kept_waiting: AtomicBool::new(false),
             me: me.clone(),
+            max_message_bytes: limits.max_message_bytes,
         })
     }
 
@@ -547,11 +551,6 @@ fn bounded_error(mut error: ErrorData, upstream: &str) -> ErrorData {
     error.message = message.into();
     error
 }
-
-/// The largest message sluice takes from an upstream. rmcp's default (16 MiB)
-/// drops larger results, and the call waiting for one never ends; sluice
-/// stores large results instead, so it accepts up to 1 GiB.
-pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
 
 /// An rmcp error for a person: rmcp's messages name its internal transport
 /// types ("Transport [sluice::upstream::tap::Tapped<…>] error: …"), which
