@@ -54,6 +54,7 @@ pub mod cache;
 pub mod call;
 pub mod cancel;
 pub mod cli;
+pub mod clock;
 pub mod contract;
 pub mod demo;
 pub mod downstream;
