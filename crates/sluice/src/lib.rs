@@ -65,5 +65,7 @@ pub mod hub;
 pub mod jq;
 pub mod operations;
 pub mod sample_server;
+#[doc(hidden)]
+pub mod testing;
 pub mod tools;
 pub mod upstream;
