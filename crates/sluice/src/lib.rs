@@ -35,6 +35,9 @@
 //! - [`cancel`]: waiting for a peer while honouring cancellation.
 //! - [`call`], [`demo`], [`sample_server`]: `sluice call`, `sluice demo`,
 //!   and the built-in server they use.
+//! - [`clock`]: the runtime's clocks, which every lifetime is measured by
+//!   (a paused test clock moves them); `testing` (hidden from the docs):
+//!   the in-process test harness.
 //!
 //! This crate is the only one that knows `rmcp` (the MCP SDK); the policy
 //! and data it applies live in `sluice-core`.

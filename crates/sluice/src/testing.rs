@@ -111,11 +111,9 @@ impl Harness {
         self
     }
 
-    /// The configuration the harness runs with.
-    ///
-    /// # Panics
-    /// If the TOML is not a valid configuration (the message says why).
-    pub fn built_config(&mut self) -> Config {
+    /// The configuration the harness runs with; panics if the TOML is not
+    /// a valid configuration (the message says why).
+    fn built_config(&mut self) -> Config {
         // The upstream stands for `sluice sample-server`; it is served in
         // memory whatever the spec says.
         let text = format!(
