@@ -146,11 +146,36 @@ impl Default for StoreLimits {
     }
 }
 
+/// Where a [`MemoryStore`] reads the time: lifetimes by [`Clock::now`],
+/// the times it shows (`expires_at`) by [`Clock::wall`]. The embedding may
+/// give one that tests can stop and move (sluice reads tokio's clock).
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// The monotonic time.
+    fn now(&self) -> Instant;
+    /// The time of day, moving with [`Clock::now`].
+    fn wall(&self) -> SystemTime;
+}
+
+/// The operating system's clocks.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn wall(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
+
 /// Stored results in memory.
 #[derive(Debug)]
 pub struct MemoryStore {
     limits: StoreLimits,
     inner: Mutex<Inner>,
+    clock: Arc<dyn Clock>,
 }
 
 #[derive(Debug, Default)]
@@ -183,11 +208,17 @@ enum Gone {
 const GONE_KEPT: usize = 4096;
 
 impl MemoryStore {
-    /// An empty store.
+    /// An empty store on the system's clocks.
     pub fn new(limits: StoreLimits) -> Self {
+        Self::with_clock(limits, Arc::new(SystemClock))
+    }
+
+    /// An empty store that reads the time from `clock`.
+    pub fn with_clock(limits: StoreLimits, clock: Arc<dyn Clock>) -> Self {
         Self {
             limits,
             inner: Mutex::default(),
+            clock,
         }
     }
 
@@ -282,7 +313,7 @@ impl Store for MemoryStore {
             owner: owner.clone(),
             doc,
             info,
-            created: SystemTime::now(),
+            created: self.clock.wall(),
         });
         let mut inner = self.lock();
         inner.recount_all();
@@ -296,7 +327,7 @@ impl Store for MemoryStore {
             Entry {
                 stored: stored.clone(),
                 tick,
-                expires: Instant::now() + self.limits.ttl,
+                expires: self.clock.now() + self.limits.ttl,
                 bytes,
             },
         );
@@ -304,7 +335,7 @@ impl Store for MemoryStore {
     }
 
     fn get(&self, owner: &Owner, handle: &str) -> Result<Listed, StoreError> {
-        let now = Instant::now();
+        let now = self.clock.now();
         let mut inner = self.lock();
         let found = inner
             .entries
@@ -326,7 +357,7 @@ impl Store for MemoryStore {
                 inner.make_room(self.limits.max_bytes, 0, Some(handle));
                 Ok(Listed {
                     stored,
-                    expires_at: SystemTime::now() + self.limits.ttl,
+                    expires_at: self.clock.wall() + self.limits.ttl,
                 })
             }
             None => match inner.gone.get(handle) {
@@ -344,8 +375,8 @@ impl Store for MemoryStore {
     }
 
     fn list(&self, owner: &Owner, limit: usize) -> Vec<Listed> {
-        let now = Instant::now();
-        let wall = SystemTime::now();
+        let now = self.clock.now();
+        let wall = self.clock.wall();
         if !owner.may_list() {
             return Vec::new();
         }
@@ -365,7 +396,7 @@ impl Store for MemoryStore {
     }
 
     fn purge_expired(&self) -> usize {
-        let now = Instant::now();
+        let now = self.clock.now();
         let mut inner = self.lock();
         let expired: Vec<(String, Instant)> = inner
             .entries
@@ -566,24 +597,76 @@ mod tests {
         assert!(message.len() < 200, "{}", message.len());
     }
 
+    /// A clock that moves only when told.
+    #[derive(Debug)]
+    struct ManualClock {
+        start: (Instant, SystemTime),
+        moved: Mutex<Duration>,
+    }
+
+    impl ManualClock {
+        fn new() -> Arc<Self> {
+            Arc::new(Self {
+                start: (Instant::now(), SystemTime::now()),
+                moved: Mutex::default(),
+            })
+        }
+
+        fn advance(&self, by: Duration) {
+            *self.moved.lock().unwrap() += by;
+        }
+    }
+
+    impl Clock for ManualClock {
+        fn now(&self) -> Instant {
+            self.start.0 + *self.moved.lock().unwrap()
+        }
+
+        fn wall(&self) -> SystemTime {
+            self.start.1 + *self.moved.lock().unwrap()
+        }
+    }
+
     #[test]
-    fn unused_entries_expire_and_say_so() {
-        let store = MemoryStore::new(StoreLimits {
-            max_bytes: 1 << 20,
-            ttl: Duration::from_millis(30),
-        });
+    fn unused_entries_expire_at_their_ttl_from_last_use_and_say_so() {
+        let clock = ManualClock::new();
+        let store = MemoryStore::with_clock(
+            StoreLimits {
+                max_bytes: 1 << 20,
+                ttl: Duration::from_secs(30),
+            },
+            clock.clone(),
+        );
         let a = store.put(&session(1), doc(10), info()).unwrap();
         let b = store.put(&session(1), doc(10), info()).unwrap();
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(matches!(
-            store.get(&session(1), &a.handle),
-            Err(StoreError::Expired { .. })
-        ));
+        clock.advance(Duration::from_millis(29_999));
+        // A use renews the lifetime, and says until when.
+        let used = store.get(&session(1), &b.handle).unwrap();
+        assert_eq!(
+            used.expires_at,
+            clock.wall() + Duration::from_secs(30),
+            "30 s from its last use"
+        );
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(
+            store.get(&session(1), &a.handle).unwrap_err(),
+            StoreError::Expired {
+                handle: a.handle.clone(),
+                ago_s: 0,
+                ttl_s: 30
+            }
+        );
+        assert_eq!(store.purge_expired(), 0, "b was used 1 ms ago");
+        assert_eq!(store.list(&session(1), 10).len(), 1);
+        clock.advance(Duration::from_secs(32));
         assert_eq!(store.purge_expired(), 1);
-        assert!(matches!(
-            store.get(&session(1), &b.handle),
-            Err(StoreError::Expired { .. })
-        ));
+        assert_eq!(
+            store.get(&session(1), &b.handle).unwrap_err().to_string(),
+            format!(
+                "handle `{}` expired 2 s ago (results are kept 30 s after their last use)",
+                b.handle
+            )
+        );
         assert!(matches!(
             store.get(&session(2), &b.handle),
             Err(StoreError::Unknown(_))

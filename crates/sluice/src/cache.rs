@@ -62,9 +62,9 @@ pub struct Entry {
 const GOVERNED_KEPT: usize = 16;
 
 impl Entry {
-    /// How long ago the upstream answered.
+    /// How long ago the upstream answered (on the runtime's clock).
     pub fn age(&self) -> Duration {
-        self.stored_at.elapsed()
+        crate::clock::now().saturating_duration_since(self.stored_at)
     }
 
     /// A copy of the upstream's result.
@@ -303,7 +303,17 @@ impl ResultCache {
                 Err(answer) => Served::Fetched(answer, None),
             };
         }
-        if let Some(entry) = self.entries.get(&key).await {
+        let found = match self.entries.get(&key).await {
+            // moka expires entries by the system's clock; an entry past its
+            // time on the runtime's (which tests move) goes now.
+            Some(entry) if entry.expired() => {
+                self.entries.invalidate(&key).await;
+                self.count(&tool, |f| f.expirations += 1);
+                None
+            }
+            found => found,
+        };
+        if let Some(entry) = found {
             entry.read();
             self.count(&tool, |f| f.hits += 1);
             self.refresh_if_due(&key, &entry, &fetch);
@@ -436,7 +446,7 @@ fn entry_of(
     let bytes = crate::govern::json_bytes(&result).saturating_add(key.len() as u64);
     Ok(Entry {
         result,
-        stored_at: Instant::now(),
+        stored_at: crate::clock::now(),
         bytes: u32::try_from(bytes).unwrap_or(u32::MAX),
         tool: tool.clone(),
         policy,

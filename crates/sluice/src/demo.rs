@@ -1,7 +1,8 @@
-//! `sluice demo`: the built-in walkthrough. It starts sluice's own sample
-//! server as an upstream, puts the gateway in front of it, and drives a
-//! scripted client session through the gateway, printing what a model
-//! would see. Nothing but the sluice binary is needed.
+//! `sluice demo`: the built-in walkthrough. It runs sluice's own sample
+//! server as an upstream (in memory: a task, not a process), puts the
+//! gateway in front of it, and drives a scripted client session through
+//! the gateway, printing what a model would see. Nothing but the sluice
+//! binary is needed.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::downstream::session::Session;
 use crate::gateway::Gateway;
+use crate::sample_server::SampleServer;
+use crate::upstream::InMemory;
 
 /// The demo's client: it prints progress as it arrives.
 #[derive(Clone, Default)]
@@ -145,6 +148,10 @@ pub async fn run() -> anyhow::Result<()> {
     println!("and a client session through it. Everything below is what a model would see.");
 
     let gateway = Gateway::new(&config);
+    // The upstream stands for `sluice sample-server`, served in memory.
+    for upstream in gateway.upstreams() {
+        upstream.serve_in_memory(InMemory::new(SampleServer::default()));
+    }
     gateway.begin_and_wait(&Default::default()).await;
     let (client_io, server_io) = tokio::io::duplex(1 << 20);
     let shutdown = CancellationToken::new();

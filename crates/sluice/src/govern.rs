@@ -112,7 +112,10 @@ impl Governor {
     /// A governor with the configured budgets and store.
     pub fn new(config: &Config) -> Self {
         Self {
-            store: Arc::new(MemoryStore::new(config.store)),
+            store: Arc::new(MemoryStore::with_clock(
+                config.store,
+                Arc::new(crate::clock::RuntimeClock),
+            )),
             key: CursorKey::random(),
             budgets: config.budget.clone(),
             searches: Default::default(),

@@ -39,6 +39,9 @@
 //! - [`cancel`]: waiting for a peer while honouring cancellation.
 //! - [`call`], [`demo`], [`sample_server`]: `sluice call`, `sluice demo`,
 //!   and the built-in server they use.
+//! - [`clock`]: the runtime's clocks, which every lifetime is measured by
+//!   (a paused test clock moves them); `testing` (hidden from the docs):
+//!   the in-process test harness.
 //!
 //! This crate is the only one that knows `rmcp` (the MCP SDK); the policy
 //! and data it applies live in `sluice-core`.
@@ -59,6 +62,7 @@ pub mod call;
 pub mod caller;
 pub mod cancel;
 pub mod cli;
+pub mod clock;
 pub mod contract;
 pub mod demo;
 pub mod downstream;
@@ -70,5 +74,7 @@ pub mod jq;
 pub mod jsonrpc;
 pub mod operations;
 pub mod sample_server;
+#[doc(hidden)]
+pub mod testing;
 pub mod tools;
 pub mod upstream;

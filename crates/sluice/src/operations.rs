@@ -11,7 +11,11 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
+
+// The runtime's clock (see `crate::clock`): retention and ages follow a
+// paused test clock too.
+use tokio::time::Instant;
 
 use rmcp::model::{
     CallToolResult, ContentBlock, DetailedTask, ErrorCode, ErrorData, GetTaskResult, JsonObject,
@@ -428,7 +432,7 @@ impl Operations {
             owner,
             quota,
             tool: tool.to_owned(),
-            started_at: SystemTime::now() - started.elapsed(),
+            started_at: crate::clock::wall() - started.elapsed(),
             started,
             partial,
             cancel,

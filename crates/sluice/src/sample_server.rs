@@ -1,7 +1,12 @@
 //! A small MCP server built into sluice (`sluice sample-server`), so that
 //! `sluice demo` and the tests run with nothing else installed.
+//!
+//! With a [`Ledger`] ([`SampleServer::with_ledger`]) it also offers tools for
+//! sluice's own tests (`lookup`) and records what it was asked, so a test
+//! run in memory ([`crate::testing`]) can count real upstream calls.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -16,8 +21,52 @@ use rmcp::{ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
 /// The sample server.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SampleServer;
+#[derive(Debug, Default, Clone)]
+pub struct SampleServer {
+    /// Where the test tools record their calls; `None` (no test tools) for
+    /// `sluice sample-server` and the demo.
+    ledger: Option<Arc<Ledger>>,
+}
+
+impl SampleServer {
+    /// The sample server with the test tools, recording into `ledger`.
+    pub fn with_ledger(ledger: Arc<Ledger>) -> Self {
+        Self {
+            ledger: Some(ledger),
+        }
+    }
+}
+
+/// What the sample server did for a test: the real calls of `lookup`, how
+/// each `slow_task` ended, and a switch that makes `lookup` fail.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    lookups: Mutex<Vec<Value>>,
+    slow_tasks: Mutex<Vec<&'static str>>,
+    failing: AtomicBool,
+}
+
+impl Ledger {
+    /// The keys `lookup` was really called with, in order.
+    pub fn lookups(&self) -> Vec<Value> {
+        lock(&self.lookups).clone()
+    }
+
+    /// How each `slow_task` ended (`completed` or `cancelled`), in order.
+    pub fn slow_tasks(&self) -> Vec<&'static str> {
+        lock(&self.slow_tasks).clone()
+    }
+
+    /// From now on every `lookup` answers with an error result (`true`), or
+    /// as asked (`false`).
+    pub fn fail_lookups(&self, failing: bool) {
+        self.failing.store(failing, Ordering::Relaxed);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 const README: &str = "sample://readme";
 
@@ -53,6 +102,28 @@ fn tools() -> Vec<Tool> {
         ),
     ]
 }
+
+/// The tools only a server with a [`Ledger`] lists.
+fn test_tools() -> Vec<Tool> {
+    let mut lookup = Tool::new(
+        "lookup",
+        "Looks `key` up slowly: waits `sleep_s` (default 0), records the call, and returns {key, call, pad} (call = the real calls so far; pad = `pad` characters); `fail` returns an error result.",
+        schema(json!({"type":"object","properties":{
+            "key":{},
+            "sleep_s":{"type":"number","minimum":0},
+            "fail":{"type":"boolean"},
+            "pad":{"type":"integer","minimum":0}}})),
+    );
+    lookup.annotations = Some(
+        rmcp::model::ToolAnnotations::new()
+            .read_only(true)
+            .idempotent(true),
+    );
+    vec![lookup]
+}
+
+/// The most `pad` characters `lookup` returns (64 MiB).
+const MAX_PAD: u64 = 64 << 20;
 
 const CATEGORIES: [&str; 4] = ["tools", "garden", "kitchen", "toys"];
 const NAMES: [&str; 8] = [
@@ -101,7 +172,11 @@ impl ServerHandler for SampleServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        let mut listed = tools();
+        if self.ledger.is_some() {
+            listed.extend(test_tools());
+        }
+        Ok(ListToolsResult::with_all_items(listed))
     }
 
     async fn call_tool(
@@ -134,9 +209,17 @@ impl ServerHandler for SampleServer {
                 let steps = (seconds * 4.0).ceil() as u32;
                 let quiet = args.get("quiet").and_then(Value::as_bool) == Some(true);
                 let token = context.meta.get_progress_token().filter(|_| !quiet);
+                let ended = |how: &'static str| {
+                    if let Some(ledger) = &self.ledger {
+                        lock(&ledger.slow_tasks).push(how);
+                    }
+                };
                 for step in 1..=steps {
                     tokio::select! {
-                        () = context.ct.cancelled() => return Ok(text("cancelled").into()),
+                        () = context.ct.cancelled() => {
+                            ended("cancelled");
+                            return Ok(text("cancelled").into());
+                        }
                         () = tokio::time::sleep(Duration::from_millis(250)) => {}
                     }
                     if let Some(token) = &token {
@@ -146,7 +229,40 @@ impl ServerHandler for SampleServer {
                         let _ = context.peer.notify_progress(p).await;
                     }
                 }
+                ended("completed");
                 text(format!("done after {seconds} s"))
+            }
+            "lookup" if self.ledger.is_some() => {
+                let ledger = self.ledger.as_ref().expect("matched");
+                let key = args.get("key").cloned().unwrap_or(Value::Null);
+                let sleep_s = args
+                    .get("sleep_s")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0)
+                    .clamp(0.0, 600.0);
+                tokio::select! {
+                    () = context.ct.cancelled() => return Ok(text("cancelled").into()),
+                    () = tokio::time::sleep(Duration::from_secs_f64(sleep_s)) => {}
+                }
+                let call = {
+                    let mut lookups = lock(&ledger.lookups);
+                    lookups.push(key.clone());
+                    lookups.len()
+                };
+                let fail = args.get("fail").and_then(Value::as_bool) == Some(true)
+                    || ledger.failing.load(Ordering::Relaxed);
+                if fail {
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                        "lookup of {key} failed on purpose (call {call})"
+                    ))])
+                    .into());
+                }
+                let pad = args
+                    .get("pad")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+                    .min(MAX_PAD) as usize;
+                text(json!({"key": key, "call": call, "pad": "x".repeat(pad)}).to_string())
             }
             other => {
                 return Err(ErrorData::invalid_params(
@@ -228,14 +344,16 @@ impl ServerHandler for SampleServer {
 /// stderr once it listens).
 pub async fn run(listen: Option<std::net::SocketAddr>) -> anyhow::Result<()> {
     let Some(addr) = listen else {
-        let running = SampleServer.serve(rmcp::transport::stdio()).await?;
+        let running = SampleServer::default()
+            .serve(rmcp::transport::stdio())
+            .await?;
         running.waiting().await?;
         return Ok(());
     };
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
     let service = StreamableHttpService::new(
-        || Ok(SampleServer),
+        || Ok(SampleServer::default()),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );

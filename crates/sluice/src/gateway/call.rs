@@ -110,7 +110,7 @@ impl Gateway {
         }
         // The call runs in a task of its own, which a timeout leaves running
         // in the background; until then the client's cancellation stops it.
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         let partial = Arc::new(crate::operations::Partial::default());
         let stop = CancellationToken::new();
         let mut inner = caller.clone();

@@ -240,7 +240,7 @@ pub(super) fn describe(l: &Listed) -> String {
 }
 
 pub(super) fn since(t: SystemTime) -> u64 {
-    SystemTime::now()
+    crate::clock::wall()
         .duration_since(t)
         .map_or(0, |d| d.as_secs())
 }

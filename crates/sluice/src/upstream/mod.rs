@@ -11,8 +11,11 @@ mod connection;
 
 pub use connection::Connection;
 mod http;
+mod memory;
 mod stdio;
 mod tap;
+
+pub use memory::InMemory;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -86,6 +89,8 @@ pub struct Upstream {
     /// Whether a request gave up waiting for the handshake under way (its
     /// client saw lists without this upstream: they must list again).
     kept_waiting: AtomicBool,
+    /// A server run in memory in place of the spec's (demo and tests).
+    in_memory: Mutex<Option<InMemory>>,
     /// Itself, for the background handshake.
     me: Weak<Upstream>,
     /// The largest message read from it (`[limits] max_message_mb`).
@@ -116,6 +121,7 @@ impl Upstream {
             connected_before: AtomicBool::new(false),
             attempt: Mutex::new(None),
             kept_waiting: AtomicBool::new(false),
+            in_memory: Mutex::new(None),
             me: me.clone(),
             max_message_bytes: limits.max_message_bytes,
         })
@@ -450,6 +456,10 @@ impl Upstream {
         };
         let client = self.client();
         tracing::info!(upstream = %self.name(), protocol = %self.spec.protocol, "starting");
+        let in_memory = lock(&self.in_memory).clone();
+        if let Some(server) = in_memory {
+            return self.connect_memory(server, client, lifecycle).await;
+        }
         match &self.spec.transport {
             transport @ UpstreamTransport::Stdio { .. } => {
                 self.connect_stdio(transport, client, lifecycle).await

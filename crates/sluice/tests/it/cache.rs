@@ -1,6 +1,8 @@
 //! The result cache, through real clients: the Python fixture's `lookup`
 //! (read-only, idempotent; sleeps, and records every real call in a file)
-//! and server-everything's annotated tools.
+//! and server-everything's annotated tools. Its timing (idle and lifetime
+//! expiry, refresh-ahead, single flight, stored answers reused while their
+//! handle lives) is checked at exact durations in `inproc.rs`.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -141,140 +143,6 @@ async fn identical_calls_are_answered_from_the_cache_and_others_are_not() {
 }
 
 #[tokio::test]
-async fn concurrent_identical_calls_make_one_upstream_call() {
-    let dir = TempDir::new("cache-single-flight");
-    let record = dir.0.join("calls");
-    let (client, _) = connect(&via_config(&config(&dir, "{ ttl_s = 60 }", ""))).await;
-    let arguments = json!({"record": record, "key": "same", "sleep_s": 1});
-    let answers =
-        futures::future::join_all((0..5).map(|_| call(&client, "lookup", arguments.clone()))).await;
-    assert_eq!(
-        real_calls(&record),
-        1,
-        "five concurrent calls, one upstream call"
-    );
-    for a in &answers {
-        assert_eq!(answer(a)["call"], 1);
-    }
-    // One made the call; the four that waited on it were answered by it.
-    let marked = answers.iter().filter(|a| hit(a).is_some()).count();
-    assert_eq!(marked, 4);
-}
-
-#[tokio::test]
-async fn entries_expire_when_idle_and_at_their_lifetime() {
-    let dir = TempDir::new("cache-expiry");
-    let record = dir.0.join("calls");
-    let (client, _) = connect(&via_config(&config(
-        &dir,
-        "{ ttl_s = 4, idle_s = 1.5, refresh_at = 1 }",
-        "",
-    )))
-    .await;
-    let arguments = json!({"record": record, "key": "k", "sleep_s": 0});
-    assert_eq!(
-        answer(&call(&client, "lookup", arguments.clone()).await)["call"],
-        1
-    );
-    // Unread for longer than idle_s: gone.
-    tokio::time::sleep(Duration::from_millis(2200)).await;
-    let renewed = call(&client, "lookup", arguments.clone()).await;
-    assert_eq!(answer(&renewed)["call"], 2, "expired after idle_s");
-    let made = Instant::now();
-    // Read every 0.4 s (never idle): hits until its lifetime ends.
-    let mut last = renewed;
-    while made.elapsed() < Duration::from_millis(5000) {
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        let asked = Instant::now();
-        last = call(&client, "lookup", arguments.clone()).await;
-        if asked.duration_since(made) < Duration::from_millis(3500) {
-            assert!(
-                hit(&last).is_some(),
-                "still within ttl_s at {:?}",
-                asked - made
-            );
-        }
-    }
-    assert_eq!(
-        answer(&last)["call"],
-        3,
-        "expired at ttl_s, however often read"
-    );
-    let figures = meta(
-        &call(&client, "sluice_info", json!({})).await,
-        "sluice/cache_figures",
-    )
-    .unwrap();
-    assert_eq!(figures["tools"]["lookup"]["expirations"], 2, "{figures}");
-}
-
-#[tokio::test]
-async fn refresh_ahead_serves_the_old_value_then_the_new_and_survives_a_failed_refresh() {
-    let dir = TempDir::new("cache-refresh");
-    let record = dir.0.join("calls");
-    let (client, _) = connect(&via_config(&config(
-        &dir,
-        "{ ttl_s = 60, idle_s = 60, refresh_at = 0.025 }",
-        "",
-    )))
-    .await;
-    let arguments = json!({"record": record, "key": "k", "sleep_s": 0.5});
-    assert_eq!(
-        answer(&call(&client, "lookup", arguments.clone()).await)["call"],
-        1
-    );
-    // Past 1.5 s (0.025 of 60): the hit answers at once with the old value
-    // and refreshes in the background.
-    tokio::time::sleep(Duration::from_millis(1700)).await;
-    let asked = Instant::now();
-    let old = call(&client, "lookup", arguments.clone()).await;
-    assert!(
-        asked.elapsed() < Duration::from_millis(450),
-        "answered without waiting for the upstream"
-    );
-    assert_eq!(answer(&old)["call"], 1);
-    assert!(hit(&old).unwrap()["age_s"].as_f64().unwrap() >= 1.5);
-    let mut new = old;
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        new = call(&client, "lookup", arguments.clone()).await;
-        if answer(&new)["call"] == 2 {
-            break;
-        }
-    }
-    assert_eq!(answer(&new)["call"], 2, "the refreshed value");
-    assert!(hit(&new).unwrap()["age_s"].as_f64().unwrap() < 1.5);
-    assert_eq!(real_calls(&record), 2);
-    // A refresh that fails (the record is now a directory: the tool
-    // answers with an error) keeps the entry.
-    std::fs::remove_file(&record).unwrap();
-    std::fs::create_dir(&record).unwrap();
-    tokio::time::sleep(Duration::from_millis(1700)).await;
-    let kept = call(&client, "lookup", arguments.clone()).await;
-    assert_eq!(answer(&kept)["call"], 2);
-    let mut failed = json!(0);
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let figures = meta(
-            &call(&client, "sluice_info", json!({})).await,
-            "sluice/cache_figures",
-        )
-        .unwrap();
-        failed = figures["tools"]["lookup"]["failed_refreshes"].clone();
-        if failed == 1 {
-            break;
-        }
-    }
-    assert_eq!(failed, 1);
-    let still = call(&client, "lookup", arguments.clone()).await;
-    assert_eq!(
-        answer(&still)["call"],
-        2,
-        "the old entry stays after a failed refresh"
-    );
-}
-
-#[tokio::test]
 async fn max_bytes_evicts_the_least_recently_used_entries() {
     let dir = TempDir::new("cache-evict");
     let record = dir.0.join("calls");
@@ -409,56 +277,6 @@ async fn entries_are_shared_across_sessions_unless_per_session() {
         logged.contains("cache: 3 entries") && logged.contains("2 hits, 3 misses (40 % hits)"),
         "{logged}"
     );
-}
-
-#[tokio::test]
-async fn a_large_cached_result_is_stored_once_per_owner_while_its_handle_lives() {
-    let dir = TempDir::new("cache-large");
-    let record = dir.0.join("calls");
-    let (client, _) = connect(&via_config(&config(
-        &dir,
-        "{ ttl_s = 600 }",
-        "[store]\nttl_s = 3\n",
-    )))
-    .await;
-    let arguments = json!({"record": record, "key": "big", "sleep_s": 0, "pad": 300000});
-    let first = call(&client, "lookup", arguments.clone()).await;
-    let handle = stored_handle(&first);
-    // A hit by the same session with the same budget: the same stored
-    // answer, not a second copy of the result; its handle's expiry renewed.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    let again = call(&client, "lookup", arguments.clone()).await;
-    assert!(hit(&again).is_some());
-    assert_eq!(stored_handle(&again), handle);
-    assert_eq!(first_text(&again), first_text(&first));
-    let expires = |r: &rmcp::model::CallToolResult| {
-        meta(r, "sluice/stored").unwrap()["expires_at"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
-    assert!(
-        expires(&again) > expires(&first),
-        "{} vs {}",
-        expires(&again),
-        expires(&first)
-    );
-    // Once the handle has expired, a hit stores the result again.
-    tokio::time::sleep(Duration::from_millis(4000)).await;
-    let later = call(&client, "lookup", arguments.clone()).await;
-    assert!(hit(&later).is_some());
-    let renewed = stored_handle(&later);
-    assert_ne!(renewed, handle);
-    let page = restore(&client, &later).await;
-    assert_eq!(
-        serde_json::from_str::<Value>(&page).unwrap()["pad"]
-            .as_str()
-            .unwrap()
-            .len(),
-        300000,
-        "the whole result reads back from the new handle"
-    );
-    assert_eq!(real_calls(&record), 1);
 }
 
 #[tokio::test]

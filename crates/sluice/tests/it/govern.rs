@@ -610,20 +610,6 @@ async fn handles_and_cursors_of_another_session_are_refused() {
 }
 
 #[tokio::test]
-async fn unused_results_expire_after_the_configured_time() {
-    let dir = TempDir::new("govern-ttl");
-    let toml = format!("{}[store]\nttl_s = 1\n", toml_upstream("py", &py_server()));
-    let config = dir.file("sluice.toml", &toml);
-    let (client, _) = connect(&via_config(&config)).await;
-    let answer = call(&client, "records", json!({"count": 3000})).await;
-    let handle = stored_handle(&answer);
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let r = call(&client, "sluice_read", json!({"handle": handle})).await;
-    assert_eq!(r.is_error, Some(true));
-    assert!(first_text(&r).contains("expired"), "{}", first_text(&r));
-}
-
-#[tokio::test]
 async fn truncate_mode_and_a_smaller_tool_budget() {
     let dir = TempDir::new("govern-modes");
     let toml = format!(

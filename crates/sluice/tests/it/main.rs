@@ -16,6 +16,7 @@ mod framing_fuzz;
 mod govern;
 mod http;
 mod http_limits;
+mod inproc;
 mod jsonrpc_fuzz;
 mod notifications;
 mod operations;
