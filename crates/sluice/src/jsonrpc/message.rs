@@ -365,7 +365,7 @@ impl Message {
         let null_id = id.is_some_and(|id| id.get() == "null");
         if let Some(id) = id
             && !null_id
-            && !matches!(id.get().as_bytes()[0], b'"' | b'-' | b'0'..=b'9')
+            && !matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
         {
             return Err(not_json_rpc(format!(
                 "the id is {}; an id is a string or a number",
@@ -386,7 +386,7 @@ impl Message {
             }
         }
         if let Some(params) = params
-            && !matches!(params.get().as_bytes()[0], b'{' | b'[')
+            && !matches!(params.get().as_bytes().first(), Some(b'{' | b'['))
         {
             return Err(not_json_rpc(format!(
                 "\"params\" is {}; it must be an object or an array",
@@ -394,7 +394,7 @@ impl Message {
             )));
         }
         if let Some(error) = error
-            && error.get().as_bytes()[0] != b'{'
+            && !error.get().starts_with('{')
         {
             return Err(not_json_rpc(format!(
                 "\"error\" is {}; it must be an object with a code and a message",
@@ -515,9 +515,10 @@ impl Message {
         if let Some(name) = &self.method_unescaped {
             return Some(name);
         }
-        let text = self.text(&self.method)?;
         // Without escapes the name is the text between the quotes.
-        text.get(1..text.len() - 1)
+        self.text(&self.method)?
+            .strip_prefix('"')?
+            .strip_suffix('"')
     }
 
     /// Its `params`, as raw JSON text (an object or an array).

@@ -63,6 +63,11 @@ pub use sse::{Event, SseError, SseParser, write_event};
 /// `outer`. `serde_json`'s borrowed values (`&RawValue`, `&str`) point into
 /// the text they were parsed from, so their place is found without a scan.
 fn span_in(outer: &str, inner: &str) -> std::ops::Range<usize> {
+    debug_assert!(
+        outer.as_ptr() <= inner.as_ptr()
+            && inner.as_ptr() as usize + inner.len() <= outer.as_ptr() as usize + outer.len(),
+        "a slice of the text"
+    );
     let start = (inner.as_ptr() as usize).saturating_sub(outer.as_ptr() as usize);
     start..start + inner.len()
 }
