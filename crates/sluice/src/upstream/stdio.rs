@@ -220,6 +220,17 @@ impl Upstream {
 /// How many bytes of checked output may wait for rmcp to read them.
 const CHECKED_BUFFER: usize = 64 << 10;
 
+/// Lines longer than this are checked on a blocking thread.
+const BLOCKING_BYTES: usize = 256 << 10;
+
+/// The bytes of a line as read (for a line over the limit: what was seen).
+fn frame_bytes(frame: &jsonrpc::Frame) -> usize {
+    match frame {
+        jsonrpc::Frame::Message(line) => line.len(),
+        jsonrpc::Frame::TooLarge { .. } => 0,
+    }
+}
+
 /// The child's stdout as rmcp reads it: every line is first read by
 /// sluice's own JSON-RPC layer, under `[limits] max_message_mb`, and only
 /// messages it can read pass. rmcp drops a line it cannot decode without a
@@ -236,6 +247,17 @@ fn checked_output(upstream: String, stdout: ChildStdout, limit: usize) -> tokio:
         let mut lines = jsonrpc::LineReader::new(BufReader::new(stdout), limit);
         loop {
             let line = match lines.read_message().await {
+                Ok(Some(frame)) if frame_bytes(&frame) > BLOCKING_BYTES => {
+                    // Checking a large answer takes milliseconds per MB:
+                    // not on the threads that serve other sessions.
+                    let name = upstream.clone();
+                    match tokio::task::spawn_blocking(move || checked_line(&name, frame, limit))
+                        .await
+                    {
+                        Ok(line) => line,
+                        Err(_) => return,
+                    }
+                }
                 Ok(Some(frame)) => checked_line(&upstream, frame, limit),
                 Ok(None) => return,
                 Err(e) => {
