@@ -14,6 +14,7 @@ mod http;
 mod memory;
 mod stdio;
 mod tap;
+pub mod transport;
 
 pub use memory::InMemory;
 
