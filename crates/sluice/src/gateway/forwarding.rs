@@ -16,13 +16,15 @@ impl Gateway {
         let hub = &self.hub;
         // Notifications about the request are forwarded from here, in the
         // order they came, and all of them before the response (see
-        // `upstream::tap`).
+        // `upstream::rpc`).
         let progress_token = caller.meta.get_progress_token();
         let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
         let log_level = caller.session.and_then(|s| hub.log_level(s));
-        let call = upstream.send(request, log_level, &caller.ct, |handle| {
+        let listening = caller.peer.is_some();
+        // A call that may become an operation always hears its progress.
+        let progress = (listening && progress_token.is_some()) || caller.partial.is_some();
+        let call = upstream.send(request, progress, log_level, &caller.ct, |handle| {
             let mut guards: Vec<RouteGuard> = Vec::with_capacity(2);
-            let listening = caller.peer.is_some();
             guards.push(hub.track_call(
                 upstream.name(),
                 handle.id.clone(),
@@ -30,14 +32,8 @@ impl Gateway {
                 caller.request.clone(),
                 listening.then(|| notices_tx.clone()),
             ));
-            // A call that may become an operation always hears its
-            // progress (rmcp asks every upstream request for it).
-            if (listening && progress_token.is_some()) || caller.partial.is_some() {
-                guards.push(hub.route_progress(
-                    upstream.name(),
-                    handle.progress_token.clone(),
-                    notices_tx.clone(),
-                ));
+            if let Some(token) = &handle.progress_token {
+                guards.push(hub.route_progress(upstream.name(), token.clone(), notices_tx.clone()));
             }
             guards
         });

@@ -300,7 +300,7 @@ pub(super) async fn list_all<T>(
     let never = CancellationToken::new();
     for _ in 0..MAX_PAGES {
         let result = upstream
-            .send(request(cursor.take()), None, &never, |_| Vec::new())
+            .send(request(cursor.take()), false, None, &never, |_| Vec::new())
             .await?;
         let Some((items, next)) = extract(result) else {
             return Err(CallError::Unavailable(format!(

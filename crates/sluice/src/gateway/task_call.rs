@@ -188,9 +188,13 @@ impl Gateway {
         ct: &CancellationToken,
     ) -> Result<ServerResult, CallError> {
         upstream
-            .send(custom(method, json!({"taskId": id})), None, ct, |_| {
-                Vec::new()
-            })
+            .send(
+                custom(method, json!({"taskId": id})),
+                false,
+                None,
+                ct,
+                |_| Vec::new(),
+            )
             .await
     }
 

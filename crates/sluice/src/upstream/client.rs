@@ -9,13 +9,11 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    ClientConfig, ClientResult, ErrorCode, ErrorData, GetExtensions, ServerNotification,
+    ClientConfig, ClientResult, ErrorCode, ErrorData, GetExtensions, RequestId, ServerNotification,
     ServerRequest,
 };
-use rmcp::service::{
-    InboundStreamOrigin, NotificationContext, OriginatingRequestId, PeerRequestOptions,
-    RequestContext, RoleClient, Service, ServiceError,
-};
+use rmcp::service::{OriginatingRequestId, PeerRequestOptions, ServiceError};
+use tokio_util::sync::CancellationToken;
 
 use crate::cancel::await_or_cancel;
 use crate::hub::{Event, Hub, SessionEntry};
@@ -38,14 +36,12 @@ impl UpstreamClient {
     /// recent session able to answer.
     fn target(
         &self,
-        ctx: &RequestContext<RoleClient>,
+        stream_of: Option<&RequestId>,
         able: impl Fn(&SessionEntry) -> bool,
-    ) -> Option<(SessionEntry, Option<rmcp::model::RequestId>)> {
-        let origin = match ctx.extensions.get::<InboundStreamOrigin>() {
-            Some(InboundStreamOrigin::OutboundRequest(id)) => {
-                self.hub.call_origin(&self.upstream, id)
-            }
-            _ => self.hub.latest_call(&self.upstream),
+    ) -> Option<(SessionEntry, Option<RequestId>)> {
+        let origin = match stream_of {
+            Some(id) => self.hub.call_origin(&self.upstream, id),
+            None => self.hub.latest_call(&self.upstream),
         };
         if let Some(origin) = origin
             && let Some(session) = origin.session.and_then(|id| self.hub.session(id))
@@ -63,7 +59,8 @@ impl UpstreamClient {
     async fn forward_to_client(
         &self,
         mut request: ServerRequest,
-        ctx: RequestContext<RoleClient>,
+        stream_of: Option<RequestId>,
+        ct: CancellationToken,
     ) -> Result<ClientResult, ErrorData> {
         let (what, able): (&str, fn(&SessionEntry) -> bool) = match &request {
             ServerRequest::CreateMessageRequest(_) => {
@@ -75,7 +72,7 @@ impl UpstreamClient {
             ServerRequest::ListRootsRequest(_) => ("roots", |e| e.capabilities.roots.is_some()),
             _ => ("this request", |_| true),
         };
-        let Some((session, origin)) = self.target(&ctx, able) else {
+        let Some((session, origin)) = self.target(stream_of.as_ref(), able) else {
             return Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
                 format!("no client connected to sluice can answer {what} right now"),
@@ -98,7 +95,6 @@ impl UpstreamClient {
                 .insert(OriginatingRequestId(origin));
         }
         let peer = session.peer.clone();
-        let ct = ctx.ct.clone();
         let upstream = self.upstream.clone();
         let forwarded = tokio::spawn(async move {
             let handle = peer
@@ -118,23 +114,24 @@ impl UpstreamClient {
     }
 }
 
-impl Service<RoleClient> for UpstreamClient {
-    async fn handle_request(
+impl UpstreamClient {
+    /// Answers a server→client request: a ping here, the rest by the client
+    /// it is for. `stream_of` is the call on whose response stream it came
+    /// (Streamable HTTP); `ct` fires when the upstream cancels it.
+    pub async fn handle_request(
         &self,
         request: ServerRequest,
-        ctx: RequestContext<RoleClient>,
+        stream_of: Option<RequestId>,
+        ct: CancellationToken,
     ) -> Result<ClientResult, ErrorData> {
         match request {
             ServerRequest::PingRequest(_) => Ok(ClientResult::empty(())),
-            other => self.forward_to_client(other, ctx).await,
+            other => self.forward_to_client(other, stream_of, ct).await,
         }
     }
 
-    async fn handle_notification(
-        &self,
-        notification: ServerNotification,
-        _ctx: NotificationContext<RoleClient>,
-    ) -> Result<(), ErrorData> {
+    /// Publishes what a notification announces.
+    pub fn handle_notification(&self, notification: ServerNotification) {
         match notification {
             // Progress for a routed request never gets here (see `tap`).
             ServerNotification::LoggingMessageNotification(n) => {
@@ -152,17 +149,12 @@ impl Service<RoleClient> for UpstreamClient {
             ServerNotification::PromptListChangedNotification(_) => {
                 self.hub.publish(Event::PromptsChanged);
             }
-            // Cancellation of the upstream's own requests is handled by rmcp
-            // (it fires the request's cancellation token); the rest concern
-            // only this connection.
+            // Cancellation of the upstream's own requests is handled by the
+            // engine (it fires the request's token); the rest concern only
+            // this connection.
             other => {
                 tracing::debug!(upstream = %self.upstream, "ignored notification {other:?}");
             }
         }
-        Ok(())
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        self.info.clone()
     }
 }

@@ -5,30 +5,37 @@ use super::*;
 
 /// One live session with the upstream.
 pub struct Connection {
-    pub(super) service: RunningService<RoleClient, UpstreamClient>,
+    pub(super) rpc: rpc::Rpc,
+    pub(super) info: Arc<ServerPeerInfo>,
     pub(super) exit: Option<watch::Receiver<Option<String>>>,
     pub(super) stop: Option<CancellationToken>,
     pub(super) started: Instant,
 }
 
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // A connection no one uses any more stops its process (or its
+        // in-memory server): stdin closes with the engine, then the child
+        // has a grace period before it is killed.
+        if let Some(stop) = &self.stop {
+            stop.cancel();
+        }
+    }
+}
+
 impl Connection {
     pub(super) fn alive(&self) -> bool {
-        !self.service.peer().is_transport_closed()
-            && self.exit.as_ref().is_none_or(|e| e.borrow().is_none())
+        self.rpc.is_open() && self.exit.as_ref().is_none_or(|e| e.borrow().is_none())
     }
 
     /// The protocol era of the session with the upstream.
     pub fn era(&self) -> Era {
-        Era::of(
-            self.info()
-                .map(|info| info.protocol_version.clone())
-                .as_ref(),
-        )
+        Era::of(Some(&self.info.protocol_version))
     }
 
     /// What the upstream declared about itself.
     pub fn info(&self) -> Option<Arc<ServerPeerInfo>> {
-        self.service.peer().peer_info()
+        Some(self.info.clone())
     }
 
     /// How the connection ended, waiting briefly for the exit status.
@@ -41,10 +48,16 @@ impl Connection {
                         .await;
                 match waited {
                     Ok(Ok(status)) => status.clone().unwrap_or_default(),
-                    _ => "closed its stdout".to_owned(),
+                    _ => self
+                        .rpc
+                        .ended()
+                        .unwrap_or_else(|| "closed its stdout".to_owned()),
                 }
             }
-            None => "closed the connection".to_owned(),
+            None => self
+                .rpc
+                .ended()
+                .unwrap_or_else(|| "closed the connection".to_owned()),
         }
     }
 }
@@ -58,25 +71,14 @@ impl Connection {
         ids: Vec<rmcp::model::RequestId>,
         reason: &str,
     ) {
+        tracing::debug!(%upstream, "cancelling {} requests: {reason}", ids.len());
         for id in ids {
-            let params =
-                rmcp::model::CancelledNotificationParam::new(Some(id), Some(reason.to_owned()));
-            let notification = rmcp::model::CancelledNotification::new(params);
-            if let Err(e) = self
-                .service
-                .peer()
-                .send_notification(notification.into())
-                .await
-            {
-                tracing::debug!(%upstream, "cancellation not delivered: {e}");
-            }
+            self.rpc.cancel(&rpc::own_id(&id), reason).await;
         }
     }
 
     /// Tells the upstream that the client's roots changed.
     pub async fn notify_roots_list_changed(&self) {
-        if let Err(e) = self.service.peer().notify_roots_list_changed().await {
-            tracing::debug!("roots/list_changed not delivered: {e}");
-        }
+        self.rpc.notify_roots_list_changed().await;
     }
 }

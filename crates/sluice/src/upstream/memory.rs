@@ -12,13 +12,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RoleClient};
 use rmcp::{ServerHandler, ServiceExt as _};
 use tokio::io::DuplexStream;
 use tokio_util::sync::CancellationToken;
 
 use super::client::UpstreamClient;
-use super::{CONNECT_TIMEOUT, Connection, Upstream, lock, root_cause, tap};
+use super::rpc::Lifecycle;
+use super::{Connection, Upstream, lock};
 
 /// The pipe's buffer in each direction: as a pipe's, writes wait when it
 /// is full, so large results stream through it.
@@ -77,7 +77,7 @@ impl Upstream {
         &self,
         server: InMemory,
         client: UpstreamClient,
-        lifecycle: ClientLifecycleMode,
+        lifecycle: Lifecycle,
     ) -> Result<Connection, String> {
         let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
         let stop = CancellationToken::new();
@@ -85,33 +85,19 @@ impl Upstream {
         // A handshake dropped midway (sluice shutting down) stops the server.
         let stopped_if_dropped = stop.clone().drop_guard();
         let (read, write) = tokio::io::split(ours);
-        let transport = tap::Tapped {
-            inner: rmcp::transport::async_rw::AsyncRwTransport::<RoleClient, _, _>::new(
-                read, write,
-            )
-            .with_max_line_length(self.max_message_bytes),
-            hub: self.hub.clone(),
-            upstream: self.spec.name.clone(),
-        };
-        let serving = client.serve_with_lifecycle(transport, lifecycle);
-        match tokio::time::timeout(CONNECT_TIMEOUT, serving).await {
-            Ok(Ok(service)) => {
+        let (lines, inbound) = super::lines::open(self.name(), read, write, self.max_message_bytes);
+        match self.handshake(lines, inbound, client, lifecycle).await {
+            Ok((rpc, info)) => {
                 stopped_if_dropped.disarm();
                 Ok(Connection {
-                    service,
+                    rpc,
+                    info,
                     exit: None,
                     stop: Some(stop),
                     started: Instant::now(),
                 })
             }
-            Ok(Err(e)) => Err(format!(
-                "(in memory) failed during the MCP handshake: {}",
-                root_cause(&e)
-            )),
-            Err(_) => Err(format!(
-                "(in memory) did not complete the MCP handshake within {} s",
-                CONNECT_TIMEOUT.as_secs()
-            )),
+            Err(e) => Err(format!("(in memory) {e}")),
         }
     }
 }

@@ -8,12 +8,13 @@
 
 mod client;
 mod connection;
+mod lines;
+pub mod rpc;
 
 pub use connection::Connection;
 mod http;
 mod memory;
 mod stdio;
-mod tap;
 pub mod transport;
 
 pub use memory::InMemory;
@@ -27,12 +28,7 @@ use futures::FutureExt as _;
 use futures::future::{BoxFuture, Shared};
 
 use rmcp::model::{
-    ClientConfig, ClientRequest, ErrorData, Implementation, ProtocolVersion, ServerPeerInfo,
-    ServerResult,
-};
-use rmcp::service::{
-    ClientLifecycleMode, PeerRequestOptions, RequestHandle, RoleClient, RunningService,
-    ServiceError,
+    ClientConfig, ClientRequest, ErrorData, Implementation, ServerPeerInfo, ServerResult,
 };
 use sluice_core::backoff::Backoff;
 use sluice_core::config::{ProtocolChoice, UpstreamSpec, UpstreamTransport};
@@ -41,7 +37,6 @@ use sluice_core::tail::Tail;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::cancel::await_or_cancel;
 use crate::era::Era;
 use crate::hub::{Event, Hub, RouteGuard};
 pub use client::UpstreamClient;
@@ -273,71 +268,56 @@ impl Upstream {
             .cloned()
     }
 
-    /// Sends `request`; `routes` registers, once the upstream's request id
-    /// and progress token are known, whatever must follow the request
-    /// (progress mapping, origin of server→client requests); `ct` cancels it.
+    /// Sends `request`; `routes` registers, with the upstream's request id
+    /// and progress token, whatever must follow the request (progress
+    /// mapping, origin of server→client requests) before it is sent;
+    /// `progress` asks the upstream for progress; `ct` cancels it.
     pub async fn send(
         &self,
         request: ClientRequest,
+        progress: bool,
         log_level: Option<rmcp::model::LoggingLevel>,
         ct: &CancellationToken,
-        routes: impl FnOnce(&RequestHandle<RoleClient>) -> Vec<RouteGuard>,
+        routes: impl FnOnce(&rpc::Outgoing) -> Vec<RouteGuard>,
     ) -> Result<ServerResult, CallError> {
         // A tool call's error is governed with the caller's budget (and
         // stored whole); any other request's is cut here.
         let governed_later = matches!(request, ClientRequest::CallToolRequest(_));
         let conn = self.connection().await?;
-        let mut options = PeerRequestOptions::no_options();
         // A 2026-07-28 upstream has no `logging/setLevel`: a client's level
         // travels with each of its requests instead.
-        if let Some(level) = log_level
-            && conn.era() == Era::Stateless
-        {
-            let mut meta = rmcp::model::RequestMetaObject::default();
-            meta.set_log_level(level);
-            options = options.with_meta(meta);
-        }
-        let handle = match conn
-            .service
-            .peer()
-            .send_request_with_option(request, options)
+        let log_level = log_level.filter(|_| conn.era() == Era::Stateless);
+        match conn
+            .rpc
+            .request(request, progress, log_level, ct, routes)
             .await
         {
-            Ok(handle) => handle,
-            Err(e) => return Err(self.lost(&conn, e).await),
-        };
-        let _routes = routes(&handle);
-        match await_or_cancel(handle, ct, "cancelled by the client").await {
             Ok(result) => Ok(result),
-            Err(ServiceError::McpError(error)) if governed_later => Err(CallError::Upstream(error)),
-            Err(ServiceError::McpError(error)) => {
+            Err(rpc::RpcError::Error(error)) if governed_later => Err(CallError::Upstream(error)),
+            Err(rpc::RpcError::Error(error)) => {
                 Err(CallError::Upstream(bounded_error(error, self.name())))
             }
-            Err(ServiceError::Cancelled { .. }) if ct.is_cancelled() => Err(CallError::Cancelled),
-            Err(e) => Err(self.lost(&conn, e).await),
+            Err(rpc::RpcError::Cancelled) => Err(CallError::Cancelled),
+            Err(rpc::RpcError::Failed(why)) => Err(CallError::Unavailable(format!(
+                "upstream `{}`: {why}",
+                self.name()
+            ))),
+            Err(rpc::RpcError::Closed(_)) => Err(self.lost(&conn).await),
         }
     }
 
     /// Describes a request that failed below the MCP level.
-    async fn lost(&self, conn: &Connection, error: ServiceError) -> CallError {
-        let closed = matches!(
-            error,
-            ServiceError::TransportClosed | ServiceError::TransportSend(_)
-        ) || !conn.alive();
-        if closed {
-            let how = conn.how_it_ended().await;
-            let again = match self.spec.transport {
-                UpstreamTransport::Stdio { .. } => "starts it again",
-                UpstreamTransport::Http { .. } => "connects again",
-            };
-            CallError::Unavailable(format!(
-                "upstream `{}` {how} during the request; the next request {again}{}",
-                self.name(),
-                self.stderr_excerpt()
-            ))
-        } else {
-            CallError::Unavailable(format!("upstream `{}`: {error}", self.name()))
-        }
+    async fn lost(&self, conn: &Connection) -> CallError {
+        let how = conn.how_it_ended().await;
+        let again = match self.spec.transport {
+            UpstreamTransport::Stdio { .. } => "starts it again",
+            UpstreamTransport::Http { .. } => "connects again",
+        };
+        CallError::Unavailable(format!(
+            "upstream `{}` {how} during the request; the next request {again}{}",
+            self.name(),
+            self.stderr_excerpt()
+        ))
     }
 
     fn stderr_excerpt(&self) -> String {
@@ -409,30 +389,19 @@ impl Upstream {
         if filter == rmcp::model::SubscriptionFilter::new() {
             return;
         }
-        let peer = conn.service.peer().clone();
-        let hub = self.hub.clone();
+        // The notifications come to the connection's client like any
+        // other (see `client.rs`); the request stays open with the connection.
+        let request = ClientRequest::SubscriptionsListenRequest(
+            rmcp::model::SubscriptionsListenRequest::new(
+                rmcp::model::SubscriptionsListenRequestParams::new(filter),
+            ),
+        );
+        let rpc = conn.rpc.listener();
         let name = self.spec.name.clone();
         tokio::spawn(async move {
-            let mut subscription = match peer.listen(filter).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!(upstream = %name, "cannot listen for list changes: {e}");
-                    return;
-                }
-            };
-            // Ends with the connection.
-            while let Ok(Some(notification)) = subscription.next().await {
-                use rmcp::model::ServerNotification as N;
-                let event = match notification {
-                    N::ToolListChangedNotification(_) => crate::hub::Event::ToolsChanged,
-                    N::PromptListChangedNotification(_) => crate::hub::Event::PromptsChanged,
-                    N::ResourceListChangedNotification(_) => crate::hub::Event::ResourcesChanged,
-                    N::ResourceUpdatedNotification(n) => {
-                        crate::hub::Event::ResourceUpdated(n.params.uri)
-                    }
-                    _ => continue,
-                };
-                hub.publish(event);
+            let never = CancellationToken::new();
+            if let Err(e) = rpc.request(request, false, None, &never, |_| ()).await {
+                tracing::debug!(upstream = %name, "stopped listening for list changes: {e:?}");
             }
         });
     }
@@ -444,16 +413,11 @@ impl Upstream {
             // A client of the initialize era gets an upstream of that era:
             // same logging, same server→client requests, same errors.
             ProtocolChoice::Auto if first.initialize_version.is_some() => {
-                ClientLifecycleMode::Initialize
+                rpc::Lifecycle::Initialize
             }
-            ProtocolChoice::Auto => ClientLifecycleMode::Auto {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                legacy_version: Some(ProtocolVersion::V_2025_11_25),
-            },
-            ProtocolChoice::Legacy => ClientLifecycleMode::Initialize,
-            ProtocolChoice::Stateless => ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
+            ProtocolChoice::Auto => rpc::Lifecycle::Auto,
+            ProtocolChoice::Legacy => rpc::Lifecycle::Initialize,
+            ProtocolChoice::Stateless => rpc::Lifecycle::Discover,
         };
         let client = self.client();
         tracing::info!(upstream = %self.name(), protocol = %self.spec.protocol, "starting");
@@ -467,6 +431,33 @@ impl Upstream {
             }
             UpstreamTransport::Http { url, headers } => {
                 self.connect_http(url, headers, client, lifecycle).await
+            }
+        }
+    }
+
+    /// Starts the engine on an open transport and makes the handshake,
+    /// within [`CONNECT_TIMEOUT`].
+    async fn handshake(
+        &self,
+        transport: Arc<dyn transport::Transport>,
+        inbound: tokio::sync::mpsc::Receiver<transport::Inbound>,
+        client: UpstreamClient,
+        lifecycle: rpc::Lifecycle,
+    ) -> Result<(rpc::Rpc, Arc<ServerPeerInfo>), String> {
+        let declared = client.info.clone();
+        let engine = rpc::Rpc::start(transport, inbound, client);
+        match tokio::time::timeout(CONNECT_TIMEOUT, engine.handshake(lifecycle, &declared)).await {
+            Ok(Ok(info)) => Ok((engine, Arc::new(info))),
+            Ok(Err(e)) => {
+                engine.close().await;
+                Err(format!("failed during the MCP handshake: it {e}"))
+            }
+            Err(_) => {
+                engine.close().await;
+                Err(format!(
+                    "did not complete the MCP handshake within {} s",
+                    CONNECT_TIMEOUT.as_secs()
+                ))
             }
         }
     }
@@ -495,10 +486,7 @@ impl Upstream {
                 .await;
             match Arc::try_unwrap(conn) {
                 Ok(mut conn) => {
-                    let _ = conn
-                        .service
-                        .close_with_timeout(Duration::from_secs(3))
-                        .await;
+                    let _ = tokio::time::timeout(Duration::from_secs(3), conn.rpc.close()).await;
                     if let Some(stop) = &conn.stop {
                         stop.cancel();
                     }
@@ -561,23 +549,6 @@ fn bounded_error(mut error: ErrorData, upstream: &str) -> ErrorData {
     );
     error.message = message.into();
     error
-}
-
-/// An rmcp error for a person: rmcp's messages name its internal transport
-/// types ("Transport [sluice::upstream::tap::Tapped<…>] error: …"), which
-/// say nothing to a user; keep what is around them.
-fn root_cause(error: &dyn std::error::Error) -> String {
-    let text = error.to_string();
-    let Some(start) = text.find("Transport [") else {
-        return text;
-    };
-    let Some(end) = text[start..]
-        .find("] error: ")
-        .map(|i| start + i + "] error: ".len())
-    else {
-        return text;
-    };
-    format!("{}{}", &text[..start], &text[end..])
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -12,8 +12,7 @@ use std::time::Duration;
 use sluice_core::config::UpstreamTransport;
 use sluice_core::tail::Tail;
 
-use crate::jsonrpc;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt as _, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -135,12 +134,9 @@ fn describe_status(status: std::process::ExitStatus) -> String {
     }
 }
 
-use std::time::Instant;
-
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RoleClient};
-
 use super::client::UpstreamClient;
-use super::{CONNECT_TIMEOUT, Connection, TAIL_LINES, Upstream, lock, root_cause, tap};
+use super::rpc::Lifecycle;
+use super::{Connection, TAIL_LINES, Upstream, lock};
 
 /// Connecting to a child process's stdin and stdout.
 impl Upstream {
@@ -150,7 +146,7 @@ impl Upstream {
         &self,
         transport: &UpstreamTransport,
         client: UpstreamClient,
-        lifecycle: ClientLifecycleMode,
+        lifecycle: Lifecycle,
     ) -> Result<Connection, String> {
         let UpstreamTransport::Stdio { command, .. } = transport else {
             unreachable!("connect_stdio is called for stdio upstreams")
@@ -165,31 +161,24 @@ impl Upstream {
         // the process.
         let stopped_if_dropped = stop.clone().drop_guard();
         let exit = child.exit.clone();
-        let limit = self.max_message_bytes;
-        let checked = checked_output(self.name().to_owned(), child.stdout, limit);
-        let transport = tap::Tapped {
-            // rmcp's own line limit stays above sluice's: a line over it
-            // never reaches rmcp.
-            inner: rmcp::transport::async_rw::AsyncRwTransport::<RoleClient, _, _>::new(
-                checked,
-                child.stdin,
-            )
-            .with_max_line_length(limit.saturating_add(1 << 10)),
-            hub: self.hub.clone(),
-            upstream: self.spec.name.clone(),
-        };
-        let serving = client.serve_with_lifecycle(transport, lifecycle);
-        match tokio::time::timeout(CONNECT_TIMEOUT, serving).await {
-            Ok(Ok(service)) => {
+        let (lines, inbound) = super::lines::open(
+            self.name(),
+            child.stdout,
+            child.stdin,
+            self.max_message_bytes,
+        );
+        match self.handshake(lines, inbound, client, lifecycle).await {
+            Ok((rpc, info)) => {
                 stopped_if_dropped.disarm();
                 Ok(Connection {
-                    service,
+                    rpc,
+                    info,
                     exit: Some(exit),
                     stop: Some(stop),
-                    started: Instant::now(),
+                    started: std::time::Instant::now(),
                 })
             }
-            Ok(Err(e)) => {
+            Err(e) => {
                 stop.cancel();
                 let mut exit = exit;
                 let status =
@@ -199,132 +188,8 @@ impl Upstream {
                         .and_then(|s| s.ok().and_then(|s| s.clone()))
                         .map(|s| format!(" (the process {s})"))
                         .unwrap_or_default();
-                Err(format!(
-                    "failed during the MCP handshake: {}{status}{}",
-                    root_cause(&e),
-                    self.stderr_excerpt()
-                ))
-            }
-            Err(_) => {
-                stop.cancel();
-                Err(format!(
-                    "did not complete the MCP handshake within {} s{}",
-                    CONNECT_TIMEOUT.as_secs(),
-                    self.stderr_excerpt()
-                ))
+                Err(format!("{e}{status}{}", self.stderr_excerpt()))
             }
         }
     }
-}
-
-/// How many bytes of checked output may wait for rmcp to read them.
-const CHECKED_BUFFER: usize = 64 << 10;
-
-/// Lines longer than this are checked on a blocking thread.
-const BLOCKING_BYTES: usize = 256 << 10;
-
-/// The bytes of a line as read (for a line over the limit: what was seen).
-fn frame_bytes(frame: &jsonrpc::Frame) -> usize {
-    match frame {
-        jsonrpc::Frame::Message(line) => line.len(),
-        jsonrpc::Frame::TooLarge { .. } => 0,
-    }
-}
-
-/// The child's stdout as rmcp reads it: every line is first read by
-/// sluice's own JSON-RPC layer, under `[limits] max_message_mb`, and only
-/// messages it can read pass. rmcp drops a line it cannot decode without a
-/// word, which left the call it answers waiting for ever; here such a line
-/// (not UTF-8, nested deeper than [`jsonrpc::MAX_DEPTH`], over the limit)
-/// becomes, when its id can be found, a JSON-RPC error answer to that
-/// request that says what was wrong, so the call fails at once and the
-/// next one works. A line without an id is skipped with a warning (garbage
-/// between messages); one over the limit without an id ends the stream,
-/// so the connection is restarted rather than left out of step.
-fn checked_output(upstream: String, stdout: ChildStdout, limit: usize) -> tokio::io::DuplexStream {
-    let (for_rmcp, mut to_rmcp) = tokio::io::duplex(CHECKED_BUFFER);
-    tokio::spawn(async move {
-        let mut lines = jsonrpc::LineReader::new(BufReader::new(stdout), limit);
-        loop {
-            let line = match lines.read_message().await {
-                Ok(Some(frame)) if frame_bytes(&frame) > BLOCKING_BYTES => {
-                    // Checking a large answer takes milliseconds per MB:
-                    // not on the threads that serve other sessions.
-                    let name = upstream.clone();
-                    match tokio::task::spawn_blocking(move || checked_line(&name, frame, limit))
-                        .await
-                    {
-                        Ok(line) => line,
-                        Err(_) => return,
-                    }
-                }
-                Ok(Some(frame)) => checked_line(&upstream, frame, limit),
-                Ok(None) => return,
-                Err(e) => {
-                    tracing::debug!(upstream = %upstream, "reading the upstream's output: {e}");
-                    return;
-                }
-            };
-            let Some(line) = line else { continue };
-            let Ok(line) = line else {
-                return;
-            };
-            if to_rmcp.write_all(&line).await.is_err() || to_rmcp.write_all(b"\n").await.is_err() {
-                return;
-            }
-        }
-    });
-    for_rmcp
-}
-
-/// What of `frame` goes on to rmcp: the line itself, an error answer in
-/// its place, nothing (`None`), or the end of the stream (`Some(Err(()))`).
-fn checked_line(
-    upstream: &str,
-    frame: jsonrpc::Frame,
-    limit: usize,
-) -> Option<Result<bytes::Bytes, ()>> {
-    let (error, id) = match frame {
-        jsonrpc::Frame::Message(line) => match jsonrpc::Message::parse(line.clone()) {
-            Ok(_) => return Some(Ok(line)),
-            Err(error) => {
-                let id = jsonrpc::salvage_id(&line);
-                (error, id)
-            }
-        },
-        jsonrpc::Frame::TooLarge { bytes_seen, id } => (
-            jsonrpc::MessageError::TooLarge {
-                bytes: bytes_seen,
-                limit,
-            },
-            id,
-        ),
-    };
-    match id {
-        Some(id) => {
-            tracing::warn!(upstream = %upstream, "answer to request {id} refused: {error}");
-            Some(Ok(refusal(upstream, &id, &error)))
-        }
-        None if matches!(error, jsonrpc::MessageError::TooLarge { .. }) => {
-            tracing::warn!(upstream = %upstream, "{error}; no request id in it: restarting the connection");
-            Some(Err(()))
-        }
-        None => {
-            tracing::warn!(upstream = %upstream, "skipped a line that is not a message: {error}");
-            None
-        }
-    }
-}
-
-/// A JSON-RPC error answer to `id` saying why the upstream's answer was
-/// refused.
-fn refusal(upstream: &str, id: &jsonrpc::Id, error: &jsonrpc::MessageError) -> bytes::Bytes {
-    let error = serde_json::json!({
-        "code": -32603,
-        "message": format!("upstream `{upstream}` sent an answer sluice cannot read: {error}"),
-    });
-    bytes::Bytes::from(format!(
-        r#"{{"jsonrpc":"2.0","id":{},"error":{error}}}"#,
-        id.as_json()
-    ))
 }

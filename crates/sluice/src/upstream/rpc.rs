@@ -1,0 +1,654 @@
+//! sluice's own JSON-RPC engine for one upstream connection: request ids
+//! and their waiters, the handshake of either protocol era, and what is
+//! done with everything the upstream sends on its own initiative.
+//!
+//! It drives any [`Transport`] (stdio lines, Streamable HTTP, in memory)
+//! and reads what it gets as [`Inbound`] items, in order, on one task:
+//!
+//! - an answer completes the call waiting for its id ([`Pending`]); an
+//!   answer that could not be read fails that call at once with the reason,
+//!   so nothing waits for an answer that will never come;
+//! - a progress or log notification about a routed call is queued for that
+//!   call before anything later is read, so it always reaches the client
+//!   before the call's answer;
+//! - a server→client request (sampling, elicitation, roots) is handled in
+//!   a task of its own ([`UpstreamClient`]), cancellable by the upstream;
+//! - the end of the connection fails every waiting call with how it ended.
+//!
+//! Requests and answers are still described with rmcp's model types at this
+//! engine's edge (the gateway has not moved to raw messages yet), but the
+//! engine itself keeps each message as the bytes received: it never drops
+//! an answer it cannot decode without failing its call.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    ClientConfig, ClientJsonRpcMessage, ClientRequest, DiscoverRequest, DiscoverRequestParams,
+    DiscoverResult, ErrorCode, ErrorData, GetMeta as _, InitializeResult, JsonRpcMessage,
+    LoggingLevel, NumberOrString, ProtocolVersion, RequestId, RequestMetaObject,
+    ServerJsonRpcMessage, ServerNotification, ServerPeerInfo, ServerResult,
+};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::client::UpstreamClient;
+use super::transport::{Inbound, Transport};
+use crate::hub::Hub;
+use crate::jsonrpc::{CallFailed, Id, Kind, Message, Pending};
+
+/// Answers larger than this are decoded on a blocking thread, not on the
+/// threads that serve other sessions.
+const BLOCKING_BYTES: usize = 256 << 10;
+
+/// How long the `server/discover` probe of [`Lifecycle::Auto`] may take
+/// before sluice falls back to `initialize`.
+const DISCOVER_PROBE: Duration = Duration::from_secs(10);
+
+/// What a waiting call gets.
+#[derive(Debug)]
+enum Answer {
+    /// The answer (a result or a JSON-RPC error).
+    Message(Message),
+    /// An answer arrived that could not be read, or the request failed
+    /// below JSON-RPC: why, in words.
+    Failed(String),
+}
+
+/// Why a request got no result.
+#[derive(Debug, Clone)]
+pub enum RpcError {
+    /// The upstream answered with a JSON-RPC error.
+    Error(ErrorData),
+    /// No usable answer: it could not be read or the request failed below
+    /// JSON-RPC; the connection may still work.
+    Failed(String),
+    /// The connection ended before the answer came.
+    Closed(String),
+    /// The caller cancelled the request (the upstream was told).
+    Cancelled,
+}
+
+/// How a connection's handshake is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// `initialize` then `notifications/initialized` (2025-11-25 and before).
+    Initialize,
+    /// `server/discover` (2026-07-28): no session; every request carries
+    /// the client's context in `_meta`.
+    Discover,
+    /// `server/discover`, falling back to `initialize` when the upstream
+    /// answers it as an older server does or does not answer in time.
+    Auto,
+}
+
+/// A request as sent: its id and, if one was asked for, its progress token.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    /// The request's id on this connection.
+    pub id: RequestId,
+    /// The progress token it carries.
+    pub progress_token: Option<rmcp::model::ProgressToken>,
+}
+
+/// One connection's engine. Dropping it stops reading, which fails every
+/// call still waiting; close the transport with [`Link::close`] first to
+/// end the connection politely.
+pub struct Rpc {
+    link: Link,
+    _reader: DropGuard,
+}
+
+impl std::ops::Deref for Rpc {
+    type Target = Link;
+
+    fn deref(&self) -> &Link {
+        &self.link
+    }
+}
+
+/// What sends on a connection: requests, notifications, cancellations. A
+/// clone outlives its [`Rpc`] harmlessly: once that is dropped, every
+/// request fails with how the connection ended.
+#[derive(Clone)]
+pub struct Link {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    upstream: String,
+    transport: Arc<dyn Transport>,
+    pending: Pending<Answer>,
+    /// How the connection ended, once it has.
+    ended: watch::Sender<Option<String>>,
+    /// The client context every request carries (2026-07-28).
+    context: Mutex<Option<RequestMetaObject>>,
+    /// Server→client requests being handled, by id, to cancel.
+    serving: Mutex<HashMap<Id, CancellationToken>>,
+    hub: Arc<Hub>,
+    client: Arc<UpstreamClient>,
+    /// Stops the reader and every server→client request's task.
+    stop: CancellationToken,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Rpc {
+    /// Starts reading `inbound`, what `transport` receives.
+    pub fn start(
+        transport: Arc<dyn Transport>,
+        inbound: mpsc::Receiver<Inbound>,
+        client: UpstreamClient,
+    ) -> Rpc {
+        let stop = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            upstream: client.upstream.clone(),
+            transport,
+            pending: Pending::new(),
+            ended: watch::channel(None).0,
+            context: Mutex::new(None),
+            serving: Mutex::new(HashMap::new()),
+            hub: client.hub.clone(),
+            client: Arc::new(client),
+            stop: stop.clone(),
+        });
+        tokio::spawn(read(shared.clone(), inbound));
+        Rpc {
+            link: Link { shared },
+            _reader: stop.drop_guard(),
+        }
+    }
+
+    /// A link that may outlive this engine (a request held open for as
+    /// long as the connection lasts).
+    pub fn listener(&self) -> Link {
+        self.link.clone()
+    }
+}
+
+impl Link {
+    /// Whether the connection still works.
+    pub fn is_open(&self) -> bool {
+        self.shared.ended.borrow().is_none()
+    }
+
+    /// How the connection ended (`None` while it works).
+    pub fn ended(&self) -> Option<String> {
+        self.shared.ended.borrow().clone()
+    }
+
+    /// Ends the connection politely (see [`Transport::close`]).
+    pub async fn close(&self) {
+        self.shared.transport.close().await;
+        self.shared.stop.cancel();
+    }
+
+    /// Makes the handshake; gives what the upstream declared about itself.
+    pub async fn handshake(
+        &self,
+        lifecycle: Lifecycle,
+        client: &ClientConfig,
+    ) -> Result<ServerPeerInfo, String> {
+        match lifecycle {
+            Lifecycle::Initialize => self.initialize(client.clone()).await,
+            Lifecycle::Discover => match self.discover(client).await? {
+                Discovered::Modern(info) => Ok(*info),
+                Discovered::Legacy(why) => Err(format!(
+                    "answered `server/discover` as a server of the 2025-11-25 era or older does ({why}); set `protocol = \"auto\"` or `\"2025-11-25\"` for it"
+                )),
+            },
+            Lifecycle::Auto => {
+                match tokio::time::timeout(DISCOVER_PROBE, self.discover(client)).await {
+                    Ok(Ok(Discovered::Modern(info))) => Ok(*info),
+                    Ok(Err(e)) => Err(e),
+                    Ok(Ok(Discovered::Legacy(_))) | Err(_) => {
+                        let mut legacy = client.clone();
+                        legacy.protocol_version = ProtocolVersion::V_2025_11_25;
+                        self.initialize(legacy).await
+                    }
+                }
+            }
+        }
+    }
+
+    async fn initialize(&self, client: ClientConfig) -> Result<ServerPeerInfo, String> {
+        let request =
+            ClientRequest::InitializeRequest(rmcp::model::InitializeRequest::new(client.clone()));
+        let never = CancellationToken::new();
+        let result = self
+            .request(request, false, None, &never, |_| ())
+            .await
+            .map_err(|e| describe(&e, "`initialize`"))?;
+        let ServerResult::InitializeResult(result) = result else {
+            return Err(
+                "answered `initialize` with something that is not an initialize result".into(),
+            );
+        };
+        let result: InitializeResult = result;
+        // A version without a handshake (2026-07-28 answered to
+        // `initialize`): from here every request carries the context.
+        if !result.protocol_version.has_initialize() {
+            *lock(&self.shared.context) = Some(RequestMetaObject::with_client_context(
+                result.protocol_version.clone(),
+                client.client_info.clone(),
+                client.capabilities.clone(),
+            ));
+        }
+        self.shared
+            .transport
+            .negotiated(&result.protocol_version.to_string());
+        self.notify(
+            "notifications/initialized",
+            None,
+            "the `initialized` notification",
+        )
+        .await?;
+        Ok(result.into())
+    }
+
+    async fn discover(&self, client: &ClientConfig) -> Result<Discovered, String> {
+        let preferred = [ProtocolVersion::V_2026_07_28];
+        let mut candidate = preferred[0].clone();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let mut discover = DiscoverRequest::new(DiscoverRequestParams {});
+            discover
+                .extensions
+                .insert(RequestMetaObject::with_client_context(
+                    candidate.clone(),
+                    client.client_info.clone(),
+                    client.capabilities.clone(),
+                ));
+            let never = CancellationToken::new();
+            let answer = self
+                .request(
+                    ClientRequest::DiscoverRequest(discover),
+                    false,
+                    None,
+                    &never,
+                    |_| (),
+                )
+                .await;
+            match answer {
+                Ok(ServerResult::DiscoverResult(result)) => {
+                    let result: DiscoverResult = result;
+                    let Some(selected) = preferred
+                        .iter()
+                        .find(|v| result.supported_versions.contains(v))
+                        .cloned()
+                    else {
+                        return Err(format!(
+                            "supports protocol versions {} but sluice speaks {}",
+                            versions(&result.supported_versions),
+                            versions(&preferred)
+                        ));
+                    };
+                    *lock(&self.shared.context) = Some(RequestMetaObject::with_client_context(
+                        selected.clone(),
+                        client.client_info.clone(),
+                        client.capabilities.clone(),
+                    ));
+                    self.shared.transport.negotiated(&selected.to_string());
+                    return Ok(Discovered::Modern(Box::new(
+                        ServerPeerInfo::from_discover_result(selected, result),
+                    )));
+                }
+                Ok(_) => {
+                    return Err(
+                        "answered `server/discover` with something that is not a discover result"
+                            .into(),
+                    );
+                }
+                Err(RpcError::Error(error))
+                    if error.code == ErrorCode::UNSUPPORTED_PROTOCOL_VERSION && attempts < 3 =>
+                {
+                    let supported: Vec<ProtocolVersion> = error
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.get("supported"))
+                        .and_then(|v| serde_json::from_value(v.clone()).ok())
+                        .unwrap_or_default();
+                    match preferred.iter().find(|v| supported.contains(v)) {
+                        Some(next) => candidate = next.clone(),
+                        None => {
+                            return Err(format!(
+                                "supports protocol versions {} but sluice speaks {}",
+                                versions(&supported),
+                                versions(&preferred)
+                            ));
+                        }
+                    }
+                }
+                // A correlated JSON-RPC error that is not one of the new
+                // era's rejections: an older server.
+                Err(RpcError::Error(error))
+                    if error.code != ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+                        && error.code != ErrorCode::HEADER_MISMATCH
+                        && error.code != ErrorCode::UNSUPPORTED_PROTOCOL_VERSION =>
+                {
+                    return Ok(Discovered::Legacy(error.message.to_string()));
+                }
+                Err(e) => return Err(describe(&e, "`server/discover`")),
+            }
+        }
+    }
+
+    /// Sends `request` and waits for its answer, decoded. `progress` asks
+    /// the upstream for progress (a token is added); `log_level` is the
+    /// client's level (2026-07-28 requests carry it); `routes` runs with
+    /// the request's id and token before it is sent, and what it returns is
+    /// kept until the answer has been read; `ct` cancels the request (the
+    /// upstream is told).
+    pub async fn request<G>(
+        &self,
+        mut request: ClientRequest,
+        progress: bool,
+        log_level: Option<LoggingLevel>,
+        ct: &CancellationToken,
+        routes: impl FnOnce(&Outgoing) -> G,
+    ) -> Result<ServerResult, RpcError> {
+        if let Some(context) = lock(&self.shared.context).clone() {
+            request.get_meta_mut().extend(context);
+        }
+        if let Some(level) = log_level {
+            request.get_meta_mut().set_log_level(level);
+        }
+        let (id, waiter) = self.shared.pending.register();
+        let request_id = rmcp_id(&id);
+        let progress_token = progress
+            .then(|| rmcp::model::ProgressToken(NumberOrString::Number(request_id_number(&id))));
+        if let Some(token) = &progress_token {
+            request.get_meta_mut().set_progress_token(token.clone());
+        }
+        let message = encode(&ClientJsonRpcMessage::request(request, request_id.clone()))
+            .map_err(RpcError::Failed)?;
+        let _routes = routes(&Outgoing {
+            id: request_id,
+            progress_token,
+        });
+        if let Err(e) = self.shared.transport.send(message).await {
+            return Err(match e {
+                super::transport::SendError::Closed(why) => RpcError::Closed(why),
+                super::transport::SendError::Refused(why) => RpcError::Failed(why),
+            });
+        }
+        let answer = tokio::select! {
+            answer = waiter => answer,
+            () = ct.cancelled() => {
+                self.cancel(&id, "cancelled by the client").await;
+                return Err(RpcError::Cancelled);
+            }
+        };
+        match answer {
+            Ok(Answer::Message(message)) => decode_answer(message).await,
+            Ok(Answer::Failed(why)) => Err(RpcError::Failed(why)),
+            Err(CallFailed::ConnectionLost { reason }) => Err(RpcError::Closed(reason)),
+            Err(other) => Err(RpcError::Failed(other.to_string())),
+        }
+    }
+
+    /// Sends a notification.
+    async fn notify(
+        &self,
+        method: &str,
+        params: Option<serde_json::Value>,
+        what: &str,
+    ) -> Result<(), String> {
+        let mut body = serde_json::json!({"jsonrpc": "2.0", "method": method});
+        if let Some(params) = params {
+            body["params"] = params;
+        }
+        let message = Message::parse(bytes::Bytes::from(body.to_string()))
+            .map_err(|e| format!("could not make {what}: {e}"))?;
+        self.shared
+            .transport
+            .send(message)
+            .await
+            .map_err(|e| format!("could not be sent {what}: {e}"))
+    }
+
+    /// Tells the upstream that sluice no longer waits for request `id`.
+    pub async fn cancel(&self, id: &Id, reason: &str) {
+        let params = serde_json::json!({
+            "requestId": serde_json::from_str::<serde_json::Value>(id.as_json()).unwrap_or_default(),
+            "reason": reason,
+        });
+        if let Err(e) = self
+            .notify("notifications/cancelled", Some(params), "a cancellation")
+            .await
+        {
+            tracing::debug!(upstream = %self.shared.upstream, "{e}");
+        }
+    }
+
+    /// Tells the upstream that the client's roots changed.
+    pub async fn notify_roots_list_changed(&self) {
+        if let Err(e) = self
+            .notify(
+                "notifications/roots/list_changed",
+                None,
+                "roots/list_changed",
+            )
+            .await
+        {
+            tracing::debug!(upstream = %self.shared.upstream, "{e}");
+        }
+    }
+}
+
+enum Discovered {
+    Modern(Box<ServerPeerInfo>),
+    Legacy(String),
+}
+
+fn versions(list: &[ProtocolVersion]) -> String {
+    let names: Vec<String> = list.iter().map(|v| v.to_string()).collect();
+    if names.is_empty() {
+        "(none named)".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// A failed handshake request, described.
+fn describe(error: &RpcError, what: &str) -> String {
+    match error {
+        RpcError::Error(e) => format!(
+            "answered {what} with an error: {} ({})",
+            e.message, e.code.0
+        ),
+        RpcError::Failed(why) => format!("sent an answer to {what} that sluice cannot use: {why}"),
+        RpcError::Closed(why) => format!("{why} before answering {what}"),
+        RpcError::Cancelled => format!("{what} was cancelled"),
+    }
+}
+
+/// rmcp's spelling of one of sluice's ids (always numbers it counts).
+pub fn rmcp_id(id: &Id) -> RequestId {
+    match id.as_u64() {
+        Some(n) => NumberOrString::Number(n as i64),
+        None => NumberOrString::String(id.as_json().trim_matches('"').into()),
+    }
+}
+
+fn request_id_number(id: &Id) -> i64 {
+    id.as_u64().map_or(0, |n| n as i64)
+}
+
+/// sluice's id for rmcp's spelling of it.
+pub fn own_id(id: &RequestId) -> Id {
+    match id {
+        NumberOrString::Number(n) => Id::from_json(&n.to_string()).unwrap_or_else(|| Id::number(0)),
+        NumberOrString::String(s) => Id::string(s),
+    }
+}
+
+fn encode<T: serde::Serialize>(message: &T) -> Result<Message, String> {
+    let bytes = serde_json::to_vec(message).map_err(|e| format!("could not be encoded: {e}"))?;
+    Message::parse(bytes::Bytes::from(bytes)).map_err(|e| format!("could not be encoded: {e}"))
+}
+
+/// A response's result or error, decoded (large ones off the async threads).
+async fn decode_answer(message: Message) -> Result<ServerResult, RpcError> {
+    let len = message.as_bytes().len();
+    let decode = move || -> Result<ServerResult, RpcError> {
+        match message.kind() {
+            Kind::Response => {
+                serde_json::from_str::<ServerResult>(message.result().unwrap_or("{}"))
+                    .map_err(|e| RpcError::Failed(format!("its result could not be read: {e}")))
+            }
+            Kind::Error => match serde_json::from_str::<ErrorData>(message.error().unwrap_or("{}"))
+            {
+                Ok(error) => Err(RpcError::Error(error)),
+                Err(e) => Err(RpcError::Failed(format!(
+                    "its error could not be read: {e}"
+                ))),
+            },
+            Kind::Request | Kind::Notification => {
+                Err(RpcError::Failed("the answer is not a response".into()))
+            }
+        }
+    };
+    if len > BLOCKING_BYTES {
+        tokio::task::spawn_blocking(decode)
+            .await
+            .unwrap_or_else(|e| Err(RpcError::Failed(format!("decoding failed: {e}"))))
+    } else {
+        decode()
+    }
+}
+
+/// The reader: everything the transport hands over, in order.
+async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
+    let why = loop {
+        let item = tokio::select! {
+            item = inbound.recv() => item,
+            () = shared.stop.cancelled() => break "was closed by sluice".to_owned(),
+        };
+        match item {
+            None => break "closed the connection".to_owned(),
+            Some(Inbound::Closed { why }) => break why,
+            Some(Inbound::Failed { id, why }) => {
+                if !shared.pending.complete(&id, Answer::Failed(why)) {
+                    tracing::debug!(upstream = %shared.upstream, "a failure for request {id}, which no one waits for");
+                }
+            }
+            Some(Inbound::Unreadable { id: Some(id), why }) => {
+                tracing::warn!(upstream = %shared.upstream, "answer to request {id} refused: {why}");
+                shared.pending.complete(&id, Answer::Failed(why));
+            }
+            Some(Inbound::Unreadable { id: None, why }) => {
+                tracing::warn!(upstream = %shared.upstream, "skipped a message that cannot be read: {why}");
+            }
+            Some(Inbound::Message { message, stream_of }) => match message.kind() {
+                Kind::Response | Kind::Error => match message.id() {
+                    Some(id) => {
+                        if !shared.pending.complete(&id, Answer::Message(message)) {
+                            tracing::debug!(upstream = %shared.upstream, "an answer to request {id}, which no one waits for (cancelled or late)");
+                        }
+                    }
+                    None => {
+                        tracing::warn!(upstream = %shared.upstream, "an error without a request id: {}", message.error().unwrap_or_default());
+                    }
+                },
+                Kind::Notification => notification(&shared, &message),
+                Kind::Request => request(&shared, message, stream_of),
+            },
+        }
+    };
+    tracing::debug!(upstream = %shared.upstream, "connection ended: {why}");
+    let _ = shared.ended.send(Some(why.clone()));
+    shared
+        .pending
+        .fail_all(&CallFailed::ConnectionLost { reason: why });
+    for (_, ct) in lock(&shared.serving).drain() {
+        ct.cancel();
+    }
+}
+
+/// A notification from the upstream, handled before anything later is read.
+fn notification(shared: &Shared, message: &Message) {
+    if message.method() == Some("notifications/cancelled") {
+        let id = message
+            .params()
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+            .and_then(|p| p.get("requestId").map(|v| v.to_string()))
+            .and_then(|id| Id::from_json(&id));
+        if let Some(ct) = id.and_then(|id| lock(&shared.serving).remove(&id)) {
+            ct.cancel();
+        }
+        return;
+    }
+    let typed = match serde_json::from_slice::<ServerJsonRpcMessage>(message.as_bytes()) {
+        Ok(JsonRpcMessage::Notification(n)) => n.notification,
+        Ok(_) => return,
+        Err(e) => {
+            tracing::debug!(upstream = %shared.upstream, method = message.method().unwrap_or_default(), "a notification sluice does not know: {e}");
+            return;
+        }
+    };
+    let diverted = match &typed {
+        ServerNotification::ProgressNotification(p) => {
+            shared.hub.divert_progress(&shared.upstream, &p.params)
+        }
+        ServerNotification::LoggingMessageNotification(l) => {
+            shared.hub.divert_log(&shared.upstream, &l.params)
+        }
+        _ => false,
+    };
+    if !diverted {
+        shared.client.handle_notification(typed);
+    }
+}
+
+/// A server→client request, answered in a task of its own.
+fn request(shared: &Arc<Shared>, message: Message, stream_of: Option<Id>) {
+    let Some(id) = message.id() else { return };
+    let ct = shared.stop.child_token();
+    lock(&shared.serving).insert(id.clone(), ct.clone());
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let answer = match serde_json::from_slice::<ServerJsonRpcMessage>(message.as_bytes()) {
+            Ok(JsonRpcMessage::Request(r)) => {
+                let origin = stream_of.as_ref().map(rmcp_id);
+                shared
+                    .client
+                    .handle_request(r.request, origin, ct.clone())
+                    .await
+            }
+            _ => Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!(
+                    "sluice cannot forward {} requests",
+                    sluice_core::format::quoted_cut(message.method().unwrap_or("these"))
+                ),
+                None,
+            )),
+        };
+        let still_wanted = lock(&shared.serving).remove(&id).is_some();
+        if !still_wanted {
+            return;
+        }
+        let placeholder = NumberOrString::Number(0);
+        let response = match answer {
+            Ok(result) => ClientJsonRpcMessage::response(result, placeholder),
+            Err(error) => ClientJsonRpcMessage::error(error, Some(placeholder)),
+        };
+        // The upstream's id goes back exactly as it came.
+        let sent = match encode(&response) {
+            Ok(response) => shared
+                .transport
+                .send(response.with_id(&id))
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = sent {
+            tracing::debug!(upstream = %shared.upstream, "the answer to request {id} was not delivered: {e}");
+        }
+    });
+}
