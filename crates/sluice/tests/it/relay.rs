@@ -8,8 +8,9 @@
 //! What sluice may change between the two ends, and nothing else:
 //! - the JSON-RPC `id` of a request it forwards (each side has its own ids);
 //! - the progress token: the upstream gets a token of sluice's own in a
-//!   request's `params._meta.progressToken`, and the client gets its own
-//!   back in `notifications/progress`;
+//!   tool call's `params._meta.progressToken` (a call may go on as an
+//!   operation, which reports progress; other requests get none), and the
+//!   client gets its own back in `notifications/progress`;
 //! - tool names, where several upstreams need a prefix (here one upstream:
 //!   none);
 //! - `tools/list`: each upstream tool gains `_timeout_s` (and `_fresh` when
@@ -937,4 +938,57 @@ async fn a_2_mb_plain_json_answer_from_an_http_upstream_is_stored_and_paged() {
 #[ignore = "issue 15: needs sluice's own limits: rmcp refuses a plain-JSON HTTP answer over 16 MiB (\"closed the connection during the request\")"]
 async fn a_40_mb_plain_json_answer_from_an_http_upstream_is_stored_and_paged() {
     plain_json_answer_is_stored_and_paged(40).await;
+}
+
+/// sluice asks an upstream for progress only where it listens: a list
+/// request reaches the upstream without a progress token (the SDK sluice
+/// used before added one to every request); a tool call, which may go on
+/// as an operation that reports its progress, carries a token of sluice's
+/// own, never the client's, and the progress comes back to the client under
+/// the client's token.
+#[tokio::test]
+async fn an_upstream_is_asked_for_progress_only_where_sluice_listens() {
+    let list = r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#;
+    let listening = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"chatty","arguments":{},"_meta":{"progressToken":"client-token"}}}"#;
+    on_paths(
+        &PATHS,
+        "progress-token",
+        false,
+        "",
+        &[list.to_owned(), listening.to_owned()],
+        |run| {
+            let lists: Vec<String> = messages(&run.server_received)
+                .into_iter()
+                .filter(|m| member(m, "method") == Some(r#""tools/list""#))
+                .collect();
+            assert!(!lists.is_empty(), "{}", run.transcript());
+            for list in lists {
+                let meta = member(&list, "params").and_then(|p| member(p, "_meta"));
+                assert!(
+                    meta.is_none_or(|m| member(m, "progressToken").is_none()),
+                    "{}: a list request asked for progress: {list}",
+                    run.what
+                );
+            }
+            let chatty = run.server_call("chatty");
+            let token = member(&chatty, "params")
+                .and_then(|p| member(p, "_meta"))
+                .and_then(|m| member(m, "progressToken"))
+                .unwrap_or_else(|| panic!("{}: no progress token upstream: {chatty}", run.what));
+            assert_ne!(
+                token, r#""client-token""#,
+                "{}: the client's token went upstream",
+                run.what
+            );
+            let progress = run.client_got("notifications/progress");
+            assert!(!progress.is_empty(), "{}", run.transcript());
+            for notification in progress {
+                let token =
+                    member(&notification, "params").and_then(|p| member(p, "progressToken"));
+                assert_eq!(token, Some(r#""client-token""#), "{}", run.transcript());
+            }
+            assert!(run.answer("4").is_some(), "{}", run.transcript());
+        },
+    )
+    .await;
 }
