@@ -42,6 +42,11 @@ use crate::jsonrpc::{CallFailed, Id, Kind, Message, Pending};
 /// threads that serve other sessions.
 const BLOCKING_BYTES: usize = 256 << 10;
 
+/// How many server→client requests of one upstream may be handled at
+/// once; more are refused at once (an upstream cannot make sluice hold an
+/// unbounded number of tasks).
+const MAX_SERVING: usize = 64;
+
 /// How long the `server/discover` probe of [`Lifecycle::Auto`] may take
 /// before sluice falls back to `initialize`.
 const DISCOVER_PROBE: Duration = Duration::from_secs(10);
@@ -561,7 +566,7 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
         }
     };
     tracing::debug!(upstream = %shared.upstream, "connection ended: {why}");
-    let _ = shared.ended.send(Some(why.clone()));
+    shared.ended.send_replace(Some(why.clone()));
     shared
         .pending
         .fail_all(&CallFailed::ConnectionLost { reason: why });
@@ -609,8 +614,28 @@ fn notification(shared: &Shared, message: &Message) {
 fn request(shared: &Arc<Shared>, message: Message, stream_of: Option<Id>) {
     let Some(id) = message.id() else { return };
     let ct = shared.stop.child_token();
-    lock(&shared.serving).insert(id.clone(), ct.clone());
+    let busy = {
+        let mut serving = lock(&shared.serving);
+        let busy = serving.len() >= MAX_SERVING;
+        if !busy {
+            serving.insert(id.clone(), ct.clone());
+        }
+        busy
+    };
     let shared = shared.clone();
+    if busy {
+        tokio::spawn(async move {
+            let refusal = ErrorData::internal_error(
+                format!(
+                    "sluice is already handling {MAX_SERVING} requests from upstream `{}`: send this one again when they are answered",
+                    shared.upstream
+                ),
+                None,
+            );
+            answer(&shared, &id, Err(refusal)).await;
+        });
+        return;
+    }
     tokio::spawn(async move {
         let answer = match serde_json::from_slice::<ServerJsonRpcMessage>(message.as_bytes()) {
             Ok(JsonRpcMessage::Request(r)) => {
@@ -630,25 +655,279 @@ fn request(shared: &Arc<Shared>, message: Message, stream_of: Option<Id>) {
             )),
         };
         let still_wanted = lock(&shared.serving).remove(&id).is_some();
-        if !still_wanted {
-            return;
-        }
-        let placeholder = NumberOrString::Number(0);
-        let response = match answer {
-            Ok(result) => ClientJsonRpcMessage::response(result, placeholder),
-            Err(error) => ClientJsonRpcMessage::error(error, Some(placeholder)),
-        };
-        // The upstream's id goes back exactly as it came.
-        let sent = match encode(&response) {
-            Ok(response) => shared
-                .transport
-                .send(response.with_id(&id))
-                .await
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = sent {
-            tracing::debug!(upstream = %shared.upstream, "the answer to request {id} was not delivered: {e}");
+        if still_wanted {
+            self::answer(&shared, &id, answer).await;
         }
     });
+}
+
+/// Sends the answer to the upstream's request `id`.
+async fn answer(shared: &Shared, id: &Id, answer: Result<rmcp::model::ClientResult, ErrorData>) {
+    let placeholder = NumberOrString::Number(0);
+    let response = match answer {
+        Ok(result) => ClientJsonRpcMessage::response(result, placeholder),
+        Err(error) => ClientJsonRpcMessage::error(error, Some(placeholder)),
+    };
+    // The upstream's id goes back exactly as it came.
+    let sent = match encode(&response) {
+        Ok(response) => shared
+            .transport
+            .send(response.with_id(id))
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = sent {
+        tracing::debug!(upstream = %shared.upstream, "the answer to request {id} was not delivered: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+
+    /// The far end of a pipe: a hand-written server that reads what the
+    /// engine sends and answers with exact bytes.
+    struct Far {
+        lines: tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+        writer: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    }
+
+    impl Far {
+        async fn received(&mut self) -> serde_json::Value {
+            let line = self.lines.next_line().await.unwrap().expect("a message");
+            serde_json::from_str(&line).unwrap()
+        }
+
+        async fn send(&mut self, bytes: &[u8]) {
+            self.writer.write_all(bytes).await.unwrap();
+            self.writer.write_all(b"\n").await.unwrap();
+        }
+    }
+
+    fn engine(limit: usize) -> (Rpc, Far) {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(ours);
+        let (transport, inbound) = super::super::lines::open("fake", read, write, limit);
+        let client = UpstreamClient {
+            upstream: "fake".into(),
+            hub: Arc::new(Hub::default()),
+            info: ClientConfig::default(),
+        };
+        let (far_read, far_write) = tokio::io::split(theirs);
+        let far = Far {
+            lines: BufReader::new(far_read).lines(),
+            writer: far_write,
+        };
+        (Rpc::start(transport, inbound, client), far)
+    }
+
+    fn list_tools() -> ClientRequest {
+        ClientRequest::ListToolsRequest(Default::default())
+    }
+
+    async fn ask(rpc: &Rpc) -> Result<ServerResult, RpcError> {
+        rpc.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
+            .await
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_cannot_be_read_fails_its_call_at_once_and_the_next_call_works() {
+        let (rpc, mut far) = engine(1 << 20);
+        let first = tokio::spawn({
+            let link = rpc.listener();
+            async move {
+                link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
+                    .await
+            }
+        });
+        let request = far.received().await;
+        assert_eq!(request["method"], "tools/list");
+        assert!(
+            request["params"]["_meta"].get("progressToken").is_none(),
+            "{request}"
+        );
+        let id = request["id"].to_string();
+        // An answer cut short (its line ends mid-JSON), then a line of
+        // garbage: the call fails with the first's reason; the garbage,
+        // which names no request, is skipped.
+        far.send(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[],"x":"#).as_bytes())
+            .await;
+        far.send(b"\xff\xfe\"}}").await;
+        match first.await.unwrap() {
+            Err(RpcError::Failed(why)) => assert!(why.contains("not JSON"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        let second = tokio::spawn({
+            let link = rpc.listener();
+            async move {
+                link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
+                    .await
+            }
+        });
+        let request = far.received().await;
+        let id = request["id"].to_string();
+        far.send(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[]}}}}"#).as_bytes())
+            .await;
+        assert!(matches!(
+            second.await.unwrap(),
+            Ok(ServerResult::ListToolsResult(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_is_not_utf8_fails_its_call_saying_so() {
+        let (rpc, mut far) = engine(1 << 20);
+        let call = tokio::spawn({
+            let link = rpc.listener();
+            async move {
+                link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
+                    .await
+            }
+        });
+        let id = far.received().await["id"].to_string();
+        let mut line =
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[],"x":""#).into_bytes();
+        line.extend_from_slice(b"\xff\"}}");
+        far.send(&line).await;
+        match call.await.unwrap() {
+            Err(RpcError::Failed(why)) => {
+                assert!(why.contains("UTF-8") && why.contains("`fake`"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        drop(rpc);
+    }
+
+    #[tokio::test]
+    async fn an_answer_over_the_limit_fails_its_call_naming_the_key() {
+        let (rpc, mut far) = engine(1 << 10);
+        let call = tokio::spawn({
+            let link = rpc.listener();
+            async move {
+                link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
+                    .await
+            }
+        });
+        let id = far.received().await["id"].to_string();
+        let big = "x".repeat(4 << 10);
+        far.send(
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[],"x":"{big}"}}}}"#)
+                .as_bytes(),
+        )
+        .await;
+        match call.await.unwrap() {
+            Err(RpcError::Failed(why)) => assert!(why.contains("max_message_mb"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            rpc.is_open(),
+            "a refused answer with an id keeps the connection"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_end_of_the_connection_fails_every_waiting_call_with_how_it_ended() {
+        let (rpc, mut far) = engine(1 << 20);
+        let calls: Vec<_> = (0..2)
+            .map(|_| {
+                let link = rpc.listener();
+                tokio::spawn(async move {
+                    link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
+                        .await
+                })
+            })
+            .collect();
+        far.received().await;
+        far.received().await;
+        drop(far);
+        for call in calls {
+            match call.await.unwrap() {
+                Err(RpcError::Closed(why)) => assert_eq!(why, "closed its stdout"),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(!rpc.is_open());
+        assert!(matches!(ask(&rpc).await, Err(RpcError::Closed(_))));
+    }
+
+    #[tokio::test]
+    async fn an_upstream_ping_is_answered_with_its_id_exactly_as_sent() {
+        let (_rpc, mut far) = engine(1 << 20);
+        far.send(br#"{"jsonrpc":"2.0","id":"p\u00e9","method":"ping"}"#)
+            .await;
+        let line = far.lines.next_line().await.unwrap().unwrap();
+        assert!(line.contains(r#""id":"p\u00e9""#), "{line}");
+        let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(answer["result"], serde_json::json!({}));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_request_tells_the_upstream() {
+        let (rpc, mut far) = engine(1 << 20);
+        let ct = CancellationToken::new();
+        let call = tokio::spawn({
+            let link = rpc.listener();
+            let ct = ct.clone();
+            async move { link.request(list_tools(), false, None, &ct, |_| ()).await }
+        });
+        let id = far.received().await["id"].clone();
+        ct.cancel();
+        assert!(matches!(call.await.unwrap(), Err(RpcError::Cancelled)));
+        let cancelled = far.received().await;
+        assert_eq!(cancelled["method"], "notifications/cancelled");
+        assert_eq!(cancelled["params"]["requestId"], id);
+    }
+
+    #[tokio::test]
+    async fn auto_falls_back_to_initialize_when_discover_is_unknown() {
+        let (rpc, mut far) = engine(1 << 20);
+        let handshake = tokio::spawn(async move {
+            let info = rpc
+                .handshake(Lifecycle::Auto, &ClientConfig::default())
+                .await;
+            (rpc, info)
+        });
+        let discover = far.received().await;
+        assert_eq!(discover["method"], "server/discover");
+        assert_eq!(
+            discover["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+        let id = discover["id"].to_string();
+        far.send(
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":"Method not found"}}}}"#)
+                .as_bytes(),
+        )
+        .await;
+        let initialize = far.received().await;
+        assert_eq!(initialize["method"], "initialize");
+        assert_eq!(initialize["params"]["protocolVersion"], "2025-11-25");
+        let id = initialize["id"].to_string();
+        far.send(
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"protocolVersion":"2025-11-25","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"far","version":"1"}}}}}}"#
+            )
+            .as_bytes(),
+        )
+        .await;
+        let initialized = far.received().await;
+        assert_eq!(initialized["method"], "notifications/initialized");
+        let (rpc, info) = handshake.await.unwrap();
+        let info = info.unwrap();
+        assert_eq!(info.protocol_version, ProtocolVersion::V_2025_11_25);
+        assert_eq!(info.server_info.unwrap().name, "far");
+        // No client context on requests of the initialize era.
+        let call = tokio::spawn({
+            let link = rpc.listener();
+            async move {
+                link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
+                    .await
+            }
+        });
+        let request = far.received().await;
+        assert!(request["params"]["_meta"].is_null(), "{request}");
+        drop(call);
+    }
 }
