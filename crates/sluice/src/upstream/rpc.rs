@@ -727,6 +727,15 @@ mod tests {
         ClientRequest::ListToolsRequest(Default::default())
     }
 
+    /// A `tools/list` request made in a task of its own.
+    fn spawn_ask(rpc: &Rpc) -> tokio::task::JoinHandle<Result<ServerResult, RpcError>> {
+        let link = rpc.listener();
+        tokio::spawn(async move {
+            link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
+                .await
+        })
+    }
+
     async fn ask(rpc: &Rpc) -> Result<ServerResult, RpcError> {
         rpc.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
             .await
@@ -735,13 +744,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_that_cannot_be_read_fails_its_call_at_once_and_the_next_call_works() {
         let (rpc, mut far) = engine(1 << 20);
-        let first = tokio::spawn({
-            let link = rpc.listener();
-            async move {
-                link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
-                    .await
-            }
-        });
+        let first = spawn_ask(&rpc);
         let request = far.received().await;
         assert_eq!(request["method"], "tools/list");
         assert!(
@@ -759,13 +762,7 @@ mod tests {
             Err(RpcError::Failed(why)) => assert!(why.contains("not JSON"), "{why}"),
             other => panic!("{other:?}"),
         }
-        let second = tokio::spawn({
-            let link = rpc.listener();
-            async move {
-                link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
-                    .await
-            }
-        });
+        let second = spawn_ask(&rpc);
         let request = far.received().await;
         let id = request["id"].to_string();
         far.send(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[]}}}}"#).as_bytes())
@@ -779,13 +776,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_that_is_not_utf8_fails_its_call_saying_so() {
         let (rpc, mut far) = engine(1 << 20);
-        let call = tokio::spawn({
-            let link = rpc.listener();
-            async move {
-                link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
-                    .await
-            }
-        });
+        let call = spawn_ask(&rpc);
         let id = far.received().await["id"].to_string();
         let mut line =
             format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[],"x":""#).into_bytes();
@@ -803,13 +794,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_over_the_limit_fails_its_call_naming_the_key() {
         let (rpc, mut far) = engine(1 << 10);
-        let call = tokio::spawn({
-            let link = rpc.listener();
-            async move {
-                link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
-                    .await
-            }
-        });
+        let call = spawn_ask(&rpc);
         let id = far.received().await["id"].to_string();
         let big = "x".repeat(4 << 10);
         far.send(
@@ -830,15 +815,7 @@ mod tests {
     #[tokio::test]
     async fn the_end_of_the_connection_fails_every_waiting_call_with_how_it_ended() {
         let (rpc, mut far) = engine(1 << 20);
-        let calls: Vec<_> = (0..2)
-            .map(|_| {
-                let link = rpc.listener();
-                tokio::spawn(async move {
-                    link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
-                        .await
-                })
-            })
-            .collect();
+        let calls: Vec<_> = (0..2).map(|_| spawn_ask(&rpc)).collect();
         far.received().await;
         far.received().await;
         drop(far);
@@ -919,13 +896,7 @@ mod tests {
         assert_eq!(info.protocol_version, ProtocolVersion::V_2025_11_25);
         assert_eq!(info.server_info.unwrap().name, "far");
         // No client context on requests of the initialize era.
-        let call = tokio::spawn({
-            let link = rpc.listener();
-            async move {
-                link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
-                    .await
-            }
-        });
+        let call = spawn_ask(&rpc);
         let request = far.received().await;
         assert!(request["params"]["_meta"].is_null(), "{request}");
         drop(call);
