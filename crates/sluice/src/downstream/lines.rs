@@ -32,6 +32,8 @@ pub struct ClientLines<R, W> {
     writer: Arc<Mutex<W>>,
     /// Run once when the client's input ends.
     on_end: Option<Box<dyn FnOnce() + Send>>,
+    /// The requests sluice answers itself rather than rmcp.
+    front: Option<Arc<super::front::Front>>,
 }
 
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
@@ -44,7 +46,14 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
             max_line: MAX_LINE,
             writer: Arc::new(Mutex::new(writer)),
             on_end: None,
+            front: None,
         }
+    }
+
+    /// Hands the requests `front` takes to it, not to rmcp.
+    pub fn with_front(mut self, front: Arc<super::front::Front>) -> Self {
+        self.front = Some(front);
+        self
     }
 
     /// Accepts lines up to `max_line` bytes (`[limits] max_message_mb`).
@@ -67,6 +76,15 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
         }
         None
     }
+}
+
+/// Writes one message sluice made itself, as a line.
+async fn write_bytes<W: AsyncWrite + Unpin>(
+    writer: &Mutex<W>,
+    message: &[u8],
+) -> std::io::Result<()> {
+    let mut writer = writer.lock().await;
+    crate::jsonrpc::write_line(&mut *writer, message).await
 }
 
 async fn write_line<W: AsyncWrite + Unpin>(
@@ -197,6 +215,28 @@ where
                 .strip_prefix(b"\xEF\xBB\xBF")
                 .unwrap_or(&line)
                 .trim_ascii();
+            if !text.is_empty()
+                && let Some(front) = &self.front
+                && let Ok(message) =
+                    crate::jsonrpc::Message::parse(bytes::Bytes::copy_from_slice(text))
+            {
+                if message.method() == Some("notifications/cancelled") {
+                    front.cancelled(&message);
+                } else if let Some(work) = front.take(&message) {
+                    let writer = self.writer.clone();
+                    tokio::spawn(async move {
+                        if let Some(line) = work.await
+                            && let Err(e) = write_bytes(&writer, &line).await
+                        {
+                            tracing::debug!("an answer to the client was not delivered: {e}");
+                        }
+                    });
+                    if eof {
+                        return self.ended();
+                    }
+                    continue;
+                }
+            }
             if !text.is_empty() {
                 match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(text) {
                     Ok(message) => return Some(message),

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub mod auth;
+pub mod front;
 pub mod http;
 pub mod http_guard;
 pub mod http_sessions;

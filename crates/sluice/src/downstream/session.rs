@@ -64,51 +64,98 @@ impl Session {
     }
 
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
-        // Only sessions that completed `initialize` are registered; a
-        // 2026-07-28 request stands alone.
-        let session = self.gateway.hub().has_session(self.id).then_some(self.id);
-        if session.is_none() {
-            // A 2026-07-28 request declares its client's capabilities itself.
-            self.gateway.begin(&FirstClient {
-                capabilities: ctx.client_capabilities().unwrap_or_default(),
-                initialize_version: None,
-            });
-        }
-        let era = Era::of(ctx.protocol_version().as_ref());
         let http = ctx.extensions.get::<http::request::Parts>();
-        let principal = http.and_then(|parts| parts.extensions.get::<Principal>());
-        // With `[auth]` everything belongs to the principal, whichever session
-        // it comes with. Without, stored results belong to the session; a
-        // stateless HTTP request has none, so its results are reachable by
-        // their unguessable handle alone.
-        let owner = if let Some(principal) = principal {
-            Owner::Principal(principal.0.clone())
-        } else if session.is_some() || self.connection {
-            Owner::Session(self.id)
-        } else {
-            Owner::Anonymous
-        };
-        let quota = match (&owner, http.and_then(|p| p.extensions.get::<PeerAddr>())) {
-            (Owner::Anonymous, Some(PeerAddr(addr))) => format!("address:{}", addr.ip()),
-            (owner, _) => owner.key(),
-        };
-        Caller {
-            era,
-            owner,
-            quota,
-            client: ctx.client_info().map(|info| info.name),
-            session,
-            peer: Some(ctx.peer.clone()),
+        self.caller_of(&Asking {
+            meta: &ctx.meta,
+            peer: &ctx.peer,
             request: ctx.id.clone(),
-            meta: ctx.meta.clone(),
             ct: ctx.ct.clone(),
-            partial: None,
-            // Declared at `initialize`, or with this very request.
-            tasks: ctx
-                .client_capabilities()
-                .is_some_and(|c| c.supports_tasks()),
-        }
+            era: Era::of(ctx.protocol_version().as_ref()),
+            capabilities: ctx.client_capabilities(),
+            client: ctx.client_info().map(|info| info.name),
+            principal: http.and_then(|parts| parts.extensions.get::<Principal>()),
+            address: http.and_then(|p| p.extensions.get::<PeerAddr>()),
+        })
     }
+
+    fn caller_of(&self, asking: &Asking<'_>) -> Caller {
+        caller_of(&self.gateway, self.id, self.connection, asking)
+    }
+}
+
+/// The [`Caller`] of one request of session `id` (`connection`: the whole
+/// connection is the session, as stdio's is), whichever layer read it
+/// (rmcp's server, or sluice's own for the methods it has taken over).
+pub(crate) fn caller_of(
+    gateway: &Arc<Gateway>,
+    id: SessionId,
+    connection: bool,
+    asking: &Asking<'_>,
+) -> Caller {
+    // Only sessions that completed `initialize` are registered; a
+    // 2026-07-28 request stands alone.
+    let session = gateway.hub().has_session(id).then_some(id);
+    if session.is_none() {
+        // A 2026-07-28 request declares its client's capabilities itself.
+        gateway.begin(&FirstClient {
+            capabilities: asking.capabilities.clone().unwrap_or_default(),
+            initialize_version: None,
+        });
+    }
+    // With `[auth]` everything belongs to the principal, whichever session
+    // it comes with. Without, stored results belong to the session; a
+    // stateless HTTP request has none, so its results are reachable by
+    // their unguessable handle alone.
+    let owner = if let Some(principal) = asking.principal {
+        Owner::Principal(principal.0.clone())
+    } else if session.is_some() || connection {
+        Owner::Session(id)
+    } else {
+        Owner::Anonymous
+    };
+    let quota = match (&owner, asking.address) {
+        (Owner::Anonymous, Some(PeerAddr(addr))) => format!("address:{}", addr.ip()),
+        (owner, _) => owner.key(),
+    };
+    Caller {
+        era: asking.era,
+        owner,
+        quota,
+        client: asking.client.clone(),
+        session,
+        peer: Some(asking.peer.clone()),
+        request: asking.request.clone(),
+        meta: asking.meta.clone(),
+        ct: asking.ct.clone(),
+        partial: None,
+        // Declared at `initialize`, or with this very request.
+        tasks: asking
+            .capabilities
+            .as_ref()
+            .is_some_and(|c| c.supports_tasks()),
+    }
+}
+
+/// What is known of one request's asker, for [`caller_of`].
+pub(crate) struct Asking<'a> {
+    /// The request's `_meta`.
+    pub meta: &'a rmcp::model::RequestMetaObject,
+    /// Where to reach the client.
+    pub peer: &'a Peer<RoleServer>,
+    /// The request's id.
+    pub request: rmcp::model::RequestId,
+    /// Fires when the client cancels it or leaves.
+    pub ct: tokio_util::sync::CancellationToken,
+    /// The request's protocol era.
+    pub era: Era,
+    /// The client's capabilities (from `initialize`, or the request's `_meta`).
+    pub capabilities: Option<rmcp::model::ClientCapabilities>,
+    /// The client's `clientInfo.name`.
+    pub client: Option<String>,
+    /// Who an HTTP request authenticated as.
+    pub principal: Option<&'a Principal>,
+    /// Where an HTTP request came from.
+    pub address: Option<&'a PeerAddr>,
 }
 
 impl Drop for Session {

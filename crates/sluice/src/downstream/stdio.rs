@@ -6,6 +6,7 @@ use anyhow::Context as _;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
+use super::front::Front;
 use super::lines::ClientLines;
 use super::session::Session;
 use crate::gateway::Gateway;
@@ -16,13 +17,17 @@ pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> anyhow
     let session = Session::for_connection(gateway.clone());
     let id = session.id();
     let max_line = gateway.limits().max_message_bytes;
+    let front = Front::new(gateway.clone(), id);
     let running = session
         .serve_with_ct(
             {
                 let (reader, writer) = rmcp::transport::stdio_pipes();
+                let front = front.clone();
                 ClientLines::new(reader, writer)
                     .with_limit(max_line)
+                    .with_front(front.clone())
                     .on_end(move || {
+                        front.end();
                         tokio::spawn(async move { gateway.cancel_session_calls(id).await });
                     })
             },
@@ -30,6 +35,7 @@ pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> anyhow
         )
         .await
         .context("serving the client over stdio")?;
+    front.attach(running.peer().clone());
     let reason = running.waiting().await?;
     tracing::info!(?reason, "client session ended");
     Ok(())

@@ -1,0 +1,184 @@
+//! sluice's own handling of the client requests it has taken over from
+//! rmcp's server, on a stdio connection.
+//!
+//! The downstream side moves off rmcp one method at a time: every line the
+//! client sends is read by sluice's JSON-RPC layer first ([`super::lines`]);
+//! a request the front takes is answered here, with bytes sluice writes
+//! itself, and everything else goes on to rmcp's server as before. rmcp
+//! still owns the lifecycle (`initialize`, `server/discover`), the
+//! notifications to the client and the server→client requests, through the
+//! peer it gives once the lifecycle began ([`Front::attach`]).
+//!
+//! Taken today: `tools/call` in a session that began with `initialize`
+//! (what stdio clients use), when its params read as a call. A
+//! 2026-07-28 request, which carries its lifecycle in `_meta` and must be
+//! checked against it, still goes to rmcp.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ErrorData, RequestId,
+    ServerJsonRpcMessage, ServerResult,
+};
+use rmcp::service::{Peer, RoleServer};
+use tokio_util::sync::CancellationToken;
+
+use super::session::{Asking, caller_of};
+use crate::era::Era;
+use crate::gateway::Gateway;
+use crate::hub::SessionId;
+use crate::jsonrpc::{Id, Kind, Message};
+
+/// The requests of one connection that sluice answers itself.
+pub struct Front {
+    gateway: Arc<Gateway>,
+    session: SessionId,
+    /// rmcp's peer for this connection, once its lifecycle began.
+    peer: OnceLock<Peer<RoleServer>>,
+    /// The calls being answered here, by the client's id, to cancel.
+    running: Mutex<HashMap<Id, CancellationToken>>,
+    /// Fires when the client leaves.
+    stop: CancellationToken,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Front {
+    /// The front of session `session` of `gateway` (a whole connection).
+    pub fn new(gateway: Arc<Gateway>, session: SessionId) -> Arc<Front> {
+        Arc::new(Front {
+            gateway,
+            session,
+            peer: OnceLock::new(),
+            running: Mutex::new(HashMap::new()),
+            stop: CancellationToken::new(),
+        })
+    }
+
+    /// Starts taking requests: rmcp's lifecycle began and gave this peer.
+    pub fn attach(&self, peer: Peer<RoleServer>) {
+        let _ = self.peer.set(peer);
+    }
+
+    /// The client left: what runs here stops.
+    pub fn end(&self) {
+        self.stop.cancel();
+    }
+
+    /// A client's `notifications/cancelled`: stops the call it names if it
+    /// runs here (rmcp is told too, and ignores an id it does not know).
+    pub fn cancelled(&self, message: &Message) {
+        let id = message
+            .params()
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+            .and_then(|p| p.get("requestId").map(|v| v.to_string()))
+            .and_then(|id| Id::from_json(&id));
+        if let Some(ct) = id.and_then(|id| lock(&self.running).remove(&id)) {
+            ct.cancel();
+        }
+    }
+
+    /// Takes `message` if it is a request answered here: gives the work
+    /// that makes its answer (`None` when the client cancelled it, which
+    /// gets no answer); `None` leaves it to rmcp.
+    pub fn take(self: &Arc<Self>, message: &Message) -> Option<BoxFuture<'static, Option<Bytes>>> {
+        if message.kind() != Kind::Request || message.method() != Some("tools/call") {
+            return None;
+        }
+        let peer = self.peer.get()?.clone();
+        // A session that began with `initialize`.
+        let info = peer.peer_info()?;
+        let id = message.id()?;
+        let request: RequestId = serde_json::from_str(id.as_json()).ok()?;
+        let mut params: CallToolRequestParams = serde_json::from_str(message.params()?).ok()?;
+        let meta = params.meta.take().unwrap_or_default();
+        // A request that names its own protocol version is checked against
+        // it by rmcp's server.
+        if meta.protocol_version().is_some() {
+            return None;
+        }
+        let ct = self.stop.child_token();
+        lock(&self.running).insert(id.clone(), ct.clone());
+        let capabilities: ClientCapabilities = meta
+            .client_capabilities()
+            .unwrap_or_else(|| info.capabilities.clone());
+        let asking = Asking {
+            meta: &meta,
+            peer: &peer,
+            request,
+            ct: ct.clone(),
+            era: Era::of(Some(&info.protocol_version)),
+            capabilities: Some(capabilities.clone()),
+            client: Some(
+                meta.client_info()
+                    .map_or_else(|| info.client_info.name.clone(), |c| c.name),
+            ),
+            principal: None,
+            address: None,
+        };
+        let caller = caller_of(&self.gateway, self.session, true, &asking);
+        let front = self.clone();
+        Some(
+            async move {
+                let answer = front.gateway.call_tool(params, &caller).await;
+                lock(&front.running).remove(&id);
+                if ct.is_cancelled() {
+                    return None;
+                }
+                let tasks = capabilities.supports_tasks();
+                Some(answer_line(&id, shaped(answer, tasks)))
+            }
+            .boxed(),
+        )
+    }
+}
+
+/// What rmcp's server makes of a call's answer for a client of the
+/// initialize era: a task only for a client that declared tasks, no
+/// `input_required`, and no `resultType`.
+fn shaped(
+    answer: Result<CallToolResponse, ErrorData>,
+    tasks: bool,
+) -> Result<ServerResult, ErrorData> {
+    let response = answer?;
+    if matches!(response, CallToolResponse::Task(_)) && !tasks {
+        return Err(ErrorData::missing_required_client_capability(
+            ClientCapabilities::builder().enable_tasks().build(),
+        ));
+    }
+    let mut result = ServerResult::from(response);
+    if matches!(result, ServerResult::InputRequiredResult(_)) {
+        return Err(ErrorData::invalid_request(
+            "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
+            None,
+        ));
+    }
+    result.strip_result_type_for_legacy_peer();
+    Ok(result)
+}
+
+/// The answer's line, with the client's id exactly as it sent it.
+fn answer_line(id: &Id, answer: Result<ServerResult, ErrorData>) -> Bytes {
+    let placeholder = RequestId::Number(0);
+    let message = match answer {
+        Ok(result) => ServerJsonRpcMessage::response(result, placeholder),
+        Err(error) => ServerJsonRpcMessage::error(error, Some(placeholder)),
+    };
+    let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
+    match Message::parse(Bytes::from(bytes)) {
+        Ok(message) => message.with_id(id).into_bytes(),
+        Err(e) => {
+            // Not reachable: serde_json writes valid JSON-RPC.
+            tracing::error!("an answer sluice made could not be read back: {e}");
+            Bytes::from(format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"sluice could not encode its answer"}}}}"#
+            ))
+        }
+    }
+}
