@@ -185,6 +185,24 @@ impl Governor {
         if policy.budget.admits(&size) {
             return result;
         }
+        self.kept_result(result, size, policy).await
+    }
+
+    /// Whether [`Self::tool_result`] gives `result` back unchanged: it is
+    /// within the budget (or the tool is not governed). Such a result may
+    /// be forwarded as the bytes the upstream sent.
+    pub fn passes(&self, result: &CallToolResult, policy: &Policy) -> bool {
+        policy.mode == Mode::Passthrough
+            || policy.budget.admits(&measure_call(result, &policy.budget))
+    }
+
+    /// A result over the budget, stored: the answer that stands for it.
+    async fn kept_result(
+        &self,
+        result: CallToolResult,
+        size: Size,
+        policy: Policy,
+    ) -> CallToolResult {
         let flagged = result.is_error;
         let is_error = flagged == Some(true);
         let (result_type, meta) = (result.result_type.clone(), result.meta.clone());

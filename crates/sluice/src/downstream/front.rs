@@ -31,7 +31,7 @@ use super::session::{Asking, caller_of};
 use crate::era::Era;
 use crate::gateway::Gateway;
 use crate::hub::SessionId;
-use crate::jsonrpc::{Id, Kind, Message};
+use crate::jsonrpc::{Id, Kind, Message, RawObject};
 
 /// The requests of one connection that sluice answers itself.
 pub struct Front {
@@ -74,11 +74,7 @@ impl Front {
     /// A client's `notifications/cancelled`: stops the call it names if it
     /// runs here (rmcp is told too, and ignores an id it does not know).
     pub fn cancelled(&self, message: &Message) {
-        let id = message
-            .params()
-            .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
-            .and_then(|p| p.get("requestId").map(|v| v.to_string()))
-            .and_then(|id| Id::from_json(&id));
+        let id = message.cancelled_request();
         if let Some(ct) = id.and_then(|id| lock(&self.running).remove(&id)) {
             ct.cancel();
         }
@@ -126,13 +122,18 @@ impl Front {
         let front = self.clone();
         Some(
             async move {
-                let answer = front.gateway.call_tool(params, &caller).await;
+                let answer = front.gateway.call_tool_relayed(params, &caller).await;
                 lock(&front.running).remove(&id);
                 if ct.is_cancelled() {
                     return None;
                 }
+                if let Ok(relayed) = &answer
+                    && let Some(line) = relayed.raw.as_ref().and_then(|raw| relayed_line(&id, raw))
+                {
+                    return Some(line);
+                }
                 let tasks = capabilities.supports_tasks();
-                Some(answer_line(&id, shaped(answer, tasks)))
+                Some(answer_line(&id, shaped(answer.map(|r| r.response), tasks)))
             }
             .boxed(),
         )
@@ -161,6 +162,35 @@ fn shaped(
     }
     result.strip_result_type_for_legacy_peer();
     Ok(result)
+}
+
+/// The line that answers the client's request `id` with an upstream's
+/// result as the upstream sent it: every byte of its `result` kept, except
+/// a `resultType` (2026-07-28's), which a client of the initialize era does
+/// not know. `None` if the upstream's response has no result to relay.
+fn relayed_line(id: &Id, upstream: &Message) -> Option<Bytes> {
+    let result = upstream.result()?;
+    let edited;
+    // Read as an object only if the key may be there.
+    let result = match memchr::memmem::find(result.as_bytes(), b"\"resultType\"") {
+        None => result,
+        Some(_) => {
+            let mut object = RawObject::parse(result).ok()?;
+            if object.remove("resultType").is_some() {
+                edited = object.to_json();
+                edited.as_str()
+            } else {
+                result
+            }
+        }
+    };
+    let mut line = Vec::with_capacity(result.len() + id.as_json().len() + 32);
+    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    line.extend_from_slice(id.as_json().as_bytes());
+    line.extend_from_slice(br#","result":"#);
+    line.extend_from_slice(result.as_bytes());
+    line.push(b'}');
+    Some(Bytes::from(line))
 }
 
 /// The answer's line, with the client's id exactly as it sent it.

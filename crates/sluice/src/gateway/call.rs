@@ -7,9 +7,21 @@ impl Gateway {
     /// Calls a tool.
     pub async fn call_tool(
         self: &Arc<Self>,
-        mut params: CallToolRequestParams,
+        params: CallToolRequestParams,
         caller: &Caller,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.call_tool_relayed(params, caller)
+            .await
+            .map(|relayed| relayed.response)
+    }
+
+    /// Calls a tool; an upstream's result that passes unchanged comes with
+    /// the response it arrived in, to be forwarded as those bytes.
+    pub async fn call_tool_relayed(
+        self: &Arc<Self>,
+        params: CallToolRequestParams,
+        caller: &Caller,
+    ) -> Result<Relayed, ErrorData> {
         let exposed = params.name.to_string();
         let budget = self.governor.budget_for(caller.client.as_deref());
         if let Some(builtin) = crate::tools::Builtin::from_name(&exposed) {
@@ -22,13 +34,25 @@ impl Gateway {
             return builtin
                 .run(&context, params.arguments, caller, budget)
                 .await
-                .map(|r| CallToolResponse::Complete(era(r, caller)));
+                .map(|r| Relayed::made(CallToolResponse::Complete(era(r, caller))));
         }
         // No tool has a name this long (MCP names are at most 128
         // characters): refused here, not sent on and echoed back whole.
         if exposed.len() > MAX_TOOL_NAME_BYTES {
             return Err(self.unknown("tool", &exposed));
         }
+        self.call_routed(params, caller, exposed, budget).await
+    }
+
+    /// A call of an upstream's tool (`exposed`), with `_timeout_s`, `_fresh`
+    /// and the limits on operations.
+    async fn call_routed(
+        self: &Arc<Self>,
+        mut params: CallToolRequestParams,
+        caller: &Caller,
+        exposed: String,
+        budget: sluice_core::budget::Budget,
+    ) -> Result<Relayed, ErrorData> {
         let Some((upstream, name)) = self.namer.route(&exposed) else {
             return Err(self.unknown("tool", &exposed));
         };
@@ -67,7 +91,7 @@ impl Gateway {
         let timeout =
             match settings.timeout(timeout_arg.as_ref(), settings_timeout(&upstream, name)) {
                 Ok(timeout) => timeout,
-                Err(message) => return Ok(CallToolResponse::Complete(error_result(message))),
+                Err(message) => return Ok(Relayed::error_result(message)),
             };
         // So is `_fresh`, for the tools sluice caches.
         let cached = match self.cache_policy(&exposed) {
@@ -86,10 +110,10 @@ impl Gateway {
                     None | Some(serde_json::Value::Bool(false)) => false,
                     Some(serde_json::Value::Bool(true)) => true,
                     Some(other) => {
-                        return Ok(CallToolResponse::Complete(error_result(format!(
+                        return Ok(Relayed::error_result(format!(
                             "`_fresh` must be true (skip the cached result and refresh it) or false, not {}",
                             sluice_core::format::quoted_cut(&other.to_string())
-                        ))));
+                        )));
                     }
                 };
                 let owner = cache_policy.per_session.then(|| caller.owner.key());
@@ -106,7 +130,7 @@ impl Gateway {
             }
         };
         if let Err(message) = self.operations.admit(&caller.owner, &caller.quota) {
-            return Ok(CallToolResponse::Complete(error_result(message)));
+            return Ok(Relayed::error_result(message));
         }
         // The call runs in a task of its own, which a timeout leaves running
         // in the background; until then the client's cancellation stops it.
@@ -152,7 +176,7 @@ impl Gateway {
                 };
                 tokio::spawn(async move {
                     let outcome = match call.await {
-                        Ok(Done::Answer(answer)) => match *answer {
+                        Ok(Done::Answer(answer)) => match answer.map(|a| a.response) {
                             Ok(CallToolResponse::Complete(result)) => {
                                 crate::operations::Outcome::Completed(result)
                             }
@@ -166,12 +190,12 @@ impl Gateway {
                     };
                     op.finish(outcome);
                 });
-                return Ok(answer);
+                return Ok(Relayed::made(answer));
             }
         };
         match done {
             Ok(Done::Answer(answer)) => *answer,
-            Ok(Done::Unavailable(message)) => Ok(CallToolResponse::Complete(error_result(message))),
+            Ok(Done::Unavailable(message)) => Ok(Relayed::error_result(message)),
             Err(e) => Err(ErrorData::internal_error(
                 format!("sluice lost the call: {e}"),
                 None,
@@ -194,12 +218,15 @@ impl Gateway {
             .as_ref()
             .map(|_| format!("{}|{:?}", policy.owner.key(), policy.budget))
             .unwrap_or_default();
+        let mut raw = None;
         let (sent, entry, hit) = match cached {
-            None => (
-                self.fetch(upstream, params, caller, &policy.source).await,
-                None,
-                false,
-            ),
+            None => {
+                let (sent, response) = self
+                    .fetch_keeping_raw(upstream, params, caller, &policy.source)
+                    .await;
+                raw = response;
+                (sent, None, false)
+            }
             Some(call) => {
                 let fetch = self.fetcher(upstream, params, caller, &policy.source);
                 match self
@@ -214,8 +241,8 @@ impl Gateway {
                             .governed_for(&governed_key)
                             .and_then(|a| self.governor.renewed(a, &policy.owner))
                         {
-                            return Done::Answer(Box::new(Ok(CallToolResponse::Complete(
-                                with_hit(answer, &entry),
+                            return Done::Answer(Box::new(Ok(Relayed::made(
+                                CallToolResponse::Complete(with_hit(answer, &entry)),
                             ))));
                         }
                         let result = ServerResult::CallToolResult(entry.result());
@@ -240,6 +267,15 @@ impl Gateway {
         }
         let answer = self.call_answer(upstream, sent);
         Done::Answer(Box::new(match answer {
+            // Within the budget, as the upstream sent it: passed on as its bytes.
+            Ok(CallToolResponse::Complete(result))
+                if raw.is_some() && self.governor.passes(&result, &policy) =>
+            {
+                Ok(Relayed {
+                    response: CallToolResponse::Complete(result),
+                    raw,
+                })
+            }
             Ok(CallToolResponse::Complete(result)) => {
                 let result = self.governor.tool_result(result, policy).await;
                 if let Some(entry) = &entry
@@ -247,17 +283,17 @@ impl Gateway {
                 {
                     entry.keep_governed(governed_key, result.clone());
                 }
-                Ok(CallToolResponse::Complete(match &entry {
+                Ok(Relayed::made(CallToolResponse::Complete(match &entry {
                     Some(entry) if hit => with_hit(result, entry),
                     _ => result,
-                }))
+                })))
             }
             // The upstream's own error, governed like a result.
             Err(error) => Err(self
                 .governor
                 .tool_error(error, upstream.name(), &policy)
                 .await),
-            other => other,
+            Ok(other) => Ok(Relayed::made(other)),
         }))
     }
 
@@ -270,21 +306,41 @@ impl Gateway {
         caller: &Caller,
         source: &str,
     ) -> Result<ServerResult, CallError> {
+        self.fetch_keeping_raw(upstream, params, caller, source)
+            .await
+            .0
+    }
+
+    /// [`Self::fetch`], and the upstream's response as received when the
+    /// result is that response's, unedited (one plain call).
+    pub(super) async fn fetch_keeping_raw(
+        &self,
+        upstream: &Arc<Upstream>,
+        params: CallToolRequestParams,
+        caller: &Caller,
+        source: &str,
+    ) -> (
+        Result<ServerResult, CallError>,
+        Option<crate::jsonrpc::Message>,
+    ) {
         if lock(&self.task_tools).contains(source) {
-            return self.call_as_task(upstream, params, caller).await;
+            return (self.call_as_task(upstream, params, caller).await, None);
         }
         // A 2025-11-25 upstream may refuse a plain call to a tool that
         // needs a task: the call is kept to make it again as one.
         let legacy = upstream.current().await.is_none_or(|c| c.era().is_legacy());
         let again = legacy.then(|| params.clone());
-        let sent = if !crate::gateway::input::must_bridge(caller) {
+        let (sent, raw) = if !crate::gateway::input::must_bridge(caller) {
             // The common case: one request, its arguments moved.
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-            self.send(upstream, request, caller).await
+            match self.send_keeping_raw(upstream, request, caller).await {
+                Ok((result, raw)) => (Ok(result), Some(raw)),
+                Err(e) => (Err(e), None),
+            }
         } else {
             match self.call_bridged(upstream, params, caller).await {
                 Ok(sent) => sent,
-                Err(e) => Err(CallError::Upstream(e)),
+                Err(e) => (Err(CallError::Upstream(e)), None),
             }
         };
         match again {
@@ -294,9 +350,9 @@ impl Gateway {
                     "the tool must be called as a task: sluice calls it as one and polls"
                 );
                 lock(&self.task_tools).insert(source.to_owned());
-                self.call_as_task(upstream, params, caller).await
+                (self.call_as_task(upstream, params, caller).await, None)
             }
-            _ => sent,
+            _ => (sent, raw),
         }
     }
 
@@ -371,26 +427,34 @@ impl Gateway {
     }
 
     /// Calls a tool for a client that cannot answer `input_required`
-    /// itself: sluice asks it with ordinary requests and calls again.
+    /// itself: sluice asks it with ordinary requests and calls again. The
+    /// last answer comes with the response it arrived in.
     pub(super) async fn call_bridged(
         &self,
         upstream: &Arc<Upstream>,
         mut params: CallToolRequestParams,
         caller: &Caller,
-    ) -> Result<Result<ServerResult, CallError>, ErrorData> {
+    ) -> Result<
+        (
+            Result<ServerResult, CallError>,
+            Option<crate::jsonrpc::Message>,
+        ),
+        ErrorData,
+    > {
         // The call may be repeated with the client's answers: keep a copy.
         let mut round = 0;
         loop {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-            match self.send(upstream, request, caller).await {
-                Ok(ServerResult::InputRequiredResult(result))
+            match self.send_keeping_raw(upstream, request, caller).await {
+                Ok((ServerResult::InputRequiredResult(result), _))
                     if round < crate::gateway::input::MAX_ROUNDS =>
                 {
                     (params.input_responses, params.request_state) =
                         crate::gateway::input::fulfil(result, caller, round).await?;
                     round += 1;
                 }
-                answer => return Ok(answer),
+                Ok((answer, raw)) => return Ok((Ok(answer), Some(raw))),
+                Err(e) => return Ok((Err(e), None)),
             }
         }
     }
@@ -453,9 +517,36 @@ pub(super) struct CachedCall {
 /// How an upstream tool call ended.
 pub(super) enum Done {
     /// An answer (governed), or a JSON-RPC error.
-    Answer(Box<Result<CallToolResponse, ErrorData>>),
+    Answer(Box<Result<Relayed, ErrorData>>),
     /// The upstream could not be reached or died: why.
     Unavailable(String),
+}
+
+/// A tool call's answer, and when it is an upstream's result passed on
+/// unchanged, the response it arrived in.
+#[derive(Debug)]
+pub struct Relayed {
+    /// The answer.
+    pub response: CallToolResponse,
+    /// The upstream's response, when `response` is its result unchanged
+    /// (within the budget, not from the cache, not a task's): the client
+    /// gets its `result` as the bytes the upstream sent, shaped for the
+    /// client's era by whoever writes it (`resultType`).
+    pub raw: Option<crate::jsonrpc::Message>,
+}
+
+impl Relayed {
+    /// An answer sluice made.
+    pub fn made(response: CallToolResponse) -> Relayed {
+        Relayed {
+            response,
+            raw: None,
+        }
+    }
+
+    fn error_result(message: String) -> Relayed {
+        Relayed::made(CallToolResponse::Complete(error_result(message)))
+    }
 }
 
 pub(super) fn error_result(message: String) -> rmcp::model::CallToolResult {

@@ -13,6 +13,20 @@ impl Gateway {
         request: ClientRequest,
         caller: &Caller,
     ) -> Result<ServerResult, CallError> {
+        self.send_keeping_raw(upstream, request, caller)
+            .await
+            .map(|(result, _)| result)
+    }
+
+    /// [`Self::send`], keeping the upstream's response as received beside
+    /// its result (in the client's era): a result relayed unchanged is
+    /// forwarded from those bytes.
+    pub(super) async fn send_keeping_raw(
+        &self,
+        upstream: &Arc<Upstream>,
+        request: ClientRequest,
+        caller: &Caller,
+    ) -> Result<(ServerResult, crate::jsonrpc::Message), CallError> {
         let hub = &self.hub;
         // Notifications about the request are forwarded from here, in the
         // order they came, and all of them before the response (see
@@ -40,7 +54,7 @@ impl Gateway {
         if caller.peer.is_none() && caller.partial.is_none() {
             return call
                 .await
-                .map(|r| in_clients_era(r, caller.era.is_legacy()));
+                .map(|r| (in_clients_era(r.result, caller.era.is_legacy()), r.raw));
         }
         let forward = |notice: Notice| {
             let partial = caller.partial.clone();
@@ -82,7 +96,7 @@ impl Gateway {
         while let Ok(notice) = notices.try_recv() {
             forward(notice).await;
         }
-        result.map(|r| in_clients_era(r, caller.era.is_legacy()))
+        result.map(|r| (in_clients_era(r.result, caller.era.is_legacy()), r.raw))
     }
 }
 

@@ -302,7 +302,7 @@ pub(super) async fn list_all<T>(
         let result = upstream
             .send(request(cursor.take()), false, None, &never, |_| Vec::new())
             .await?;
-        let Some((items, next)) = extract(result) else {
+        let Some((items, next)) = extract(result.result) else {
             return Err(CallError::Unavailable(format!(
                 "upstream `{}` answered a list request with an unexpected result",
                 upstream.name()

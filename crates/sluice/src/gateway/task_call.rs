@@ -196,6 +196,7 @@ impl Gateway {
                 |_| Vec::new(),
             )
             .await
+            .map(|answer| answer.result)
     }
 
     /// Asks the upstream to cancel task `id`; failures are only logged.

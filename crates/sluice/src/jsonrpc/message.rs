@@ -536,6 +536,21 @@ impl Message {
         self.text(&self.error)
     }
 
+    /// The request a `notifications/cancelled` names (`params.requestId`,
+    /// its text kept); `None` for any other message or one without it.
+    pub fn cancelled_request(&self) -> Option<Id> {
+        if self.method() != Some("notifications/cancelled") {
+            return None;
+        }
+        #[derive(serde::Deserialize)]
+        struct Params<'a> {
+            #[serde(borrow, rename = "requestId")]
+            request_id: Option<&'a serde_json::value::RawValue>,
+        }
+        let params: Params<'_> = serde_json::from_str(self.params()?).ok()?;
+        Id::from_json(params.request_id?.get())
+    }
+
     /// The members of `params` that sluice routes on. Parsed on each call
     /// (one borrowed pass over `params` and `params._meta`; nothing else is
     /// read); call it once per message. An error when one of them has the
@@ -830,6 +845,35 @@ mod tests {
         assert_eq!(Id::string("a\"b").as_json(), r#""a\"b""#);
         for bad in ["", " 1", "1 ", "[1]", "null", "\"a", "01", "1x", "true"] {
             assert_eq!(Id::from_json(bad), None, "{bad:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod cancelled_tests {
+    use super::*;
+
+    fn parse(text: &str) -> Message {
+        Message::parse(Bytes::from(text.to_owned())).unwrap()
+    }
+
+    #[test]
+    fn a_cancellation_names_its_request_as_written() {
+        let named = parse(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"r\u00e9","reason":"x"}}"#,
+        );
+        assert_eq!(named.cancelled_request(), Id::from_json(r#""r\u00e9""#));
+        let number = parse(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#,
+        );
+        assert_eq!(number.cancelled_request(), Some(Id::number(7)));
+        for other in [
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":{"a":1}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"requestId":7}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled"}"#,
+        ] {
+            assert_eq!(parse(other).cancelled_request(), None, "{other}");
         }
     }
 }

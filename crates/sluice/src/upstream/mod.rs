@@ -27,9 +27,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt as _;
 use futures::future::{BoxFuture, Shared};
 
-use rmcp::model::{
-    ClientConfig, ClientRequest, ErrorData, Implementation, ServerPeerInfo, ServerResult,
-};
+use rmcp::model::{ClientConfig, ClientRequest, ErrorData, Implementation, ServerPeerInfo};
 use sluice_core::backoff::Backoff;
 use sluice_core::config::{ProtocolChoice, UpstreamSpec, UpstreamTransport};
 use sluice_core::limits::MessageLimits;
@@ -279,7 +277,7 @@ impl Upstream {
         log_level: Option<rmcp::model::LoggingLevel>,
         ct: &CancellationToken,
         routes: impl FnOnce(&rpc::Outgoing) -> Vec<RouteGuard>,
-    ) -> Result<ServerResult, CallError> {
+    ) -> Result<rpc::Decoded, CallError> {
         // A tool call's error is governed with the caller's budget (and
         // stored whole); any other request's is cut here.
         let governed_later = matches!(request, ClientRequest::CallToolRequest(_));

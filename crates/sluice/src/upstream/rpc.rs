@@ -88,6 +88,16 @@ pub enum Lifecycle {
     Auto,
 }
 
+/// An upstream's answer: decoded, and the message it came as (the bytes a
+/// relayed result is forwarded from).
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    /// The result, decoded.
+    pub result: ServerResult,
+    /// The response, as received.
+    pub raw: Message,
+}
+
 /// A request as sent: its id and, if one was asked for, its progress token.
 #[derive(Debug, Clone)]
 pub struct Outgoing {
@@ -226,7 +236,8 @@ impl Link {
         let result = self
             .request(request, false, None, &never, |_| ())
             .await
-            .map_err(|e| describe(&e, "`initialize`"))?;
+            .map_err(|e| describe(&e, "`initialize`"))?
+            .result;
         let ServerResult::InitializeResult(result) = result else {
             return Err(
                 "answered `initialize` with something that is not an initialize result".into(),
@@ -278,7 +289,7 @@ impl Link {
                     |_| (),
                 )
                 .await;
-            match answer {
+            match answer.map(|a| a.result) {
                 Ok(ServerResult::DiscoverResult(result)) => {
                     let result: DiscoverResult = result;
                     let Some(selected) = preferred
@@ -355,7 +366,7 @@ impl Link {
         log_level: Option<LoggingLevel>,
         ct: &CancellationToken,
         routes: impl FnOnce(&Outgoing) -> G,
-    ) -> Result<ServerResult, RpcError> {
+    ) -> Result<Decoded, RpcError> {
         if let Some(context) = lock(&self.shared.context).clone() {
             request.get_meta_mut().extend(context);
         }
@@ -498,13 +509,20 @@ fn encode<T: serde::Serialize>(message: &T) -> Result<Message, String> {
 }
 
 /// A response's result or error, decoded (large ones off the async threads).
-async fn decode_answer(message: Message) -> Result<ServerResult, RpcError> {
+async fn decode_answer(message: Message) -> Result<Decoded, RpcError> {
     let len = message.as_bytes().len();
-    let decode = move || -> Result<ServerResult, RpcError> {
+    let decode = move || -> Result<Decoded, RpcError> {
         match message.kind() {
             Kind::Response => {
-                serde_json::from_str::<ServerResult>(message.result().unwrap_or("{}"))
-                    .map_err(|e| RpcError::Failed(format!("its result could not be read: {e}")))
+                match serde_json::from_str::<ServerResult>(message.result().unwrap_or("{}")) {
+                    Ok(result) => Ok(Decoded {
+                        result,
+                        raw: message,
+                    }),
+                    Err(e) => Err(RpcError::Failed(format!(
+                        "its result could not be read: {e}"
+                    ))),
+                }
             }
             Kind::Error => match serde_json::from_str::<ErrorData>(message.error().unwrap_or("{}"))
             {
@@ -578,11 +596,7 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
 /// A notification from the upstream, handled before anything later is read.
 fn notification(shared: &Shared, message: &Message) {
     if message.method() == Some("notifications/cancelled") {
-        let id = message
-            .params()
-            .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
-            .and_then(|p| p.get("requestId").map(|v| v.to_string()))
-            .and_then(|id| Id::from_json(&id));
+        let id = message.cancelled_request();
         if let Some(ct) = id.and_then(|id| lock(&shared.serving).remove(&id)) {
             ct.cancel();
         }
@@ -733,12 +747,14 @@ mod tests {
         tokio::spawn(async move {
             link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
                 .await
+                .map(|a| a.result)
         })
     }
 
     async fn ask(rpc: &Rpc) -> Result<ServerResult, RpcError> {
         rpc.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
             .await
+            .map(|a| a.result)
     }
 
     #[tokio::test]
