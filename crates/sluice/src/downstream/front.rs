@@ -9,8 +9,10 @@
 //! notifications to the client and the server→client requests, through the
 //! peer it gives once the lifecycle began ([`Front::attach`]).
 //!
-//! Taken today: `tools/call` in a session that began with `initialize`
-//! (what stdio clients use), when its params read as a call. A
+//! Taken today, in a session that began with `initialize` (what stdio
+//! clients use): `tools/list` (each upstream tool as the upstream sent it,
+//! but for sluice's documented changes) and `tools/call` when its params
+//! read as a call (a result within the budget as the upstream sent it). A
 //! 2026-07-28 request, which carries its lifecycle in `_meta` and must be
 //! checked against it, still goes to rmcp.
 
@@ -84,13 +86,31 @@ impl Front {
     /// that makes its answer (`None` when the client cancelled it, which
     /// gets no answer); `None` leaves it to rmcp.
     pub fn take(self: &Arc<Self>, message: &Message) -> Option<BoxFuture<'static, Option<Bytes>>> {
-        if message.kind() != Kind::Request || message.method() != Some("tools/call") {
+        if message.kind() != Kind::Request {
+            return None;
+        }
+        let method = message.method()?;
+        if !matches!(method, "tools/call" | "tools/list") {
             return None;
         }
         let peer = self.peer.get()?.clone();
         // A session that began with `initialize`.
         let info = peer.peer_info()?;
         let id = message.id()?;
+        if method == "tools/list" {
+            // Its params (a cursor, `_meta`) change nothing: every tool is
+            // listed at once, as rmcp's server did.
+            let gateway = self.gateway.clone();
+            return Some(
+                async move {
+                    Some(match gateway.list_tools_as_sent().await {
+                        Ok(tools) => tools_line(&id, &tools),
+                        Err(error) => answer_line(&id, Err(error)),
+                    })
+                }
+                .boxed(),
+            );
+        }
         let request: RequestId = serde_json::from_str(id.as_json()).ok()?;
         let mut params: CallToolRequestParams = serde_json::from_str(message.params()?).ok()?;
         let meta = params.meta.take().unwrap_or_default();
@@ -138,6 +158,23 @@ impl Front {
             .boxed(),
         )
     }
+}
+
+/// The answer to `tools/list` `id`: every tool, each as its text.
+fn tools_line(id: &Id, tools: &[String]) -> Bytes {
+    let size: usize = tools.iter().map(|t| t.len() + 1).sum();
+    let mut line = Vec::with_capacity(size + id.as_json().len() + 48);
+    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    line.extend_from_slice(id.as_json().as_bytes());
+    line.extend_from_slice(br#","result":{"tools":["#);
+    for (i, tool) in tools.iter().enumerate() {
+        if i > 0 {
+            line.push(b',');
+        }
+        line.extend_from_slice(tool.as_bytes());
+    }
+    line.extend_from_slice(b"]}}");
+    Bytes::from(line)
 }
 
 /// What rmcp's server makes of a call's answer for a client of the

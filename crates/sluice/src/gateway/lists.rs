@@ -3,6 +3,8 @@
 //! one namespace, with sluice's own tools first.
 
 use super::*;
+use crate::jsonrpc::RawObject;
+use serde_json::value::RawValue;
 
 impl Gateway {
     /// What sluice declares to clients: the union of what its upstreams
@@ -105,43 +107,70 @@ impl Gateway {
 
     /// All the tools, named for the client.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ErrorData> {
+        Ok(self
+            .listed_tools()
+            .await?
+            .into_iter()
+            .map(|listed| listed.tool)
+            .collect())
+    }
+
+    /// All the tools, named for the client, each as the JSON text to send:
+    /// an upstream's as it sent it but for sluice's documented changes (see
+    /// `edited_as_sent`), sluice's own as it describes them.
+    pub async fn list_tools_as_sent(&self) -> Result<Vec<String>, ErrorData> {
+        Ok(self
+            .listed_tools()
+            .await?
+            .into_iter()
+            .map(|listed| {
+                listed.sent.unwrap_or_else(|| {
+                    serde_json::to_string(&listed.tool).expect("a tool serializes")
+                })
+            })
+            .collect())
+    }
+
+    async fn listed_tools(&self) -> Result<Vec<Listed>, ErrorData> {
         let lists = self
-            .on_all(|u| async move { upstream_tools(&u).await })
+            .on_all(|u| async move { upstream_tools_as_sent(&u).await })
             .await?;
         let mut schemas = HashMap::new();
-        let mut all: Vec<Tool> = lists
+        let mut all: Vec<(Tool, Option<Box<RawValue>>, bool)> = lists
             .into_iter()
             .flat_map(|(u, tools)| {
-                tools.into_iter().map(move |mut tool| {
+                tools.into_iter().map(move |(mut tool, sent)| {
                     let settings = u.spec.tools.get(tool.name.as_ref());
                     // A stored result's answer cannot meet the tool's output
                     // schema: clients that validate structured content would
                     // reject it. Only tools never governed keep theirs.
-                    if settings.and_then(|s| s.mode) != Some(Mode::Passthrough) {
+                    let passthrough = settings.and_then(|s| s.mode) == Some(Mode::Passthrough);
+                    if !passthrough {
                         tool.output_schema = None;
                     }
                     tool.name = self.namer.expose(u.name(), &tool.name).into();
-                    tool
+                    (tool, sent, passthrough)
                 })
             })
-            .inspect(|tool| {
+            .inspect(|(tool, _, _)| {
                 schemas.insert(tool.name.to_string(), tool.input_schema.clone());
             })
             .collect();
         let annotated: std::collections::HashSet<String> = all
             .iter()
-            .filter(|t| {
+            .filter(|(t, _, _)| {
                 t.annotations.as_ref().is_some_and(|a| {
                     a.read_only_hint == Some(true) && a.idempotent_hint == Some(true)
                 })
             })
-            .map(|t| t.name.to_string())
+            .map(|(t, _, _)| t.name.to_string())
             .collect();
         *lock(&self.annotated_idempotent) = annotated;
         // Every upstream tool takes sluice's `_timeout_s` (its type only:
         // `sluice_result` says once what it does, for every tool).
         let timeout = crate::tools::timeout_property();
-        for tool in &mut all {
+        let mut listed = Vec::with_capacity(all.len() + 8);
+        for (mut tool, sent, passthrough) in all.drain(..) {
             let cached = self.cache_policy(&tool.name).is_some();
             let schema = Arc::make_mut(&mut tool.input_schema);
             if !matches!(schema.get("properties"), Some(serde_json::Value::Object(_))) {
@@ -160,10 +189,16 @@ impl Gateway {
                     );
                 }
             }
+            let sent = sent.and_then(|sent| edited_as_sent(&sent, &tool.name, passthrough, cached));
+            listed.push(Listed { tool, sent });
         }
         *lock(&self.input_schemas) = schemas;
-        all.extend(crate::tools::list(self.operations.settings()));
-        Ok(all)
+        listed.extend(
+            crate::tools::list(self.operations.settings())
+                .into_iter()
+                .map(|tool| Listed { tool, sent: None }),
+        );
+        Ok(listed)
     }
 
     /// All the prompts, named for the client.
@@ -180,7 +215,7 @@ impl Gateway {
                             cursor,
                         )))
                     },
-                    |r| match r {
+                    |r, _| match r {
                         ServerResult::ListPromptsResult(r) => Some((r.prompts, r.next_cursor)),
                         _ => None,
                     },
@@ -213,7 +248,7 @@ impl Gateway {
                             cursor,
                         )))
                     },
-                    |r| match r {
+                    |r, _| match r {
                         ServerResult::ListResourcesResult(r) => Some((r.resources, r.next_cursor)),
                         _ => None,
                     },
@@ -246,7 +281,7 @@ impl Gateway {
                             ListResourceTemplatesRequest::with_param(page(cursor)),
                         )
                     },
-                    |r| match r {
+                    |r, _| match r {
                         ServerResult::ListResourceTemplatesResult(r) => {
                             Some((r.resource_templates, r.next_cursor))
                         }
@@ -291,7 +326,7 @@ pub(super) fn page(cursor: Option<String>) -> PaginatedRequestParams {
 pub(super) async fn list_all<T>(
     upstream: &Upstream,
     request: impl Fn(Option<String>) -> ClientRequest,
-    extract: impl Fn(ServerResult) -> Option<(Vec<T>, Option<String>)>,
+    extract: impl Fn(ServerResult, &crate::jsonrpc::Message) -> Option<(Vec<T>, Option<String>)>,
 ) -> Result<Vec<T>, CallError> {
     // A server that keeps returning cursors must not keep sluice paging forever.
     const MAX_PAGES: usize = 1000;
@@ -302,7 +337,7 @@ pub(super) async fn list_all<T>(
         let result = upstream
             .send(request(cursor.take()), false, None, &never, |_| Vec::new())
             .await?;
-        let Some((items, next)) = extract(result.result) else {
+        let Some((items, next)) = extract(result.result, &result.raw) else {
             return Err(CallError::Unavailable(format!(
                 "upstream `{}` answered a list request with an unexpected result",
                 upstream.name()
@@ -319,15 +354,94 @@ pub(super) async fn list_all<T>(
 
 /// All of one upstream's tools, under their own names.
 pub(super) async fn upstream_tools(upstream: &Upstream) -> Result<Vec<Tool>, CallError> {
+    Ok(upstream_tools_as_sent(upstream)
+        .await?
+        .into_iter()
+        .map(|(tool, _)| tool)
+        .collect())
+}
+
+/// All of one upstream's tools, each also as the upstream sent it (`None`
+/// where a page could not be matched item by item with its decoding).
+async fn upstream_tools_as_sent(
+    upstream: &Upstream,
+) -> Result<Vec<(Tool, Option<Box<RawValue>>)>, CallError> {
     list_all(
         upstream,
         |cursor| ClientRequest::ListToolsRequest(ListToolsRequest::with_param(page(cursor))),
-        |r| match r {
-            ServerResult::ListToolsResult(r) => Some((r.tools, r.next_cursor)),
+        |r, raw| match r {
+            ServerResult::ListToolsResult(r) => {
+                let sent = tools_as_sent(raw).filter(|sent| sent.len() == r.tools.len());
+                let tools = match sent {
+                    Some(sent) => r
+                        .tools
+                        .into_iter()
+                        .zip(sent.into_iter().map(Some))
+                        .collect(),
+                    None => r.tools.into_iter().map(|tool| (tool, None)).collect(),
+                };
+                Some((tools, r.next_cursor))
+            }
             _ => None,
         },
     )
     .await
+}
+
+/// The items of a `tools/list` response's `tools`, as sent.
+fn tools_as_sent(response: &crate::jsonrpc::Message) -> Option<Vec<Box<RawValue>>> {
+    let result = RawObject::parse(response.result()?).ok()?;
+    serde_json::from_str(result.get_parsed("tools")?.get()).ok()
+}
+
+/// An upstream tool as the client sees it, edited in its text as sent:
+/// its exposed name, no `outputSchema` unless the tool is never governed,
+/// and sluice's `_timeout_s` (and `_fresh` for a cached tool) in
+/// `inputSchema.properties` (made if absent). Every other member, and the
+/// spelling of every value, is the upstream's. `None` if the text is not
+/// an object with an object `inputSchema` (the decoded tool is listed).
+fn edited_as_sent(
+    sent: &RawValue,
+    exposed: &str,
+    keep_output_schema: bool,
+    cached: bool,
+) -> Option<String> {
+    let mut tool = RawObject::parse(sent.get()).ok()?;
+    if tool.get_str("name").as_deref() != Some(exposed) {
+        tool.insert_value("name", exposed).ok()?;
+    }
+    if !keep_output_schema {
+        tool.remove("outputSchema");
+    }
+    tool.edit_path(&["inputSchema"], |schema| {
+        let has_properties = schema
+            .get("properties")
+            .is_some_and(|p| p.get().starts_with('{'));
+        if !has_properties {
+            schema.insert_value("properties", &serde_json::json!({}))?;
+        }
+        schema
+            .edit_path(&["properties"], |properties| {
+                properties.insert_value(
+                    sluice_core::operation::TIMEOUT_ARG,
+                    &crate::tools::timeout_property(),
+                )?;
+                if cached {
+                    properties.insert_value(
+                        sluice_core::cache::FRESH_ARG,
+                        &crate::tools::fresh_property(),
+                    )?;
+                }
+                Ok::<(), serde_json::Error>(())
+            })
+            .ok()
+            .flatten()
+            .transpose()
+    })
+    .ok()
+    .flatten()?
+    .ok()?;
+    Some(tool.to_json())
 }
 
 /// A `[upstreams.NAME.tools.TOOL]` table for a tool the upstream does not
@@ -369,4 +483,11 @@ pub(super) fn unexpected(upstream: &Upstream, method: &str, result: &ServerResul
         ),
         None,
     )
+}
+
+/// A tool as listed: decoded, and as the text to send when it is an
+/// upstream's.
+struct Listed {
+    tool: Tool,
+    sent: Option<String>,
 }
