@@ -10,6 +10,7 @@ mod client;
 mod connection;
 mod lines;
 pub mod rpc;
+pub mod streamable;
 
 pub use connection::Connection;
 mod http;

@@ -218,8 +218,12 @@ impl Link {
             Lifecycle::Auto => {
                 match tokio::time::timeout(DISCOVER_PROBE, self.discover(client)).await {
                     Ok(Ok(Discovered::Modern(info))) => Ok(*info),
-                    Ok(Err(e)) => Err(e),
-                    Ok(Ok(Discovered::Legacy(_))) | Err(_) => {
+                    // The connection itself failed: initialize would too.
+                    Ok(Err(e)) if !self.is_open() => Err(e),
+                    // Answered, but not as a server of the new era does
+                    // (an older one may refuse the probe outright, e.g. with
+                    // an HTTP 400 for want of a session), or not in time.
+                    Ok(Err(_) | Ok(Discovered::Legacy(_))) | Err(_) => {
                         let mut legacy = client.clone();
                         legacy.protocol_version = ProtocolVersion::V_2025_11_25;
                         self.initialize(legacy).await

@@ -24,8 +24,10 @@
 //! unknown members included), and so are the params of notifications and of
 //! server→client requests, and the client's answers to those.
 //!
-//! Most of these fail today (sluice decodes every message with rmcp): they
-//! are ignored with what fails, until the byte relay of issue 15 lands. The
+//! Where both ends are sluice's own layer (a stdio client, any upstream),
+//! results and tool lists already arrive as sent; the rest (an HTTP client,
+//! notifications and server→client requests, still re-encoded by rmcp) is
+//! ignored with what fails, until the byte relay of issue 15 covers it. The
 //! peers are checked against each other directly, so that a failure through
 //! sluice is sluice's.
 
@@ -64,9 +66,8 @@ const PATHS: [(Downstream, Upstream); 3] = [
     (Downstream::Http, Upstream::HttpSse),
 ];
 
-/// The paths whose upstream is a child process: its output is read by
-/// sluice's own JSON-RPC layer before rmcp (`upstream::stdio`), so answers
-/// rmcp cannot decode already fail their call with a clear error there.
+/// The paths whose upstream is a child process (its output read by
+/// `upstream::lines`).
 const STDIO_UPSTREAM: [(Downstream, Upstream); 2] = [
     (Downstream::Stdio, Upstream::Stdio),
     (Downstream::Http, Upstream::Stdio),
@@ -773,65 +774,44 @@ async fn the_raw_peers_keep_every_byte_when_they_talk_directly() {
 }
 
 /// The paths whose ends are both sluice's own JSON-RPC layer today: a
-/// stdio client (its `tools/call` answered by `downstream::front`) and a
-/// stdio upstream.
-const OWN_LAYER: [(Downstream, Upstream); 1] = [(Downstream::Stdio, Upstream::Stdio)];
+/// stdio client (its `tools/list` and `tools/call` answered by
+/// `downstream::front`) and any upstream.
+const OWN_LAYER: [(Downstream, Upstream); 3] = [
+    (Downstream::Stdio, Upstream::Stdio),
+    (Downstream::Stdio, Upstream::HttpJson),
+    (Downstream::Stdio, Upstream::HttpSse),
+];
 
-#[tokio::test]
-async fn a_result_within_budget_arrives_byte_for_byte() {
-    on_paths(
-        &OWN_LAYER,
-        "result",
-        false,
-        "",
-        &transparency_script(),
-        assert_result_byte_for_byte,
-    )
-    .await;
+/// The transparency script over `paths`, its run checked by `check`.
+async fn transparency(paths: &[(Downstream, Upstream)], label: &str, check: impl Fn(&Run)) {
+    on_paths(paths, label, false, "", &transparency_script(), check).await;
 }
 
 #[tokio::test]
-#[ignore = "issue 15: needs the byte relay on HTTP: the result is re-encoded by rmcp's HTTP server and HTTP client (x-trace and x-block dropped, \\u00e9 and \\/ unescaped, whitespace changed)"]
+async fn a_result_within_budget_arrives_byte_for_byte() {
+    transparency(&OWN_LAYER, "result", assert_result_byte_for_byte).await;
+}
+
+#[tokio::test]
+#[ignore = "issue 15: needs the byte relay on the HTTP downstream: rmcp's HTTP server re-encodes the result (x-trace and x-block dropped, \\u00e9 and \\/ unescaped, whitespace changed)"]
 async fn a_result_within_budget_arrives_byte_for_byte_over_http() {
-    on_paths(
-        &PATHS[1..],
-        "result-http",
-        false,
-        "",
-        &transparency_script(),
-        assert_result_byte_for_byte,
-    )
-    .await;
+    transparency(&PATHS[1..], "result-http", assert_result_byte_for_byte).await;
 }
 
 #[tokio::test]
 async fn tools_list_keeps_execution_icons_and_unknown_fields() {
-    on_paths(
-        &OWN_LAYER,
-        "tools",
-        false,
-        "",
-        &transparency_script(),
-        |run| {
-            assert_tools_listed_unchanged(run, true);
-        },
-    )
+    transparency(&OWN_LAYER, "tools", |run| {
+        assert_tools_listed_unchanged(run, true)
+    })
     .await;
 }
 
 #[tokio::test]
-#[ignore = "issue 15: needs the byte relay on HTTP: tools/list drops execution, x-vendor, icons[].x-icon, annotations.x-annotation and respells 1.50 -> 1.5, 1e2 -> 100.0, -0 -> -0.0"]
+#[ignore = "issue 15: needs the byte relay on the HTTP downstream: rmcp's HTTP server's tools/list drops execution, x-vendor, icons[].x-icon, annotations.x-annotation and respells 1.50 -> 1.5, 1e2 -> 100.0, -0 -> -0.0"]
 async fn tools_list_keeps_execution_icons_and_unknown_fields_over_http() {
-    on_paths(
-        &PATHS[1..],
-        "tools-http",
-        false,
-        "",
-        &transparency_script(),
-        |run| {
-            assert_tools_listed_unchanged(run, true);
-        },
-    )
+    transparency(&PATHS[1..], "tools-http", |run| {
+        assert_tools_listed_unchanged(run, true)
+    })
     .await;
 }
 
@@ -849,7 +829,6 @@ async fn server_to_client_requests_and_notifications_arrive_unchanged() {
 }
 
 #[tokio::test]
-#[ignore = "issue 15: needs the byte relay on HTTP upstreams: the error says only that the upstream closed the connection (stdio upstreams: see the test below)"]
 async fn an_answer_with_invalid_utf8_gets_a_clear_error_and_the_next_call_works() {
     on_every_path(
         "utf8",
@@ -864,7 +843,6 @@ async fn an_answer_with_invalid_utf8_gets_a_clear_error_and_the_next_call_works(
 }
 
 #[tokio::test]
-#[ignore = "issue 15: needs the byte relay on HTTP upstreams: the error says only that the upstream closed the connection (stdio upstreams: see the test below)"]
 async fn an_answer_nested_200_deep_gets_a_clear_error_and_the_next_call_works() {
     let messages = bad_answer_then_ok("deep", r#"{"depth":200}"#);
     on_every_path("deep", false, "", &messages, |run| {
@@ -874,7 +852,6 @@ async fn an_answer_nested_200_deep_gets_a_clear_error_and_the_next_call_works() 
 }
 
 #[tokio::test]
-#[ignore = "issue 15: needs the byte relay on HTTP upstreams: rmcp's HTTP client applies its own limits (stdio upstreams: see the test below)"]
 async fn an_answer_over_max_message_mb_gets_a_clear_error_and_the_next_call_works() {
     let config = "[limits]\nmax_message_mb = 1\n";
     let messages = bad_answer_then_ok("huge", r#"{"mb":2}"#);
@@ -976,7 +953,6 @@ async fn a_2_mb_plain_json_answer_from_an_http_upstream_is_stored_and_paged() {
 }
 
 #[tokio::test]
-#[ignore = "issue 15: needs sluice's own limits: rmcp refuses a plain-JSON HTTP answer over 16 MiB (\"closed the connection during the request\")"]
 async fn a_40_mb_plain_json_answer_from_an_http_upstream_is_stored_and_paged() {
     plain_json_answer_is_stored_and_paged(40).await;
 }

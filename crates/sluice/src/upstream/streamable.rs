@@ -1,0 +1,956 @@
+//! sluice's own Streamable HTTP client transport: each message is POSTed
+//! as the bytes the engine made, and whatever the upstream answers (one
+//! JSON body, or an SSE stream of messages) is read under `[limits]
+//! max_message_mb` and handed to the engine as received.
+//!
+//! Both eras: a 2025-11-25 upstream gives a session (`Mcp-Session-Id`,
+//! captured from its answer to `initialize`, sent with every later request)
+//! and may keep a standalone GET stream for messages of its own; a
+//! 2026-07-28 upstream has neither, and every request carries the headers
+//! that mirror its body (`Mcp-Method`, and `Mcp-Name` for the requests
+//! that name a tool, prompt or resource). Every answer is read in a task of
+//! its own, so a slow answer never holds up the next request; nothing read
+//! is kept beyond one message, and a message that cannot be read fails the
+//! call it answers at once.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::transport::{INBOUND_CAPACITY, Inbound, SendError, Transport};
+use crate::jsonrpc::{Id, Kind, Message, MessageError, SseParser, salvage_id};
+
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How much of an error body is quoted.
+const EXCERPT_BYTES: usize = 512;
+/// How many times a response stream cut short is resumed (GET with
+/// `Last-Event-ID`), and the standalone GET stream reopened.
+const RESUMPTIONS: usize = 3;
+
+/// A Streamable HTTP connection to one upstream endpoint.
+pub struct StreamableHttp {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    /// The configured headers (e.g. `Authorization`).
+    headers: HeaderMap,
+    /// The session the upstream gave (2025-11-25).
+    session: Mutex<Option<HeaderValue>>,
+    /// The negotiated protocol version.
+    version: Mutex<Option<HeaderValue>>,
+    /// 2026-07-28: no session; mirror headers on every request.
+    stateless: AtomicBool,
+    /// For each tool, the arguments its schema marks with `x-mcp-header`:
+    /// their path from `arguments` and their header's name (SEP-2243).
+    param_headers: Mutex<HashMap<String, Vec<ParamHeader>>>,
+    inbound: mpsc::Sender<Inbound>,
+    limit: usize,
+    /// Stops every reading task (closing, or the transport dropped).
+    stop: CancellationToken,
+    me: Weak<StreamableHttp>,
+}
+
+impl Drop for StreamableHttp {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Opens a connection to `url`, sending `headers` with every request and
+/// reading messages of at most `limit` bytes. An error says which setting
+/// is wrong.
+pub fn open(
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    limit: usize,
+) -> Result<(Arc<StreamableHttp>, mpsc::Receiver<Inbound>), String> {
+    let url = reqwest::Url::parse(url).map_err(|e| format!("has an invalid url `{url}`: {e}"))?;
+    let mut configured = HeaderMap::new();
+    for (name, value) in headers {
+        let name = HeaderName::try_from(name.as_str())
+            .map_err(|e| format!("has an invalid header name `{name}`: {e}"))?;
+        let value = HeaderValue::try_from(value.as_str())
+            .map_err(|e| format!("has an invalid value for header `{name}`: {e}"))?;
+        configured.insert(name, value);
+    }
+    // Without it reqwest cannot build a client (HTTPS upstreams need it).
+    crate::install_tls_provider();
+    let client = reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| format!("could not make an HTTP client: {e}"))?;
+    let (tx, rx) = mpsc::channel(INBOUND_CAPACITY);
+    let transport = Arc::new_cyclic(|me| StreamableHttp {
+        client,
+        url,
+        headers: configured,
+        session: Mutex::new(None),
+        version: Mutex::new(None),
+        stateless: AtomicBool::new(false),
+        param_headers: Mutex::new(HashMap::new()),
+        inbound: tx,
+        limit,
+        stop: CancellationToken::new(),
+        me: me.clone(),
+    });
+    Ok((transport, rx))
+}
+
+/// An argument sent as a header too: its path from `arguments`, and the
+/// header's name after `Mcp-Param-`.
+type ParamHeader = (Vec<String>, String);
+
+/// What a POST carried, for reading its answer.
+struct Posted {
+    /// The request's id (`None` for a notification or a response).
+    id: Option<Id>,
+    /// Whether a session id went with it.
+    with_session: bool,
+    /// It was `notifications/initialized` of a session: once accepted, the
+    /// standalone stream may open.
+    opens_session: bool,
+    /// It was `tools/list`: its answer says which arguments of which tools
+    /// travel as `Mcp-Param-*` headers too.
+    lists_tools: bool,
+}
+
+impl StreamableHttp {
+    /// The headers every request of this connection carries.
+    fn common_headers(&self) -> HeaderMap {
+        let mut headers = self.headers.clone();
+        if let Some(session) = lock(&self.session).clone() {
+            headers.insert("mcp-session-id", session);
+        }
+        if let Some(version) = lock(&self.version).clone() {
+            headers.insert("mcp-protocol-version", version);
+        }
+        headers
+    }
+
+    /// Hands `item` to the engine; `false` once it is gone.
+    async fn deliver(&self, item: Inbound) -> bool {
+        self.inbound.send(item).await.is_ok()
+    }
+
+    /// Makes one POST and reads its answer (in a task of its own).
+    async fn exchange(self: Arc<Self>, request: reqwest::RequestBuilder, posted: Posted) {
+        let response = tokio::select! {
+            response = request.send() => response,
+            () = self.stop.cancelled() => return,
+        };
+        let response = match response {
+            Ok(response) => response,
+            Err(e) => {
+                let why = format!("could not be reached: {}", error_chain(&e));
+                match posted.id {
+                    Some(id) => {
+                        self.deliver(Inbound::Failed { id, why }).await;
+                    }
+                    None => tracing::debug!("a notification was not delivered: {why}"),
+                }
+                return;
+            }
+        };
+        if let Some(session) = response.headers().get("mcp-session-id")
+            && lock(&self.session).is_none()
+        {
+            *lock(&self.session) = Some(session.clone());
+        }
+        let status = response.status();
+        if status == StatusCode::NOT_FOUND && posted.with_session {
+            self.deliver(Inbound::Closed {
+                why: "ended its session (HTTP 404)".to_owned(),
+            })
+            .await;
+            return;
+        }
+        if posted.opens_session && status.is_success() {
+            tokio::spawn(self.clone().listen());
+        }
+        if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+            if let Some(id) = posted.id {
+                self.deliver(Inbound::Failed {
+                    id,
+                    why: format!("answered a request with HTTP {status} and no response"),
+                })
+                .await;
+            }
+            return;
+        }
+        let is_sse = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+        if !status.is_success() {
+            self.refused(response, status, posted.id).await;
+            return;
+        }
+        if is_sse {
+            self.read_stream(response, posted.id, posted.lists_tools, RESUMPTIONS)
+                .await;
+        } else {
+            self.read_json(response, posted.id, posted.lists_tools)
+                .await;
+        }
+    }
+
+    /// An answer with an error status: a JSON-RPC error in its body is
+    /// delivered as such; otherwise the request fails naming the status.
+    async fn refused(&self, mut response: reqwest::Response, status: StatusCode, id: Option<Id>) {
+        let mut body = Vec::new();
+        while body.len() < EXCERPT_BYTES * 8 {
+            match response.chunk().await {
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                _ => break,
+            }
+        }
+        if let Ok(message) = Message::parse(Bytes::from(body.clone()))
+            && message.kind() == Kind::Error
+            && message.id().is_some()
+        {
+            self.deliver(Inbound::Message {
+                message,
+                stream_of: id,
+            })
+            .await;
+            return;
+        }
+        let why = format!("answered HTTP {status}{}", excerpt(&body));
+        match id {
+            Some(id) => {
+                self.deliver(Inbound::Failed { id, why }).await;
+            }
+            None => tracing::debug!("a notification was refused: {why}"),
+        }
+    }
+
+    /// One JSON body, under the limit.
+    async fn read_json(&self, mut response: reqwest::Response, id: Option<Id>, lists_tools: bool) {
+        let mut body = Vec::new();
+        loop {
+            let chunk = tokio::select! {
+                chunk = response.chunk() => chunk,
+                () = self.stop.cancelled() => return,
+            };
+            match chunk {
+                Ok(Some(chunk)) => {
+                    if body.len() + chunk.len() > self.limit {
+                        let error = MessageError::TooLarge {
+                            bytes: body.len() + chunk.len(),
+                            limit: self.limit,
+                        };
+                        let found = id.clone().or_else(|| salvage_id(&body));
+                        self.deliver(Inbound::Unreadable {
+                            id: found,
+                            why: format!("the upstream's answer cannot be read: {error}"),
+                        })
+                        .await;
+                        return;
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    if let Some(id) = id {
+                        self.deliver(Inbound::Failed {
+                            id,
+                            why: format!("its answer was cut short: {}", error_chain(&e)),
+                        })
+                        .await;
+                    }
+                    return;
+                }
+            }
+        }
+        if body.trim_ascii().is_empty() {
+            if let Some(id) = id {
+                self.deliver(Inbound::Failed {
+                    id,
+                    why: "answered with an empty body".to_owned(),
+                })
+                .await;
+            }
+            return;
+        }
+        let item = checked(Bytes::from(body), id.clone(), id);
+        if lists_tools {
+            self.learn_param_headers(&item);
+        }
+        self.deliver(item).await;
+    }
+
+    /// An SSE stream: each event one message, in order. A stream cut short
+    /// before the answer to `id` is resumed when the upstream gave event
+    /// ids (2025-11-25), at most `resumptions` times; otherwise the call
+    /// fails.
+    async fn read_stream(
+        &self,
+        mut response: reqwest::Response,
+        id: Option<Id>,
+        lists_tools: bool,
+        resumptions: usize,
+    ) {
+        let mut parser = SseParser::new(self.limit);
+        let mut answered = false;
+        loop {
+            let chunk = tokio::select! {
+                chunk = response.chunk() => chunk,
+                () = self.stop.cancelled() => return,
+            };
+            let chunk = match chunk {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!("an upstream's event stream broke: {}", error_chain(&e));
+                    break;
+                }
+            };
+            for event in parser.feed(&chunk) {
+                match event {
+                    Ok(event) if event.data.trim_ascii().is_empty() => {}
+                    Ok(event) => {
+                        let item = checked(event.data, None, id.clone());
+                        if let Inbound::Message { message, .. } = &item
+                            && matches!(message.kind(), Kind::Response | Kind::Error)
+                            && message.id() == id
+                        {
+                            answered = true;
+                            if lists_tools {
+                                self.learn_param_headers(&item);
+                            }
+                        }
+                        if let Inbound::Unreadable {
+                            id: Some(failed), ..
+                        } = &item
+                            && Some(failed) == id.as_ref()
+                        {
+                            answered = true;
+                        }
+                        if !self.deliver(item).await {
+                            return;
+                        }
+                    }
+                    Err(error) => {
+                        // The stream cannot be resynchronised: the call it
+                        // was for fails with why.
+                        let failed = match &error {
+                            crate::jsonrpc::SseError::TooLarge { id: found, .. } => {
+                                found.clone().or_else(|| id.clone())
+                            }
+                        };
+                        self.deliver(Inbound::Unreadable {
+                            id: failed,
+                            why: format!("the upstream's answer cannot be read: {error}"),
+                        })
+                        .await;
+                        return;
+                    }
+                }
+            }
+        }
+        let Some(id) = id.filter(|_| !answered) else {
+            return;
+        };
+        match parser.last_event_id() {
+            Some(last) if resumptions > 0 && !self.stateless.load(Ordering::Relaxed) => {
+                let last = last.to_owned();
+                match self.resume(&last).await {
+                    Some(resumed) => {
+                        Box::pin(self.read_stream(resumed, Some(id), lists_tools, resumptions - 1))
+                            .await;
+                    }
+                    None => {
+                        self.deliver(Inbound::Failed {
+                            id,
+                            why: "closed the response stream before answering, and it could not be resumed".to_owned(),
+                        })
+                        .await;
+                    }
+                }
+            }
+            _ => {
+                self.deliver(Inbound::Failed {
+                    id,
+                    why: "closed the response stream before answering".to_owned(),
+                })
+                .await;
+            }
+        }
+    }
+
+    /// Keeps, from a `tools/list` answer, which arguments of which tools
+    /// go as `Mcp-Param-*` headers too.
+    fn learn_param_headers(&self, item: &Inbound) {
+        let Inbound::Message { message, .. } = item else {
+            return;
+        };
+        let Some(result) = message.result() else {
+            return;
+        };
+        // Cheap to skip: most servers mark no argument.
+        if memchr::memmem::find(result.as_bytes(), b"x-mcp-header").is_none() {
+            return;
+        }
+        #[derive(serde::Deserialize)]
+        struct Listed {
+            tools: Vec<ListedTool>,
+        }
+        #[derive(serde::Deserialize)]
+        struct ListedTool {
+            name: String,
+            #[serde(rename = "inputSchema", default)]
+            input_schema: serde_json::Value,
+        }
+        let Ok(listed) = serde_json::from_str::<Listed>(result) else {
+            return;
+        };
+        let mut known = lock(&self.param_headers);
+        for tool in listed.tools {
+            let mut marked = Vec::new();
+            param_annotations(&tool.input_schema, &mut Vec::new(), &mut marked);
+            if marked.is_empty() {
+                known.remove(&tool.name);
+            } else {
+                known.insert(tool.name, marked);
+            }
+        }
+    }
+
+    /// The `Mcp-Param-*` headers of a `tools/call` (SEP-2243).
+    fn param_headers_of(&self, message: &Message) -> Vec<(HeaderName, HeaderValue)> {
+        let Some(params) = message.params() else {
+            return Vec::new();
+        };
+        #[derive(serde::Deserialize)]
+        struct Call {
+            name: String,
+            #[serde(default)]
+            arguments: serde_json::Value,
+        }
+        let Ok(call) = serde_json::from_str::<Call>(params) else {
+            return Vec::new();
+        };
+        let known = lock(&self.param_headers);
+        let Some(marked) = known.get(&call.name) else {
+            return Vec::new();
+        };
+        marked
+            .iter()
+            .filter_map(|(path, header)| {
+                let value = path
+                    .iter()
+                    .try_fold(&call.arguments, |value, key| value.get(key))?;
+                let text = match value {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Bool(b) => b.to_string(),
+                    serde_json::Value::Number(n) => n.to_string(),
+                    _ => return None,
+                };
+                let name = HeaderName::try_from(format!("mcp-param-{header}")).ok()?;
+                let value = HeaderValue::try_from(header_value(&text)).ok()?;
+                Some((name, value))
+            })
+            .collect()
+    }
+
+    /// `GET` with `Last-Event-ID`: the rest of a stream (2025-11-25).
+    async fn resume(&self, last_event_id: &str) -> Option<reqwest::Response> {
+        let value = HeaderValue::try_from(last_event_id).ok()?;
+        let response = self
+            .client
+            .get(self.url.clone())
+            .headers(self.common_headers())
+            .header(http::header::ACCEPT, "text/event-stream")
+            .header("last-event-id", value)
+            .send()
+            .await
+            .ok()?;
+        response.status().is_success().then_some(response)
+    }
+
+    /// The standalone GET stream of a 2025-11-25 session: messages the
+    /// upstream sends on its own (list changes, requests outside any
+    /// call). Reopened a few times when it ends; a 405 means there is none.
+    async fn listen(self: Arc<Self>) {
+        for _ in 0..=RESUMPTIONS {
+            let response = tokio::select! {
+                response = self
+                    .client
+                    .get(self.url.clone())
+                    .headers(self.common_headers())
+                    .header(http::header::ACCEPT, "text/event-stream")
+                    .send() => response,
+                () = self.stop.cancelled() => return,
+            };
+            match response {
+                Ok(response) if response.status().is_success() => {
+                    self.read_stream(response, None, false, 0).await;
+                }
+                Ok(response) => {
+                    tracing::debug!("no standalone stream: HTTP {}", response.status());
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!("the standalone stream failed: {}", error_chain(&e));
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = self.stop.cancelled() => return,
+            }
+        }
+    }
+}
+
+/// One message's bytes as the engine reads them; one that cannot be read
+/// names `answers` (the request whose answer it was) or the id in it.
+fn checked(bytes: Bytes, answers: Option<Id>, stream_of: Option<Id>) -> Inbound {
+    match Message::parse(bytes.clone()) {
+        Ok(message) => Inbound::Message { message, stream_of },
+        Err(error) => Inbound::Unreadable {
+            id: answers.or_else(|| salvage_id(&bytes)).or(stream_of),
+            why: format!("the upstream's answer cannot be read: {error}"),
+        },
+    }
+}
+
+/// ": BODY" for an error's body, cut short; "" for none.
+fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        return String::new();
+    }
+    let cut = sluice_core::budget::floor_boundary(text, EXCERPT_BYTES);
+    if cut < text.len() {
+        format!(": {}… ({} bytes)", &text[..cut], body.len())
+    } else {
+        format!(": {text}")
+    }
+}
+
+/// An error with its causes ("error sending request: connection refused").
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Every property an input schema marks with `x-mcp-header`, reached from
+/// the root through `properties` alone: its path and its header's name.
+fn param_annotations(
+    schema: &serde_json::Value,
+    path: &mut Vec<String>,
+    out: &mut Vec<ParamHeader>,
+) {
+    // Schemas are the upstream's (untrusted): a bounded depth.
+    const MAX_DEPTH: usize = 16;
+    let Some(serde_json::Value::Object(properties)) = schema.get("properties") else {
+        return;
+    };
+    if path.len() >= MAX_DEPTH {
+        return;
+    }
+    for (name, property) in properties {
+        path.push(name.clone());
+        if let Some(serde_json::Value::String(header)) = property.get("x-mcp-header")
+            && !header.is_empty()
+            && HeaderName::try_from(format!("mcp-param-{header}")).is_ok()
+        {
+            out.push((path.clone(), header.clone()));
+        }
+        param_annotations(property, path, out);
+        path.pop();
+    }
+}
+
+/// A value as SEP-2243 puts it in a header: as it is when it can be,
+/// else `=?base64?…?=` (leading or trailing blanks, control or non-ASCII
+/// characters, or text that looks like that form already).
+fn header_value(text: &str) -> String {
+    let blank_edge = |c: Option<char>| matches!(c, Some(' ' | '\t'));
+    let needs_base64 = blank_edge(text.chars().next())
+        || blank_edge(text.chars().next_back())
+        || text.chars().any(|c| (c as u32) < 0x20 || (c as u32) > 0x7e)
+        || (text.starts_with("=?base64?") && text.ends_with("?="));
+    if needs_base64 {
+        use base64::Engine as _;
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(text)
+        )
+    } else {
+        text.to_owned()
+    }
+}
+
+/// The protocol version a request names in
+/// `params._meta["io.modelcontextprotocol/protocolVersion"]` (2026-07-28).
+fn declared_version(message: &Message) -> Option<String> {
+    let routing = message.routing().ok()?;
+    let meta = crate::jsonrpc::RawObject::parse(routing.meta?.get()).ok()?;
+    meta.get_str("io.modelcontextprotocol/protocolVersion")
+        .map(|v| v.into_owned())
+}
+
+/// A header value for `Mcp-Name`, when the name can be one as it is.
+fn name_header(routing: &crate::jsonrpc::Routing<'_>, method: &str) -> Option<HeaderValue> {
+    let name = match method {
+        "tools/call" | "prompts/get" => routing.name.as_deref()?,
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+            routing.uri.as_deref()?
+        }
+        _ => return None,
+    };
+    HeaderValue::try_from(header_value(name)).ok()
+}
+
+impl Transport for StreamableHttp {
+    fn send(&self, message: Message) -> BoxFuture<'_, Result<(), SendError>> {
+        async move {
+            if self.stop.is_cancelled() {
+                return Err(SendError::Closed("sluice closed it".into()));
+            }
+            let Some(me) = self.me.upgrade() else {
+                return Err(SendError::Closed("sluice closed it".into()));
+            };
+            let mut headers = self.common_headers();
+            let with_session = headers.contains_key("mcp-session-id");
+            // A 2026-07-28 request names its version in `_meta` (before
+            // the handshake settled one, `server/discover` does): the
+            // headers follow what it says.
+            let declared = declared_version(&message);
+            if let Some(version) = declared
+                .as_deref()
+                .and_then(|v| HeaderValue::try_from(v).ok())
+            {
+                headers.insert("mcp-protocol-version", version);
+            }
+            let stateless = match declared.as_deref() {
+                Some(version) => version >= "2026-07-28",
+                None => self.stateless.load(Ordering::Relaxed),
+            };
+            if stateless && let Some(method) = message.method() {
+                if let Ok(value) = HeaderValue::try_from(method) {
+                    headers.insert("mcp-method", value);
+                }
+                if let Ok(routing) = message.routing()
+                    && let Some(value) = name_header(&routing, method)
+                {
+                    headers.insert("mcp-name", value);
+                }
+                if method == "tools/call" {
+                    for (name, value) in self.param_headers_of(&message) {
+                        headers.insert(name, value);
+                    }
+                }
+            }
+            let id = (message.kind() == Kind::Request)
+                .then(|| message.id())
+                .flatten();
+            let lists_tools = message.method() == Some("tools/list");
+            let opens_session = with_session
+                && !self.stateless.load(Ordering::Relaxed)
+                && message.method() == Some("notifications/initialized");
+            let request = self
+                .client
+                .post(self.url.clone())
+                .headers(headers)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .header(http::header::ACCEPT, "application/json, text/event-stream")
+                .body(message.into_bytes());
+            tokio::spawn(me.exchange(
+                request,
+                Posted {
+                    id,
+                    with_session,
+                    opens_session,
+                    lists_tools,
+                },
+            ));
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn negotiated(&self, version: &str) {
+        if let Ok(value) = HeaderValue::try_from(version) {
+            *lock(&self.version) = Some(value);
+        }
+        self.stateless
+            .store(version >= "2026-07-28", Ordering::Relaxed);
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        async move {
+            let session = lock(&self.session).take();
+            if let Some(session) = session {
+                let deleted = self
+                    .client
+                    .delete(self.url.clone())
+                    .headers(self.headers.clone())
+                    .header("mcp-session-id", session)
+                    .send();
+                if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(3), deleted).await {
+                    tracing::debug!("the session was not deleted: {}", error_chain(&e));
+                }
+            }
+            self.stop.cancel();
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::extract::State;
+    use axum::response::IntoResponse;
+
+    /// What the hand-written server saw: each request's method, headers
+    /// and body.
+    type Seen = Arc<Mutex<Vec<(http::Method, HeaderMap, Bytes)>>>;
+
+    /// A server that records every request and answers it with `answer`.
+    async fn server(
+        answer: fn(&http::Method, &Bytes) -> axum::response::Response,
+    ) -> (String, Seen) {
+        let seen: Seen = Arc::default();
+        let app = axum::Router::new()
+            .route(
+                "/mcp",
+                axum::routing::any(
+                    move |State(seen): State<Seen>,
+                          method: http::Method,
+                          headers: HeaderMap,
+                          body: Bytes| async move {
+                        let response = answer(&method, &body);
+                        lock(&seen).push((method, headers, body));
+                        response
+                    },
+                ),
+            )
+            .with_state(seen.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (url, seen)
+    }
+
+    fn message(text: &str) -> Message {
+        Message::parse(Bytes::from(text.to_owned())).unwrap()
+    }
+
+    fn json(status: StatusCode, body: &'static str) -> axum::response::Response {
+        (
+            status,
+            [(http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response()
+    }
+
+    #[tokio::test]
+    async fn the_session_and_version_go_with_every_request_after_the_handshake() {
+        let (url, seen) = server(|method, body| match method.as_str() {
+            "POST" if body.starts_with(br#"{"jsonrpc":"2.0","id":1"#) => (
+                [
+                    ("mcp-session-id", "s-1"),
+                    ("content-type", "application/json"),
+                ],
+                r#"{"jsonrpc":"2.0","id":1,"result":{"x":1.50}}"#,
+            )
+                .into_response(),
+            "POST" => StatusCode::ACCEPTED.into_response(),
+            "GET" => StatusCode::METHOD_NOT_ALLOWED.into_response(),
+            _ => StatusCode::OK.into_response(),
+        })
+        .await;
+        let configured = BTreeMap::from([("Authorization".to_owned(), "Bearer t".to_owned())]);
+        let (transport, mut inbound) = open(&url, &configured, 1 << 20).unwrap();
+        transport
+            .send(message(
+                r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+            ))
+            .await
+            .unwrap();
+        match inbound.recv().await.unwrap() {
+            Inbound::Message { message, stream_of } => {
+                assert_eq!(message.result(), Some(r#"{"x":1.50}"#), "as sent");
+                assert_eq!(stream_of, Some(Id::number(1)));
+            }
+            other => panic!("{other:?}"),
+        }
+        transport.negotiated("2025-11-25");
+        transport
+            .send(message(
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            ))
+            .await
+            .unwrap();
+        // The standalone stream is asked for once the session is made (a
+        // 405 says there is none), then the session is deleted on close.
+        for _ in 0..200 {
+            if lock(&seen).iter().any(|(m, _, _)| m == http::Method::GET) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        transport.close().await;
+        let seen = lock(&seen).clone();
+        let methods: Vec<&str> = seen.iter().map(|(m, _, _)| m.as_str()).collect();
+        assert_eq!(methods, ["POST", "POST", "GET", "DELETE"]);
+        let first = &seen[0].1;
+        assert_eq!(first["authorization"], "Bearer t");
+        assert!(first.get("mcp-session-id").is_none());
+        for (_, headers, _) in &seen[1..] {
+            assert_eq!(headers["mcp-session-id"], "s-1");
+            assert_eq!(headers["authorization"], "Bearer t");
+        }
+        assert_eq!(seen[1].1["mcp-protocol-version"], "2025-11-25");
+        assert!(seen[1].1.get("mcp-method").is_none(), "not in this era");
+    }
+
+    #[tokio::test]
+    async fn a_2026_request_carries_the_headers_that_mirror_its_body() {
+        let (url, seen) = server(|_, _| {
+            json(
+                StatusCode::OK,
+                r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#,
+            )
+        })
+        .await;
+        let (transport, mut inbound) = open(&url, &BTreeMap::new(), 1 << 20).unwrap();
+        transport.negotiated("2026-07-28");
+        transport
+            .send(message(
+                r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{}}}"#,
+            ))
+            .await
+            .unwrap();
+        assert!(matches!(
+            inbound.recv().await,
+            Some(Inbound::Message { .. })
+        ));
+        let headers = lock(&seen)[0].1.clone();
+        assert_eq!(headers["mcp-method"], "tools/call");
+        assert_eq!(headers["mcp-name"], "echo");
+        assert_eq!(headers["mcp-protocol-version"], "2026-07-28");
+    }
+
+    #[tokio::test]
+    async fn an_error_status_fails_its_request_and_a_lost_session_ends_the_connection() {
+        let (url, _) = server(|_, body| {
+            if body.starts_with(br#"{"jsonrpc":"2.0","id":1"#) {
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    [("mcp-session-id", "s-2")],
+                    "the database is down",
+                )
+                    .into_response()
+            } else if body.starts_with(br#"{"jsonrpc":"2.0","id":2"#) {
+                json(
+                    StatusCode::BAD_REQUEST,
+                    r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"bad"}}"#,
+                )
+            } else {
+                StatusCode::NOT_FOUND.into_response()
+            }
+        })
+        .await;
+        let (transport, mut inbound) = open(&url, &BTreeMap::new(), 1 << 20).unwrap();
+        transport
+            .send(message(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#))
+            .await
+            .unwrap();
+        match inbound.recv().await.unwrap() {
+            Inbound::Failed { id, why } => {
+                assert_eq!(id, Id::number(1));
+                assert!(
+                    why.contains("HTTP 500") && why.contains("the database is down"),
+                    "{why}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // A JSON-RPC error in an error status is the answer.
+        transport
+            .send(message(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#))
+            .await
+            .unwrap();
+        match inbound.recv().await.unwrap() {
+            Inbound::Message { message, .. } => assert_eq!(message.kind(), Kind::Error),
+            other => panic!("{other:?}"),
+        }
+        // The session (given with the 500) is gone: the connection ends.
+        transport
+            .send(message(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#))
+            .await
+            .unwrap();
+        match inbound.recv().await.unwrap() {
+            Inbound::Closed { why } => assert!(why.contains("404"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn marked_arguments_travel_as_headers_too_once_the_tools_are_listed() {
+        let (url, seen) = server(|_, body| {
+            if body.windows(10).any(|w| w == b"tools/list") {
+                json(
+                    StatusCode::OK,
+                    r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"geo","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"where":{"type":"object","properties":{"zone":{"type":"integer","x-mcp-header":"Zone"}}}}}}]}}"#,
+                )
+            } else {
+                json(
+                    StatusCode::OK,
+                    r#"{"jsonrpc":"2.0","id":2,"result":{"content":[]}}"#,
+                )
+            }
+        })
+        .await;
+        let (transport, mut inbound) = open(&url, &BTreeMap::new(), 1 << 20).unwrap();
+        transport.negotiated("2026-07-28");
+        transport
+            .send(message(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#))
+            .await
+            .unwrap();
+        inbound.recv().await.unwrap();
+        transport
+            .send(message(
+                r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"geo","arguments":{"region":"Zürich","where":{"zone":7}}}}"#,
+            ))
+            .await
+            .unwrap();
+        inbound.recv().await.unwrap();
+        let call = lock(&seen)[1].1.clone();
+        // Not ASCII: in SEP-2243's base64 form.
+        assert_eq!(call["mcp-param-region"], "=?base64?WsO8cmljaA==?=");
+        assert_eq!(call["mcp-param-zone"], "7");
+        assert_eq!(call["mcp-name"], "geo");
+        assert_eq!(header_value("plain"), "plain");
+        assert_eq!(header_value(" edge"), "=?base64?IGVkZ2U=?=");
+    }
+}
