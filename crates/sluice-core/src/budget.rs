@@ -1,10 +1,14 @@
 //! Budgets: how much of a result a client can take, and how it is measured.
 //!
 //! A budget is tokens **and** characters (and, for some clients, lines).
-//! Tokens are counted with OpenAI's o200k BPE (tables inside the
-//! `bpe-openai` crate, nothing downloaded) times a safety factor, because
-//! Claude's tokenizer, which no one can run offline, counts 20–35 % more.
-//! `chars / 4` is not used anywhere: on JSON it is off by −40 % to +59 %.
+//! Tokens are counted with OpenAI's o200k BPE ([`o200k`]: its vocabulary is
+//! inside the binary, nothing downloaded, and loaded on first use) times a
+//! safety factor, because Claude's tokenizer, which no one can run offline,
+//! counts 20–35 % more. `chars / 4` is not used anywhere: on JSON it is off
+//! by −40 % to +59 %. Results small enough that their bytes prove they fit
+//! are never tokenized, so a gateway that only sees those never loads it.
+
+pub mod o200k;
 
 use std::collections::BTreeMap;
 
@@ -155,10 +159,7 @@ impl Size {
             size.lines += memchr::memchr_iter(b'\n', text.as_bytes()).count() as u64 + 1;
         }
         if size.chars <= u64::from(budget.max_chars) && !size.fits_by_bytes(budget) {
-            let raw: usize = parts
-                .iter()
-                .map(|t| bpe_openai::o200k_base().count(*t))
-                .sum();
+            let raw: usize = parts.iter().map(|t| o200k::tokenizer().count(t)).sum();
             size.tokens = Some(u64::from(scale(raw, budget.token_factor)));
         }
         size
@@ -182,17 +183,15 @@ pub fn count_chars(text: &str) -> usize {
 
 /// The tokens of `text` for a client: o200k tokens × `factor`, rounded up.
 pub fn count_tokens(text: &str, factor: f32) -> u32 {
-    scale(bpe_openai::o200k_base().count(text), factor)
+    scale(o200k::tokenizer().count(text), factor)
 }
 
 /// Whether `text` is at most `limit` client tokens, stopping early when it
 /// is not (cheaper than counting a large text whole).
 pub fn tokens_within(text: &str, factor: f32, limit: u32) -> Option<u32> {
     let raw_limit = (f64::from(limit) / f64::from(factor.max(0.01))).floor() as usize;
-    let tokenizer = bpe_openai::o200k_base();
-    let normalized = tokenizer.normalize(text);
-    tokenizer
-        .count_till_limit(&normalized, raw_limit + 1)
+    o200k::tokenizer()
+        .count_within(text, raw_limit + 1)
         .map(|raw| scale(raw, factor))
         .filter(|&t| t <= limit)
 }
@@ -201,7 +200,7 @@ pub fn tokens_within(text: &str, factor: f32, limit: u32) -> Option<u32> {
 /// `sample` bytes (start, middle, end), for planning pages without counting
 /// the whole document.
 pub fn bytes_per_token(text: &str, sample: usize) -> f32 {
-    let tokenizer = bpe_openai::o200k_base();
+    let tokenizer = o200k::tokenizer();
     let len = text.len();
     if len <= sample * 3 {
         let tokens = tokenizer.count(text).max(1);
@@ -242,9 +241,9 @@ fn scale(raw: usize, factor: f32) -> u32 {
     }
 }
 
-/// Warms the tokenizer's tables (about 0.1 s the first time).
+/// Loads the tokenizer's tables now rather than on first use (benches).
 pub fn warm_up() {
-    let _ = bpe_openai::o200k_base().count("warm up");
+    let _ = o200k::tokenizer().count("warm up");
 }
 
 #[cfg(test)]
@@ -253,7 +252,7 @@ mod tests {
 
     #[test]
     fn tokens_are_counted_with_the_factor() {
-        let raw = bpe_openai::o200k_base().count("hello world, this is a test");
+        let raw = o200k::tokenizer().count("hello world, this is a test");
         assert!(raw > 3);
         assert_eq!(
             count_tokens("hello world, this is a test", 1.25) as usize,
@@ -290,8 +289,7 @@ mod tests {
         // 17 bytes could be over 8 tokens: counted.
         let size = Size::of(&["héllo", "hello\nworld"], &budget);
         assert_eq!(size.lines, 3);
-        let raw = bpe_openai::o200k_base().count("héllo")
-            + bpe_openai::o200k_base().count("hello\nworld");
+        let raw = o200k::tokenizer().count("héllo") + o200k::tokenizer().count("hello\nworld");
         assert_eq!(size.tokens, Some((raw as f64 * 1.25).ceil() as u64));
         assert_eq!(budget.admits(&size), size.tokens.unwrap() <= 8);
         // Over the characters: not counted, not admitted.

@@ -10,10 +10,17 @@
 //!    the end-to-end time of reading the middle page of each (O(page)).
 //! 3. Throughput with 8 concurrent HTTP clients: requests per second,
 //!    directly and through sluice, in alternating blocks; the ratio.
+//! 4. At rest: the resident memory (VmRSS, Linux) of a fresh `sluice --`
+//!    (stdio) and `sluice --listen` (HTTP) before a client connects, after
+//!    `initialize` + `tools/list`, after a small call, and after a 20 kB
+//!    result (the first that needs the tokenizer, which loads then); and
+//!    the size of the sluice binary these figures were taken with.
 //!
 //! Run with `cargo bench -p sluice --bench passthrough` (optionally
 //! `-- --calls N --seconds S`). Figures vary with the machine: compare the
-//! ratios, measured in one run.
+//! ratios, measured in one run. `SLUICE_BENCH_BIN=PATH` measures another
+//! sluice binary (as sample server and as gateway), to set two builds side
+//! by side.
 //!
 //! `-- --auth` measures only what `[auth]` costs per request: sluice over
 //! keep-alive HTTP without `[auth]`, with a static token and with an ES256
@@ -33,8 +40,14 @@ use tokio::process::Command;
 
 type Client = RunningService<RoleClient, ()>;
 
+/// The sluice binary measured: the one cargo built for this bench, or
+/// `SLUICE_BENCH_BIN` (another build, to compare two in one sitting).
 fn sluice() -> &'static str {
-    env!("CARGO_BIN_EXE_sluice")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("SLUICE_BENCH_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_sluice").to_owned())
+    })
 }
 
 async fn stdio_client(program: &str, args: &[&str]) -> Client {
@@ -198,6 +211,77 @@ async fn throughput(url: &str, clients: usize, seconds: f64) -> f64 {
         let _ = client.cancel().await;
     }
     rps
+}
+
+/// The resident memory of process `pid` (VmRSS, or VmHWM for the peak) in
+/// MB (10^6 bytes); `None` where /proc does not tell (not Linux).
+fn resident_mb(pid: u32, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024.0 / 1e6)
+}
+
+/// The points at which [`at_rest`] reads a gateway's resident memory.
+const REST_POINTS: [&str; 4] = [
+    "before a client",
+    "initialize + tools/list",
+    "+ a small call",
+    "+ a 20 kB result",
+];
+
+/// sluice's resident memory at each of [`REST_POINTS`] as `client` (built
+/// by `connect`) uses the gateway `pid`, then its peak.
+async fn at_rest<F>(pid: u32, connect: F) -> (Vec<Option<f64>>, Option<f64>)
+where
+    F: std::future::Future<Output = Client>,
+{
+    // Let the gateway finish starting (it starts its upstream first).
+    let settle = || tokio::time::sleep(Duration::from_millis(500));
+    settle().await;
+    let mut figures = vec![resident_mb(pid, "VmRSS")];
+    let client = connect.await;
+    client.list_all_tools().await.unwrap();
+    settle().await;
+    figures.push(resident_mb(pid, "VmRSS"));
+    timed_call(&client).await;
+    settle().await;
+    figures.push(resident_mb(pid, "VmRSS"));
+    // 200 items are about 20 kB of text: within the default budget, but too
+    // many bytes to prove it without counting tokens.
+    let inventory = CallToolRequestParams::new("inventory").with_arguments(
+        serde_json::json!({"count": 200})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let result = client.call_tool(inventory).await.unwrap();
+    assert!(
+        result
+            .meta
+            .is_none_or(|m| m.0.get("sluice/stored").is_none())
+    );
+    settle().await;
+    figures.push(resident_mb(pid, "VmRSS"));
+    let peak = resident_mb(pid, "VmHWM");
+    client.cancel().await.unwrap();
+    (figures, peak)
+}
+
+fn print_rest(label: &str, (figures, peak): (Vec<Option<f64>>, Option<f64>)) {
+    let mb = |f: Option<f64>| f.map_or("n/a".to_owned(), |f| format!("{f:.1}"));
+    let points: Vec<String> = REST_POINTS
+        .iter()
+        .zip(&figures)
+        .map(|(point, figure)| format!("{point} {}", mb(*figure)))
+        .collect();
+    println!("{label:<14} {} | peak {} MB", points.join(" | "), mb(peak));
 }
 
 fn arg(name: &str, default: f64) -> f64 {
@@ -456,6 +540,40 @@ async fn bench() {
         mean(&direct_rps),
         mean(&proxied_rps),
         mean(&proxied_rps) / mean(&direct_rps)
+    );
+
+    println!("sluice at rest: resident memory (VmRSS, MB = 10^6 bytes) of a fresh gateway");
+    let mut cmd = Command::new(sluice());
+    cmd.args(["--log-level", "error", "--", sluice(), "sample-server"]);
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = transport.id().unwrap();
+    print_rest(
+        "stdio",
+        at_rest(pid, async { ().serve(transport).await.unwrap() }).await,
+    );
+    let (gateway, gateway_url) = http_server(
+        sluice(),
+        &[
+            "--log-level",
+            "error",
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let pid = gateway.id().unwrap();
+    print_rest("http", at_rest(pid, http_client(&gateway_url)).await);
+    let binary = std::fs::metadata(sluice()).unwrap().len();
+    println!(
+        "{:<14} {:.1} MB ({})",
+        "sluice binary",
+        binary as f64 / 1e6,
+        sluice()
     );
     let _ = std::fs::remove_file(config);
 }
