@@ -1,6 +1,9 @@
 //! Token-counting throughput (o200k): `bpe-openai` 0.3 against `tiktoken-rs`,
-//! with `sluice_core::budget::count_tokens(text, 1.0)` (which is bpe-openai
-//! underneath) as a third column.
+//! with `sluice_core::budget::count_tokens(text, 1.0)` (sluice's own counter,
+//! `budget/o200k.rs`) as a third column; then inputs made to be costly
+//! (one piece of megabytes, long runs of one kind of character) for
+//! bpe-openai and sluice only (tiktoken-rs is quadratic in one long piece),
+//! each at 1 and 4 MB, whose time ratio shows the cost is linear.
 //!
 //! Run (its own workspace, release build):
 //!
@@ -84,27 +87,221 @@ fn json_records(target: usize) -> String {
 }
 
 const WORDS: &[&str] = &[
-    "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be",
-    "by", "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have",
-    "an", "had", "they", "you", "were", "their", "one", "all", "we", "can", "her", "has",
-    "there", "been", "if", "more", "when", "will", "would", "who", "so", "no", "time", "people",
-    "year", "way", "day", "man", "thing", "woman", "life", "child", "world", "school", "state",
-    "family", "student", "group", "country", "problem", "hand", "part", "place", "case", "week",
-    "company", "system", "program", "question", "work", "government", "number", "night",
-    "point", "home", "water", "room", "mother", "area", "money", "story", "fact", "month",
-    "lot", "right", "study", "book", "eye", "job", "word", "business", "issue", "side", "kind",
-    "head", "house", "service", "friend", "father", "power", "hour", "game", "line", "end",
-    "member", "law", "car", "city", "community", "name", "president", "team", "minute", "idea",
-    "kid", "body", "information", "back", "parent", "face", "others", "level", "office",
-    "door", "health", "person", "art", "war", "history", "party", "result", "change",
-    "morning", "reason", "research", "girl", "guy", "moment", "air", "teacher", "force",
-    "education", "good", "new", "first", "last", "long", "great", "little", "own", "other",
-    "old", "big", "high", "different", "small", "large", "next", "early", "young", "important",
-    "few", "public", "bad", "same", "able", "say", "make", "go", "know", "take", "see", "come",
-    "think", "look", "want", "give", "use", "find", "tell", "ask", "seem", "feel", "try",
-    "leave", "call", "quietly", "however", "because", "although", "during", "between",
-    "without", "through", "against", "river", "mountain", "window", "garden", "letter",
-    "evening", "journey", "silence", "answer", "village", "harbour", "lantern", "weather",
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "a",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "was",
+    "with",
+    "be",
+    "by",
+    "on",
+    "not",
+    "he",
+    "this",
+    "are",
+    "or",
+    "his",
+    "from",
+    "at",
+    "which",
+    "but",
+    "have",
+    "an",
+    "had",
+    "they",
+    "you",
+    "were",
+    "their",
+    "one",
+    "all",
+    "we",
+    "can",
+    "her",
+    "has",
+    "there",
+    "been",
+    "if",
+    "more",
+    "when",
+    "will",
+    "would",
+    "who",
+    "so",
+    "no",
+    "time",
+    "people",
+    "year",
+    "way",
+    "day",
+    "man",
+    "thing",
+    "woman",
+    "life",
+    "child",
+    "world",
+    "school",
+    "state",
+    "family",
+    "student",
+    "group",
+    "country",
+    "problem",
+    "hand",
+    "part",
+    "place",
+    "case",
+    "week",
+    "company",
+    "system",
+    "program",
+    "question",
+    "work",
+    "government",
+    "number",
+    "night",
+    "point",
+    "home",
+    "water",
+    "room",
+    "mother",
+    "area",
+    "money",
+    "story",
+    "fact",
+    "month",
+    "lot",
+    "right",
+    "study",
+    "book",
+    "eye",
+    "job",
+    "word",
+    "business",
+    "issue",
+    "side",
+    "kind",
+    "head",
+    "house",
+    "service",
+    "friend",
+    "father",
+    "power",
+    "hour",
+    "game",
+    "line",
+    "end",
+    "member",
+    "law",
+    "car",
+    "city",
+    "community",
+    "name",
+    "president",
+    "team",
+    "minute",
+    "idea",
+    "kid",
+    "body",
+    "information",
+    "back",
+    "parent",
+    "face",
+    "others",
+    "level",
+    "office",
+    "door",
+    "health",
+    "person",
+    "art",
+    "war",
+    "history",
+    "party",
+    "result",
+    "change",
+    "morning",
+    "reason",
+    "research",
+    "girl",
+    "guy",
+    "moment",
+    "air",
+    "teacher",
+    "force",
+    "education",
+    "good",
+    "new",
+    "first",
+    "last",
+    "long",
+    "great",
+    "little",
+    "own",
+    "other",
+    "old",
+    "big",
+    "high",
+    "different",
+    "small",
+    "large",
+    "next",
+    "early",
+    "young",
+    "important",
+    "few",
+    "public",
+    "bad",
+    "same",
+    "able",
+    "say",
+    "make",
+    "go",
+    "know",
+    "take",
+    "see",
+    "come",
+    "think",
+    "look",
+    "want",
+    "give",
+    "use",
+    "find",
+    "tell",
+    "ask",
+    "seem",
+    "feel",
+    "try",
+    "leave",
+    "call",
+    "quietly",
+    "however",
+    "because",
+    "although",
+    "during",
+    "between",
+    "without",
+    "through",
+    "against",
+    "river",
+    "mountain",
+    "window",
+    "garden",
+    "letter",
+    "evening",
+    "journey",
+    "silence",
+    "answer",
+    "village",
+    "harbour",
+    "lantern",
+    "weather",
 ];
 
 /// English-like prose of exactly `target` bytes (ASCII only).
@@ -149,10 +346,31 @@ const IDENTS: &[&str] = &[
     "count", "limit", "offset", "buffer", "page", "items", "token", "budget", "plan", "doc",
     "index", "result", "value", "state", "config", "name", "len", "start", "end", "cursor",
 ];
-const TYPES: &[&str] = &["usize", "u32", "String", "&str", "Vec<u8>", "Option<u32>", "bool"];
+const TYPES: &[&str] = &[
+    "usize",
+    "u32",
+    "String",
+    "&str",
+    "Vec<u8>",
+    "Option<u32>",
+    "bool",
+];
 const CALLS: &[&str] = &[
-    "compute", "serve", "split_at", "push_str", "extend_from_slice", "get", "insert", "parse",
-    "trim", "to_string", "len", "is_empty", "next", "min", "max",
+    "compute",
+    "serve",
+    "split_at",
+    "push_str",
+    "extend_from_slice",
+    "get",
+    "insert",
+    "parse",
+    "trim",
+    "to_string",
+    "len",
+    "is_empty",
+    "next",
+    "min",
+    "max",
 ];
 
 /// One line of Rust-like code (without its diff prefix or newline).
@@ -246,7 +464,9 @@ fn main() {
     let tiktoken = tiktoken_rs::o200k_base().expect("o200k_base");
     black_box(tiktoken.encode_ordinary("warm up").len());
     let tiktoken_setup = started.elapsed();
+    let started = Instant::now();
     black_box(sluice_core::budget::count_tokens("warm up", 1.0));
+    let sluice_setup = started.elapsed();
 
     let inputs: Vec<(&str, String)> = vec![
         ("json-1MB", json_records(MB)),
@@ -280,9 +500,10 @@ fn main() {
 
     println!(
         "o200k token counting, median of {reps} interleaved runs (MB = 10^6 bytes); \
-         setup outside timing: bpe-openai {:.0} ms, tiktoken-rs {:.0} ms",
+         setup outside timing: bpe-openai {:.0} ms, tiktoken-rs {:.0} ms, sluice {:.0} ms",
         bpe_setup.as_secs_f64() * 1e3,
         tiktoken_setup.as_secs_f64() * 1e3,
+        sluice_setup.as_secs_f64() * 1e3,
     );
     println!();
     println!(
@@ -344,4 +565,64 @@ fn main() {
             "DIFFER (see the counts column)"
         }
     );
+    costly_inputs(reps, &bpe);
+}
+
+/// Inputs made to be costly, at 1 and 4 MB: bpe-openai against sluice.
+fn costly_inputs(reps: usize, bpe: &bpe_openai::Tokenizer) {
+    let kinds: [(&str, fn(usize) -> String); 6] = [
+        ("letters", |n| "abcdefghij".repeat(n / 10)),
+        ("spaces", |n| format!("{}x", " ".repeat(n - 1))),
+        ("digits", |n| "0123456789".repeat(n / 10)),
+        ("punct", |n| "!?#$%&*+-=".repeat(n / 10)),
+        ("upper", |n| "ABCDEFGHIJ".repeat(n / 10)),
+        ("lines", |n| "\n \n\t".repeat(n / 4)),
+    ];
+    println!();
+    println!(
+        "costly inputs, median of {reps} interleaved runs: bpe-openai and sluice (tiktoken-rs is quadratic in one long piece)"
+    );
+    println!();
+    println!(
+        "| {:<8} | {:>12} | {:>12} | {:>12} | {:>12} | {:>10} | {:<6} |",
+        "input",
+        "MB/s bpe 1MB",
+        "MB/s slc 1MB",
+        "MB/s bpe 4MB",
+        "MB/s slc 4MB",
+        "slc 4MB/1MB",
+        "counts"
+    );
+    println!(
+        "|{:-<10}|{:->14}|{:->14}|{:->14}|{:->14}|{:->12}|{:-<8}|",
+        "", "", "", "", "", "", ""
+    );
+    for (name, make) in kinds {
+        let texts = [make(MB), make(4 * MB)];
+        let mut times = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+        let mut agree = true;
+        for _ in 0..reps {
+            for (k, text) in texts.iter().enumerate() {
+                let t = Instant::now();
+                let a = black_box(bpe.count(black_box(text)));
+                times[k][0].push(t.elapsed());
+                let t = Instant::now();
+                let b = black_box(sluice_core::budget::count_tokens(black_box(text), 1.0));
+                times[k][1].push(t.elapsed());
+                agree &= a == b as usize;
+            }
+        }
+        let mut m = |k: usize, c: usize| median(&mut times[k][c]);
+        let (b1, s1, b4, s4) = (m(0, 0), m(0, 1), m(1, 0), m(1, 1));
+        println!(
+            "| {:<8} | {:>12.2} | {:>12.2} | {:>12.2} | {:>12.2} | {:>9.2}x | {:<6} |",
+            name,
+            mb_per_s(texts[0].len(), b1),
+            mb_per_s(texts[0].len(), s1),
+            mb_per_s(texts[1].len(), b4),
+            mb_per_s(texts[1].len(), s4),
+            s4.as_secs_f64() / s1.as_secs_f64(),
+            if agree { "agree" } else { "DIFFER" },
+        );
+    }
 }
