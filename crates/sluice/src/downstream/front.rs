@@ -137,6 +137,7 @@ impl Front {
             ),
             principal: None,
             address: None,
+            sent_params: message.params().map(Arc::from),
         };
         let caller = caller_of(&self.gateway, self.session, true, &asking);
         let front = self.clone();

@@ -75,6 +75,7 @@ impl Session {
             client: ctx.client_info().map(|info| info.name),
             principal: http.and_then(|parts| parts.extensions.get::<Principal>()),
             address: http.and_then(|p| p.extensions.get::<PeerAddr>()),
+            sent_params: None,
         })
     }
 
@@ -133,6 +134,7 @@ pub(crate) fn caller_of(
             .capabilities
             .as_ref()
             .is_some_and(|c| c.supports_tasks()),
+        sent_params: asking.sent_params.clone(),
     }
 }
 
@@ -156,6 +158,8 @@ pub(crate) struct Asking<'a> {
     pub principal: Option<&'a Principal>,
     /// Where an HTTP request came from.
     pub address: Option<&'a PeerAddr>,
+    /// The request's params as sent, when sluice's own layer read them.
+    pub sent_params: Option<Arc<str>>,
 }
 
 impl Drop for Session {

@@ -332,8 +332,12 @@ impl Gateway {
         let again = legacy.then(|| params.clone());
         let (sent, raw) = if !crate::gateway::input::must_bridge(caller) {
             // The common case: one request, its arguments moved.
+            let text = upstream_params(caller, &params);
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-            match self.send_keeping_raw(upstream, request, caller).await {
+            match self
+                .send_as(upstream, request, text.as_deref(), caller)
+                .await
+            {
                 Ok((result, raw)) => (Ok(result), Some(raw)),
                 Err(e) => (Err(e), None),
             }
@@ -385,6 +389,7 @@ impl Gateway {
                     client: None,
                     partial: None,
                     tasks: false,
+                    sent_params: None,
                 }
             } else {
                 caller.clone()
@@ -442,10 +447,15 @@ impl Gateway {
         ErrorData,
     > {
         // The call may be repeated with the client's answers: keep a copy.
+        // The first round goes as the client sent it.
+        let mut text = upstream_params(caller, &params);
         let mut round = 0;
         loop {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-            match self.send_keeping_raw(upstream, request, caller).await {
+            let sent = self
+                .send_as(upstream, request, text.take().as_deref(), caller)
+                .await;
+            match sent {
                 Ok((ServerResult::InputRequiredResult(result), _))
                     if round < crate::gateway::input::MAX_ROUNDS =>
                 {
@@ -520,6 +530,48 @@ pub(super) enum Done {
     Answer(Box<Result<Relayed, ErrorData>>),
     /// The upstream could not be reached or died: why.
     Unavailable(String),
+}
+
+/// The params of a call to send upstream as the text the client sent
+/// (`caller.sent_params`), edited only where sluice must, as `params` (the
+/// same call decoded and edited) says: the tool's name upstream; without
+/// `_timeout_s`, and `_fresh` where sluice took it; `_meta` without the
+/// progress token (sluice sets its own) and the 2026-07-28 keys that
+/// describe the client. `None` when there is no such text or it cannot be
+/// edited: the decoded params are sent.
+fn upstream_params(caller: &Caller, params: &CallToolRequestParams) -> Option<String> {
+    use crate::jsonrpc::RawObject;
+    let mut text = RawObject::parse(caller.sent_params.as_deref()?).ok()?;
+    if text.get_str("name").as_deref() != Some(params.name.as_ref()) {
+        text.insert_value("name", params.name.as_ref()).ok()?;
+    }
+    let keeps_fresh = params
+        .arguments
+        .as_ref()
+        .is_some_and(|a| a.contains_key(sluice_core::cache::FRESH_ARG));
+    if text.get("arguments").is_some() {
+        text.edit_path(&["arguments"], |arguments| {
+            arguments.remove(sluice_core::operation::TIMEOUT_ARG);
+            if !keeps_fresh {
+                arguments.remove(sluice_core::cache::FRESH_ARG);
+            }
+        })
+        .ok()?;
+    }
+    if text.get("_meta").is_some() {
+        let emptied = text
+            .edit_path(&["_meta"], |meta| {
+                for key in super::forwarding::NOT_FORWARDED_META {
+                    meta.remove(key);
+                }
+                meta.is_empty()
+            })
+            .ok()??;
+        if emptied {
+            text.remove("_meta");
+        }
+    }
+    Some(text.to_json())
 }
 
 /// A tool call's answer, and when it is an upstream's result passed on

@@ -27,6 +27,18 @@ impl Gateway {
         request: ClientRequest,
         caller: &Caller,
     ) -> Result<(ServerResult, crate::jsonrpc::Message), CallError> {
+        self.send_as(upstream, request, None, caller).await
+    }
+
+    /// [`Self::send_keeping_raw`] of a `tools/call` whose params `text` is
+    /// sent as it is (see [`crate::upstream::Upstream::send_call_text`]).
+    pub(super) async fn send_as(
+        &self,
+        upstream: &Arc<Upstream>,
+        request: ClientRequest,
+        text: Option<&str>,
+        caller: &Caller,
+    ) -> Result<(ServerResult, crate::jsonrpc::Message), CallError> {
         let hub = &self.hub;
         // Notifications about the request are forwarded from here, in the
         // order they came, and all of them before the response (see
@@ -37,7 +49,7 @@ impl Gateway {
         let listening = caller.peer.is_some();
         // A call that may become an operation always hears its progress.
         let progress = (listening && progress_token.is_some()) || caller.partial.is_some();
-        let call = upstream.send(request, progress, log_level, &caller.ct, |handle| {
+        let routes = |handle: &crate::upstream::rpc::Outgoing| {
             let mut guards: Vec<RouteGuard> = Vec::with_capacity(2);
             guards.push(hub.track_call(
                 upstream.name(),
@@ -50,7 +62,15 @@ impl Gateway {
                 guards.push(hub.route_progress(upstream.name(), token.clone(), notices_tx.clone()));
             }
             guards
-        });
+        };
+        let call = match text {
+            Some(text) => futures::future::Either::Left(
+                upstream.send_call_text(request, text, progress, log_level, &caller.ct, routes),
+            ),
+            None => futures::future::Either::Right(
+                upstream.send(request, progress, log_level, &caller.ct, routes),
+            ),
+        };
         if caller.peer.is_none() && caller.partial.is_none() {
             return call
                 .await
@@ -100,20 +120,25 @@ impl Gateway {
     }
 }
 
+/// The `_meta` keys of a client's request that its upstream request does
+/// not carry: sluice sets its own progress token, and the 2026-07-28 keys
+/// describe the client, not sluice.
+pub(super) const NOT_FORWARDED_META: [&str; 4] = [
+    "progressToken",
+    "io.modelcontextprotocol/protocolVersion",
+    "io.modelcontextprotocol/clientInfo",
+    "io.modelcontextprotocol/clientCapabilities",
+];
+
 /// The client's `_meta`, minus what sluice sets itself on the upstream
 /// request (the progress token, and the 2026-07-28 keys that describe
 /// sluice, not the client; the client's `logLevel` preference is kept).
 pub(super) fn forwarded_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
     let mut forwarded = meta.clone();
-    forwarded.0.0.retain(|key, _| {
-        key != "progressToken"
-            && !matches!(
-                key.as_str(),
-                "io.modelcontextprotocol/protocolVersion"
-                    | "io.modelcontextprotocol/clientInfo"
-                    | "io.modelcontextprotocol/clientCapabilities"
-            )
-    });
+    forwarded
+        .0
+        .0
+        .retain(|key, _| !NOT_FORWARDED_META.contains(&key.as_str()));
     (!forwarded.0.0.is_empty()).then_some(forwarded)
 }
 

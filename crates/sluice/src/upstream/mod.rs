@@ -286,11 +286,46 @@ impl Upstream {
         // A 2026-07-28 upstream has no `logging/setLevel`: a client's level
         // travels with each of its requests instead.
         let log_level = log_level.filter(|_| conn.era() == Era::Stateless);
-        match conn
+        let answer = conn
             .rpc
             .request(request, progress, log_level, ct, routes)
-            .await
-        {
+            .await;
+        self.outcome(&conn, governed_later, answer).await
+    }
+
+    /// [`Self::send`] for a `tools/call` whose `params` are JSON text (the
+    /// client's, as sent, with sluice's edits): sent as that text to an
+    /// upstream of the initialize era; `typed`, the same request decoded,
+    /// to one that needs the client's context added.
+    pub async fn send_call_text(
+        &self,
+        typed: ClientRequest,
+        params: &str,
+        progress: bool,
+        log_level: Option<rmcp::model::LoggingLevel>,
+        ct: &CancellationToken,
+        routes: impl FnOnce(&rpc::Outgoing) -> Vec<RouteGuard>,
+    ) -> Result<rpc::Decoded, CallError> {
+        let conn = self.connection().await?;
+        if !conn.rpc.takes_text() || conn.era() == Era::Stateless {
+            drop(conn);
+            return self.send(typed, progress, log_level, ct, routes).await;
+        }
+        let answer = conn
+            .rpc
+            .request_text("tools/call", params, progress, ct, routes)
+            .await;
+        self.outcome(&conn, true, answer).await
+    }
+
+    /// What a request's end means for its caller.
+    async fn outcome(
+        &self,
+        conn: &Connection,
+        governed_later: bool,
+        answer: Result<rpc::Decoded, rpc::RpcError>,
+    ) -> Result<rpc::Decoded, CallError> {
+        match answer {
             Ok(result) => Ok(result),
             Err(rpc::RpcError::Error(error)) if governed_later => Err(CallError::Upstream(error)),
             Err(rpc::RpcError::Error(error)) => {
@@ -301,7 +336,7 @@ impl Upstream {
                 "upstream `{}`: {why}",
                 self.name()
             ))),
-            Err(rpc::RpcError::Closed(_)) => Err(self.lost(&conn).await),
+            Err(rpc::RpcError::Closed(_)) => Err(self.lost(conn).await),
         }
     }
 

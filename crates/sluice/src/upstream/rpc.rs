@@ -386,8 +386,62 @@ impl Link {
         }
         let message = encode(&ClientJsonRpcMessage::request(request, request_id.clone()))
             .map_err(RpcError::Failed)?;
+        self.exchange(id, waiter, message, progress_token, ct, routes)
+            .await
+    }
+
+    /// Whether requests made from text may go as they are: the upstream
+    /// needs no client context in their `_meta` (the initialize era).
+    pub fn takes_text(&self) -> bool {
+        lock(&self.shared.context).is_none()
+    }
+
+    /// Sends a request of `method` whose `params` are JSON text (kept as
+    /// they are, but for the progress token set when `progress`), and waits
+    /// for its answer; see [`Link::request`]. Only for an upstream that
+    /// [`Link::takes_text`].
+    pub async fn request_text<G>(
+        &self,
+        method: &str,
+        params: &str,
+        progress: bool,
+        ct: &CancellationToken,
+        routes: impl FnOnce(&Outgoing) -> G,
+    ) -> Result<Decoded, RpcError> {
+        let (id, waiter) = self.shared.pending.register();
+        let method = serde_json::to_string(method).expect("a string serializes");
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":{method},"params":{params}}}"#,
+            id.as_json()
+        );
+        let made = |e: crate::jsonrpc::MessageError| {
+            RpcError::Failed(format!(
+                "the request could not be made from its params: {e}"
+            ))
+        };
+        let mut message = Message::parse(bytes::Bytes::from(text)).map_err(made)?;
+        let progress_token = progress
+            .then(|| rmcp::model::ProgressToken(NumberOrString::Number(request_id_number(&id))));
+        if progress {
+            message = message.with_progress_token(&id).map_err(made)?;
+        }
+        self.exchange(id, waiter, message, progress_token, ct, routes)
+            .await
+    }
+
+    /// Sends request `message` (its id `id`, its answer awaited by
+    /// `waiter`) and waits for its answer.
+    async fn exchange<G>(
+        &self,
+        id: Id,
+        waiter: crate::jsonrpc::Waiter<Answer>,
+        message: Message,
+        progress_token: Option<rmcp::model::ProgressToken>,
+        ct: &CancellationToken,
+        routes: impl FnOnce(&Outgoing) -> G,
+    ) -> Result<Decoded, RpcError> {
         let _routes = routes(&Outgoing {
-            id: request_id,
+            id: rmcp_id(&id),
             progress_token,
         });
         if let Err(e) = self.shared.transport.send(message).await {
@@ -589,6 +643,9 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
     };
     tracing::debug!(upstream = %shared.upstream, "connection ended: {why}");
     shared.ended.send_replace(Some(why.clone()));
+    // The transport's own tasks (an HTTP session's standalone stream) end
+    // with the connection, whichever way it ended.
+    shared.transport.close().await;
     shared
         .pending
         .fail_all(&CallFailed::ConnectionLost { reason: why });

@@ -171,6 +171,8 @@ impl StreamableHttp {
         }
         let status = response.status();
         if status == StatusCode::NOT_FOUND && posted.with_session {
+            // Gone: nothing to delete on close.
+            lock(&self.session).take();
             self.deliver(Inbound::Closed {
                 why: "ended its session (HTTP 404)".to_owned(),
             })
@@ -484,9 +486,14 @@ impl StreamableHttp {
 
     /// The standalone GET stream of a 2025-11-25 session: messages the
     /// upstream sends on its own (list changes, requests outside any
-    /// call). Reopened a few times when it ends; a 405 means there is none.
+    /// call). Reopened while the connection lives, after a backoff that
+    /// grows while it keeps failing; a refusal (405: there is none) ends it.
     async fn listen(self: Arc<Self>) {
-        for _ in 0..=RESUMPTIONS {
+        const FIRST_WAIT: Duration = Duration::from_secs(1);
+        const LONGEST_WAIT: Duration = Duration::from_secs(30);
+        let mut wait = FIRST_WAIT;
+        loop {
+            let opened = tokio::time::Instant::now();
             let response = tokio::select! {
                 response = self
                     .client
@@ -508,10 +515,15 @@ impl StreamableHttp {
                     tracing::debug!("the standalone stream failed: {}", error_chain(&e));
                 }
             }
+            // A stream that lasted was healthy: start the backoff again.
+            if opened.elapsed() > LONGEST_WAIT * 2 {
+                wait = FIRST_WAIT;
+            }
             tokio::select! {
-                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = tokio::time::sleep(wait) => {}
                 () = self.stop.cancelled() => return,
             }
+            wait = (wait * 2).min(LONGEST_WAIT);
         }
     }
 }
