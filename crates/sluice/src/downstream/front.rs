@@ -12,7 +12,8 @@
 //! Taken today, in a session that began with `initialize` (what stdio
 //! clients use): `tools/list` (each upstream tool as the upstream sent it,
 //! but for sluice's documented changes) and `tools/call` when its params
-//! read as a call (a result within the budget as the upstream sent it). A
+//! read as a call (its params sent upstream as the client's text, with
+//! sluice's edits; a result within the budget as the upstream sent it). A
 //! 2026-07-28 request, which carries its lifecycle in `_meta` and must be
 //! checked against it, still goes to rmcp.
 
