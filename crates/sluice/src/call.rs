@@ -36,7 +36,7 @@ pub async fn run(
         client: None,
         partial: None,
         tasks: false,
-        sent_params: None,
+        sent_request: None,
     };
     let params = CallToolRequestParams::new(tool).with_arguments(arguments);
     let mut result = gateway.call_tool(params, &caller).await;

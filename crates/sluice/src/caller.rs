@@ -41,9 +41,9 @@ pub struct Caller {
     /// The client declared the MCP tasks extension (SEP-2663): a call that
     /// outlives its timeout is answered with a task, not a text.
     pub tasks: bool,
-    /// The request's `params` as the client sent them, when sluice's own
-    /// layer read it (`downstream::front`): a call is then sent upstream as
-    /// that text, edited only where sluice must (see
-    /// `Gateway::upstream_params`).
-    pub sent_params: Option<Arc<str>>,
+    /// The request as the client sent it, when sluice's own layer read it
+    /// (`downstream::front`): a call's `params` then go upstream as that
+    /// text, edited only where sluice must (`gateway/call.rs`,
+    /// `upstream_params`). Shares the received bytes.
+    pub sent_request: Option<crate::jsonrpc::Message>,
 }

@@ -138,7 +138,7 @@ impl Front {
             ),
             principal: None,
             address: None,
-            sent_params: message.params().map(Arc::from),
+            sent_request: Some(message.clone()),
         };
         let caller = caller_of(&self.gateway, self.session, true, &asking);
         let front = self.clone();

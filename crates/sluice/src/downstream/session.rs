@@ -75,7 +75,7 @@ impl Session {
             client: ctx.client_info().map(|info| info.name),
             principal: http.and_then(|parts| parts.extensions.get::<Principal>()),
             address: http.and_then(|p| p.extensions.get::<PeerAddr>()),
-            sent_params: None,
+            sent_request: None,
         })
     }
 
@@ -134,7 +134,7 @@ pub(crate) fn caller_of(
             .capabilities
             .as_ref()
             .is_some_and(|c| c.supports_tasks()),
-        sent_params: asking.sent_params.clone(),
+        sent_request: asking.sent_request.clone(),
     }
 }
 
@@ -158,8 +158,8 @@ pub(crate) struct Asking<'a> {
     pub principal: Option<&'a Principal>,
     /// Where an HTTP request came from.
     pub address: Option<&'a PeerAddr>,
-    /// The request's params as sent, when sluice's own layer read them.
-    pub sent_params: Option<Arc<str>>,
+    /// The request as sent, when sluice's own layer read it.
+    pub sent_request: Option<crate::jsonrpc::Message>,
 }
 
 impl Drop for Session {

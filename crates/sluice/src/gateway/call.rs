@@ -389,7 +389,7 @@ impl Gateway {
                     client: None,
                     partial: None,
                     tasks: false,
-                    sent_params: None,
+                    sent_request: None,
                 }
             } else {
                 caller.clone()
@@ -533,7 +533,7 @@ pub(super) enum Done {
 }
 
 /// The params of a call to send upstream as the text the client sent
-/// (`caller.sent_params`), edited only where sluice must, as `params` (the
+/// (`caller.sent_request`), edited only where sluice must, as `params` (the
 /// same call decoded and edited) says: the tool's name upstream; without
 /// `_timeout_s`, and `_fresh` where sluice took it; `_meta` without the
 /// progress token (sluice sets its own) and the 2026-07-28 keys that
@@ -541,7 +541,7 @@ pub(super) enum Done {
 /// edited: the decoded params are sent.
 fn upstream_params(caller: &Caller, params: &CallToolRequestParams) -> Option<String> {
     use crate::jsonrpc::RawObject;
-    let mut text = RawObject::parse(caller.sent_params.as_deref()?).ok()?;
+    let mut text = RawObject::parse(caller.sent_request.as_ref()?.params()?).ok()?;
     if text.get_str("name").as_deref() != Some(params.name.as_ref()) {
         text.insert_value("name", params.name.as_ref()).ok()?;
     }

@@ -8,8 +8,10 @@
 //! and may keep a standalone GET stream for messages of its own; a
 //! 2026-07-28 upstream has neither, and every request carries the headers
 //! that mirror its body (`Mcp-Method`, and `Mcp-Name` for the requests
-//! that name a tool, prompt or resource). Every answer is read in a task of
-//! its own, so a slow answer never holds up the next request; nothing read
+//! that name a tool, prompt or resource). Every answer to a request is read
+//! in a task of its own, so a slow answer never holds up the next request
+//! (a notification or a response is sent in order: `send` returns once the
+//! upstream took it); nothing read
 //! is kept beyond one message, and a message that cannot be read fails the
 //! call it answers at once.
 
@@ -30,6 +32,9 @@ use crate::jsonrpc::{Id, Kind, Message, MessageError, SseParser, salvage_id};
 
 /// How long connecting may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long sending a notification (or a response) waits for the upstream
+/// to take it.
+const NOTIFICATION_WAIT: Duration = Duration::from_secs(10);
 /// How much of an error body is quoted.
 const EXCERPT_BYTES: usize = 512;
 /// How many times a response stream cut short is resumed (GET with
@@ -693,15 +698,30 @@ impl Transport for StreamableHttp {
                 .header(http::header::CONTENT_TYPE, "application/json")
                 .header(http::header::ACCEPT, "application/json, text/event-stream")
                 .body(message.into_bytes());
-            tokio::spawn(me.exchange(
-                request,
-                Posted {
-                    id,
-                    with_session,
-                    opens_session,
-                    lists_tools,
-                },
-            ));
+            let posted = Posted {
+                id,
+                with_session,
+                opens_session,
+                lists_tools,
+            };
+            if posted.id.is_some() {
+                // A request's answer may take long: read in a task of its own.
+                tokio::spawn(me.exchange(request, posted));
+            } else {
+                // A notification or a response is done when the upstream
+                // took it: waiting keeps them in order with what follows
+                // (`notifications/initialized` before the first request),
+                // for a bounded time (an upstream that never answers one
+                // must not hold up its sender).
+                if tokio::time::timeout(NOTIFICATION_WAIT, me.exchange(request, posted))
+                    .await
+                    .is_err()
+                {
+                    tracing::debug!(
+                        "an upstream took more than {NOTIFICATION_WAIT:?} to take a notification"
+                    );
+                }
+            }
             Ok(())
         }
         .boxed()

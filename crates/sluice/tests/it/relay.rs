@@ -606,10 +606,10 @@ fn assert_requests_and_notifications_unchanged(run: &Run) {
     // The server's request: params byte for byte; the client's answer:
     // result byte for byte.
     if let Some((sent, got)) = one("roots/list", &mut problems) {
-        let (sent_params, got_params) = (member(&sent, "params"), member(&got, "params"));
-        if sent_params != got_params {
+        let (sent_request, got_params) = (member(&sent, "params"), member(&got, "params"));
+        if sent_request != got_params {
             problems.push(format!(
-                "the server's roots/list: sent params {sent_params:?}, arrived {got_params:?}"
+                "the server's roots/list: sent params {sent_request:?}, arrived {got_params:?}"
             ));
         }
         let answer = messages(&run.server_received)
