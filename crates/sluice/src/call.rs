@@ -37,6 +37,7 @@ pub async fn run(
         partial: None,
         tasks: false,
         sent_request: None,
+        stream: None,
     };
     let params = CallToolRequestParams::new(tool).with_arguments(arguments);
     let mut result = gateway.call_tool(params, &caller).await;

@@ -46,4 +46,9 @@ pub struct Caller {
     /// text, edited only where sluice must (`gateway/call.rs`,
     /// `upstream_params`). Shares the received bytes.
     pub sent_request: Option<crate::jsonrpc::Message>,
+    /// Where the notifications about this request go, as the bytes of
+    /// each message, when sluice's own layer answers it
+    /// (`downstream::front`): on the stream that carries its answer,
+    /// before it. `None`: through `peer`.
+    pub stream: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
 }

@@ -28,18 +28,23 @@ use rmcp::model::{
     ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::service::{Peer, RoleServer};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::PeerAddr;
+use super::auth::Principal;
 use super::session::{Asking, caller_of};
 use crate::era::Era;
 use crate::gateway::Gateway;
 use crate::hub::SessionId;
 use crate::jsonrpc::{Id, Kind, Message, RawObject};
 
-/// The requests of one connection that sluice answers itself.
+/// The requests of one session that sluice answers itself.
 pub struct Front {
     gateway: Arc<Gateway>,
     session: SessionId,
+    /// The session is the whole connection (stdio).
+    connection: bool,
     /// rmcp's peer for this connection, once its lifecycle began.
     peer: OnceLock<Peer<RoleServer>>,
     /// The calls being answered here, by the client's id, to cancel.
@@ -53,11 +58,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Front {
-    /// The front of session `session` of `gateway` (a whole connection).
-    pub fn new(gateway: Arc<Gateway>, session: SessionId) -> Arc<Front> {
+    /// The front of session `session` of `gateway`; `connection`: the
+    /// session is a whole connection (stdio), not an HTTP session.
+    pub fn new(gateway: Arc<Gateway>, session: SessionId, connection: bool) -> Arc<Front> {
         Arc::new(Front {
             gateway,
             session,
+            connection,
             peer: OnceLock::new(),
             running: Mutex::new(HashMap::new()),
             stop: CancellationToken::new(),
@@ -67,6 +74,12 @@ impl Front {
     /// Starts taking requests: rmcp's lifecycle began and gave this peer.
     pub fn attach(&self, peer: Peer<RoleServer>) {
         let _ = self.peer.set(peer);
+    }
+
+    /// The protocol version the client asked for at `initialize`.
+    pub fn protocol_version(&self) -> Option<String> {
+        let info = self.peer.get()?.peer_info()?;
+        Some(info.protocol_version.to_string())
     }
 
     /// The client left: what runs here stops.
@@ -84,9 +97,15 @@ impl Front {
     }
 
     /// Takes `message` if it is a request answered here: gives the work
-    /// that makes its answer (`None` when the client cancelled it, which
-    /// gets no answer); `None` leaves it to rmcp.
-    pub fn take(self: &Arc<Self>, message: &Message) -> Option<BoxFuture<'static, Option<Bytes>>> {
+    /// that makes its answer (see [`Taken`]); `None` leaves it to rmcp.
+    /// `http`: the HTTP request that carried it (who sent it, from where);
+    /// `stream`: where the notifications about it go, before its answer.
+    pub fn take(
+        self: &Arc<Self>,
+        message: &Message,
+        http: Option<&http::request::Parts>,
+        stream: mpsc::Sender<Bytes>,
+    ) -> Option<Taken> {
         if message.kind() != Kind::Request {
             return None;
         }
@@ -102,15 +121,16 @@ impl Front {
             // Its params (a cursor, `_meta`) change nothing: every tool is
             // listed at once, as rmcp's server did.
             let gateway = self.gateway.clone();
-            return Some(
-                async move {
+            return Some(Taken {
+                work: async move {
                     Some(match gateway.list_tools_as_sent().await {
                         Ok(tools) => tools_line(&id, &tools),
                         Err(error) => answer_line(&id, Err(error)),
                     })
                 }
                 .boxed(),
-            );
+                ct: CancellationToken::new(),
+            });
         }
         let request: RequestId = serde_json::from_str(id.as_json()).ok()?;
         let mut params: CallToolRequestParams = serde_json::from_str(message.params()?).ok()?;
@@ -136,14 +156,16 @@ impl Front {
                 meta.client_info()
                     .map_or_else(|| info.client_info.name.clone(), |c| c.name),
             ),
-            principal: None,
-            address: None,
+            principal: http.and_then(|parts| parts.extensions.get::<Principal>()),
+            address: http.and_then(|parts| parts.extensions.get::<PeerAddr>()),
             sent_request: Some(message.clone()),
+            stream: Some(stream),
         };
-        let caller = caller_of(&self.gateway, self.session, true, &asking);
+        let caller = caller_of(&self.gateway, self.session, self.connection, &asking);
         let front = self.clone();
-        Some(
-            async move {
+        Some(Taken {
+            ct: ct.clone(),
+            work: async move {
                 let answer = front.gateway.call_tool_relayed(params, &caller).await;
                 lock(&front.running).remove(&id);
                 if ct.is_cancelled() {
@@ -158,7 +180,54 @@ impl Front {
                 Some(answer_line(&id, shaped(answer.map(|r| r.response), tasks)))
             }
             .boxed(),
-        )
+        })
+    }
+}
+
+/// A request [`Front::take`] took: the work that answers it, and what
+/// cancels it.
+pub struct Taken {
+    /// Makes the answer, as the bytes of one message (`None` when the
+    /// client cancelled the request, which gets no answer).
+    pub work: BoxFuture<'static, Option<Bytes>>,
+    /// Cancels the request (its client went away).
+    pub ct: CancellationToken,
+}
+
+impl Taken {
+    /// Runs the work, handing `emit` each notification that arrives on
+    /// `notices` (the receiving end of the `stream` given to
+    /// [`Front::take`]) and then the answer, in that order. When `emit`
+    /// fails (the client is gone) the request is cancelled and nothing
+    /// more is emitted.
+    pub async fn drive<F, Fut>(self, mut notices: mpsc::Receiver<Bytes>, mut emit: F)
+    where
+        F: FnMut(Bytes) -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let Taken { work, ct } = self;
+        let mut work = std::pin::pin!(work);
+        let mut open = true;
+        let answer = loop {
+            tokio::select! {
+                biased;
+                Some(notice) = notices.recv() => {
+                    if open && !emit(notice).await {
+                        open = false;
+                        ct.cancel();
+                    }
+                }
+                answer = &mut work => break answer,
+            }
+        };
+        while let Ok(notice) = notices.try_recv() {
+            if open && !emit(notice).await {
+                open = false;
+            }
+        }
+        if open && let Some(answer) = answer {
+            emit(answer).await;
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use sluice_core::http::HttpLimits;
 use tokio_util::sync::CancellationToken;
 
+use super::http_front::AllowedHosts;
 use super::http_guard::{self, Guard};
 use super::http_sessions::SessionTable;
 use super::session::Session;
@@ -55,9 +56,11 @@ pub async fn serve(
         sessions.clone(),
         config,
     );
+    tokio::spawn(sessions.clone().close_idle(shutdown.child_token()));
     let guard = Arc::new(Guard {
         limits,
         sessions: sessions.clone(),
+        hosts: AllowedHosts::new(&access.allowed_hosts, access.allow_any),
     });
     let mut router = axum::Router::new().nest_service("/mcp", service).layer(
         axum::middleware::from_fn_with_state(guard, http_guard::guard),

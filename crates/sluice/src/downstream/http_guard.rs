@@ -1,6 +1,7 @@
 //! What every request to `/mcp` passes before rmcp sees it: its body read
-//! whole under `[http] max_body_mb` and a time limit, and a new session
-//! refused while `[http] max_sessions` are open.
+//! whole under `[http] max_body_mb` and a time limit, a new session
+//! refused while `[http] max_sessions` are open, its session marked as used,
+//! and the requests sluice answers itself taken ([`http_front`]).
 //!
 //! rmcp reads a POST body whole anyway; reading it here first bounds what a
 //! client can make sluice hold, and lets the refusals be the statuses and
@@ -18,6 +19,7 @@ use serde::Deserialize;
 use sluice_core::format::group;
 use sluice_core::http::HttpLimits;
 
+use crate::downstream::http_front::{self, AllowedHosts};
 use crate::downstream::http_sessions::SessionTable;
 
 /// The state of [`guard`].
@@ -26,6 +28,8 @@ pub struct Guard {
     pub limits: HttpLimits,
     /// The open sessions.
     pub sessions: Arc<SessionTable>,
+    /// Which hosts requests that sluice answers itself may name.
+    pub hosts: AllowedHosts,
 }
 
 /// The JSON-RPC error code of a refusal that is the server's state, not the
@@ -35,7 +39,23 @@ const SERVER_BUSY: i64 = -32000;
 /// The middleware: see the module's documentation.
 pub async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
     if request.method() != http::Method::POST {
-        return next.run(request).await;
+        let session = request
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let Some(session) = session else {
+            return next.run(request).await;
+        };
+        guard.sessions.touch(&session);
+        let deleting = request.method() == http::Method::DELETE;
+        let response = next.run(request).await;
+        if deleting && response.status().is_success() {
+            // Its front answers nothing more, though rmcp's worker may
+            // take a moment to end.
+            guard.sessions.forget(&session);
+        }
+        return response;
     }
     let max = guard.limits.max_body_bytes;
     let declared = request
@@ -90,6 +110,9 @@ pub async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next
             body.to_string(),
         )
             .into_response();
+    }
+    if let Some(answer) = http_front::answer(&guard.sessions, &guard.hosts, &parts, &bytes).await {
+        return answer;
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await

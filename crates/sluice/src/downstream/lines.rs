@@ -18,6 +18,10 @@ use tokio::sync::Mutex;
 /// `sluice` itself passes `[limits] max_message_mb`.
 const MAX_LINE: usize = 64 << 20;
 
+/// The notifications about one request that may wait to be written to the
+/// client; the upstream's reader waits while they do.
+pub(crate) const NOTICES: usize = 64;
+
 /// Newline-delimited JSON-RPC over a reader and a writer.
 pub struct ClientLines<R, W> {
     reader: BufReader<R>,
@@ -222,15 +226,20 @@ where
             {
                 if message.method() == Some("notifications/cancelled") {
                     front.cancelled(&message);
-                } else if let Some(work) = front.take(&message) {
+                } else if let (stream, notices) = tokio::sync::mpsc::channel(NOTICES)
+                    && let Some(taken) = front.take(&message, None, stream)
+                {
                     let writer = self.writer.clone();
-                    tokio::spawn(async move {
-                        if let Some(line) = work.await
-                            && let Err(e) = write_bytes(&writer, &line).await
-                        {
-                            tracing::debug!("an answer to the client was not delivered: {e}");
+                    tokio::spawn(taken.drive(notices, move |line| {
+                        let writer = writer.clone();
+                        async move {
+                            let written = write_bytes(&writer, &line).await;
+                            if let Err(e) = &written {
+                                tracing::debug!("a message to the client was not delivered: {e}");
+                            }
+                            written.is_ok()
                         }
-                    });
+                    }));
                     if eof {
                         return self.ended();
                     }

@@ -1,6 +1,8 @@
 //! The client side of sluice (downstream): serving clients over stdio
 //! ([`stdio`], framed by [`lines`]) or Streamable HTTP ([`http`], guarded
-//! by [`auth`], [`http_guard`] and [`http_sessions`]); each client session
+//! by [`auth`], [`http_guard`] and [`http_sessions`]); the requests sluice
+//! answers itself rather than rmcp's server are taken by [`front`] (stdio)
+//! and [`http_front`]; each client session
 //! is a [`session::Session`], which hands every request to the gateway.
 
 use std::net::SocketAddr;
@@ -9,6 +11,7 @@ use std::sync::Arc;
 pub mod auth;
 pub mod front;
 pub mod http;
+pub mod http_front;
 pub mod http_guard;
 pub mod http_sessions;
 pub mod lines;

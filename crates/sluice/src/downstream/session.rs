@@ -76,6 +76,7 @@ impl Session {
             principal: http.and_then(|parts| parts.extensions.get::<Principal>()),
             address: http.and_then(|p| p.extensions.get::<PeerAddr>()),
             sent_request: None,
+            stream: None,
         })
     }
 
@@ -135,6 +136,7 @@ pub(crate) fn caller_of(
             .as_ref()
             .is_some_and(|c| c.supports_tasks()),
         sent_request: asking.sent_request.clone(),
+        stream: asking.stream.clone(),
     }
 }
 
@@ -160,6 +162,9 @@ pub(crate) struct Asking<'a> {
     pub address: Option<&'a PeerAddr>,
     /// The request as sent, when sluice's own layer read it.
     pub sent_request: Option<crate::jsonrpc::Message>,
+    /// Where notifications about the request go, when sluice's own layer
+    /// answers it (see [`Caller::stream`]).
+    pub stream: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
 }
 
 impl Drop for Session {
@@ -288,6 +293,15 @@ impl ServerHandler for Session {
             context.peer.clone(),
             self.closed.clone(),
         ));
+        // An HTTP session: sluice answers the requests its front takes.
+        if let Some(registration) = context
+            .extensions
+            .get::<crate::downstream::http_sessions::Registration>()
+        {
+            let front = crate::downstream::front::Front::new(self.gateway.clone(), self.id, false);
+            front.attach(context.peer.clone());
+            registration.register(front);
+        }
         self.negotiate_initialize(&request)
     }
 

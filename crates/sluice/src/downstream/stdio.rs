@@ -17,7 +17,7 @@ pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> anyhow
     let session = Session::for_connection(gateway.clone());
     let id = session.id();
     let max_line = gateway.limits().max_message_bytes;
-    let front = Front::new(gateway.clone(), id);
+    let front = Front::new(gateway.clone(), id, true);
     let running = session
         .serve_with_ct(
             {

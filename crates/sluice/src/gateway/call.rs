@@ -390,6 +390,7 @@ impl Gateway {
                     partial: None,
                     tasks: false,
                     sent_request: None,
+                    stream: None,
                 }
             } else {
                 caller.clone()

@@ -46,7 +46,7 @@ impl Gateway {
         let progress_token = caller.meta.get_progress_token();
         let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
         let log_level = caller.session.and_then(|s| hub.log_level(s));
-        let listening = caller.peer.is_some();
+        let listening = caller.peer.is_some() || caller.stream.is_some();
         // A call that may become an operation always hears its progress.
         let progress = (listening && progress_token.is_some()) || caller.partial.is_some();
         let routes = |handle: &crate::upstream::rpc::Outgoing| {
@@ -71,7 +71,7 @@ impl Gateway {
                 upstream.send(request, progress, log_level, &caller.ct, routes),
             ),
         };
-        if caller.peer.is_none() && caller.partial.is_none() {
+        if !listening && caller.partial.is_none() {
             return call
                 .await
                 .map(|r| (in_clients_era(r.result, caller.era.is_legacy()), r.raw));
@@ -80,10 +80,9 @@ impl Gateway {
             let partial = caller.partial.clone();
             // Once the call went on in the background, its client has its
             // answer: it hears no more about the call.
-            let peer = caller
-                .peer
-                .clone()
-                .filter(|_| !partial.as_ref().is_some_and(|p| p.detached()));
+            let detached = partial.as_ref().is_some_and(|p| p.detached());
+            let peer = caller.peer.clone().filter(|_| !detached);
+            let stream = caller.stream.clone().filter(|_| !detached);
             let token = progress_token.clone();
             async move {
                 match (&notice, &partial) {
@@ -91,14 +90,34 @@ impl Gateway {
                     (Notice::Log(params), Some(partial)) => partial.log(params),
                     _ => {}
                 }
-                let Some(peer) = peer else { return };
-                let sent = match notice {
+                let notification = match notice {
                     Notice::Progress(mut params) => {
                         let Some(token) = token else { return };
                         params.progress_token = token;
-                        peer.notify_progress(params).await
+                        rmcp::model::ServerNotification::ProgressNotification(
+                            rmcp::model::ProgressNotification::new(params),
+                        )
                     }
-                    Notice::Log(params) => peer.notify_logging_message(params).await,
+                    Notice::Log(params) => {
+                        rmcp::model::ServerNotification::LoggingMessageNotification(
+                            rmcp::model::LoggingMessageNotification::new(params),
+                        )
+                    }
+                };
+                let sent = if let Some(stream) = stream {
+                    // On the stream that carries the answer, in order.
+                    let message = rmcp::model::ServerJsonRpcMessage::notification(notification);
+                    let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
+                    stream
+                        .send(bytes::Bytes::from(bytes))
+                        .await
+                        .map_err(|_| "the client's stream closed".to_owned())
+                } else if let Some(peer) = peer {
+                    peer.send_notification(notification)
+                        .await
+                        .map_err(|e| e.to_string())
+                } else {
+                    return;
                 };
                 if let Err(e) = sent {
                     tracing::debug!("notification not delivered: {e}");

@@ -229,3 +229,68 @@ async fn a_stateless_http_client_that_disconnects_mid_call_cancels_it_upstream()
         "cancelled"
     );
 }
+
+/// Opens a 2025-11-25 session with raw requests; gives its id.
+async fn raw_session(addr: &str) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (_stream, head) = raw_request(addr, &request).await;
+    let id = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id: {head}"));
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: {id}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{initialized}",
+        initialized.len()
+    );
+    let (_stream, head) = raw_request(addr, &request).await;
+    assert!(head.starts_with("HTTP/1.1 202"), "{head}");
+    id
+}
+
+/// A session's call is answered by sluice's own layer (`http_front`):
+/// the client going away mid-call cancels it upstream too.
+#[tokio::test]
+async fn a_session_client_that_disconnects_mid_call_cancels_it_upstream() {
+    let dir = TempDir::new("http-session-disconnect");
+    let marker = dir.0.join("marker");
+    let sluice = HttpSluice::start(&[], &py_server()).await;
+    let addr = sluice
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let session = raw_session(&addr).await;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {
+            "name": "sleep",
+            "arguments": {"seconds": 30, "marker": marker},
+            "_meta": {"progressToken": "p1"}
+        }
+    })
+    .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let (stream, head) = raw_request(&addr, &request).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("text/event-stream"), "{head}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    drop(stream);
+    assert_eq!(
+        wait_for_line(&marker, "cancelled", Duration::from_secs(15))
+            .await
+            .trim(),
+        "cancelled"
+    );
+}

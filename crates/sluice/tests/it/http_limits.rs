@@ -171,6 +171,47 @@ async fn sessions_over_max_sessions_get_503_until_idle_ones_are_forgotten() {
     stateless.cancel().await.unwrap();
 }
 
+/// A session in use stays open however it is used (its tool calls are
+/// answered by sluice's own layer, not rmcp's session); one no request
+/// names for `session_idle_s` is closed: its id then gets 404.
+#[tokio::test]
+async fn a_session_in_use_stays_open_and_an_unused_one_is_closed() {
+    let dir = TempDir::new("http-idle");
+    let sluice = sluice_with(&dir, "session_idle_s = 2\n").await;
+    let addr = address(&sluice.url);
+    let (status, rest) = exchange(
+        &addr,
+        &post_head(&addr, INITIALIZE.len(), ""),
+        INITIALIZE.as_bytes(),
+    )
+    .await;
+    assert!(status.contains(" 200 "), "{status}");
+    let unused = rest
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .expect("a session id");
+    let (client, _) = connect_http(&sluice.url).await;
+    // Calls only, for twice the idle time.
+    for n in 0..8 {
+        let echo = call(&client, "echo", json!({"text": format!("call {n}")})).await;
+        assert_eq!(first_text(&echo), format!("call {n}"));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let list = r#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#;
+    let (status, _) = exchange(
+        &addr,
+        &post_head(&addr, list.len(), &format!("Mcp-Session-Id: {unused}\r\n")),
+        list.as_bytes(),
+    )
+    .await;
+    assert!(status.contains(" 404 "), "the unused session: {status}");
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn half_open_requests_are_closed_after_header_timeout_s_and_others_stay_fast() {
     let _ = rlimit::increase_nofile_limit(u64::MAX);

@@ -24,10 +24,11 @@
 //! unknown members included), and so are the params of notifications and of
 //! server→client requests, and the client's answers to those.
 //!
-//! Where both ends are sluice's own layer (a stdio client, any upstream),
-//! results and tool lists already arrive as sent; the rest (an HTTP client,
-//! notifications and server→client requests, still re-encoded by rmcp) is
-//! ignored with what fails, until the byte relay of issue 15 covers it. The
+//! Where both ends are sluice's own layer (a client over stdio or HTTP, any
+//! upstream), results, tool lists and a call's params already arrive as
+//! sent; the rest (notifications and server→client requests, still
+//! re-encoded by rmcp) is ignored with what fails, until the byte relay of
+//! issue 15 covers it. The
 //! peers are checked against each other directly, so that a failure through
 //! sluice is sluice's.
 
@@ -781,12 +782,14 @@ async fn the_raw_peers_keep_every_byte_when_they_talk_directly() {
 }
 
 /// The paths whose ends are both sluice's own JSON-RPC layer today: a
-/// stdio client (its `tools/list` and `tools/call` answered by
-/// `downstream::front`) and any upstream.
-const OWN_LAYER: [(Downstream, Upstream); 3] = [
+/// client over stdio or HTTP (its `tools/list` and `tools/call` answered by
+/// `downstream::front`, `downstream::http_front` for HTTP) and any upstream.
+const OWN_LAYER: [(Downstream, Upstream); 5] = [
     (Downstream::Stdio, Upstream::Stdio),
     (Downstream::Stdio, Upstream::HttpJson),
     (Downstream::Stdio, Upstream::HttpSse),
+    (Downstream::Http, Upstream::HttpJson),
+    (Downstream::Http, Upstream::HttpSse),
 ];
 
 /// The transparency script over `paths`, its run checked by `check`.
@@ -800,12 +803,6 @@ async fn a_result_within_budget_arrives_byte_for_byte() {
 }
 
 #[tokio::test]
-#[ignore = "issue 15: needs the byte relay on the HTTP downstream: rmcp's HTTP server re-encodes the result (x-trace and x-block dropped, \\u00e9 and \\/ unescaped, whitespace changed)"]
-async fn a_result_within_budget_arrives_byte_for_byte_over_http() {
-    transparency(&PATHS[1..], "result-http", assert_result_byte_for_byte).await;
-}
-
-#[tokio::test]
 async fn tools_list_keeps_execution_icons_and_unknown_fields() {
     transparency(&OWN_LAYER, "tools", |run| {
         assert_tools_listed_unchanged(run, true)
@@ -813,18 +810,6 @@ async fn tools_list_keeps_execution_icons_and_unknown_fields() {
     .await;
 }
 
-#[tokio::test]
-#[ignore = "issue 15: needs the byte relay on the HTTP downstream: rmcp's HTTP server's tools/list drops execution, x-vendor, icons[].x-icon, annotations.x-annotation and respells 1.50 -> 1.5, 1e2 -> 100.0, -0 -> -0.0"]
-async fn tools_list_keeps_execution_icons_and_unknown_fields_over_http() {
-    transparency(&PATHS[1..], "tools-http", |run| {
-        assert_tools_listed_unchanged(run, true)
-    })
-    .await;
-}
-
-/// The client's call reaches the upstream as the client sent it: its
-/// arguments (`"caf\u00e9"`, `1.50`) and its `_meta` (`-0`), but for the id
-/// and sluice's own progress token.
 #[tokio::test]
 async fn a_calls_params_reach_the_upstream_as_the_client_sent_them() {
     transparency(&OWN_LAYER, "call-params", |run| {

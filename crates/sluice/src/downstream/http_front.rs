@@ -1,0 +1,295 @@
+//! The requests of a 2025-11-25 HTTP session that sluice answers itself,
+//! before rmcp's Streamable HTTP server sees them: `tools/call` and
+//! `tools/list`, as [`super::front`] answers them on stdio.
+//!
+//! A POST is taken only when it is plainly well formed: it names an open,
+//! initialized session, comes from an allowed host and origin, accepts both
+//! JSON and SSE, sends JSON, names no other protocol version than the
+//! session's and carries no SEP-2243 header. Anything else goes on to
+//! rmcp's server, which answers it (or refuses it) as before: the checks
+//! here only decide what sluice may answer, never how a bad request is
+//! refused.
+//!
+//! `tools/list` is answered with a JSON body; `tools/call` with an SSE
+//! stream, its notifications (progress, logs) before its answer. A client
+//! that goes away cancels its call. These streams carry no event ids: a
+//! cut one cannot be resumed (the spec lets a server choose so), and the
+//! call's result stays reachable when it became an operation.
+
+use std::convert::Infallible;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use futures::SinkExt as _;
+use http::{HeaderMap, StatusCode, header};
+
+use super::front::Taken;
+use super::http_sessions::SessionTable;
+use crate::jsonrpc::sse::write_event;
+use crate::jsonrpc::{Kind, Message};
+
+/// Which hosts a request may name and come from, as [`super::HttpAccess`]
+/// says; `None`: any.
+#[derive(Debug, Clone)]
+pub struct AllowedHosts(Option<Vec<String>>);
+
+impl AllowedHosts {
+    /// Localhost and `extra` (host names, or `host:port`); any host when
+    /// `any`.
+    pub fn new(extra: &[String], any: bool) -> Self {
+        if any {
+            return Self(None);
+        }
+        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+            .iter()
+            .map(|h| (*h).to_owned())
+            .collect();
+        hosts.extend(extra.iter().map(|h| host_part(h).to_ascii_lowercase()));
+        Self(Some(hosts))
+    }
+
+    fn allows(&self, host: &str) -> bool {
+        match &self.0 {
+            None => true,
+            Some(hosts) => {
+                let host = host_part(host).to_ascii_lowercase();
+                hosts.contains(&host)
+            }
+        }
+    }
+
+    /// Whether the request's Host and Origin are plainly allowed.
+    fn plainly_allowed(&self, headers: &HeaderMap) -> bool {
+        if self.0.is_none() {
+            return true;
+        }
+        let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+            return false;
+        };
+        if !self.allows(host) {
+            return false;
+        }
+        match headers.get(header::ORIGIN) {
+            None => true,
+            Some(origin) => origin
+                .to_str()
+                .ok()
+                .and_then(|o| o.split_once("://"))
+                .is_some_and(|(scheme, rest)| {
+                    matches!(scheme, "http" | "https") && !rest.contains('/') && self.allows(rest)
+                }),
+        }
+    }
+}
+
+/// The host of `host` or `host:port` (an IPv6 address without brackets).
+fn host_part(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    match host.matches(':').count() {
+        1 => host.split(':').next().unwrap_or_default(),
+        _ => host,
+    }
+}
+
+/// Answers the POST `headers` + `body` if sluice takes it (see the
+/// module's documentation); `None` leaves it to rmcp.
+pub async fn answer(
+    sessions: &SessionTable,
+    hosts: &AllowedHosts,
+    parts: &http::request::Parts,
+    body: &Bytes,
+) -> Option<Response> {
+    let headers = &parts.headers;
+    let session = headers.get("mcp-session-id")?.to_str().ok()?;
+    let front = sessions.touch(session)?;
+    if !plain_headers(headers, front.protocol_version().as_deref())
+        || !hosts.plainly_allowed(headers)
+    {
+        return None;
+    }
+    let message = Message::parse(body.clone()).ok()?;
+    if message.kind() == Kind::Notification {
+        // Seen here too, so that a call answered here can be cancelled;
+        // rmcp still gets it (and ignores an id it does not know).
+        if message.method() == Some("notifications/cancelled") {
+            front.cancelled(&message);
+        }
+        return None;
+    }
+    let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
+    let taken = front.take(&message, Some(parts), stream)?;
+    if message.method() == Some("tools/list") {
+        return Some(json_answer(taken).await);
+    }
+    Some(sse_answer(taken, notices))
+}
+
+/// Whether the headers are those of a plain request of a session that
+/// negotiated `version`: see the module's documentation.
+fn plain_headers(headers: &HeaderMap, version: Option<&str>) -> bool {
+    let accept = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",");
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    let version_ok = match headers.get("mcp-protocol-version") {
+        None => true,
+        Some(v) => version.is_some_and(|version| v.as_bytes() == version.as_bytes()),
+    };
+    let other_mcp_headers = headers.keys().any(|name| {
+        let name = name.as_str();
+        name.starts_with("mcp-") && name != "mcp-session-id" && name != "mcp-protocol-version"
+    });
+    json && version_ok
+        && !other_mcp_headers
+        && accepts(&accept, "application/json")
+        && accepts(&accept, "text/event-stream")
+}
+
+/// Whether the Accept list `accept` names `media` without `q=0`.
+fn accepts(accept: &str, media: &str) -> bool {
+    accept.split(',').any(|range| {
+        let mut params = range.split(';');
+        let named = params
+            .next()
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case(media));
+        named
+            && !params.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            })
+    })
+}
+
+/// The answer as a JSON body (a request about which no notification is
+/// sent).
+async fn json_answer(taken: Taken) -> Response {
+    let (_stream, notices) = tokio::sync::mpsc::channel(1);
+    let mut answer = None;
+    taken
+        .drive(notices, |bytes| {
+            answer = Some(bytes);
+            async { true }
+        })
+        .await;
+    match answer {
+        Some(bytes) => Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(bytes))
+            .expect("a valid response"),
+        None => Response::builder()
+            .status(StatusCode::ACCEPTED)
+            .body(Body::empty())
+            .expect("a valid response"),
+    }
+}
+
+/// The answer as an SSE stream: the notifications about the request, then
+/// its answer. The call runs in a task of its own; the client going away
+/// (the body dropped) cancels it.
+fn sse_answer(taken: Taken, notices: tokio::sync::mpsc::Receiver<Bytes>) -> Response {
+    let (events, body) = futures::channel::mpsc::channel::<Result<Bytes, Infallible>>(4);
+    tokio::spawn(taken.drive(notices, move |message| {
+        let mut events = events.clone();
+        async move {
+            let mut event = Vec::with_capacity(message.len() + 16);
+            write_event(&mut event, Some("message"), None, &message);
+            events.send(Ok(Bytes::from(event))).await.is_ok()
+        }
+    }));
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        // Proxies such as nginx would otherwise hold the stream back.
+        .header("x-accel-buffering", "no")
+        .body(Body::from_stream(body))
+        .expect("a valid response")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        map
+    }
+
+    const PLAIN: [(&str, &str); 4] = [
+        ("host", "127.0.0.1:8080"),
+        ("accept", "application/json, text/event-stream"),
+        ("content-type", "application/json"),
+        ("mcp-session-id", "abc"),
+    ];
+
+    #[test]
+    fn a_plain_request_is_taken_and_anything_unusual_is_left_to_rmcp() {
+        let hosts = AllowedHosts::new(&[], false);
+        let plain = headers(&PLAIN);
+        assert!(plain_headers(&plain, Some("2025-11-25")));
+        assert!(hosts.plainly_allowed(&plain));
+
+        let with = |extra: (&str, &str)| {
+            let mut pairs = PLAIN.to_vec();
+            pairs.retain(|(name, _)| *name != extra.0);
+            pairs.push(extra);
+            headers(&pairs)
+        };
+        // Versions: the session's own, or none.
+        assert!(plain_headers(
+            &with(("mcp-protocol-version", "2025-11-25")),
+            Some("2025-11-25")
+        ));
+        assert!(!plain_headers(
+            &with(("mcp-protocol-version", "2025-06-18")),
+            Some("2025-11-25")
+        ));
+        // SEP-2243 headers are rmcp's to check.
+        assert!(!plain_headers(
+            &with(("mcp-method", "tools/call")),
+            Some("2025-11-25")
+        ));
+        // What the client accepts and sends.
+        assert!(!plain_headers(&with(("accept", "application/json")), None));
+        assert!(!plain_headers(
+            &with(("accept", "application/json, text/event-stream;q=0")),
+            None
+        ));
+        assert!(plain_headers(
+            &with(("accept", "text/event-stream;q=0.5, application/json")),
+            None
+        ));
+        assert!(!plain_headers(&with(("content-type", "text/plain")), None));
+        assert!(plain_headers(
+            &with(("content-type", "application/json; charset=utf-8")),
+            None
+        ));
+        // Hosts and origins.
+        assert!(!hosts.plainly_allowed(&with(("host", "evil.example"))));
+        assert!(!hosts.plainly_allowed(&with(("origin", "http://evil.example"))));
+        assert!(hosts.plainly_allowed(&with(("origin", "http://localhost:3000"))));
+        assert!(hosts.plainly_allowed(&with(("host", "[::1]:8080"))));
+        let extra = AllowedHosts::new(&["mcp.example:443".to_owned()], false);
+        assert!(extra.plainly_allowed(&with(("host", "MCP.example"))));
+        assert!(AllowedHosts::new(&[], true).plainly_allowed(&with(("host", "evil.example"))));
+    }
+}
