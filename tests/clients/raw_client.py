@@ -161,6 +161,26 @@ class StdioClient(Client):
             self.process.kill()
 
 
+def standalone_headers(message: bytes) -> dict[str, str]:
+    """The headers of a request that carries its protocol version in its
+    `_meta` (2026-07-28, no session): the version, and SEP-2243's
+    `Mcp-Method` and `Mcp-Name` (the tool, prompt or resource named)."""
+    try:
+        parsed = json.loads(message)
+    except ValueError:
+        return {}
+    params = parsed.get("params") if isinstance(parsed, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get("io.modelcontextprotocol/protocolVersion") if isinstance(meta, dict) else None
+    if not isinstance(version, str):
+        return {}
+    headers = {"MCP-Protocol-Version": version, "Mcp-Method": str(parsed.get("method"))}
+    name = params.get("name") or params.get("uri")
+    if isinstance(name, str):
+        headers["Mcp-Name"] = name
+    return headers
+
+
 class HttpClient(Client):
     def __init__(self, out: Output, replies: dict[str, str], url: str) -> None:
         super().__init__(out, replies)
@@ -175,6 +195,8 @@ class HttpClient(Client):
             headers["Mcp-Session-Id"] = self.session
         if self.version:
             headers["MCP-Protocol-Version"] = self.version
+        else:
+            headers.update(standalone_headers(message))
         connection.request("POST", self.url.path, body=message, headers=headers)
         return connection.getresponse()
 

@@ -62,8 +62,10 @@ pub struct SessionEntry {
 /// A notification an upstream sent about one request.
 #[derive(Debug)]
 pub enum Notice {
-    /// Progress of the request.
-    Progress(ProgressNotificationParam),
+    /// Progress of the request, and the notification as the upstream sent
+    /// it (relayed as those bytes, with the client's token spliced in,
+    /// where sluice's own layer writes to the client).
+    Progress(ProgressNotificationParam, crate::jsonrpc::Message),
     /// A log message sent while the request ran (for 2026-07-28 clients,
     /// which have no session to receive it otherwise).
     Log(LoggingMessageNotificationParam),
@@ -232,10 +234,19 @@ impl Hub {
 
     /// Queues progress from `upstream` for the request it belongs to;
     /// `false` if no request waits for it.
-    pub fn divert_progress(&self, upstream: &str, params: &ProgressNotificationParam) -> bool {
+    pub fn divert_progress(
+        &self,
+        upstream: &str,
+        params: &ProgressNotificationParam,
+        raw: &crate::jsonrpc::Message,
+    ) -> bool {
         lock(&self.progress)
             .get(&(upstream.to_owned(), params.progress_token.clone()))
-            .is_some_and(|route| route.send(Notice::Progress(params.clone())).is_ok())
+            .is_some_and(|route| {
+                route
+                    .send(Notice::Progress(params.clone(), raw.clone()))
+                    .is_ok()
+            })
     }
 
     /// Queues a log message from `upstream` for the sessionless (2026-07-28)

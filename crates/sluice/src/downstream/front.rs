@@ -1,21 +1,25 @@
 //! sluice's own handling of the client requests it has taken over from
-//! rmcp's server, on a stdio connection.
+//! rmcp's server, on a stdio connection ([`super::lines`]) or over HTTP
+//! ([`super::http_front`]).
 //!
-//! The downstream side moves off rmcp one method at a time: every line the
-//! client sends is read by sluice's JSON-RPC layer first ([`super::lines`]);
-//! a request the front takes is answered here, with bytes sluice writes
-//! itself, and everything else goes on to rmcp's server as before. rmcp
-//! still owns the lifecycle (`initialize`, `server/discover`), the
-//! notifications to the client and the server→client requests, through the
-//! peer it gives once the lifecycle began ([`Front::attach`]).
+//! The downstream side moves off rmcp one method at a time: every message
+//! the client sends is read by sluice's JSON-RPC layer first; a request the
+//! front takes is answered here, with bytes sluice writes itself, and
+//! everything else goes on to rmcp's server as before. rmcp still owns the
+//! lifecycle (`initialize`, `server/discover`), the session's own
+//! notifications and the server→client requests, through the peer it gives
+//! once the lifecycle began ([`Front::attach`]).
 //!
-//! Taken today, in a session that began with `initialize` (what stdio
-//! clients use): `tools/list` (each upstream tool as the upstream sent it,
+//! Taken today: `tools/list` (each upstream tool as the upstream sent it,
 //! but for sluice's documented changes) and `tools/call` when its params
 //! read as a call (its params sent upstream as the client's text, with
-//! sluice's edits; a result within the budget as the upstream sent it). A
-//! 2026-07-28 request, which carries its lifecycle in `_meta` and must be
-//! checked against it, still goes to rmcp.
+//! sluice's edits; a result within the budget as the upstream sent it),
+//! in a session that began with `initialize`, or as 2026-07-28 requests
+//! whose `_meta` carries their whole lifecycle (version, client info and
+//! capabilities). A request naming another version, or whose `_meta` lacks
+//! what its version requires, goes to rmcp, which refuses it as the spec
+//! says. Each answer is shaped for its era: `resultType` only for
+//! 2026-07-28, with the cache hints that version requires on `tools/list`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -24,8 +28,8 @@ use bytes::Bytes;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ErrorData, RequestId,
-    ServerJsonRpcMessage, ServerResult,
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ErrorData, ProtocolVersion,
+    RequestId, RequestMetaObject, ResultType, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::service::{Peer, RoleServer};
 use tokio::sync::mpsc;
@@ -113,19 +117,18 @@ impl Front {
         if !matches!(method, "tools/call" | "tools/list") {
             return None;
         }
-        let peer = self.peer.get()?.clone();
-        // A session that began with `initialize`.
-        let info = peer.peer_info()?;
         let id = message.id()?;
+        let asker = self.asker(message)?;
+        let legacy = asker.era.is_legacy();
         if method == "tools/list" {
-            // Its params (a cursor, `_meta`) change nothing: every tool is
-            // listed at once, as rmcp's server did.
+            // Its params (a cursor) change nothing: every tool is listed at
+            // once, as rmcp's server did.
             let gateway = self.gateway.clone();
             return Some(Taken {
                 work: async move {
                     Some(match gateway.list_tools_as_sent().await {
-                        Ok(tools) => tools_line(&id, &tools),
-                        Err(error) => answer_line(&id, Err(error)),
+                        Ok(tools) => tools_line(&id, &tools, legacy),
+                        Err(error) => answer_line(&id, Err(in_era(error, legacy))),
                     })
                 }
                 .boxed(),
@@ -135,27 +138,17 @@ impl Front {
         let request: RequestId = serde_json::from_str(id.as_json()).ok()?;
         let mut params: CallToolRequestParams = serde_json::from_str(message.params()?).ok()?;
         let meta = params.meta.take().unwrap_or_default();
-        // A request that names its own protocol version is checked against
-        // it by rmcp's server.
-        if meta.protocol_version().is_some() {
-            return None;
-        }
         let ct = self.stop.child_token();
         lock(&self.running).insert(id.clone(), ct.clone());
-        let capabilities: ClientCapabilities = meta
-            .client_capabilities()
-            .unwrap_or_else(|| info.capabilities.clone());
+        let capabilities = asker.capabilities;
         let asking = Asking {
             meta: &meta,
-            peer: &peer,
+            peer: self.peer.get(),
             request,
             ct: ct.clone(),
-            era: Era::of(Some(&info.protocol_version)),
+            era: asker.era,
             capabilities: Some(capabilities.clone()),
-            client: Some(
-                meta.client_info()
-                    .map_or_else(|| info.client_info.name.clone(), |c| c.name),
-            ),
+            client: asker.client,
             principal: http.and_then(|parts| parts.extensions.get::<Principal>()),
             address: http.and_then(|parts| parts.extensions.get::<PeerAddr>()),
             sent_request: Some(message.clone()),
@@ -172,15 +165,74 @@ impl Front {
                     return None;
                 }
                 if let Ok(relayed) = &answer
-                    && let Some(line) = relayed.raw.as_ref().and_then(|raw| relayed_line(&id, raw))
+                    && let Some(line) = relayed
+                        .raw
+                        .as_ref()
+                        .and_then(|raw| relayed_line(&id, raw, legacy))
                 {
                     return Some(line);
                 }
                 let tasks = capabilities.supports_tasks();
-                Some(answer_line(&id, shaped(answer.map(|r| r.response), tasks)))
+                let answer = shaped(answer.map(|r| r.response), tasks, legacy);
+                Some(answer_line(&id, answer.map_err(|e| in_era(e, legacy))))
             }
             .boxed(),
         })
+    }
+}
+
+/// Who asks a request the front may take, and in which era.
+struct Asker {
+    era: Era,
+    capabilities: ClientCapabilities,
+    client: Option<String>,
+}
+
+impl Front {
+    /// Who asks request `message`, if the front answers it: a
+    /// request of a session that began with `initialize`, or a 2026-07-28
+    /// request whose `_meta` carries its whole lifecycle. Any other version,
+    /// or `_meta` missing what that version requires, is rmcp's to refuse.
+    fn asker(&self, message: &Message) -> Option<Asker> {
+        #[derive(serde::Deserialize)]
+        struct Params {
+            #[serde(rename = "_meta", default)]
+            meta: Option<RequestMetaObject>,
+        }
+        let meta = match message.params() {
+            None => None,
+            Some(params) => serde_json::from_str::<Params>(params).ok()?.meta,
+        }
+        .unwrap_or_default();
+        match meta.protocol_version() {
+            Some(version) => {
+                let stateless = version == ProtocolVersion::V_2026_07_28
+                    && meta
+                        .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                        .is_empty();
+                if !stateless {
+                    return None;
+                }
+                Some(Asker {
+                    era: Era::of(Some(&version)),
+                    capabilities: meta.client_capabilities().unwrap_or_default(),
+                    client: meta.client_info().map(|c| c.name),
+                })
+            }
+            None => {
+                let info = self.peer.get()?.peer_info()?;
+                Some(Asker {
+                    era: Era::of(Some(&info.protocol_version)),
+                    capabilities: meta
+                        .client_capabilities()
+                        .unwrap_or_else(|| info.capabilities.clone()),
+                    client: Some(
+                        meta.client_info()
+                            .map_or_else(|| info.client_info.name.clone(), |c| c.name),
+                    ),
+                })
+            }
+        }
     }
 }
 
@@ -231,13 +283,19 @@ impl Taken {
     }
 }
 
-/// The answer to `tools/list` `id`: every tool, each as its text.
-fn tools_line(id: &Id, tools: &[String]) -> Bytes {
+/// The answer to `tools/list` `id`: every tool, each as its text; for a
+/// 2026-07-28 request (not `legacy`) with the `resultType` and the cache
+/// hints that version requires, as rmcp's server fills them in.
+fn tools_line(id: &Id, tools: &[String], legacy: bool) -> Bytes {
     let size: usize = tools.iter().map(|t| t.len() + 1).sum();
-    let mut line = Vec::with_capacity(size + id.as_json().len() + 48);
+    let mut line = Vec::with_capacity(size + id.as_json().len() + 112);
     line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     line.extend_from_slice(id.as_json().as_bytes());
-    line.extend_from_slice(br#","result":{"tools":["#);
+    line.extend_from_slice(br#","result":{"#);
+    if !legacy {
+        line.extend_from_slice(br#""resultType":"complete","ttlMs":0,"cacheScope":"private","#);
+    }
+    line.extend_from_slice(br#""tools":["#);
     for (i, tool) in tools.iter().enumerate() {
         if i > 0 {
             line.push(b',');
@@ -248,12 +306,14 @@ fn tools_line(id: &Id, tools: &[String]) -> Bytes {
     Bytes::from(line)
 }
 
-/// What rmcp's server makes of a call's answer for a client of the
-/// initialize era: a task only for a client that declared tasks, no
-/// `input_required`, and no `resultType`.
+/// What rmcp's server makes of a call's answer: a task only for a client
+/// that declared tasks; for a client of the initialize era (`legacy`) no
+/// `input_required` and no `resultType`, for a 2026-07-28 one a
+/// `resultType` always.
 fn shaped(
     answer: Result<CallToolResponse, ErrorData>,
     tasks: bool,
+    legacy: bool,
 ) -> Result<ServerResult, ErrorData> {
     let response = answer?;
     if matches!(response, CallToolResponse::Task(_)) && !tasks {
@@ -262,6 +322,12 @@ fn shaped(
         ));
     }
     let mut result = ServerResult::from(response);
+    if !legacy {
+        if let ServerResult::CallToolResult(r) = &mut result {
+            r.result_type.get_or_insert(ResultType::COMPLETE);
+        }
+        return Ok(result);
+    }
     if matches!(result, ServerResult::InputRequiredResult(_)) {
         return Err(ErrorData::invalid_request(
             "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
@@ -272,17 +338,29 @@ fn shaped(
     Ok(result)
 }
 
+/// An error as the client's era spells it: 2026-07-28 has no
+/// resource-not-found code of its own (invalid params instead).
+fn in_era(mut error: ErrorData, legacy: bool) -> ErrorData {
+    if !legacy && error.code == rmcp::model::ErrorCode::RESOURCE_NOT_FOUND {
+        error.code = rmcp::model::ErrorCode::INVALID_PARAMS;
+    }
+    error
+}
+
 /// The line that answers the client's request `id` with an upstream's
 /// result as the upstream sent it: every byte of its `result` kept, except
-/// a `resultType` (2026-07-28's), which a client of the initialize era does
-/// not know. `None` if the upstream's response has no result to relay.
-fn relayed_line(id: &Id, upstream: &Message) -> Option<Bytes> {
+/// for a client of the initialize era (`legacy`) a `resultType`, which that
+/// era does not know, and for a 2026-07-28 client a `resultType` added
+/// where the upstream (of the older era) sent none. `None` if the
+/// upstream's response has no result to relay.
+fn relayed_line(id: &Id, upstream: &Message, legacy: bool) -> Option<Bytes> {
     let result = upstream.result()?;
     let edited;
     // Read as an object only if the key may be there.
-    let result = match memchr::memmem::find(result.as_bytes(), b"\"resultType\"") {
-        None => result,
-        Some(_) => {
+    let mentioned = memchr::memmem::find(result.as_bytes(), b"\"resultType\"").is_some();
+    let result = match (legacy, mentioned) {
+        (true, false) => result,
+        (true, true) => {
             let mut object = RawObject::parse(result).ok()?;
             if object.remove("resultType").is_some() {
                 edited = object.to_json();
@@ -290,6 +368,17 @@ fn relayed_line(id: &Id, upstream: &Message) -> Option<Bytes> {
             } else {
                 result
             }
+        }
+        (false, true) if RawObject::parse(result).ok()?.get("resultType").is_some() => result,
+        (false, _) => {
+            // `{` then the member, then the rest as sent.
+            let rest = result.trim_start().strip_prefix('{')?.trim_start();
+            edited = if rest.starts_with('}') {
+                format!(r#"{{"resultType":"complete"{rest}"#)
+            } else {
+                format!(r#"{{"resultType":"complete",{rest}"#)
+            };
+            edited.as_str()
         }
     };
     let mut line = Vec::with_capacity(result.len() + id.as_json().len() + 32);

@@ -11,6 +11,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use sluice_core::http::HttpLimits;
 use tokio_util::sync::CancellationToken;
 
+use super::front::Front;
 use super::http_front::AllowedHosts;
 use super::http_guard::{self, Guard};
 use super::http_sessions::SessionTable;
@@ -52,12 +53,24 @@ pub async fn serve(
     }
     let sessions = Arc::new(SessionTable::new(limits.session_idle));
     let service = StreamableHttpService::new(
-        move || Ok(Session::new(gateway.clone())),
+        {
+            let gateway = gateway.clone();
+            move || Ok(Session::new(gateway.clone()))
+        },
         sessions.clone(),
         config,
     );
     tokio::spawn(sessions.clone().close_idle(shutdown.child_token()));
+    let stateless = Front::new(gateway.clone(), gateway.hub().new_session_id(), false);
+    {
+        let (stateless, shutdown) = (stateless.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            shutdown.cancelled().await;
+            stateless.end();
+        });
+    }
     let guard = Arc::new(Guard {
+        stateless,
         limits,
         sessions: sessions.clone(),
         hosts: AllowedHosts::new(&access.allowed_hosts, access.allow_any),

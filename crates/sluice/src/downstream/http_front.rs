@@ -1,11 +1,15 @@
-//! The requests of a 2025-11-25 HTTP session that sluice answers itself,
-//! before rmcp's Streamable HTTP server sees them: `tools/call` and
-//! `tools/list`, as [`super::front`] answers them on stdio.
+//! The HTTP requests that sluice answers itself, before rmcp's Streamable
+//! HTTP server sees them: `tools/call` and `tools/list`, as [`super::front`]
+//! answers them on stdio, of a 2025-11-25 session or standing alone
+//! (2026-07-28).
 //!
-//! A POST is taken only when it is plainly well formed: it names an open,
-//! initialized session, comes from an allowed host and origin, accepts both
-//! JSON and SSE, sends JSON, names no other protocol version than the
-//! session's and carries no SEP-2243 header. Anything else goes on to
+//! A POST is taken only when it is plainly well formed: it comes from an
+//! allowed host and origin, accepts both JSON and SSE and sends JSON; in a
+//! session, it names an open, initialized one, no other protocol version
+//! than the session's and no SEP-2243 header; standing alone, its headers
+//! name version 2026-07-28 and say what its body says (`Mcp-Method`, and
+//! `Mcp-Name` for a call; no `Mcp-Param-*`), and its `_meta` carries what
+//! that version requires. Anything else goes on to
 //! rmcp's server, which answers it (or refuses it) as before: the checks
 //! here only decide what sluice may answer, never how a bad request is
 //! refused.
@@ -17,6 +21,7 @@
 //! call's result stays reachable when it became an operation.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::response::Response;
@@ -24,7 +29,7 @@ use bytes::Bytes;
 use futures::SinkExt as _;
 use http::{HeaderMap, StatusCode, header};
 
-use super::front::Taken;
+use super::front::{Front, Taken};
 use super::http_sessions::SessionTable;
 use crate::jsonrpc::sse::write_event;
 use crate::jsonrpc::{Kind, Message};
@@ -99,12 +104,15 @@ fn host_part(host: &str) -> &str {
 pub async fn answer(
     sessions: &SessionTable,
     hosts: &AllowedHosts,
+    stateless: &Arc<Front>,
     parts: &http::request::Parts,
     body: &Bytes,
 ) -> Option<Response> {
     let headers = &parts.headers;
-    let session = headers.get("mcp-session-id")?.to_str().ok()?;
-    let front = sessions.touch(session)?;
+    let Some(session) = headers.get("mcp-session-id") else {
+        return answer_stateless(stateless, hosts, parts, body).await;
+    };
+    let front = sessions.touch(session.to_str().ok()?)?;
     if !plain_headers(headers, front.protocol_version().as_deref())
         || !hosts.plainly_allowed(headers)
     {
@@ -127,9 +135,139 @@ pub async fn answer(
     Some(sse_answer(taken, notices))
 }
 
-/// Whether the headers are those of a plain request of a session that
-/// negotiated `version`: see the module's documentation.
-fn plain_headers(headers: &HeaderMap, version: Option<&str>) -> bool {
+/// Answers a 2026-07-28 request that stands alone, if it is plainly well
+/// formed: its version in `MCP-Protocol-Version` and in its `_meta` (with
+/// everything `_meta` must carry: [`Front::take`] checks), and the SEP-2243
+/// `Mcp-Method` and `Mcp-Name` headers that say what the body says.
+async fn answer_stateless(
+    front: &Arc<Front>,
+    hosts: &AllowedHosts,
+    parts: &http::request::Parts,
+    body: &Bytes,
+) -> Option<Response> {
+    let headers = &parts.headers;
+    if !hosts.plainly_allowed(headers) {
+        return None;
+    }
+    let message = Message::parse(body.clone()).ok()?;
+    let method = message.method()?;
+    if message.kind() != Kind::Request || !matches!(method, "tools/call" | "tools/list") {
+        return None;
+    }
+    let name = message.routing().ok()?.name;
+    if !plain_stateless_headers(headers, method, name.as_deref()) {
+        return None;
+    }
+    let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
+    let taken = front.take(&message, Some(parts), stream)?;
+    if method == "tools/list" {
+        return Some(json_answer(taken).await);
+    }
+    Some(stateless_answer(taken, notices).await)
+}
+
+/// The answer to a 2026-07-28 request standing alone, as rmcp's server
+/// shapes it: the first message decides. An error that is the request's
+/// fault at the protocol level is a JSON body with its HTTP status (400 for
+/// a missing capability, an unsupported version or a header mismatch, 404
+/// for an unknown method); anything else an SSE stream, that message first.
+async fn stateless_answer(taken: Taken, notices: tokio::sync::mpsc::Receiver<Bytes>) -> Response {
+    use futures::StreamExt as _;
+    let (messages, mut received) = futures::channel::mpsc::channel::<Bytes>(4);
+    // The client going away before the first message cancels the call.
+    let cancel_unless_answered = taken.ct.clone().drop_guard();
+    tokio::spawn(taken.drive(notices, move |message| {
+        let mut messages = messages.clone();
+        async move { messages.send(message).await.is_ok() }
+    }));
+    let first = received.next().await;
+    cancel_unless_answered.disarm();
+    let Some(first) = first else {
+        // Cancelled: no answer.
+        return Response::builder()
+            .status(StatusCode::ACCEPTED)
+            .body(Body::empty())
+            .expect("a valid response");
+    };
+    if let Some(status) = error_status(&first) {
+        return Response::builder()
+            .status(status)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(first))
+            .expect("a valid response");
+    }
+    let events = futures::stream::once(async move { first })
+        .chain(received)
+        .map(|message| Ok::<_, Infallible>(sse_event(&message)));
+    sse_response(Body::from_stream(events))
+}
+
+/// The HTTP status of an answer that is a protocol-level error of the
+/// request (see [`stateless_answer`]).
+fn error_status(message: &[u8]) -> Option<StatusCode> {
+    use rmcp::model::ErrorCode;
+    #[derive(serde::Deserialize)]
+    struct Error {
+        code: i32,
+    }
+    let message = Message::parse(Bytes::copy_from_slice(message)).ok()?;
+    let code = serde_json::from_str::<Error>(message.error()?).ok()?.code;
+    match ErrorCode(code) {
+        ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+        | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+        | ErrorCode::HEADER_MISMATCH => Some(StatusCode::BAD_REQUEST),
+        ErrorCode::METHOD_NOT_FOUND => Some(StatusCode::NOT_FOUND),
+        _ => None,
+    }
+}
+
+/// One message as an SSE event.
+fn sse_event(message: &[u8]) -> Bytes {
+    let mut event = Vec::with_capacity(message.len() + 16);
+    write_event(&mut event, Some("message"), None, message);
+    Bytes::from(event)
+}
+
+/// A response that streams `body`, SSE events.
+fn sse_response(body: Body) -> Response {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        // Proxies such as nginx would otherwise hold the stream back.
+        .header("x-accel-buffering", "no")
+        .body(body)
+        .expect("a valid response")
+}
+
+/// The one value of header `name`, if it has exactly one.
+fn single<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
+    let mut values = headers.get_all(name).iter();
+    let value = values.next()?;
+    values.next().is_none().then_some(value.as_bytes())
+}
+
+/// Whether the headers are those of a plain 2026-07-28 request of
+/// `method` (calling tool `name`): see [`answer_stateless`].
+fn plain_stateless_headers(headers: &HeaderMap, method: &str, name: Option<&str>) -> bool {
+    let version = single(headers, "mcp-protocol-version") == Some(b"2026-07-28".as_slice());
+    let method_named = single(headers, "mcp-method") == Some(method.as_bytes());
+    let name_named = match method {
+        "tools/call" => {
+            name.is_some_and(|name| single(headers, "mcp-name") == Some(name.as_bytes()))
+        }
+        _ => !headers.contains_key("mcp-name"),
+    };
+    let other_mcp_headers = headers.keys().any(|header| {
+        let header = header.as_str();
+        header.starts_with("mcp-")
+            && !matches!(header, "mcp-protocol-version" | "mcp-method" | "mcp-name")
+    });
+    version && method_named && name_named && !other_mcp_headers && media_types_plain(headers)
+}
+
+/// Whether the request sends JSON and accepts both JSON and SSE.
+fn media_types_plain(headers: &HeaderMap) -> bool {
     let accept = headers
         .get_all(header::ACCEPT)
         .iter()
@@ -141,6 +279,12 @@ fn plain_headers(headers: &HeaderMap, version: Option<&str>) -> bool {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    json && accepts(&accept, "application/json") && accepts(&accept, "text/event-stream")
+}
+
+/// Whether the headers are those of a plain request of a session that
+/// negotiated `version`: see the module's documentation.
+fn plain_headers(headers: &HeaderMap, version: Option<&str>) -> bool {
     let version_ok = match headers.get("mcp-protocol-version") {
         None => true,
         Some(v) => version.is_some_and(|version| v.as_bytes() == version.as_bytes()),
@@ -149,10 +293,7 @@ fn plain_headers(headers: &HeaderMap, version: Option<&str>) -> bool {
         let name = name.as_str();
         name.starts_with("mcp-") && name != "mcp-session-id" && name != "mcp-protocol-version"
     });
-    json && version_ok
-        && !other_mcp_headers
-        && accepts(&accept, "application/json")
-        && accepts(&accept, "text/event-stream")
+    version_ok && !other_mcp_headers && media_types_plain(headers)
 }
 
 /// Whether the Accept list `accept` names `media` without `q=0`.
@@ -203,20 +344,9 @@ fn sse_answer(taken: Taken, notices: tokio::sync::mpsc::Receiver<Bytes>) -> Resp
     let (events, body) = futures::channel::mpsc::channel::<Result<Bytes, Infallible>>(4);
     tokio::spawn(taken.drive(notices, move |message| {
         let mut events = events.clone();
-        async move {
-            let mut event = Vec::with_capacity(message.len() + 16);
-            write_event(&mut event, Some("message"), None, &message);
-            events.send(Ok(Bytes::from(event))).await.is_ok()
-        }
+        async move { events.send(Ok(sse_event(&message))).await.is_ok() }
     }));
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        // Proxies such as nginx would otherwise hold the stream back.
-        .header("x-accel-buffering", "no")
-        .body(Body::from_stream(body))
-        .expect("a valid response")
+    sse_response(Body::from_stream(body))
 }
 
 #[cfg(test)]
@@ -291,5 +421,66 @@ mod tests {
         let extra = AllowedHosts::new(&["mcp.example:443".to_owned()], false);
         assert!(extra.plainly_allowed(&with(("host", "MCP.example"))));
         assert!(AllowedHosts::new(&[], true).plainly_allowed(&with(("host", "evil.example"))));
+    }
+
+    #[test]
+    fn a_stateless_request_is_taken_only_when_its_headers_say_what_its_body_says() {
+        let base = [
+            ("accept", "application/json, text/event-stream"),
+            ("content-type", "application/json"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "echo"),
+        ];
+        let with = |change: &[(&str, &str)], drop: &[&str]| {
+            let mut pairs: Vec<(&str, &str)> = base
+                .iter()
+                .copied()
+                .filter(|(name, _)| !drop.contains(name) && !change.iter().any(|(n, _)| n == name))
+                .collect();
+            pairs.extend_from_slice(change);
+            headers(&pairs)
+        };
+        assert!(plain_stateless_headers(
+            &with(&[], &[]),
+            "tools/call",
+            Some("echo")
+        ));
+        assert!(!plain_stateless_headers(
+            &with(&[], &[]),
+            "tools/call",
+            Some("other")
+        ));
+        assert!(!plain_stateless_headers(
+            &with(&[], &["mcp-name"]),
+            "tools/call",
+            Some("echo")
+        ));
+        assert!(!plain_stateless_headers(
+            &with(&[], &["mcp-method"]),
+            "tools/call",
+            Some("echo")
+        ));
+        assert!(!plain_stateless_headers(
+            &with(&[("mcp-protocol-version", "2025-11-25")], &[]),
+            "tools/call",
+            Some("echo")
+        ));
+        assert!(!plain_stateless_headers(
+            &with(&[("mcp-param-region", "eu")], &[]),
+            "tools/call",
+            Some("echo")
+        ));
+        // Two Mcp-Method values, even equal ones: rmcp refuses them.
+        let mut twice = with(&[], &[]);
+        twice.append("mcp-method", "tools/call".parse().unwrap());
+        assert!(!plain_stateless_headers(&twice, "tools/call", Some("echo")));
+        let list = with(&[("mcp-method", "tools/list")], &["mcp-name"]);
+        assert!(plain_stateless_headers(&list, "tools/list", None));
+        assert!(!plain_stateless_headers(
+            &with(&[("mcp-method", "tools/list")], &[]),
+            "tools/list",
+            None
+        ));
     }
 }

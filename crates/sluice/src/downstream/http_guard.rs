@@ -30,6 +30,9 @@ pub struct Guard {
     pub sessions: Arc<SessionTable>,
     /// Which hosts requests that sluice answers itself may name.
     pub hosts: AllowedHosts,
+    /// Answers the 2026-07-28 requests that stand alone and that sluice
+    /// answers itself.
+    pub stateless: Arc<crate::downstream::front::Front>,
 }
 
 /// The JSON-RPC error code of a refusal that is the server's state, not the
@@ -111,7 +114,15 @@ pub async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next
         )
             .into_response();
     }
-    if let Some(answer) = http_front::answer(&guard.sessions, &guard.hosts, &parts, &bytes).await {
+    if let Some(answer) = http_front::answer(
+        &guard.sessions,
+        &guard.hosts,
+        &guard.stateless,
+        &parts,
+        &bytes,
+    )
+    .await
+    {
         return answer;
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))

@@ -67,7 +67,7 @@ impl Session {
         let http = ctx.extensions.get::<http::request::Parts>();
         self.caller_of(&Asking {
             meta: &ctx.meta,
-            peer: &ctx.peer,
+            peer: Some(&ctx.peer),
             request: ctx.id.clone(),
             ct: ctx.ct.clone(),
             era: Era::of(ctx.protocol_version().as_ref()),
@@ -125,7 +125,7 @@ pub(crate) fn caller_of(
         quota,
         client: asking.client.clone(),
         session,
-        peer: Some(asking.peer.clone()),
+        peer: asking.peer.cloned(),
         request: asking.request.clone(),
         meta: asking.meta.clone(),
         ct: asking.ct.clone(),
@@ -144,8 +144,10 @@ pub(crate) fn caller_of(
 pub(crate) struct Asking<'a> {
     /// The request's `_meta`.
     pub meta: &'a rmcp::model::RequestMetaObject,
-    /// Where to reach the client.
-    pub peer: &'a Peer<RoleServer>,
+    /// Where to reach the client (none for a 2026-07-28 request over HTTP
+    /// that sluice's own layer answers: its notifications go on
+    /// [`Self::stream`]).
+    pub peer: Option<&'a Peer<RoleServer>>,
     /// The request's id.
     pub request: rmcp::model::RequestId,
     /// Fires when the client cancels it or leaves.

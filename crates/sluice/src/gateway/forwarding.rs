@@ -86,12 +86,26 @@ impl Gateway {
             let token = progress_token.clone();
             async move {
                 match (&notice, &partial) {
-                    (Notice::Progress(params), Some(partial)) => partial.progress(params),
+                    (Notice::Progress(params, _), Some(partial)) => partial.progress(params),
                     (Notice::Log(params), Some(partial)) => partial.log(params),
                     _ => {}
                 }
+                // Where sluice's own layer writes to the client, progress
+                // goes as the upstream sent it, with the client's token.
+                if let (Some(stream), Notice::Progress(_, raw), Some(token)) =
+                    (&stream, &notice, &token)
+                    && let Some(token) = serde_json::to_string(token)
+                        .ok()
+                        .and_then(|json| crate::jsonrpc::Id::from_json(&json))
+                    && let Ok(relayed) = raw.with_notified_progress_token(&token)
+                {
+                    if stream.send(relayed.into_bytes()).await.is_err() {
+                        tracing::debug!("notification not delivered: the client's stream closed");
+                    }
+                    return;
+                }
                 let notification = match notice {
-                    Notice::Progress(mut params) => {
+                    Notice::Progress(mut params, _) => {
                         let Some(token) = token else { return };
                         params.progress_token = token;
                         rmcp::model::ServerNotification::ProgressNotification(

@@ -168,6 +168,27 @@ impl Message {
         self.edit(&[(range, &text)])
     }
 
+    /// A `notifications/progress` with `params.progressToken` set to
+    /// `token` (the client's, where the upstream has sluice's); every other
+    /// byte kept. An error if the params have no token to replace.
+    pub fn with_notified_progress_token(&self, token: &Id) -> Result<Message, MessageError> {
+        let (Some(span), Some(params)) = (self.span(Member::Params), self.params()) else {
+            return Err(MessageError::NotJsonRpc {
+                reason: "a progress notification without params".to_owned(),
+            });
+        };
+        let object = RawObject::parse(params).map_err(|e| MessageError::NotJsonRpc {
+            reason: format!("params could not be read: {e}"),
+        })?;
+        let old = object
+            .get_parsed("progressToken")
+            .ok_or_else(|| MessageError::NotJsonRpc {
+                reason: "a progress notification without a progressToken".to_owned(),
+            })?;
+        let range = shift(span_in(params, old.get()), span.start);
+        self.edit(&[(range, token.as_json())])
+    }
+
     /// The message with `edits` spliced into its bytes (see [`splice`]),
     /// parsed again: for edits that may change the envelope.
     pub fn edit(&self, edits: &[(Range<usize>, &str)]) -> Result<Message, MessageError> {
@@ -304,5 +325,27 @@ mod tests {
         }
         let array = parse(r#"{"jsonrpc":"2.0","id":1,"method":"a","params":[]}"#);
         assert!(array.with_progress_token(&token).is_err());
+    }
+
+    #[test]
+    fn a_progress_notification_gets_the_clients_token_and_keeps_every_other_byte() {
+        let sent = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken": 17 ,"progress":1.50,"x-p":"\u00e9"}}"#;
+        let message = Message::parse(Bytes::from_static(sent)).unwrap();
+        let relayed = message
+            .with_notified_progress_token(&Id::string("client-token"))
+            .unwrap();
+        assert_eq!(
+            relayed.as_bytes().as_ref(),
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken": "client-token" ,"progress":1.50,"x-p":"\u00e9"}}"#
+        );
+        let without = Message::parse(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}"#,
+        ))
+        .unwrap();
+        assert!(
+            without
+                .with_notified_progress_token(&Id::number(1))
+                .is_err()
+        );
     }
 }

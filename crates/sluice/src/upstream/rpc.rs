@@ -673,7 +673,9 @@ fn notification(shared: &Shared, message: &Message) {
     };
     let diverted = match &typed {
         ServerNotification::ProgressNotification(p) => {
-            shared.hub.divert_progress(&shared.upstream, &p.params)
+            shared
+                .hub
+                .divert_progress(&shared.upstream, &p.params, message)
         }
         ServerNotification::LoggingMessageNotification(l) => {
             shared.hub.divert_log(&shared.upstream, &l.params)
