@@ -43,7 +43,17 @@ pub enum Event {
     /// A subscribed resource changed.
     ResourceUpdated(String),
     /// An upstream logged a message.
-    Log(LoggingMessageNotificationParam),
+    Log(Arc<Logged>),
+}
+
+/// A log message an upstream sent.
+#[derive(Debug)]
+pub struct Logged {
+    /// Its params.
+    pub params: LoggingMessageNotificationParam,
+    /// The notification as the upstream sent it: relayed as those bytes
+    /// where sluice's own layer writes to the client.
+    pub raw: Option<crate::jsonrpc::Message>,
 }
 
 /// A downstream session that can receive requests and notifications.
@@ -57,6 +67,9 @@ pub struct SessionEntry {
     pub subscriptions: HashSet<String>,
     /// The level the client set with `logging/setLevel`, if it did.
     pub log_level: Option<rmcp::model::LoggingLevel>,
+    /// Where sluice's own layer writes to the client, as bytes (a stdio
+    /// connection); `None`: only through `peer`.
+    pub link: Option<Arc<crate::downstream::link::ClientLink>>,
 }
 
 /// A notification an upstream sent about one request.

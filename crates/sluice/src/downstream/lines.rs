@@ -38,6 +38,9 @@ pub struct ClientLines<R, W> {
     on_end: Option<Box<dyn FnOnce() + Send>>,
     /// The requests sluice answers itself rather than rmcp.
     front: Option<Arc<super::front::Front>>,
+    /// What sluice's own layer sends the client beside rmcp, and the
+    /// client's answers it waits for.
+    link: Option<Arc<super::link::ClientLink>>,
 }
 
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
@@ -51,7 +54,31 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
             writer: Arc::new(Mutex::new(writer)),
             on_end: None,
             front: None,
+            link: None,
         }
+    }
+
+    /// Writes what `link` sends (its messages arrive on `out`) and hands
+    /// it the client's answers to its requests.
+    pub fn with_link(
+        mut self,
+        link: Arc<super::link::ClientLink>,
+        mut out: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+    ) -> Self
+    where
+        W: Send + 'static,
+    {
+        let writer = self.writer.clone();
+        tokio::spawn(async move {
+            while let Some(message) = out.recv().await {
+                if let Err(e) = write_bytes(&writer, &message).await {
+                    tracing::debug!("a message to the client was not delivered: {e}");
+                    return;
+                }
+            }
+        });
+        self.link = Some(link);
+        self
     }
 
     /// Hands the requests `front` takes to it, not to rmcp.
@@ -77,6 +104,9 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
     fn ended(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         if let Some(f) = self.on_end.take() {
             f();
+        }
+        if let Some(link) = &self.link {
+            link.end();
         }
         None
     }
@@ -220,13 +250,24 @@ where
                 .unwrap_or(&line)
                 .trim_ascii();
             if !text.is_empty()
-                && let Some(front) = &self.front
+                && (self.front.is_some() || self.link.is_some())
                 && let Ok(message) =
                     crate::jsonrpc::Message::parse(bytes::Bytes::copy_from_slice(text))
             {
-                if message.method() == Some("notifications/cancelled") {
+                if let Some(link) = &self.link
+                    && link.answered(&message)
+                {
+                    if eof {
+                        return self.ended();
+                    }
+                    continue;
+                }
+                if let Some(front) = &self.front
+                    && message.method() == Some("notifications/cancelled")
+                {
                     front.cancelled(&message);
-                } else if let (stream, notices) = tokio::sync::mpsc::channel(NOTICES)
+                } else if let Some(front) = &self.front
+                    && let (stream, notices) = tokio::sync::mpsc::channel(NOTICES)
                     && let Some(taken) = front.take(&message, None, stream)
                 {
                     let writer = self.writer.clone();

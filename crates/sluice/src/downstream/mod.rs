@@ -15,6 +15,7 @@ pub mod http_front;
 pub mod http_guard;
 pub mod http_sessions;
 pub mod lines;
+pub mod link;
 pub mod session;
 pub mod stdio;
 

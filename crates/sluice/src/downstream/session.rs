@@ -36,6 +36,8 @@ pub struct Session {
     /// The session is a whole connection (stdio), whatever its protocol
     /// era: what it stores stays its own even without `initialize`.
     connection: bool,
+    /// Where sluice's own layer writes to the connection (stdio).
+    link: Option<Arc<crate::downstream::link::ClientLink>>,
 }
 
 impl Session {
@@ -53,6 +55,7 @@ impl Session {
             id,
             closed: Default::default(),
             connection: false,
+            link: None,
         }
     }
 
@@ -61,6 +64,13 @@ impl Session {
         let mut session = Self::new(gateway);
         session.connection = true;
         session
+    }
+
+    /// The session, with sluice's own layer writing to its connection
+    /// through `link` too (log messages, server→client requests as bytes).
+    pub fn with_link(mut self, link: Arc<crate::downstream::link::ClientLink>) -> Self {
+        self.link = Some(link);
+        self
     }
 
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
@@ -228,8 +238,18 @@ async fn forward_events(
                     ),
                 )
             }
-            Event::Log(params) => ServerNotification::LoggingMessageNotification(
-                rmcp::model::LoggingMessageNotification::new(params),
+            Event::Log(ref logged)
+                if let Some(raw) = &logged.raw
+                    && let Some(link) = gateway.hub().session(id).and_then(|s| s.link) =>
+            {
+                // As the upstream sent it.
+                if link.send(raw.as_bytes().clone()).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            Event::Log(logged) => ServerNotification::LoggingMessageNotification(
+                rmcp::model::LoggingMessageNotification::new(logged.params.clone()),
             ),
         };
         if let Err(e) = peer.send_notification(notification).await {
@@ -287,6 +307,7 @@ impl ServerHandler for Session {
                 capabilities: request.capabilities.clone(),
                 subscriptions: Default::default(),
                 log_level: None,
+                link: self.link.clone(),
             },
         );
         tokio::spawn(forward_events(
@@ -561,7 +582,7 @@ impl ServerHandler for Session {
                 Ok(Event::ResourceUpdated(uri)) => {
                     context.sink().notify_resource_updated(uri).await
                 }
-                Ok(Event::Log(_)) | Err(RecvError::Lagged(_)) => continue,
+                Ok(Event::Log(..)) | Err(RecvError::Lagged(_)) => continue,
                 Err(RecvError::Closed) => return Ok(()),
             };
             if let Err(e) = sent {

@@ -8,13 +8,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::front::Front;
 use super::lines::ClientLines;
+use super::link::ClientLink;
 use super::session::Session;
 use crate::gateway::Gateway;
 
 /// Serves one client over this process's stdin/stdout until it closes
 /// stdin or `shutdown` fires.
 pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let session = Session::for_connection(gateway.clone());
+    let (out, written) = tokio::sync::mpsc::channel(super::lines::NOTICES);
+    let link = Arc::new(ClientLink::new(out));
+    let session = Session::for_connection(gateway.clone()).with_link(link.clone());
     let id = session.id();
     let max_line = gateway.limits().max_message_bytes;
     let front = Front::new(gateway.clone(), id, true);
@@ -26,6 +29,7 @@ pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> anyhow
                 ClientLines::new(reader, writer)
                     .with_limit(max_line)
                     .with_front(front.clone())
+                    .with_link(link, written)
                     .on_end(move || {
                         front.end();
                         tokio::spawn(async move { gateway.cancel_session_calls(id).await });

@@ -17,6 +17,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cancel::await_or_cancel;
 use crate::hub::{Event, Hub, SessionEntry};
+use crate::jsonrpc::Message;
+
+/// The client's answer to a server→client request, to send upstream.
+#[derive(Debug)]
+pub enum ClientAnswer {
+    /// Made by sluice, or decoded from the client's answer.
+    Typed(ClientResult),
+    /// The client's answer (a result or an error) as it sent it; its id is
+    /// replaced by the upstream's.
+    Relayed(Message),
+}
 
 /// The handler of one upstream connection.
 pub struct UpstreamClient {
@@ -59,9 +70,10 @@ impl UpstreamClient {
     async fn forward_to_client(
         &self,
         mut request: ServerRequest,
+        raw: &Message,
         stream_of: Option<RequestId>,
         ct: CancellationToken,
-    ) -> Result<ClientResult, ErrorData> {
+    ) -> Result<ClientAnswer, ErrorData> {
         let (what, able): (&str, fn(&SessionEntry) -> bool) = match &request {
             ServerRequest::CreateMessageRequest(_) => {
                 ("sampling", |e| e.capabilities.sampling.is_some())
@@ -86,6 +98,18 @@ impl UpstreamClient {
                 None,
             ));
         }
+        // Where sluice's own layer writes to the client, the request goes
+        // as the upstream sent it, and the client's answer comes back as
+        // the client sent it.
+        if let Some(link) = &session.link {
+            return match link.ask(raw, &ct).await {
+                Ok(answer) => Ok(ClientAnswer::Relayed(answer)),
+                Err(e) => Err(ErrorData::internal_error(
+                    format!("the client did not answer: {e}"),
+                    None,
+                )),
+            };
+        }
         // Deliver it on the stream of the client request it belongs to
         // (Streamable HTTP), from a fresh task so that rmcp's task-local
         // notion of "the current request" (the upstream's) does not apply.
@@ -104,7 +128,7 @@ impl UpstreamClient {
         })
         .await
         .map_err(|e| ErrorData::internal_error(format!("forwarding task failed: {e}"), None))?;
-        forwarded.map_err(|e| match e {
+        forwarded.map(ClientAnswer::Typed).map_err(|e| match e {
             ServiceError::McpError(error) => error,
             other => {
                 tracing::warn!(%upstream, "server→client request failed: {other}");
@@ -121,21 +145,26 @@ impl UpstreamClient {
     pub async fn handle_request(
         &self,
         request: ServerRequest,
+        raw: &Message,
         stream_of: Option<RequestId>,
         ct: CancellationToken,
-    ) -> Result<ClientResult, ErrorData> {
+    ) -> Result<ClientAnswer, ErrorData> {
         match request {
-            ServerRequest::PingRequest(_) => Ok(ClientResult::empty(())),
-            other => self.forward_to_client(other, stream_of, ct).await,
+            ServerRequest::PingRequest(_) => Ok(ClientAnswer::Typed(ClientResult::empty(()))),
+            other => self.forward_to_client(other, raw, stream_of, ct).await,
         }
     }
 
-    /// Publishes what a notification announces.
-    pub fn handle_notification(&self, notification: ServerNotification) {
+    /// Publishes what a notification announces (`raw`: as the upstream
+    /// sent it).
+    pub fn handle_notification(&self, notification: ServerNotification, raw: &Message) {
         match notification {
-            // Progress for a routed request never gets here (see `tap`).
+            // Progress for a routed request never gets here (see `rpc`).
             ServerNotification::LoggingMessageNotification(n) => {
-                self.hub.publish(Event::Log(n.params));
+                self.hub.publish(Event::Log(Arc::new(crate::hub::Logged {
+                    params: n.params,
+                    raw: Some(raw.clone()),
+                })));
             }
             ServerNotification::ResourceUpdatedNotification(n) => {
                 self.hub.publish(Event::ResourceUpdated(n.params.uri));

@@ -33,7 +33,7 @@ use rmcp::model::{
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::client::UpstreamClient;
+use super::client::{ClientAnswer, UpstreamClient};
 use super::transport::{Inbound, Transport};
 use crate::hub::Hub;
 use crate::jsonrpc::{CallFailed, Id, Kind, Message, Pending};
@@ -683,7 +683,7 @@ fn notification(shared: &Shared, message: &Message) {
         _ => false,
     };
     if !diverted {
-        shared.client.handle_notification(typed);
+        shared.client.handle_notification(typed, message);
     }
 }
 
@@ -719,7 +719,7 @@ fn request(shared: &Arc<Shared>, message: Message, stream_of: Option<Id>) {
                 let origin = stream_of.as_ref().map(rmcp_id);
                 shared
                     .client
-                    .handle_request(r.request, origin, ct.clone())
+                    .handle_request(r.request, &message, origin, ct.clone())
                     .await
             }
             _ => Err(ErrorData::new(
@@ -739,10 +739,17 @@ fn request(shared: &Arc<Shared>, message: Message, stream_of: Option<Id>) {
 }
 
 /// Sends the answer to the upstream's request `id`.
-async fn answer(shared: &Shared, id: &Id, answer: Result<rmcp::model::ClientResult, ErrorData>) {
+async fn answer(shared: &Shared, id: &Id, answer: Result<ClientAnswer, ErrorData>) {
     let placeholder = NumberOrString::Number(0);
     let response = match answer {
-        Ok(result) => ClientJsonRpcMessage::response(result, placeholder),
+        Ok(ClientAnswer::Relayed(answer)) => {
+            // The client's bytes, with the upstream's id exactly as it came.
+            if let Err(e) = shared.transport.send(answer.with_id(id)).await {
+                tracing::debug!(upstream = %shared.upstream, "the answer to request {id} was not delivered: {e}");
+            }
+            return;
+        }
+        Ok(ClientAnswer::Typed(result)) => ClientJsonRpcMessage::response(result, placeholder),
         Err(error) => ClientJsonRpcMessage::error(error, Some(placeholder)),
     };
     // The upstream's id goes back exactly as it came.

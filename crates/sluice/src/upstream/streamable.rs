@@ -56,6 +56,9 @@ pub struct StreamableHttp {
     /// For each tool, the arguments its schema marks with `x-mcp-header`:
     /// their path from `arguments` and their header's name (SEP-2243).
     param_headers: Mutex<HashMap<String, Vec<ParamHeader>>>,
+    /// The answers being read to 2026-07-28 requests, by id: cancelling one
+    /// closes its stream (that era's cancellation; nothing is POSTed).
+    answering: Mutex<HashMap<Id, CancellationToken>>,
     inbound: mpsc::Sender<Inbound>,
     limit: usize,
     /// Stops every reading task (closing, or the transport dropped).
@@ -106,6 +109,7 @@ pub fn open(
         version: Mutex::new(None),
         stateless: AtomicBool::new(false),
         param_headers: Mutex::new(HashMap::new()),
+        answering: Mutex::new(HashMap::new()),
         inbound: tx,
         limit,
         stop: CancellationToken::new(),
@@ -114,9 +118,32 @@ pub fn open(
     Ok((transport, rx))
 }
 
+impl StreamableHttp {
+    /// The session the upstream gave (2025-11-25), once it gave one.
+    pub fn session_id(&self) -> Option<String> {
+        lock(&self.session)
+            .as_ref()
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    }
+}
+
 /// An argument sent as a header too: its path from `arguments`, and the
 /// header's name after `Mcp-Param-`.
 type ParamHeader = (Vec<String>, String);
+
+/// Forgets a request's entry in [`StreamableHttp::answering`] once its
+/// answer is read (or not).
+struct Answering {
+    id: Id,
+    of: Arc<StreamableHttp>,
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        lock(&self.of.answering).remove(&self.id);
+    }
+}
 
 /// What a POST carried, for reading its answer.
 struct Posted {
@@ -130,6 +157,12 @@ struct Posted {
     /// It was `tools/list`: its answer says which arguments of which tools
     /// travel as `Mcp-Param-*` headers too.
     lists_tools: bool,
+    /// It was `initialize`: the session id of its answer is the
+    /// connection's (no other answer gives one; a 2026-07-28 one is ignored).
+    initializes: bool,
+    /// Stops reading the answer: the connection closing, or (2026-07-28)
+    /// the request cancelled.
+    stop: CancellationToken,
 }
 
 impl StreamableHttp {
@@ -150,11 +183,22 @@ impl StreamableHttp {
         self.inbound.send(item).await.is_ok()
     }
 
-    /// Makes one POST and reads its answer (in a task of its own).
-    async fn exchange(self: Arc<Self>, request: reqwest::RequestBuilder, posted: Posted) {
+    /// Makes one POST and reads its answer (a request's in a task of its
+    /// own). For a notification or a response: why the upstream did not
+    /// take it, if it did not.
+    async fn exchange(
+        self: Arc<Self>,
+        request: reqwest::RequestBuilder,
+        posted: Posted,
+    ) -> Option<String> {
+        let _forget = posted.id.clone().map(|id| Answering {
+            id,
+            of: self.clone(),
+        });
+        let stop = posted.stop.clone();
         let response = tokio::select! {
             response = request.send() => response,
-            () = self.stop.cancelled() => return,
+            () = stop.cancelled() => return None,
         };
         let response = match response {
             Ok(response) => response,
@@ -163,26 +207,28 @@ impl StreamableHttp {
                 match posted.id {
                     Some(id) => {
                         self.deliver(Inbound::Failed { id, why }).await;
+                        return None;
                     }
-                    None => tracing::debug!("a notification was not delivered: {why}"),
+                    None => return Some(why),
                 }
-                return;
             }
         };
-        if let Some(session) = response.headers().get("mcp-session-id")
-            && lock(&self.session).is_none()
+        if posted.initializes
+            && let Some(session) = response.headers().get("mcp-session-id")
         {
             *lock(&self.session) = Some(session.clone());
         }
         let status = response.status();
         if status == StatusCode::NOT_FOUND && posted.with_session {
-            // Gone: nothing to delete on close.
+            // Gone: nothing to delete on close, and nothing more is sent
+            // (the supervisor makes a new connection).
             lock(&self.session).take();
+            self.stop.cancel();
             self.deliver(Inbound::Closed {
                 why: "ended its session (HTTP 404)".to_owned(),
             })
             .await;
-            return;
+            return Some("the upstream ended its session (HTTP 404)".to_owned());
         }
         if posted.opens_session && status.is_success() {
             tokio::spawn(self.clone().listen());
@@ -195,7 +241,7 @@ impl StreamableHttp {
                 })
                 .await;
             }
-            return;
+            return None;
         }
         let is_sse = response
             .headers()
@@ -203,21 +249,27 @@ impl StreamableHttp {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
         if !status.is_success() {
-            self.refused(response, status, posted.id).await;
-            return;
+            return self.refused(response, status, posted.id).await;
         }
         if is_sse {
-            self.read_stream(response, posted.id, posted.lists_tools, RESUMPTIONS)
+            self.read_stream(response, posted.id, posted.lists_tools, &stop, RESUMPTIONS)
                 .await;
         } else {
-            self.read_json(response, posted.id, posted.lists_tools)
+            self.read_json(response, posted.id, posted.lists_tools, &stop)
                 .await;
         }
+        None
     }
 
     /// An answer with an error status: a JSON-RPC error in its body is
-    /// delivered as such; otherwise the request fails naming the status.
-    async fn refused(&self, mut response: reqwest::Response, status: StatusCode, id: Option<Id>) {
+    /// delivered as such; otherwise the request fails naming the status
+    /// (for a notification: why it was refused).
+    async fn refused(
+        &self,
+        mut response: reqwest::Response,
+        status: StatusCode,
+        id: Option<Id>,
+    ) -> Option<String> {
         let mut body = Vec::new();
         while body.len() < EXCERPT_BYTES * 8 {
             match response.chunk().await {
@@ -234,24 +286,37 @@ impl StreamableHttp {
                 stream_of: id,
             })
             .await;
-            return;
+            return None;
         }
-        let why = format!("answered HTTP {status}{}", excerpt(&body));
+        let hint = match status {
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                " (the upstream wants credentials sluice did not send or it refused: set them in its `headers` in sluice's config, e.g. `headers = { Authorization = \"Bearer …\" }`)"
+            }
+            _ => "",
+        };
+        let why = format!("answered HTTP {status}{}{hint}", excerpt(&body));
         match id {
             Some(id) => {
                 self.deliver(Inbound::Failed { id, why }).await;
+                None
             }
-            None => tracing::debug!("a notification was refused: {why}"),
+            None => Some(why),
         }
     }
 
     /// One JSON body, under the limit.
-    async fn read_json(&self, mut response: reqwest::Response, id: Option<Id>, lists_tools: bool) {
+    async fn read_json(
+        &self,
+        mut response: reqwest::Response,
+        id: Option<Id>,
+        lists_tools: bool,
+        stop: &CancellationToken,
+    ) {
         let mut body = Vec::new();
         loop {
             let chunk = tokio::select! {
                 chunk = response.chunk() => chunk,
-                () = self.stop.cancelled() => return,
+                () = stop.cancelled() => return,
             };
             match chunk {
                 Ok(Some(chunk)) => {
@@ -309,6 +374,7 @@ impl StreamableHttp {
         mut response: reqwest::Response,
         id: Option<Id>,
         lists_tools: bool,
+        stop: &CancellationToken,
         resumptions: usize,
     ) {
         let mut parser = SseParser::new(self.limit);
@@ -316,7 +382,7 @@ impl StreamableHttp {
         loop {
             let chunk = tokio::select! {
                 chunk = response.chunk() => chunk,
-                () = self.stop.cancelled() => return,
+                () = stop.cancelled() => return,
             };
             let chunk = match chunk {
                 Ok(Some(chunk)) => chunk,
@@ -377,8 +443,14 @@ impl StreamableHttp {
                 let last = last.to_owned();
                 match self.resume(&last).await {
                     Some(resumed) => {
-                        Box::pin(self.read_stream(resumed, Some(id), lists_tools, resumptions - 1))
-                            .await;
+                        Box::pin(self.read_stream(
+                            resumed,
+                            Some(id),
+                            lists_tools,
+                            stop,
+                            resumptions - 1,
+                        ))
+                        .await;
                     }
                     None => {
                         self.deliver(Inbound::Failed {
@@ -510,7 +582,7 @@ impl StreamableHttp {
             };
             match response {
                 Ok(response) if response.status().is_success() => {
-                    self.read_stream(response, None, false, 0).await;
+                    self.read_stream(response, None, false, &self.stop, 0).await;
                 }
                 Ok(response) => {
                     tracing::debug!("no standalone stream: HTTP {}", response.status());
@@ -653,6 +725,18 @@ impl Transport for StreamableHttp {
             let Some(me) = self.me.upgrade() else {
                 return Err(SendError::Closed("sluice closed it".into()));
             };
+            let stateless_now = self.stateless.load(Ordering::Relaxed);
+            if stateless_now && message.method() == Some("notifications/cancelled") {
+                // 2026-07-28: a request is cancelled by closing its stream;
+                // the upstream sees the connection go.
+                if let Some(ct) = message
+                    .cancelled_request()
+                    .and_then(|id| lock(&self.answering).remove(&id))
+                {
+                    ct.cancel();
+                }
+                return Ok(());
+            }
             let mut headers = self.common_headers();
             let with_session = headers.contains_key("mcp-session-id");
             // A 2026-07-28 request names its version in `_meta` (before
@@ -688,6 +772,7 @@ impl Transport for StreamableHttp {
                 .then(|| message.id())
                 .flatten();
             let lists_tools = message.method() == Some("tools/list");
+            let initializes = message.method() == Some("initialize");
             let opens_session = with_session
                 && !self.stateless.load(Ordering::Relaxed)
                 && message.method() == Some("notifications/initialized");
@@ -698,11 +783,19 @@ impl Transport for StreamableHttp {
                 .header(http::header::CONTENT_TYPE, "application/json")
                 .header(http::header::ACCEPT, "application/json, text/event-stream")
                 .body(message.into_bytes());
+            let stop = self.stop.child_token();
+            if let Some(id) = &id
+                && stateless
+            {
+                lock(&self.answering).insert(id.clone(), stop.clone());
+            }
             let posted = Posted {
                 id,
                 with_session,
                 opens_session,
                 lists_tools,
+                initializes,
+                stop,
             };
             if posted.id.is_some() {
                 // A request's answer may take long: read in a task of its own.
@@ -713,13 +806,12 @@ impl Transport for StreamableHttp {
                 // (`notifications/initialized` before the first request),
                 // for a bounded time (an upstream that never answers one
                 // must not hold up its sender).
-                if tokio::time::timeout(NOTIFICATION_WAIT, me.exchange(request, posted))
-                    .await
-                    .is_err()
-                {
-                    tracing::debug!(
+                match tokio::time::timeout(NOTIFICATION_WAIT, me.exchange(request, posted)).await {
+                    Err(_) => tracing::debug!(
                         "an upstream took more than {NOTIFICATION_WAIT:?} to take a notification"
-                    );
+                    ),
+                    Ok(Some(why)) => return Err(SendError::Refused(why)),
+                    Ok(None) => {}
                 }
             }
             Ok(())
@@ -737,14 +829,11 @@ impl Transport for StreamableHttp {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         async move {
+            // Every request of a session names its version, DELETE too.
+            let headers = self.common_headers();
             let session = lock(&self.session).take();
-            if let Some(session) = session {
-                let deleted = self
-                    .client
-                    .delete(self.url.clone())
-                    .headers(self.headers.clone())
-                    .header("mcp-session-id", session)
-                    .send();
+            if session.is_some() {
+                let deleted = self.client.delete(self.url.clone()).headers(headers).send();
                 if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(3), deleted).await {
                     tracing::debug!("the session was not deleted: {}", error_chain(&e));
                 }
@@ -914,7 +1003,7 @@ mod tests {
         .await;
         let (transport, mut inbound) = open(&url, &BTreeMap::new(), 1 << 20).unwrap();
         transport
-            .send(message(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#))
+            .send(message(r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#))
             .await
             .unwrap();
         match inbound.recv().await.unwrap() {
@@ -936,7 +1025,8 @@ mod tests {
             Inbound::Message { message, .. } => assert_eq!(message.kind(), Kind::Error),
             other => panic!("{other:?}"),
         }
-        // The session (given with the 500) is gone: the connection ends.
+        // The session (given with the 500 to `initialize`) is gone: the
+        // connection ends.
         transport
             .send(message(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#))
             .await
@@ -984,5 +1074,29 @@ mod tests {
         assert_eq!(call["mcp-name"], "geo");
         assert_eq!(header_value("plain"), "plain");
         assert_eq!(header_value(" edge"), "=?base64?IGVkZ2U=?=");
+    }
+
+    #[tokio::test]
+    async fn a_401_says_which_setting_sends_credentials() {
+        let (url, _) =
+            server(|_, _| (StatusCode::UNAUTHORIZED, "missing bearer token").into_response()).await;
+        let (transport, mut inbound) = open(&url, &BTreeMap::new(), 1 << 20).unwrap();
+        transport
+            .send(message(
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+            ))
+            .await
+            .unwrap();
+        match inbound.recv().await.unwrap() {
+            Inbound::Failed { id, why } => {
+                assert_eq!(id, Id::number(1));
+                assert!(
+                    why.contains("401 Unauthorized: missing bearer token"),
+                    "{why}"
+                );
+                assert!(why.contains("`headers`"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -28,5 +28,6 @@ mod relay;
 mod search;
 mod stalls;
 mod stdio;
+mod streamable;
 mod tasks;
 mod tool_list;

@@ -748,3 +748,13 @@ pub async fn echo_latency(client: &Client) -> Duration {
     times.sort();
     times[2]
 }
+
+/// A local TCP port free when asked (a server started on it right after
+/// almost always gets it).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
