@@ -444,6 +444,7 @@ impl Link {
             id: rmcp_id(&id),
             progress_token,
         });
+        let expect = Expect::of(message.method());
         if let Err(e) = self.shared.transport.send(message).await {
             return Err(match e {
                 super::transport::SendError::Closed(why) => RpcError::Closed(why),
@@ -458,7 +459,7 @@ impl Link {
             }
         };
         match answer {
-            Ok(Answer::Message(message)) => decode_answer(message).await,
+            Ok(Answer::Message(message)) => decode_answer(message, expect).await,
             Ok(Answer::Failed(why)) => Err(RpcError::Failed(why)),
             Err(CallFailed::ConnectionLost { reason }) => Err(RpcError::Closed(reason)),
             Err(other) => Err(RpcError::Failed(other.to_string())),
@@ -567,21 +568,19 @@ fn encode<T: serde::Serialize>(message: &T) -> Result<Message, String> {
 }
 
 /// A response's result or error, decoded (large ones off the async threads).
-async fn decode_answer(message: Message) -> Result<Decoded, RpcError> {
+async fn decode_answer(message: Message, expect: Expect) -> Result<Decoded, RpcError> {
     let len = message.as_bytes().len();
     let decode = move || -> Result<Decoded, RpcError> {
         match message.kind() {
-            Kind::Response => {
-                match serde_json::from_str::<ServerResult>(message.result().unwrap_or("{}")) {
-                    Ok(result) => Ok(Decoded {
-                        result,
-                        raw: message,
-                    }),
-                    Err(e) => Err(RpcError::Failed(format!(
-                        "its result could not be read: {e}"
-                    ))),
-                }
-            }
+            Kind::Response => match expect.decode(message.result().unwrap_or("{}")) {
+                Ok(result) => Ok(Decoded {
+                    result,
+                    raw: message,
+                }),
+                Err(e) => Err(RpcError::Failed(format!(
+                    "its result could not be read: {e}"
+                ))),
+            },
             Kind::Error => match serde_json::from_str::<ErrorData>(message.error().unwrap_or("{}"))
             {
                 Ok(error) => Err(RpcError::Error(error)),
@@ -600,6 +599,55 @@ async fn decode_answer(message: Message) -> Result<Decoded, RpcError> {
             .unwrap_or_else(|e| Err(RpcError::Failed(format!("decoding failed: {e}"))))
     } else {
         decode()
+    }
+}
+
+/// What the answer to a request is expected to be, from its method: the
+/// result is decoded as that type directly. `ServerResult` is an untagged
+/// enum, which serde decodes by buffering the whole result and trying each
+/// variant in turn: a tenth of sluice's time on a small call.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    /// `tools/call`: a `CallToolResult`, unless the text may be one of the
+    /// other answers a call can get (a task, `input_required`).
+    CallTool,
+    /// `tools/list`.
+    ListTools,
+    /// Anything.
+    Any,
+}
+
+impl Expect {
+    fn of(method: Option<&str>) -> Expect {
+        match method {
+            Some("tools/call") => Expect::CallTool,
+            Some("tools/list") => Expect::ListTools,
+            _ => Expect::Any,
+        }
+    }
+
+    fn decode(self, result: &str) -> serde_json::Result<ServerResult> {
+        let may_be_other = || {
+            let text = result.as_bytes();
+            memchr::memmem::find(text, b"\"task\"").is_some()
+                || memchr::memmem::find(text, b"\"resultType\"").is_some()
+                || memchr::memmem::find(text, b"\"inputRequests\"").is_some()
+        };
+        match self {
+            // What does not read as the expected type is read as any
+            // result, as before.
+            Expect::CallTool if !may_be_other() => {
+                serde_json::from_str::<rmcp::model::CallToolResult>(result)
+                    .map(ServerResult::CallToolResult)
+                    .or_else(|_| serde_json::from_str::<ServerResult>(result))
+            }
+            Expect::ListTools if !may_be_other() => {
+                serde_json::from_str::<rmcp::model::ListToolsResult>(result)
+                    .map(ServerResult::ListToolsResult)
+                    .or_else(|_| serde_json::from_str::<ServerResult>(result))
+            }
+            _ => serde_json::from_str::<ServerResult>(result),
+        }
     }
 }
 
