@@ -100,6 +100,10 @@ pub struct CallOrigin {
     pub seq: u64,
     /// Where notifications about the call go.
     pub notices: Option<NoticeRoute>,
+    /// The stream the client's request is answered on, when sluice's own
+    /// layer answers it (`Caller::stream`): a server→client request the
+    /// call causes can go there too.
+    pub stream: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
 }
 
 /// The shared routing state.
@@ -281,6 +285,7 @@ impl Hub {
         session: Option<SessionId>,
         request: RequestId,
         notices: Option<NoticeRoute>,
+        stream: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
     ) -> RouteGuard {
         let key = (upstream.to_owned(), id);
         let seq = self.clock.fetch_add(1, Ordering::Relaxed);
@@ -291,6 +296,7 @@ impl Hub {
                 request,
                 seq,
                 notices,
+                stream,
             },
         );
         RouteGuard {

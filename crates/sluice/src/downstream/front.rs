@@ -55,6 +55,9 @@ pub struct Front {
     running: Mutex<HashMap<Id, CancellationToken>>,
     /// Fires when the client leaves.
     stop: CancellationToken,
+    /// The requests relayed to the client, whose answers come back here
+    /// (an HTTP session's, as POSTs).
+    link: OnceLock<Arc<super::link::ClientLink>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -72,6 +75,7 @@ impl Front {
             peer: OnceLock::new(),
             running: Mutex::new(HashMap::new()),
             stop: CancellationToken::new(),
+            link: OnceLock::new(),
         })
     }
 
@@ -86,9 +90,23 @@ impl Front {
         Some(info.protocol_version.to_string())
     }
 
+    /// Where the client's answers to relayed requests go.
+    pub fn set_link(&self, link: Arc<super::link::ClientLink>) {
+        let _ = self.link.set(link);
+    }
+
+    /// Takes `message` if it is the client's answer to a request relayed
+    /// through the front's link.
+    pub fn answered(&self, message: &Message) -> bool {
+        self.link.get().is_some_and(|link| link.answered(message))
+    }
+
     /// The client left: what runs here stops.
     pub fn end(&self) {
         self.stop.cancel();
+        if let Some(link) = self.link.get() {
+            link.end();
+        }
     }
 
     /// A client's `notifications/cancelled`: stops the call it names if it

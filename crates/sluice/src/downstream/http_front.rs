@@ -119,6 +119,15 @@ pub async fn answer(
         return None;
     }
     let message = Message::parse(body.clone()).ok()?;
+    if front.answered(&message) {
+        // The client's answer to a request relayed on a call's stream.
+        return Some(
+            Response::builder()
+                .status(StatusCode::ACCEPTED)
+                .body(Body::empty())
+                .expect("a valid response"),
+        );
+    }
     if message.kind() == Kind::Notification {
         // Seen here too, so that a call answered here can be cancelled;
         // rmcp still gets it (and ignores an id it does not know).

@@ -18,9 +18,11 @@ use crate::jsonrpc::{CallFailed, Id, Kind, Message, Pending};
 /// The prefix of the ids of the requests the link sends.
 const ID_PREFIX: &str = "sluice-";
 
-/// Messages for one client connection, written in the order given.
+/// Messages for one client connection, written in the order given; or,
+/// for an HTTP session ([`ClientLink::per_stream`]), the requests relayed on
+/// the stream of the call that caused them.
 pub struct ClientLink {
-    out: mpsc::Sender<Bytes>,
+    out: Option<mpsc::Sender<Bytes>>,
     asked: Pending<Message>,
     next: AtomicU64,
 }
@@ -51,37 +53,70 @@ impl ClientLink {
     /// A link whose messages go to `out` (the connection's writer).
     pub fn new(out: mpsc::Sender<Bytes>) -> ClientLink {
         ClientLink {
-            out,
+            out: Some(out),
             asked: Pending::new(),
             next: AtomicU64::new(1),
         }
     }
 
-    /// Sends one message (its bytes as they are).
+    /// A link with no writer of its own (an HTTP session): requests are
+    /// relayed on the stream of the call that caused them ([`Self::ask_on`]).
+    pub fn per_stream() -> ClientLink {
+        ClientLink {
+            out: None,
+            asked: Pending::new(),
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// Whether the link writes to the connection itself ([`Self::new`]).
+    pub fn writes(&self) -> bool {
+        self.out.is_some()
+    }
+
+    /// Sends one message (its bytes as they are) on the connection.
     pub async fn send(&self, message: Bytes) -> Result<(), AskError> {
-        self.out.send(message).await.map_err(|_| AskError::Gone)
+        match &self.out {
+            Some(out) => out.send(message).await.map_err(|_| AskError::Gone),
+            None => Err(AskError::Gone),
+        }
     }
 
     /// Relays `request` (an upstream's, as it sent it) to the client under
-    /// an id of the link's own; gives the client's answer as it sent it (a
-    /// result or an error, under that id). When `ct` fires first, the client
-    /// is told (`notifications/cancelled`).
+    /// an id of the link's own, on the connection; gives the client's answer
+    /// as it sent it (a result or an error, under that id). When `ct` fires
+    /// first, the client is told (`notifications/cancelled`).
     pub async fn ask(
         &self,
+        request: &Message,
+        ct: &CancellationToken,
+    ) -> Result<Message, AskError> {
+        match &self.out {
+            Some(out) => self.ask_on(out, request, ct).await,
+            None => Err(AskError::Gone),
+        }
+    }
+
+    /// [`Self::ask`], on `stream` (an HTTP response stream).
+    pub async fn ask_on(
+        &self,
+        stream: &mpsc::Sender<Bytes>,
         request: &Message,
         ct: &CancellationToken,
     ) -> Result<Message, AskError> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let id = Id::string(&format!("{ID_PREFIX}{n}"));
         let waiter = self.asked.register_id(id.clone())?;
-        self.send(request.with_id(&id).into_bytes()).await?;
+        let send =
+            |message: Bytes| async move { stream.send(message).await.map_err(|_| AskError::Gone) };
+        send(request.with_id(&id).into_bytes()).await?;
         tokio::select! {
             answer = waiter => Ok(answer?),
             () = ct.cancelled() => {
                 let cancel = format!(
                     r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id},"reason":"cancelled by the upstream"}}}}"#
                 );
-                let _ = self.send(Bytes::from(cancel)).await;
+                let _ = send(Bytes::from(cancel)).await;
                 Err(AskError::Cancelled)
             }
         }

@@ -240,7 +240,11 @@ async fn forward_events(
             }
             Event::Log(ref logged)
                 if let Some(raw) = &logged.raw
-                    && let Some(link) = gateway.hub().session(id).and_then(|s| s.link) =>
+                    && let Some(link) = gateway
+                        .hub()
+                        .session(id)
+                        .and_then(|s| s.link)
+                        .filter(|link| link.writes()) =>
             {
                 // As the upstream sent it.
                 if link.send(raw.as_bytes().clone()).await.is_err() {
@@ -294,6 +298,14 @@ impl ServerHandler for Session {
             })
             .await;
         context.peer.set_peer_info(request.clone());
+        let registration = context
+            .extensions
+            .get::<crate::downstream::http_sessions::Registration>();
+        // An HTTP session relays server→client requests on the stream of
+        // the call that caused them; a stdio one on its connection.
+        let link = self.link.clone().or_else(|| {
+            registration.map(|_| Arc::new(crate::downstream::link::ClientLink::per_stream()))
+        });
         tracing::info!(
             session = self.id,
             client = %request.client_info.name,
@@ -307,7 +319,7 @@ impl ServerHandler for Session {
                 capabilities: request.capabilities.clone(),
                 subscriptions: Default::default(),
                 log_level: None,
-                link: self.link.clone(),
+                link: link.clone(),
             },
         );
         tokio::spawn(forward_events(
@@ -317,12 +329,12 @@ impl ServerHandler for Session {
             self.closed.clone(),
         ));
         // An HTTP session: sluice answers the requests its front takes.
-        if let Some(registration) = context
-            .extensions
-            .get::<crate::downstream::http_sessions::Registration>()
-        {
+        if let Some(registration) = registration {
             let front = crate::downstream::front::Front::new(self.gateway.clone(), self.id, false);
             front.attach(context.peer.clone());
+            if let Some(link) = link {
+                front.set_link(link);
+            }
             registration.register(front);
         }
         self.negotiate_initialize(&request)

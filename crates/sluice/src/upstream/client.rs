@@ -49,7 +49,7 @@ impl UpstreamClient {
         &self,
         stream_of: Option<&RequestId>,
         able: impl Fn(&SessionEntry) -> bool,
-    ) -> Option<(SessionEntry, Option<RequestId>)> {
+    ) -> Option<(SessionEntry, Option<crate::hub::CallOrigin>)> {
         let origin = match stream_of {
             Some(id) => self.hub.call_origin(&self.upstream, id),
             None => self.hub.latest_call(&self.upstream),
@@ -57,7 +57,7 @@ impl UpstreamClient {
         if let Some(origin) = origin
             && let Some(session) = origin.session.and_then(|id| self.hub.session(id))
         {
-            return Some((session, Some(origin.request)));
+            return Some((session, Some(origin)));
         }
         self.hub
             .sessions()
@@ -101,15 +101,21 @@ impl UpstreamClient {
         // Where sluice's own layer writes to the client, the request goes
         // as the upstream sent it, and the client's answer comes back as
         // the client sent it.
-        if let Some(link) = &session.link {
-            return match link.ask(raw, &ct).await {
-                Ok(answer) => Ok(ClientAnswer::Relayed(answer)),
-                Err(e) => Err(ErrorData::internal_error(
-                    format!("the client did not answer: {e}"),
-                    None,
-                )),
-            };
+        // On a stdio connection, on the connection; in an HTTP session, on
+        // the stream of the call that caused it, when sluice's own layer
+        // answers that call.
+        let stream = origin.as_ref().and_then(|o| o.stream.clone());
+        let asked = match (&session.link, &stream) {
+            (Some(link), _) if link.writes() => Some(link.ask(raw, &ct).await),
+            (Some(link), Some(stream)) => Some(link.ask_on(stream, raw, &ct).await),
+            _ => None,
+        };
+        if let Some(asked) = asked {
+            return asked.map(ClientAnswer::Relayed).map_err(|e| {
+                ErrorData::internal_error(format!("the client did not answer: {e}"), None)
+            });
         }
+        let origin = origin.map(|o| o.request);
         // Deliver it on the stream of the client request it belongs to
         // (Streamable HTTP), from a fresh task so that rmcp's task-local
         // notion of "the current request" (the upstream's) does not apply.
