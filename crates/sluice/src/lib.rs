@@ -10,8 +10,12 @@
 //! - [`downstream`]: the client side. [`downstream::stdio`] (framed by
 //!   [`downstream::lines`]) or [`downstream::http`] (behind
 //!   [`downstream::auth`], [`downstream::http_guard`] and
-//!   [`downstream::http_sessions`]); each client session is a
-//!   [`downstream::session::Session`], which hands every request to the gateway.
+//!   [`downstream::http_sessions`]). `tools/call` and `tools/list` are
+//!   answered by sluice's own layer ([`downstream::front`], and
+//!   [`downstream::http_front`] for HTTP), with what goes to the client
+//!   beside them ([`downstream::link`]); everything else by rmcp's server,
+//!   for which each client session is a [`downstream::session::Session`]
+//!   that hands every request to the gateway.
 //! - [`gateway`]: routing and merging, one concern per file: `lists`
 //!   (initialize / discover and the merged lists), `call` (`tools/call`:
 //!   sluice's tools, operations, cache, governing), `routes` (prompts,
@@ -27,12 +31,14 @@
 //!   background; [`cache`]: results of idempotent tools.
 //! - [`jq`]: warm `sluice jq-worker` processes that `sluice_query` runs in.
 //! - [`jsonrpc`]: sluice's own JSON-RPC layer (messages kept as their bytes,
-//!   only the envelope parsed; framing, SSE, bounded bodies, correlation),
-//!   the relay core's foundation (issue 15; used today to check every line
-//!   a stdio upstream sends).
+//!   only the envelope parsed; framing, SSE, bounded bodies, correlation,
+//!   splices), which every upstream connection and the requests
+//!   [`downstream::front`] takes go through.
 //! - [`hub`]: what sessions and upstream connections share (routes, events).
-//! - [`upstream`]: one supervised upstream server, one file per transport
-//!   (`stdio`: a child process; `http`), its [`upstream::Connection`].
+//! - [`upstream`]: one supervised upstream server: sluice's JSON-RPC engine
+//!   ([`upstream::rpc`]) over one transport per file (`lines`:
+//!   a child's stdio or an in-memory pipe; [`upstream::streamable`]:
+//!   Streamable HTTP), its [`upstream::Connection`].
 //! - [`caller`]: who asks, carried with every request; [`era`]: the two
 //!   protocol eras; [`contract`]: the names sluice adds to
 //!   MCP (tools, `_meta` keys, URIs, arguments), spelled once.
