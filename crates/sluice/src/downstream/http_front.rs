@@ -205,10 +205,8 @@ async fn stateless_answer(taken: Taken, notices: tokio::sync::mpsc::Receiver<Byt
             .body(Body::from(first))
             .expect("a valid response");
     }
-    let events = futures::stream::once(async move { first })
-        .chain(received)
-        .map(|message| Ok::<_, Infallible>(sse_event(&message)));
-    sse_response(Body::from_stream(events))
+    let messages = futures::stream::once(async move { first }).chain(received);
+    sse_response(Body::from_stream(sse_events(Box::pin(messages))))
 }
 
 /// The HTTP status of an answer that is a protocol-level error of the
@@ -350,12 +348,38 @@ async fn json_answer(taken: Taken) -> Response {
 /// its answer. The call runs in a task of its own; the client going away
 /// (the body dropped) cancels it.
 fn sse_answer(taken: Taken, notices: tokio::sync::mpsc::Receiver<Bytes>) -> Response {
-    let (events, body) = futures::channel::mpsc::channel::<Result<Bytes, Infallible>>(4);
+    let (messages, received) = futures::channel::mpsc::channel::<Bytes>(4);
     tokio::spawn(taken.drive(notices, move |message| {
-        let mut events = events.clone();
-        async move { events.send(Ok(sse_event(&message))).await.is_ok() }
+        let mut messages = messages.clone();
+        async move { messages.send(message).await.is_ok() }
     }));
-    sse_response(Body::from_stream(body))
+    sse_response(Body::from_stream(sse_events(received)))
+}
+
+/// How often a quiet SSE stream gets a comment, so that proxies between
+/// the client and sluice do not close it as idle (a call may wait minutes:
+/// `_timeout_s`, `sluice_result`'s `wait_s`), as rmcp's server did.
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// `messages` as SSE events, with a comment after every [`KEEP_ALIVE`]
+/// without one; the stream ends with `messages`.
+fn sse_events(
+    messages: impl futures::Stream<Item = Bytes> + Send + Unpin + 'static,
+) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
+    use futures::StreamExt as _;
+    let start = tokio::time::Instant::now() + KEEP_ALIVE;
+    let ticks = tokio::time::interval_at(start, KEEP_ALIVE);
+    futures::stream::unfold((messages, ticks), |(mut messages, mut ticks)| async move {
+        let event = tokio::select! {
+            biased;
+            message = messages.next() => {
+                ticks.reset();
+                sse_event(&message?)
+            }
+            _ = ticks.tick() => Bytes::from_static(b": keep-alive\n\n"),
+        };
+        Some((Ok(event), (messages, ticks)))
+    })
 }
 
 #[cfg(test)]
@@ -491,5 +515,33 @@ mod tests {
             "tools/list",
             None
         ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_stream_gets_keep_alive_comments_and_ends_with_its_messages() {
+        use futures::StreamExt as _;
+        let (mut messages, received) = futures::channel::mpsc::channel::<Bytes>(4);
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(40)).await;
+            messages
+                .send(Bytes::from_static(
+                    br#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+                ))
+                .await
+                .unwrap();
+        });
+        let events: Vec<Bytes> = sse_events(received).map(|e| e.unwrap()).collect().await;
+        let texts: Vec<&str> = events
+            .iter()
+            .map(|e| std::str::from_utf8(e).unwrap())
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                ": keep-alive\n\n",
+                ": keep-alive\n\n",
+                "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n",
+            ]
+        );
     }
 }

@@ -37,6 +37,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const NOTIFICATION_WAIT: Duration = Duration::from_secs(10);
 /// How much of an error body is quoted.
 const EXCERPT_BYTES: usize = 512;
+/// The longest an upstream's `retry:` makes sluice wait before resuming
+/// a stream.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(10);
+
 /// How many times a response stream cut short is resumed (GET with
 /// `Last-Event-ID`), and the standalone GET stream reopened.
 const RESUMPTIONS: usize = 3;
@@ -441,6 +445,15 @@ impl StreamableHttp {
         match parser.last_event_id() {
             Some(last) if resumptions > 0 && !self.stateless.load(Ordering::Relaxed) => {
                 let last = last.to_owned();
+                // The server said how long to wait before reconnecting
+                // (`retry:`); honoured up to a bound, as a server's word.
+                if let Some(ms) = parser.retry() {
+                    let wait = Duration::from_millis(ms).min(MAX_RETRY_WAIT);
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = stop.cancelled() => return,
+                    }
+                }
                 match self.resume(&last).await {
                     Some(resumed) => {
                         Box::pin(self.read_stream(

@@ -457,14 +457,24 @@ async fn an_sse_stream_that_ends_before_the_answer_without_event_ids_fails_the_c
 }
 
 #[tokio::test]
-async fn an_sse_stream_with_event_ids_is_resumed_with_last_event_id() {
-    let (url, seen) = fake_server(|seen| async move {
+async fn an_sse_stream_with_event_ids_is_resumed_with_last_event_id_after_the_servers_retry() {
+    // When the cut stream was answered, and how long after it the client
+    // came back (the server asked for 600 ms).
+    let cut: Arc<Mutex<Option<std::time::Instant>>> = Arc::default();
+    let waited: Arc<Mutex<Option<Duration>>> = Arc::default();
+    let (url, seen) = fake_server({
+        let (cut, waited) = (cut.clone(), waited.clone());
+        move |seen| {
+            let (cut, waited) = (cut.clone(), waited.clone());
+            async move {
         if seen.method == Method::GET {
             // The rest of the stream, after the event the client names.
             assert_eq!(seen.header("last-event-id"), Some("ev-2"));
+            *waited.lock().unwrap() = cut.lock().unwrap().map(|at| at.elapsed());
             sse(&[(Some("ev-3"), r#"{"jsonrpc":"2.0","id":4,"result":{"resumed":true}}"#)])
         } else {
-            let mut body = b"retry: 10\n\n".to_vec();
+            *cut.lock().unwrap() = Some(std::time::Instant::now());
+            let mut body = b"retry: 600\n\n".to_vec();
             sluice::jsonrpc::write_event(&mut body, None, Some("ev-1"), b"");
             sluice::jsonrpc::write_event(
                 &mut body,
@@ -473,6 +483,8 @@ async fn an_sse_stream_with_event_ids_is_resumed_with_last_event_id() {
                 br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"half"}}"#,
             );
             respond(200, "text/event-stream", body)
+        }
+            }
         }
     })
     .await;
@@ -496,6 +508,11 @@ async fn an_sse_stream_with_event_ids_is_resumed_with_last_event_id() {
         .map(|s| s.method.clone())
         .collect();
     assert_eq!(methods, [Method::POST, Method::GET]);
+    let waited = waited.lock().unwrap().expect("the client came back");
+    assert!(
+        waited >= Duration::from_millis(600),
+        "the client came back after {waited:?}, before the server's retry"
+    );
 }
 
 #[tokio::test]
