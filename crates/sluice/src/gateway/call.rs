@@ -141,15 +141,22 @@ impl Gateway {
         inner.ct = stop.clone();
         inner.partial = Some(partial.clone());
         let gateway = self.clone();
-        let mut call = tokio::spawn(async move {
+        // Polled here while the client waits (no task of its own, no hop
+        // through the scheduler); moved to a task only when it must go on
+        // without the client: past the timeout, or to finish cancelling.
+        // A panic in it is caught, as a task's would be.
+        let call = async move {
             gateway
                 .call_upstream(&upstream, params, policy, &inner, cached)
                 .await
-        });
+        };
+        let mut call = std::panic::AssertUnwindSafe(call).catch_unwind().boxed();
         let done = tokio::select! {
             done = &mut call => done,
             () = caller.ct.cancelled() => {
                 stop.cancel();
+                // It tells the upstream, then ends.
+                tokio::spawn(call);
                 return Err(call_error(CallError::Cancelled));
             }
             () = tokio::time::sleep(timeout) => {
@@ -186,7 +193,7 @@ impl Gateway {
                             Err(e) => crate::operations::Outcome::Failed(e.message.to_string()),
                         },
                         Ok(Done::Unavailable(why)) => crate::operations::Outcome::Failed(why),
-                        Err(e) => crate::operations::Outcome::Failed(format!("sluice lost the call: {e}")),
+                        Err(panic) => crate::operations::Outcome::Failed(format!("sluice lost the call: {}", panic_message(&panic))),
                     };
                     op.finish(outcome);
                 });
@@ -196,8 +203,8 @@ impl Gateway {
         match done {
             Ok(Done::Answer(answer)) => *answer,
             Ok(Done::Unavailable(message)) => Ok(Relayed::error_result(message)),
-            Err(e) => Err(ErrorData::internal_error(
-                format!("sluice lost the call: {e}"),
+            Err(panic) => Err(ErrorData::internal_error(
+                format!("sluice lost the call: {}", panic_message(&panic)),
                 None,
             )),
         }
@@ -523,6 +530,15 @@ pub(super) struct CachedCall {
     policy: sluice_core::cache::CachePolicy,
     /// `_fresh: true`: skip the entry and replace it.
     fresh: bool,
+}
+
+/// What a caught panic said.
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "it panicked".to_owned())
 }
 
 /// How an upstream tool call ended.
