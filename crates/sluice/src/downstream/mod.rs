@@ -18,6 +18,7 @@ pub mod lines;
 pub mod link;
 pub mod session;
 pub mod stdio;
+pub mod stdio_fds;
 
 /// The address an HTTP request came from, in its extensions: anonymous
 /// clients' limits are counted per address.

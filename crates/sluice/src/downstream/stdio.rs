@@ -24,7 +24,7 @@ pub async fn serve(gateway: Arc<Gateway>, shutdown: CancellationToken) -> anyhow
     let running = session
         .serve_with_ct(
             {
-                let (reader, writer) = rmcp::transport::stdio_pipes();
+                let (reader, writer) = super::stdio_fds::client_stdio();
                 let front = front.clone();
                 ClientLines::new(reader, writer)
                     .with_limit(max_line)

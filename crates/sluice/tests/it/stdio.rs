@@ -208,3 +208,81 @@ async fn two_upstreams_from_a_config_file_are_prefixed_and_routed() {
     assert!(prompts.contains(&"shop__restock".to_owned()), "{prompts:?}");
     client.cancel().await.unwrap();
 }
+
+/// Node's `child_process` (Claude Code, Cursor, the TypeScript SDK) starts
+/// a server with a Unix socket pair on each of stdin and stdout, not pipes:
+/// sluice reads and writes them (without blocking, `downstream::stdio_fds`),
+/// answers in order, and ends when the client shuts its side down.
+#[test]
+fn a_client_that_starts_sluice_with_socket_pairs_is_served() {
+    use std::io::{BufRead as _, Write as _};
+    use std::os::unix::net::UnixStream;
+    let (mut to_sluice, sluice_in) = UnixStream::pair().unwrap();
+    let (from_sluice, sluice_out) = UnixStream::pair().unwrap();
+    let command = via_sluice(&sample());
+    let mut child = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            sluice_in,
+        )))
+        .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            sluice_out,
+        )))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    from_sluice
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut lines = std::io::BufReader::new(from_sluice);
+    let mut next = move || {
+        let mut line = String::new();
+        lines.read_line(&mut line).unwrap();
+        serde_json::from_str::<serde_json::Value>(&line).unwrap()
+    };
+    let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"node-like","version":"1"}}}"#;
+    writeln!(to_sluice, "{initialize}").unwrap();
+    assert_eq!(next()["id"], 0);
+    writeln!(
+        to_sluice,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    // Several calls written at once are all answered.
+    let mut calls = String::new();
+    for id in 1..=20 {
+        calls.push_str(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"call {id}"}}}}}}"#
+        ));
+        calls.push('\n');
+    }
+    to_sluice.write_all(calls.as_bytes()).unwrap();
+    let mut answered: Vec<i64> = (1..=20)
+        .map(|_| {
+            let answer = next();
+            let id = answer["id"].as_i64().unwrap();
+            assert_eq!(
+                answer["result"]["content"][0]["text"],
+                format!("call {id}"),
+                "{answer}"
+            );
+            id
+        })
+        .collect();
+    answered.sort_unstable();
+    assert_eq!(answered, (1..=20).collect::<Vec<_>>());
+    // The client shuts its side down: sluice's input ended, it exits.
+    to_sluice.shutdown(std::net::Shutdown::Write).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sluice still runs after its input ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+}
