@@ -175,7 +175,8 @@ impl Document {
         let json = matches!(first, Some(b'{' | b'['))
             && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
         if json {
-            Self::json(text).unwrap_or_else(|_| unreachable!("validated just above"))
+            // Validated once, just above (it is most of the cost).
+            Self::valid_json(text, Kind::Json)
         } else {
             Self::text(text)
         }
@@ -188,6 +189,11 @@ impl Document {
 
     fn json_kind(text: String, kind: Kind) -> Result<Self, NotJson> {
         serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| NotJson(e.to_string()))?;
+        Ok(Self::valid_json(text, kind))
+    }
+
+    /// A JSON document of `text`, which is known to be valid JSON.
+    fn valid_json(text: String, kind: Kind) -> Self {
         let text = match scan::minify(&text) {
             std::borrow::Cow::Borrowed(_) => text,
             std::borrow::Cow::Owned(mut compact) => {
@@ -197,7 +203,7 @@ impl Document {
             }
         };
         let arrays = scan::largest_arrays(&text, ARRAYS_KEPT);
-        Ok(Self {
+        Self {
             kind,
             chars: count_chars(&text) as u64,
             text,
@@ -206,7 +212,7 @@ impl Document {
             items: Mutex::new(Recent::new(ITEMS_KEPT)),
             plans: Mutex::new(Recent::new(PLANS_KEPT)),
             index_bytes: AtomicUsize::new(0),
-        })
+        }
     }
 
     /// A text document.

@@ -95,6 +95,16 @@ impl Front {
         let _ = self.link.set(link);
     }
 
+    /// Opens the session's GET stream for sluice's own layer: what the link
+    /// sends that belongs to no call comes out of the receiver, until it is
+    /// dropped or another GET stream replaces it. `None` without a link.
+    pub fn open_standalone(&self) -> Option<mpsc::Receiver<Bytes>> {
+        let link = self.link.get()?;
+        let (stream, messages) = mpsc::channel(super::lines::NOTICES);
+        link.attach_standalone(stream);
+        Some(messages)
+    }
+
     /// Takes `message` if it is the client's answer to a request relayed
     /// through the front's link.
     pub fn answered(&self, message: &Message) -> bool {
@@ -136,9 +146,9 @@ impl Front {
             return None;
         }
         let id = message.id()?;
-        let asker = self.asker(message)?;
-        let legacy = asker.era.is_legacy();
         if method == "tools/list" {
+            let asker = self.asker(message)?;
+            let legacy = asker.era.is_legacy();
             // Its params (a cursor) change nothing: every tool is listed at
             // once, as rmcp's server did.
             let gateway = self.gateway.clone();
@@ -154,8 +164,11 @@ impl Front {
             });
         }
         let request: RequestId = serde_json::from_str(id.as_json()).ok()?;
+        // One parse of the params, `_meta` and all.
         let mut params: CallToolRequestParams = serde_json::from_str(message.params()?).ok()?;
         let meta = params.meta.take().unwrap_or_default();
+        let asker = self.asker_of(&meta)?;
+        let legacy = asker.era.is_legacy();
         let ct = self.stop.child_token();
         lock(&self.running).insert(id.clone(), ct.clone());
         let capabilities = asker.capabilities;
@@ -222,6 +235,11 @@ impl Front {
             Some(params) => serde_json::from_str::<Params>(params).ok()?.meta,
         }
         .unwrap_or_default();
+        self.asker_of(&meta)
+    }
+
+    /// [`Self::asker`], from the request's `_meta`.
+    fn asker_of(&self, meta: &RequestMetaObject) -> Option<Asker> {
         match meta.protocol_version() {
             Some(version) => {
                 let stateless = version == ProtocolVersion::V_2026_07_28
@@ -375,7 +393,9 @@ fn relayed_line(id: &Id, upstream: &Message, legacy: bool) -> Option<Bytes> {
     let result = upstream.result()?;
     let edited;
     // Read as an object only if the key may be there.
-    let mentioned = memchr::memmem::find(result.as_bytes(), b"\"resultType\"").is_some();
+    static RESULT_TYPE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(br#""resultType""#));
+    let mentioned = RESULT_TYPE.find(result.as_bytes()).is_some();
     let result = match (legacy, mentioned) {
         (true, false) => result,
         (true, true) => {

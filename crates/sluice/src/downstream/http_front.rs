@@ -228,6 +228,130 @@ fn error_status(message: &[u8]) -> Option<StatusCode> {
     }
 }
 
+/// The front of the session a GET names, when sluice's own layer writes to
+/// the session's GET stream too: the GET is plainly well formed (allowed
+/// Host and Origin, accepts SSE, names no other protocol version than the
+/// session's) and is not a resumption (`Last-Event-ID`: rmcp replays its
+/// own events, which are all such a stream may ask again).
+pub fn standalone_front(
+    sessions: &SessionTable,
+    hosts: &AllowedHosts,
+    headers: &HeaderMap,
+) -> Option<Arc<Front>> {
+    let session = headers.get("mcp-session-id")?.to_str().ok()?;
+    let front = sessions.touch(session)?;
+    let version_ok = version_matches(headers, front.protocol_version().as_deref());
+    let accept = accept_list(headers);
+    let plain = version_ok
+        && accepts(&accept, "text/event-stream")
+        && !headers.contains_key("last-event-id")
+        && hosts.plainly_allowed(headers);
+    plain.then_some(front)
+}
+
+/// rmcp's answer to a session's GET, with what sluice's own layer sends
+/// the session on it merged in (log messages as the upstream sent them,
+/// the session's other notifications, server→client requests of no call):
+/// rmcp's bytes pass unchanged, sluice's events go between two of its
+/// events, and a keep-alive comment after 15 s of quiet. Any other answer
+/// (an error, a stream rmcp refused) is given back as it is.
+pub fn merged_standalone(front: &Front, response: Response) -> Response {
+    let streams = response.status() == StatusCode::OK
+        && response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !streams {
+        return response;
+    }
+    let Some(ours) = front.open_standalone() else {
+        return response;
+    };
+    let (parts, body) = response.into_parts();
+    Response::from_parts(
+        parts,
+        Body::from_stream(merged_events(body.into_data_stream(), ours)),
+    )
+}
+
+/// rmcp's SSE bytes (`theirs`) with `ours` (messages) as events between
+/// theirs; see [`merged_standalone`]. Ends when rmcp's stream ends.
+fn merged_events(
+    theirs: impl futures::Stream<Item = Result<Bytes, axum::Error>> + Send + Unpin + 'static,
+    ours: tokio::sync::mpsc::Receiver<Bytes>,
+) -> impl futures::Stream<Item = Result<Bytes, axum::Error>> + Send + 'static {
+    use futures::StreamExt as _;
+    struct Merge<S> {
+        theirs: S,
+        ours: Option<tokio::sync::mpsc::Receiver<Bytes>>,
+        /// Our events, waiting for rmcp's stream to be between events.
+        held: std::collections::VecDeque<Bytes>,
+        /// The last bytes sent (at most 4): where rmcp's stream is.
+        tail: Vec<u8>,
+        ticks: tokio::time::Interval,
+    }
+    impl<S> Merge<S> {
+        fn between_events(&self) -> bool {
+            let t = self.tail.as_slice();
+            t.is_empty()
+                || t.ends_with(b"\n\n")
+                || t.ends_with(b"\r\r")
+                || t.ends_with(b"\r\n\r\n")
+                || t.ends_with(b"\n\r\n")
+        }
+        fn sent(&mut self, chunk: &[u8]) {
+            self.tail
+                .extend_from_slice(&chunk[chunk.len().saturating_sub(4)..]);
+            let cut = self.tail.len().saturating_sub(4);
+            self.tail.drain(..cut);
+        }
+    }
+    let start = tokio::time::Instant::now() + KEEP_ALIVE;
+    let merge = Merge {
+        theirs,
+        ours: Some(ours),
+        held: std::collections::VecDeque::new(),
+        tail: Vec::new(),
+        ticks: tokio::time::interval_at(start, KEEP_ALIVE),
+    };
+    futures::stream::unfold(merge, |mut merge| async move {
+        loop {
+            if merge.between_events()
+                && let Some(event) = merge.held.pop_front()
+            {
+                merge.ticks.reset();
+                return Some((Ok(event), merge));
+            }
+            let room = merge.held.len() < super::lines::NOTICES;
+            tokio::select! {
+                biased;
+                chunk = merge.theirs.next() => {
+                    let chunk = match chunk {
+                        Some(Ok(chunk)) => chunk,
+                        // rmcp's stream ended (the session closed) or failed.
+                        Some(Err(_)) | None => return None,
+                    };
+                    merge.sent(&chunk);
+                    merge.ticks.reset();
+                    return Some((Ok(chunk), merge));
+                }
+                message = async { merge.ours.as_mut()?.recv().await }, if merge.ours.is_some() && room => {
+                    match message {
+                        Some(message) => merge.held.push_back(sse_event(&message)),
+                        None => merge.ours = None,
+                    }
+                }
+                _ = merge.ticks.tick() => {
+                    if merge.between_events() {
+                        return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), merge));
+                    }
+                }
+            }
+        }
+    })
+}
+
 /// One message as an SSE event.
 fn sse_event(message: &[u8]) -> Bytes {
     let mut event = Vec::with_capacity(message.len() + 16);
@@ -273,14 +397,19 @@ fn plain_stateless_headers(headers: &HeaderMap, method: &str, name: Option<&str>
     version && method_named && name_named && !other_mcp_headers && media_types_plain(headers)
 }
 
-/// Whether the request sends JSON and accepts both JSON and SSE.
-fn media_types_plain(headers: &HeaderMap) -> bool {
-    let accept = headers
+/// The request's Accept headers, as one list.
+fn accept_list(headers: &HeaderMap) -> String {
+    headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .collect::<Vec<_>>()
-        .join(",");
+        .join(",")
+}
+
+/// Whether the request sends JSON and accepts both JSON and SSE.
+fn media_types_plain(headers: &HeaderMap) -> bool {
+    let accept = accept_list(headers);
     let json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -292,15 +421,21 @@ fn media_types_plain(headers: &HeaderMap) -> bool {
 /// Whether the headers are those of a plain request of a session that
 /// negotiated `version`: see the module's documentation.
 fn plain_headers(headers: &HeaderMap, version: Option<&str>) -> bool {
-    let version_ok = match headers.get("mcp-protocol-version") {
-        None => true,
-        Some(v) => version.is_some_and(|version| v.as_bytes() == version.as_bytes()),
-    };
+    let version_ok = version_matches(headers, version);
     let other_mcp_headers = headers.keys().any(|name| {
         let name = name.as_str();
         name.starts_with("mcp-") && name != "mcp-session-id" && name != "mcp-protocol-version"
     });
     version_ok && !other_mcp_headers && media_types_plain(headers)
+}
+
+/// Whether the request names no other protocol version than `version`,
+/// the session's.
+fn version_matches(headers: &HeaderMap, version: Option<&str>) -> bool {
+    match headers.get("mcp-protocol-version") {
+        None => true,
+        Some(v) => version.is_some_and(|version| v.as_bytes() == version.as_bytes()),
+    }
 }
 
 /// Whether the Accept list `accept` names `media` without `q=0`.
@@ -543,5 +678,48 @@ mod tests {
                 "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n",
             ]
         );
+    }
+
+    /// rmcp's bytes pass as they come; sluice's message waits for the end of
+    /// the event rmcp is in the middle of; a quiet merged stream gets a
+    /// keep-alive comment, and it ends with rmcp's.
+    #[tokio::test(start_paused = true)]
+    async fn a_merged_get_stream_puts_sluices_events_between_rmcps() {
+        use futures::StreamExt as _;
+        let (mut theirs_tx, theirs) =
+            futures::channel::mpsc::channel::<Result<Bytes, axum::Error>>(8);
+        let (ours_tx, ours) = tokio::sync::mpsc::channel(8);
+        let mut merged = Box::pin(merged_events(theirs, ours));
+        async fn next(
+            merged: &mut (impl futures::Stream<Item = Result<Bytes, axum::Error>> + Unpin),
+        ) -> String {
+            use futures::StreamExt as _;
+            let item = merged.next().await.unwrap().unwrap();
+            String::from_utf8(item.to_vec()).unwrap()
+        }
+        // Half an event of rmcp's, then one of sluice's messages.
+        theirs_tx
+            .send(Ok(Bytes::from_static(b"id: 7\ndata: {\"a\":")))
+            .await
+            .unwrap();
+        assert_eq!(next(&mut merged).await, "id: 7\ndata: {\"a\":");
+        ours_tx
+            .send(Bytes::from_static(br#"{"x":1.50}"#))
+            .await
+            .unwrap();
+        theirs_tx
+            .send(Ok(Bytes::from_static(b"1}\n\n")))
+            .await
+            .unwrap();
+        assert_eq!(next(&mut merged).await, "1}\n\n");
+        assert_eq!(
+            next(&mut merged).await,
+            "event: message\ndata: {\"x\":1.50}\n\n"
+        );
+        // Quiet: a keep-alive comment.
+        assert_eq!(next(&mut merged).await, ": keep-alive\n\n");
+        // rmcp's stream ends (the session closed): so does the merged one.
+        drop(theirs_tx);
+        assert!(merged.next().await.is_none());
     }
 }

@@ -50,8 +50,17 @@ pub async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next
         let Some(session) = session else {
             return next.run(request).await;
         };
-        guard.sessions.touch(&session);
         let deleting = request.method() == http::Method::DELETE;
+        if request.method() == http::Method::GET
+            && let Some(front) =
+                http_front::standalone_front(&guard.sessions, &guard.hosts, request.headers())
+        {
+            // The session's GET stream: rmcp's, with sluice's own messages
+            // to the session merged in.
+            let response = next.run(request).await;
+            return http_front::merged_standalone(&front, response);
+        }
+        guard.sessions.touch(&session);
         let response = next.run(request).await;
         if deleting && response.status().is_success() {
             // Its front answers nothing more, though rmcp's worker may

@@ -1,7 +1,11 @@
-//! [`ClientLink`]: what sluice's own layer sends a stdio client beside
-//! rmcp's server, as bytes: an upstream's log messages, and the requests an
-//! upstream asks the client (`roots/list`, sampling, elicitation), relayed
-//! with ids of sluice's own and answered with the client's bytes.
+//! [`ClientLink`]: what sluice's own layer sends a client beside rmcp's
+//! server, as bytes: an upstream's log messages (and the session's other
+//! notifications, in their order), and the requests an upstream asks the
+//! client (`roots/list`, sampling, elicitation), relayed with ids of
+//! sluice's own and answered with the client's bytes. On a stdio
+//! connection they go on the connection; in an HTTP session, a request on
+//! the stream of the call that caused it, and the rest on the session's
+//! GET stream while the client holds one open ([`ClientLink::attach_standalone`]).
 //!
 //! rmcp's server numbers the requests it sends the client (0, 1, 2, …);
 //! the link's ids are strings (`"sluice-1"`, …), so the client's answers to
@@ -23,6 +27,8 @@ const ID_PREFIX: &str = "sluice-";
 /// the stream of the call that caused them.
 pub struct ClientLink {
     out: Option<mpsc::Sender<Bytes>>,
+    /// An HTTP session's GET stream, while one is open.
+    standalone: std::sync::Mutex<Option<mpsc::Sender<Bytes>>>,
     asked: Pending<Message>,
     next: AtomicU64,
 }
@@ -54,6 +60,7 @@ impl ClientLink {
     pub fn new(out: mpsc::Sender<Bytes>) -> ClientLink {
         ClientLink {
             out: Some(out),
+            standalone: std::sync::Mutex::new(None),
             asked: Pending::new(),
             next: AtomicU64::new(1),
         }
@@ -64,6 +71,7 @@ impl ClientLink {
     pub fn per_stream() -> ClientLink {
         ClientLink {
             out: None,
+            standalone: std::sync::Mutex::new(None),
             asked: Pending::new(),
             next: AtomicU64::new(1),
         }
@@ -74,9 +82,30 @@ impl ClientLink {
         self.out.is_some()
     }
 
-    /// Sends one message (its bytes as they are) on the connection.
+    /// Makes `stream` (an HTTP session's GET stream) where the session's
+    /// messages go that belong to no call, in place of the one before.
+    pub fn attach_standalone(&self, stream: mpsc::Sender<Bytes>) {
+        *self.standalone.lock().unwrap_or_else(|p| p.into_inner()) = Some(stream);
+    }
+
+    /// Where a message that belongs to no call goes: the connection, or
+    /// an HTTP session's GET stream while the client holds it open. `None`:
+    /// nowhere of the link's (rmcp's server sends it).
+    pub fn sender(&self) -> Option<mpsc::Sender<Bytes>> {
+        if let Some(out) = &self.out {
+            return Some(out.clone());
+        }
+        let mut standalone = self.standalone.lock().unwrap_or_else(|p| p.into_inner());
+        if standalone.as_ref().is_some_and(mpsc::Sender::is_closed) {
+            *standalone = None;
+        }
+        standalone.clone()
+    }
+
+    /// Sends one message (its bytes as they are) on the connection, or an
+    /// HTTP session's GET stream.
     pub async fn send(&self, message: Bytes) -> Result<(), AskError> {
-        match &self.out {
+        match self.sender() {
             Some(out) => out.send(message).await.map_err(|_| AskError::Gone),
             None => Err(AskError::Gone),
         }
@@ -91,8 +120,8 @@ impl ClientLink {
         request: &Message,
         ct: &CancellationToken,
     ) -> Result<Message, AskError> {
-        match &self.out {
-            Some(out) => self.ask_on(out, request, ct).await,
+        match self.sender() {
+            Some(out) => self.ask_on(&out, request, ct).await,
             None => Err(AskError::Gone),
         }
     }

@@ -186,6 +186,15 @@ impl Drop for Session {
     }
 }
 
+/// Where sluice's own layer writes session `id`'s messages that belong to
+/// no call, if anywhere (see [`crate::downstream::link::ClientLink::sender`]).
+fn link_sender(
+    gateway: &Gateway,
+    id: SessionId,
+) -> Option<tokio::sync::mpsc::Sender<bytes::Bytes>> {
+    gateway.hub().session(id)?.link?.sender()
+}
+
 /// Forwards the gateway's events to a legacy (initialize) session until it closes.
 async fn forward_events(
     gateway: Arc<Gateway>,
@@ -238,24 +247,32 @@ async fn forward_events(
                     ),
                 )
             }
-            Event::Log(ref logged)
+            Event::Log(ref logged) => {
+                // Where sluice's own layer writes to the client (a stdio
+                // connection, an HTTP session's GET stream), as the
+                // upstream sent it.
                 if let Some(raw) = &logged.raw
-                    && let Some(link) = gateway
-                        .hub()
-                        .session(id)
-                        .and_then(|s| s.link)
-                        .filter(|link| link.writes()) =>
-            {
-                // As the upstream sent it.
-                if link.send(raw.as_bytes().clone()).await.is_err() {
-                    return;
+                    && let Some(out) = link_sender(&gateway, id)
+                {
+                    if out.send(raw.as_bytes().clone()).await.is_err() {
+                        tracing::debug!(session = id, "log message not delivered: stream closed");
+                    }
+                    continue;
                 }
-                continue;
+                ServerNotification::LoggingMessageNotification(
+                    rmcp::model::LoggingMessageNotification::new(logged.params.clone()),
+                )
             }
-            Event::Log(logged) => ServerNotification::LoggingMessageNotification(
-                rmcp::model::LoggingMessageNotification::new(logged.params.clone()),
-            ),
         };
+        // In order with the log messages sluice's layer writes.
+        if let Some(out) = link_sender(&gateway, id) {
+            let message = rmcp::model::ServerJsonRpcMessage::notification(notification);
+            let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
+            if out.send(bytes::Bytes::from(bytes)).await.is_err() {
+                tracing::debug!(session = id, "notification not delivered: stream closed");
+            }
+            continue;
+        }
         if let Err(e) = peer.send_notification(notification).await {
             tracing::debug!(session = id, "notification not delivered: {e}");
             if peer.is_transport_closed() {

@@ -108,6 +108,8 @@ impl UpstreamClient {
         let asked = match (&session.link, &stream) {
             (Some(link), _) if link.writes() => Some(link.ask(raw, &ct).await),
             (Some(link), Some(stream)) => Some(link.ask_on(stream, raw, &ct).await),
+            // An HTTP session's GET stream, for a request of no call's.
+            (Some(link), None) if link.sender().is_some() => Some(link.ask(raw, &ct).await),
             _ => None,
         };
         if let Some(asked) = asked {

@@ -627,11 +627,16 @@ impl Expect {
     }
 
     fn decode(self, result: &str) -> serde_json::Result<ServerResult> {
+        // Searchers built once: building one costs more than searching a
+        // small result.
+        static KEYS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> =
+            std::sync::LazyLock::new(|| {
+                [r#""task""#, r#""resultType""#, r#""inputRequests""#]
+                    .map(|key| memchr::memmem::Finder::new(key.as_bytes()))
+            });
         let may_be_other = || {
             let text = result.as_bytes();
-            memchr::memmem::find(text, b"\"task\"").is_some()
-                || memchr::memmem::find(text, b"\"resultType\"").is_some()
-                || memchr::memmem::find(text, b"\"inputRequests\"").is_some()
+            KEYS.iter().any(|key| key.find(text).is_some())
         };
         match self {
             // What does not read as the expected type is read as any
