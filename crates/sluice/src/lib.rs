@@ -42,7 +42,8 @@
 //! - [`caller`]: who asks, carried with every request; [`era`]: the two
 //!   protocol eras; [`contract`]: the names sluice adds to
 //!   MCP (tools, `_meta` keys, URIs, arguments), spelled once.
-//! - [`cancel`]: waiting for a peer while honouring cancellation.
+//! - [`cancel`]: waiting for a peer while honouring cancellation;
+//!   [`deadlines`]: every call's timeout kept by one timer.
 //! - [`call`], [`demo`], [`sample_server`]: `sluice call`, `sluice demo`,
 //!   and the built-in server they use.
 //! - [`clock`]: the runtime's clocks, which every lifetime is measured by
@@ -70,6 +71,7 @@ pub mod cancel;
 pub mod cli;
 pub mod clock;
 pub mod contract;
+pub mod deadlines;
 pub mod demo;
 pub mod downstream;
 pub mod era;

@@ -159,7 +159,8 @@ impl Gateway {
                 tokio::spawn(call);
                 return Err(call_error(CallError::Cancelled));
             }
-            () = tokio::time::sleep(timeout) => {
+            // One timer for every call's timeout (see `deadlines`).
+            () = self.deadlines.after(timeout) => {
                 let op = self.operations.start(
                     caller.owner.clone(),
                     caller.quota.clone(),

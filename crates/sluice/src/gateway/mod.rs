@@ -74,6 +74,8 @@ pub struct Gateway {
     /// Tools (by exposed name) annotated read-only and idempotent: cached
     /// when `[cache] annotated = true`.
     annotated_idempotent: Mutex<std::collections::HashSet<String>>,
+    /// Every call's timeout, kept by one timer.
+    deadlines: crate::deadlines::Deadlines,
 }
 
 /// How long a client's `initialize` waits for the upstreams to start; past
@@ -85,6 +87,12 @@ const MAX_TOOL_NAME_BYTES: usize = 512;
 const STARTUP_WAIT: Duration = Duration::from_secs(20);
 
 impl Gateway {
+    /// A wait of `after` from now, kept with every call's timeout by one
+    /// timer ([`crate::deadlines`]).
+    pub fn deadline(&self, after: Duration) -> crate::deadlines::Deadline {
+        self.deadlines.after(after)
+    }
+
     /// A gateway over the configured upstreams (nothing started yet).
     pub fn new(config: &Config) -> Arc<Self> {
         let hub = Arc::new(Hub::default());
@@ -109,6 +117,7 @@ impl Gateway {
             task_tools: Mutex::default(),
             cache: crate::cache::ResultCache::new(config.cache),
             annotated_idempotent: Mutex::default(),
+            deadlines: crate::deadlines::Deadlines::new(),
         })
     }
 
