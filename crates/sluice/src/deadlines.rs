@@ -156,6 +156,10 @@ impl Future for Deadline {
 
 impl Drop for Deadline {
     fn drop(&mut self) {
+        // Closed first: a sender dropped while its receiver waits wakes the
+        // receiver's task, the one dropping this (a spurious poll, and on a
+        // multi-threaded runtime a worker woken to steal it).
+        self.fired.close();
         self.shared.lock().waiting.remove(&self.key);
     }
 }
@@ -207,5 +211,32 @@ mod tests {
         tokio::task::yield_now().await;
         deadlines.after(Duration::from_secs(2)).await;
         assert_eq!(start.elapsed(), Duration::from_secs(2));
+    }
+
+    /// Dropping a deadline its task waits on does not wake that task (a
+    /// spurious poll per call, and on a multi-threaded runtime a worker
+    /// woken for nothing).
+    #[tokio::test]
+    async fn dropping_a_deadline_wakes_no_one() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        struct Count(AtomicUsize);
+        impl futures::task::ArcWake for Count {
+            fn wake_by_ref(me: &Arc<Self>) {
+                me.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let deadlines = Deadlines::new();
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = futures::task::waker(count.clone());
+        let mut deadline = deadlines.after(Duration::from_secs(60));
+        let polled = Pin::new(&mut deadline).poll(&mut Context::from_waker(&waker));
+        assert!(polled.is_pending());
+        drop(deadline);
+        assert_eq!(deadlines.len(), 0);
+        assert_eq!(
+            count.0.load(Ordering::SeqCst),
+            0,
+            "the waiting task was woken"
+        );
     }
 }

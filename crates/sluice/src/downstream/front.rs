@@ -79,6 +79,11 @@ impl Front {
         })
     }
 
+    /// The gateway the front answers with.
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
+    }
+
     /// Starts taking requests: rmcp's lifecycle began and gave this peer.
     pub fn attach(&self, peer: Peer<RoleServer>) {
         let _ = self.peer.set(peer);

@@ -141,7 +141,7 @@ pub async fn answer(
     if message.method() == Some("tools/list") {
         return Some(json_answer(taken).await);
     }
-    Some(sse_answer(taken, notices))
+    Some(sse_answer(&front, taken, notices))
 }
 
 /// Answers a 2026-07-28 request that stands alone, if it is plainly well
@@ -172,7 +172,7 @@ async fn answer_stateless(
     if method == "tools/list" {
         return Some(json_answer(taken).await);
     }
-    Some(stateless_answer(taken, notices).await)
+    Some(stateless_answer(front, taken, notices).await)
 }
 
 /// The answer to a 2026-07-28 request standing alone, as rmcp's server
@@ -180,7 +180,11 @@ async fn answer_stateless(
 /// fault at the protocol level is a JSON body with its HTTP status (400 for
 /// a missing capability, an unsupported version or a header mismatch, 404
 /// for an unknown method); anything else an SSE stream, that message first.
-async fn stateless_answer(taken: Taken, notices: tokio::sync::mpsc::Receiver<Bytes>) -> Response {
+async fn stateless_answer(
+    front: &Front,
+    taken: Taken,
+    notices: tokio::sync::mpsc::Receiver<Bytes>,
+) -> Response {
     use futures::StreamExt as _;
     let (messages, mut received) = futures::channel::mpsc::channel::<Bytes>(4);
     // The client going away before the first message cancels the call.
@@ -206,7 +210,11 @@ async fn stateless_answer(taken: Taken, notices: tokio::sync::mpsc::Receiver<Byt
             .expect("a valid response");
     }
     let messages = futures::stream::once(async move { first }).chain(received);
-    sse_response(Body::from_stream(sse_events(Box::pin(messages))))
+    let gateway = front.gateway().clone();
+    sse_response(Body::from_stream(sse_events(
+        Box::pin(messages),
+        move || gateway.deadline(KEEP_ALIVE),
+    )))
 }
 
 /// The HTTP status of an answer that is a protocol-level error of the
@@ -482,13 +490,20 @@ async fn json_answer(taken: Taken) -> Response {
 /// The answer as an SSE stream: the notifications about the request, then
 /// its answer. The call runs in a task of its own; the client going away
 /// (the body dropped) cancels it.
-fn sse_answer(taken: Taken, notices: tokio::sync::mpsc::Receiver<Bytes>) -> Response {
+fn sse_answer(
+    front: &Front,
+    taken: Taken,
+    notices: tokio::sync::mpsc::Receiver<Bytes>,
+) -> Response {
     let (messages, received) = futures::channel::mpsc::channel::<Bytes>(4);
     tokio::spawn(taken.drive(notices, move |message| {
         let mut messages = messages.clone();
         async move { messages.send(message).await.is_ok() }
     }));
-    sse_response(Body::from_stream(sse_events(received)))
+    let gateway = front.gateway().clone();
+    sse_response(Body::from_stream(sse_events(received, move || {
+        gateway.deadline(KEEP_ALIVE)
+    })))
 }
 
 /// How often a quiet SSE stream gets a comment, so that proxies between
@@ -497,24 +512,36 @@ fn sse_answer(taken: Taken, notices: tokio::sync::mpsc::Receiver<Bytes>) -> Resp
 const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// `messages` as SSE events, with a comment after every [`KEEP_ALIVE`]
-/// without one; the stream ends with `messages`.
-fn sse_events(
+/// without one (`quiet()` gives the wait: the gateway's shared deadlines,
+/// not a timer of each stream's, see [`crate::deadlines`]); the stream ends
+/// with `messages`.
+fn sse_events<Q>(
     messages: impl futures::Stream<Item = Bytes> + Send + Unpin + 'static,
-) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
+    quiet: impl FnMut() -> Q + Send + 'static,
+) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static
+where
+    Q: Future<Output = ()> + Send + 'static,
+{
     use futures::StreamExt as _;
-    let start = tokio::time::Instant::now() + KEEP_ALIVE;
-    let ticks = tokio::time::interval_at(start, KEEP_ALIVE);
-    futures::stream::unfold((messages, ticks), |(mut messages, mut ticks)| async move {
-        let event = tokio::select! {
-            biased;
-            message = messages.next() => {
-                ticks.reset();
-                sse_event(&message?)
-            }
-            _ = ticks.tick() => Bytes::from_static(b": keep-alive\n\n"),
-        };
-        Some((Ok(event), (messages, ticks)))
-    })
+    let waiting: Option<std::pin::Pin<Box<Q>>> = None;
+    futures::stream::unfold(
+        (messages, waiting, quiet),
+        |(mut messages, mut waiting, mut quiet)| async move {
+            let wait = waiting.get_or_insert_with(|| Box::pin(quiet()));
+            let event = tokio::select! {
+                biased;
+                message = messages.next() => {
+                    waiting = None;
+                    sse_event(&message?)
+                }
+                () = wait.as_mut() => {
+                    waiting = None;
+                    Bytes::from_static(b": keep-alive\n\n")
+                }
+            };
+            Some((Ok(event), (messages, waiting, quiet)))
+        },
+    )
 }
 
 #[cfg(test)]
@@ -665,7 +692,10 @@ mod tests {
                 .await
                 .unwrap();
         });
-        let events: Vec<Bytes> = sse_events(received).map(|e| e.unwrap()).collect().await;
+        let events: Vec<Bytes> = sse_events(received, || tokio::time::sleep(KEEP_ALIVE))
+            .map(|e| e.unwrap())
+            .collect()
+            .await;
         let texts: Vec<&str> = events
             .iter()
             .map(|e| std::str::from_utf8(e).unwrap())

@@ -80,6 +80,8 @@ pub async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next
     }
     let (parts, body) = request.into_parts();
     let limited = Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX));
+    // (A body that came with the headers registers no timer: `timeout`
+    // polls the read first.)
     let bytes = match tokio::time::timeout(guard.limits.body_timeout(), limited.collect()).await {
         Err(_) => {
             return plain(
