@@ -279,27 +279,35 @@ pub fn merged_standalone(front: &Front, response: Response) -> Response {
     let (parts, body) = response.into_parts();
     Response::from_parts(
         parts,
-        Body::from_stream(merged_events(body.into_data_stream(), ours)),
+        Body::from_stream(merged_events(body.into_data_stream(), ours, {
+            let gateway = front.gateway().clone();
+            move || gateway.deadline(KEEP_ALIVE)
+        })),
     )
 }
 
 /// rmcp's SSE bytes (`theirs`) with `ours` (messages) as events between
 /// theirs; see [`merged_standalone`]. Ends when rmcp's stream ends.
-fn merged_events(
-    theirs: impl futures::Stream<Item = Result<Bytes, axum::Error>> + Send + Unpin + 'static,
+fn merged_events<Q, S>(
+    theirs: S,
     ours: tokio::sync::mpsc::Receiver<Bytes>,
-) -> impl futures::Stream<Item = Result<Bytes, axum::Error>> + Send + 'static {
+    quiet: impl FnMut() -> Q + Send + 'static,
+) -> impl futures::Stream<Item = Result<Bytes, axum::Error>> + Send + 'static
+where
+    S: futures::Stream<Item = Result<Bytes, axum::Error>> + Send + Unpin + 'static,
+    Q: Future<Output = ()> + Send + 'static,
+{
     use futures::StreamExt as _;
-    struct Merge<S> {
+    struct Merge<S, Q, F> {
         theirs: S,
         ours: Option<tokio::sync::mpsc::Receiver<Bytes>>,
         /// Our events, waiting for rmcp's stream to be between events.
         held: std::collections::VecDeque<Bytes>,
         /// The last bytes sent (at most 4): where rmcp's stream is.
         tail: Vec<u8>,
-        ticks: tokio::time::Interval,
+        quiet: Quiet<Q, F>,
     }
-    impl<S> Merge<S> {
+    impl<S, Q, F> Merge<S, Q, F> {
         fn between_events(&self) -> bool {
             let t = self.tail.as_slice();
             t.is_empty()
@@ -315,20 +323,19 @@ fn merged_events(
             self.tail.drain(..cut);
         }
     }
-    let start = tokio::time::Instant::now() + KEEP_ALIVE;
     let merge = Merge {
         theirs,
         ours: Some(ours),
         held: std::collections::VecDeque::new(),
         tail: Vec::new(),
-        ticks: tokio::time::interval_at(start, KEEP_ALIVE),
+        quiet: Quiet::new(quiet),
     };
     futures::stream::unfold(merge, |mut merge| async move {
         loop {
             if merge.between_events()
                 && let Some(event) = merge.held.pop_front()
             {
-                merge.ticks.reset();
+                merge.quiet.reset();
                 return Some((Ok(event), merge));
             }
             let room = merge.held.len() < super::lines::NOTICES;
@@ -341,7 +348,7 @@ fn merged_events(
                         Some(Err(_)) | None => return None,
                     };
                     merge.sent(&chunk);
-                    merge.ticks.reset();
+                    merge.quiet.reset();
                     return Some((Ok(chunk), merge));
                 }
                 message = async { merge.ours.as_mut()?.recv().await }, if merge.ours.is_some() && room => {
@@ -350,9 +357,9 @@ fn merged_events(
                         None => merge.ours = None,
                     }
                 }
-                _ = merge.ticks.tick() => {
+                () = merge.quiet.elapsed() => {
                     if merge.between_events() {
-                        return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), merge));
+                        return Some((Ok(Bytes::from_static(KEEP_ALIVE_COMMENT)), merge));
                     }
                 }
             }
@@ -523,25 +530,50 @@ where
     Q: Future<Output = ()> + Send + 'static,
 {
     use futures::StreamExt as _;
-    let waiting: Option<std::pin::Pin<Box<Q>>> = None;
     futures::stream::unfold(
-        (messages, waiting, quiet),
-        |(mut messages, mut waiting, mut quiet)| async move {
-            let wait = waiting.get_or_insert_with(|| Box::pin(quiet()));
+        (messages, Quiet::new(quiet)),
+        |(mut messages, mut quiet)| async move {
             let event = tokio::select! {
                 biased;
-                message = messages.next() => {
-                    waiting = None;
-                    sse_event(&message?)
-                }
-                () = wait.as_mut() => {
-                    waiting = None;
-                    Bytes::from_static(b": keep-alive\n\n")
-                }
+                message = messages.next() => sse_event(&message?),
+                () = quiet.elapsed() => Bytes::from_static(KEEP_ALIVE_COMMENT),
             };
-            Some((Ok(event), (messages, waiting, quiet)))
+            quiet.reset();
+            Some((Ok(event), (messages, quiet)))
         },
     )
+}
+
+/// What a quiet SSE stream gets.
+const KEEP_ALIVE_COMMENT: &[u8] = b": keep-alive\n\n";
+
+/// A stream's quiet: the wait `make` gives ([`KEEP_ALIVE`] on the
+/// gateway's shared deadlines), made when first awaited, and begun again
+/// by [`Quiet::reset`] whenever the stream sends something.
+struct Quiet<Q, F> {
+    make: F,
+    waiting: Option<std::pin::Pin<Box<Q>>>,
+}
+
+impl<Q: Future<Output = ()>, F: FnMut() -> Q> Quiet<Q, F> {
+    fn new(make: F) -> Self {
+        Quiet {
+            make,
+            waiting: None,
+        }
+    }
+
+    /// Completes when the stream has been quiet for the whole wait.
+    async fn elapsed(&mut self) {
+        let make = &mut self.make;
+        self.waiting.get_or_insert_with(|| Box::pin(make())).await;
+        self.waiting = None;
+    }
+
+    /// The stream sent something: the quiet begins again.
+    fn reset(&mut self) {
+        self.waiting = None;
+    }
 }
 
 #[cfg(test)]
@@ -719,7 +751,9 @@ mod tests {
         let (mut theirs_tx, theirs) =
             futures::channel::mpsc::channel::<Result<Bytes, axum::Error>>(8);
         let (ours_tx, ours) = tokio::sync::mpsc::channel(8);
-        let mut merged = Box::pin(merged_events(theirs, ours));
+        let mut merged = Box::pin(merged_events(theirs, ours, || {
+            tokio::time::sleep(KEEP_ALIVE)
+        }));
         async fn next(
             merged: &mut (impl futures::Stream<Item = Result<Bytes, axum::Error>> + Unpin),
         ) -> String {

@@ -248,4 +248,32 @@ mod tests {
         link.end();
         assert!(matches!(asking.await.unwrap(), Err(AskError::Failed(_))));
     }
+
+    /// An HTTP session's GET stream: messages of no call go on it while the
+    /// client holds it open; a new GET stream replaces the old one; once
+    /// the client let it go, the link has nowhere to send (rmcp's server
+    /// does, typed) and says so instead of failing later.
+    #[tokio::test]
+    async fn an_http_sessions_get_stream_carries_messages_while_it_is_open() {
+        let link = ClientLink::per_stream();
+        assert!(link.sender().is_none());
+        assert!(matches!(
+            link.send(Bytes::from_static(b"{}")).await,
+            Err(AskError::Gone)
+        ));
+        let (first, mut first_rx) = mpsc::channel(4);
+        link.attach_standalone(first);
+        link.send(Bytes::from_static(b"one")).await.unwrap();
+        assert_eq!(first_rx.recv().await.unwrap().as_ref(), b"one");
+        // The client opened another GET stream: messages go there.
+        let (second, mut second_rx) = mpsc::channel(4);
+        link.attach_standalone(second);
+        link.send(Bytes::from_static(b"two")).await.unwrap();
+        assert_eq!(second_rx.recv().await.unwrap().as_ref(), b"two");
+        assert!(first_rx.recv().await.is_none(), "the old stream ends");
+        // The client went away.
+        drop(second_rx);
+        assert!(link.sender().is_none());
+        assert!(!link.writes());
+    }
 }

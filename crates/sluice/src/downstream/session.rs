@@ -186,15 +186,6 @@ impl Drop for Session {
     }
 }
 
-/// Where sluice's own layer writes session `id`'s messages that belong to
-/// no call, if anywhere (see [`crate::downstream::link::ClientLink::sender`]).
-fn link_sender(
-    gateway: &Gateway,
-    id: SessionId,
-) -> Option<tokio::sync::mpsc::Sender<bytes::Bytes>> {
-    gateway.hub().session(id)?.link?.sender()
-}
-
 /// Forwards the gateway's events to a legacy (initialize) session until it closes.
 async fn forward_events(
     gateway: Arc<Gateway>,
@@ -204,6 +195,11 @@ async fn forward_events(
 ) {
     use tokio::sync::broadcast::error::RecvError;
     let mut events = gateway.hub().subscribe();
+    // Where sluice's own layer writes the session's messages that belong to
+    // no call, if anywhere: the link's sender, asked per event (an HTTP
+    // session's GET stream comes and goes).
+    let link = gateway.hub().session(id).and_then(|s| s.link);
+    let link_sender = || link.as_ref().and_then(|link| link.sender());
     loop {
         let received = tokio::select! {
             () = closed.cancelled() => return,
@@ -252,7 +248,7 @@ async fn forward_events(
                 // connection, an HTTP session's GET stream), as the
                 // upstream sent it.
                 if let Some(raw) = &logged.raw
-                    && let Some(out) = link_sender(&gateway, id)
+                    && let Some(out) = link_sender()
                 {
                     if out.send(raw.as_bytes().clone()).await.is_err() {
                         tracing::debug!(session = id, "log message not delivered: stream closed");
@@ -265,7 +261,7 @@ async fn forward_events(
             }
         };
         // In order with the log messages sluice's layer writes.
-        if let Some(out) = link_sender(&gateway, id) {
+        if let Some(out) = link_sender() {
             let message = rmcp::model::ServerJsonRpcMessage::notification(notification);
             let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
             if out.send(bytes::Bytes::from(bytes)).await.is_err() {

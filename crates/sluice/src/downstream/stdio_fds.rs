@@ -92,30 +92,48 @@ pub fn client_stdio() -> (ClientReader, ClientWriter) {
 }
 
 fn reader(fd: BorrowedFd<'_>) -> ClientReader {
-    let driven = match kind_of(fd) {
-        Kind::Fifo => pipe::OpenOptions::new()
-            .open_receiver(reopened(fd))
-            .map(ClientReader::Pipe),
-        Kind::Socket => socket(fd).map(ClientReader::Socket),
-        Kind::Other => return ClientReader::Blocking(tokio::io::stdin()),
-    };
-    driven.unwrap_or_else(|e| {
-        tracing::debug!("stdin read through tokio's blocking handle: {e}");
-        ClientReader::Blocking(tokio::io::stdin())
-    })
+    driven(
+        fd,
+        |path| {
+            pipe::OpenOptions::new()
+                .open_receiver(path)
+                .map(ClientReader::Pipe)
+        },
+        ClientReader::Socket,
+        || ClientReader::Blocking(tokio::io::stdin()),
+    )
 }
 
 fn writer(fd: BorrowedFd<'_>) -> ClientWriter {
+    driven(
+        fd,
+        |path| {
+            pipe::OpenOptions::new()
+                .open_sender(path)
+                .map(ClientWriter::Pipe)
+        },
+        ClientWriter::Socket,
+        || ClientWriter::Blocking(tokio::io::stdout()),
+    )
+}
+
+/// `fd` as the reactor drives it: a pipe reopened at its `/proc` path
+/// (`fifo`), a socket duplicated (`socket`); anything else, or a failure to
+/// do either, tokio's blocking handle (`blocking`).
+fn driven<T>(
+    fd: BorrowedFd<'_>,
+    fifo: impl FnOnce(String) -> io::Result<T>,
+    socket_of: impl FnOnce(UnixStream) -> T,
+    blocking: impl FnOnce() -> T,
+) -> T {
     let driven = match kind_of(fd) {
-        Kind::Fifo => pipe::OpenOptions::new()
-            .open_sender(reopened(fd))
-            .map(ClientWriter::Pipe),
-        Kind::Socket => socket(fd).map(ClientWriter::Socket),
-        Kind::Other => return ClientWriter::Blocking(tokio::io::stdout()),
+        Kind::Fifo => fifo(reopened(fd)),
+        Kind::Socket => socket(fd).map(socket_of),
+        Kind::Other => return blocking(),
     };
     driven.unwrap_or_else(|e| {
-        tracing::debug!("stdout written through tokio's blocking handle: {e}");
-        ClientWriter::Blocking(tokio::io::stdout())
+        tracing::debug!("a standard stream is driven through tokio's blocking pool: {e}");
+        blocking()
     })
 }
 

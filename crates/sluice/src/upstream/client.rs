@@ -109,7 +109,10 @@ impl UpstreamClient {
             (Some(link), _) if link.writes() => Some(link.ask(raw, &ct).await),
             (Some(link), Some(stream)) => Some(link.ask_on(stream, raw, &ct).await),
             // An HTTP session's GET stream, for a request of no call's.
-            (Some(link), None) if link.sender().is_some() => Some(link.ask(raw, &ct).await),
+            (Some(link), None) => match link.sender() {
+                Some(out) => Some(link.ask_on(&out, raw, &ct).await),
+                None => None,
+            },
             _ => None,
         };
         if let Some(asked) = asked {
