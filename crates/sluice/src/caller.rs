@@ -42,9 +42,10 @@ pub struct Caller {
     /// outlives its timeout is answered with a task, not a text.
     pub tasks: bool,
     /// The request as the client sent it, when sluice's own layer read it
-    /// (`downstream::front`): a call's `params` then go upstream as that
-    /// text, edited only where sluice must (`gateway/call.rs`,
-    /// `upstream_params`). Shares the received bytes.
+    /// (`downstream::front`): a routed request's `params` then go upstream
+    /// as that text, edited only where sluice must
+    /// (`gateway/forwarding.rs`, `forwarded_params`). Shares the received
+    /// bytes.
     pub sent_request: Option<crate::jsonrpc::Message>,
     /// Where the notifications about this request go, as the bytes of
     /// each message, when sluice's own layer answers it

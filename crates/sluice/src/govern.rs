@@ -313,17 +313,19 @@ impl Governor {
         error
     }
 
-    /// Governs the result of `resources/read`.
+    /// Governs the result of `resources/read`: `Ok` with the result itself
+    /// when it is within the budget (it may be forwarded as the bytes the
+    /// upstream sent), `Err` with the answer that stands for it once stored.
     pub async fn resource_result(
         &self,
         result: ReadResourceResult,
         uri: &str,
         policy: Policy,
-    ) -> ReadResourceResult {
+    ) -> Result<ReadResourceResult, ReadResourceResult> {
         let parts: Vec<Cow<'_, str>> = result.contents.iter().map(contents_text).collect();
         let size = Size::of(&borrow(&parts), &policy.budget);
         if policy.budget.admits(&size) {
-            return result;
+            return Ok(result);
         }
         let (result_type, meta) = (result.result_type.clone(), result.meta.clone());
         let mut contents = result.contents;
@@ -343,7 +345,7 @@ impl Governor {
             Err(message) => ReadResourceResult::new(vec![ResourceContents::text(message, uri)]),
         };
         answer.result_type = result_type;
-        answer
+        Err(answer)
     }
 
     /// Stores a result of `size` (one copy's, when it was `sent_twice`); the

@@ -10,16 +10,25 @@
 //! notifications and the server→client requests, through the peer it gives
 //! once the lifecycle began ([`Front::attach`]).
 //!
-//! Taken today: `tools/list` (each upstream tool as the upstream sent it,
-//! but for sluice's documented changes) and `tools/call` when its params
-//! read as a call (its params sent upstream as the client's text, with
-//! sluice's edits; a result within the budget as the upstream sent it),
-//! in a session that began with `initialize`, or as 2026-07-28 requests
-//! whose `_meta` carries their whole lifecycle (version, client info and
-//! capabilities). A request naming another version, or whose `_meta` lacks
-//! what its version requires, goes to rmcp, which refuses it as the spec
-//! says. Each answer is shaped for its era: `resultType` only for
-//! 2026-07-28, with the cache hints that version requires on `tools/list`.
+//! Taken today, in a session that began with `initialize`, or as
+//! 2026-07-28 requests whose `_meta` carries their whole lifecycle
+//! (version, client info and capabilities):
+//! - the lists (`tools/list`, `prompts/list`, `resources/list`,
+//!   `resources/templates/list`): every upstream's items merged, each as
+//!   its upstream sent it but for sluice's documented changes (tools'
+//!   schemas, prefixed names);
+//! - the requests routed to one upstream (`tools/call`, `prompts/get`,
+//!   `resources/read`, `completion/complete`) whose params read as one:
+//!   the params go upstream as the client's text with sluice's edits (the
+//!   upstream's name, `_meta` keys sluice sets itself), and an upstream's
+//!   result that passes unchanged (within the budget) is answered as the
+//!   bytes it sent.
+//!
+//! A request naming another version, or whose `_meta` lacks what its
+//! version requires, goes to rmcp, which refuses it as the spec says. Each
+//! answer is shaped for its era ([`super::answer`]): `resultType` only for
+//! 2026-07-28, with the cache hints that version requires on lists and
+//! reads.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -28,20 +37,22 @@ use bytes::Bytes;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ErrorData, ProtocolVersion,
-    RequestId, RequestMetaObject, ResultType, ServerJsonRpcMessage, ServerResult,
+    CallToolRequestParams, ClientCapabilities, CompleteRequestParams, ErrorData,
+    GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams, RequestId,
+    RequestMetaObject, ServerResult,
 };
 use rmcp::service::{Peer, RoleServer};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::PeerAddr;
+use super::answer::{Shape, answer_line, for_era, in_era, line_of, list_line, shaped_call};
 use super::auth::Principal;
 use super::session::{Asking, caller_of};
 use crate::era::Era;
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, Relayed};
 use crate::hub::SessionId;
-use crate::jsonrpc::{Id, Kind, Message, RawObject};
+use crate::jsonrpc::{Id, Kind, Message};
 
 /// The requests of one session that sluice answers itself.
 pub struct Front {
@@ -146,44 +157,158 @@ impl Front {
         if message.kind() != Kind::Request {
             return None;
         }
-        let method = message.method()?;
-        if !matches!(method, "tools/call" | "tools/list") {
-            return None;
-        }
+        let method = Method::of(message.method()?)?;
         let id = message.id()?;
-        if method == "tools/list" {
-            let asker = self.asker(message)?;
-            let legacy = asker.era.is_legacy();
-            // Its params (a cursor) change nothing: every tool is listed at
-            // once, as rmcp's server did.
-            let gateway = self.gateway.clone();
-            return Some(Taken {
-                work: async move {
-                    Some(match gateway.list_tools_as_sent().await {
-                        Ok(tools) => tools_line(&id, &tools, legacy),
-                        Err(error) => answer_line(&id, Err(in_era(error, legacy))),
-                    })
-                }
-                .boxed(),
-                ct: CancellationToken::new(),
-            });
-        }
-        let request: RequestId = serde_json::from_str(id.as_json()).ok()?;
+        let list = match method {
+            Method::List(list) => list,
+            Method::Routed(routed) => return self.take_routed(routed, message, id, http, stream),
+            Method::Call => return self.take_call(message, id, http, stream),
+        };
+        let legacy = self.asker(message)?.era.is_legacy();
+        // Its params (a cursor) change nothing: every item is listed at
+        // once, as rmcp's server did.
+        let gateway = self.gateway.clone();
+        Some(Taken {
+            work: async move {
+                let items = match list {
+                    List::Tools => gateway.list_tools_as_sent().await,
+                    List::Prompts => gateway.list_prompts_as_sent().await,
+                    List::Resources => gateway.list_resources_as_sent().await,
+                    List::Templates => gateway.list_resource_templates_as_sent().await,
+                };
+                Some(match items {
+                    Ok(items) => list_line(&id, list.key(), &items, legacy),
+                    Err(error) => answer_line(&id, Err(in_era(error, legacy))),
+                })
+            }
+            .boxed(),
+            ct: CancellationToken::new(),
+        })
+    }
+
+    /// Takes a `tools/call` whose params read as one.
+    fn take_call(
+        self: &Arc<Self>,
+        message: &Message,
+        id: Id,
+        http: Option<&http::request::Parts>,
+        stream: mpsc::Sender<Bytes>,
+    ) -> Option<Taken> {
         // One parse of the params, `_meta` and all.
         let mut params: CallToolRequestParams = serde_json::from_str(message.params()?).ok()?;
         let meta = params.meta.take().unwrap_or_default();
+        let begun = self.begin(message, &id, meta, http, stream)?;
+        let Begun {
+            caller,
+            ct,
+            legacy,
+            tasks,
+        } = begun;
+        let front = self.clone();
+        Some(Taken {
+            ct: ct.clone(),
+            work: async move {
+                let answer = front.gateway.call_tool_relayed(params, &caller).await;
+                front.finished(&id, &ct)?;
+                let shape = Shape {
+                    legacy,
+                    cache_hints: false,
+                };
+                Some(line_of(&id, answer, shape, |response| {
+                    shaped_call(response, tasks, legacy)
+                }))
+            }
+            .boxed(),
+        })
+    }
+
+    /// Takes `prompts/get`, `resources/read` or `completion/complete` whose
+    /// params read as one: the upstream's answer is relayed as it sent it.
+    fn take_routed(
+        self: &Arc<Self>,
+        routed: Routed,
+        message: &Message,
+        id: Id,
+        http: Option<&http::request::Parts>,
+        stream: mpsc::Sender<Bytes>,
+    ) -> Option<Taken> {
+        let params = message.params()?;
+        let (request, meta) = match routed {
+            Routed::Prompt => {
+                let mut params: GetPromptRequestParams = serde_json::from_str(params).ok()?;
+                let meta = params.meta.take();
+                (RoutedRequest::Prompt(params), meta)
+            }
+            Routed::Read => {
+                let mut params: ReadResourceRequestParams = serde_json::from_str(params).ok()?;
+                let meta = params.meta.take();
+                (RoutedRequest::Read(params), meta)
+            }
+            Routed::Complete => {
+                let mut params: CompleteRequestParams = serde_json::from_str(params).ok()?;
+                let meta = params.meta.take();
+                (RoutedRequest::Complete(params), meta)
+            }
+        };
+        let Begun {
+            caller, ct, legacy, ..
+        } = self.begin(message, &id, meta.unwrap_or_default(), http, stream)?;
+        let front = self.clone();
+        Some(Taken {
+            ct: ct.clone(),
+            work: async move {
+                let gateway = &front.gateway;
+                let answer: Result<Relayed<ServerResult>, ErrorData> = match request {
+                    RoutedRequest::Prompt(params) => gateway
+                        .get_prompt(params, &caller)
+                        .await
+                        .map(|r| r.map(ServerResult::from)),
+                    RoutedRequest::Read(params) => gateway
+                        .read_resource(params, &caller)
+                        .await
+                        .map(|r| r.map(ServerResult::from)),
+                    RoutedRequest::Complete(params) => gateway
+                        .complete(params, &caller)
+                        .await
+                        .map(|r| r.map(ServerResult::CompleteResult)),
+                };
+                front.finished(&id, &ct)?;
+                let shape = Shape {
+                    legacy,
+                    cache_hints: matches!(routed, Routed::Read),
+                };
+                Some(line_of(&id, answer, shape, |result| {
+                    for_era(result, legacy)
+                }))
+            }
+            .boxed(),
+        })
+    }
+
+    /// Begins a request the front answers: who asks it (`None` if the
+    /// front does not answer them: see [`Self::asker_of`]), and what
+    /// cancels it.
+    fn begin(
+        &self,
+        message: &Message,
+        id: &Id,
+        meta: RequestMetaObject,
+        http: Option<&http::request::Parts>,
+        stream: mpsc::Sender<Bytes>,
+    ) -> Option<Begun> {
+        let request: RequestId = serde_json::from_str(id.as_json()).ok()?;
         let asker = self.asker_of(&meta)?;
         let legacy = asker.era.is_legacy();
+        let tasks = asker.capabilities.supports_tasks();
         let ct = self.stop.child_token();
         lock(&self.running).insert(id.clone(), ct.clone());
-        let capabilities = asker.capabilities;
         let asking = Asking {
             meta: &meta,
             peer: self.peer.get(),
             request,
             ct: ct.clone(),
             era: asker.era,
-            capabilities: Some(capabilities.clone()),
+            capabilities: Some(asker.capabilities),
             client: asker.client,
             principal: http.and_then(|parts| parts.extensions.get::<Principal>()),
             address: http.and_then(|parts| parts.extensions.get::<PeerAddr>()),
@@ -191,30 +316,108 @@ impl Front {
             stream: Some(stream),
         };
         let caller = caller_of(&self.gateway, self.session, self.connection, &asking);
-        let front = self.clone();
-        Some(Taken {
-            ct: ct.clone(),
-            work: async move {
-                let answer = front.gateway.call_tool_relayed(params, &caller).await;
-                lock(&front.running).remove(&id);
-                if ct.is_cancelled() {
-                    return None;
-                }
-                if let Ok(relayed) = &answer
-                    && let Some(line) = relayed
-                        .raw
-                        .as_ref()
-                        .and_then(|raw| relayed_line(&id, raw, legacy))
-                {
-                    return Some(line);
-                }
-                let tasks = capabilities.supports_tasks();
-                let answer = shaped(answer.map(|r| r.response), tasks, legacy);
-                Some(answer_line(&id, answer.map_err(|e| in_era(e, legacy))))
-            }
-            .boxed(),
+        Some(Begun {
+            caller,
+            ct,
+            legacy,
+            tasks,
         })
     }
+
+    /// A request begun here got its answer: `None` if the client cancelled
+    /// it meanwhile (it gets no answer).
+    fn finished(&self, id: &Id, ct: &CancellationToken) -> Option<()> {
+        lock(&self.running).remove(id);
+        (!ct.is_cancelled()).then_some(())
+    }
+}
+
+/// How the front's answer to a request of `method` goes over HTTP: a list
+/// as one JSON body, anything else as an SSE stream (its notifications
+/// first). `None`: the front does not answer `method`.
+pub fn answered_as(method: &str) -> Option<AnsweredAs> {
+    Some(match Method::of(method)? {
+        Method::List(_) => AnsweredAs::Json,
+        Method::Call | Method::Routed(_) => AnsweredAs::Stream,
+    })
+}
+
+/// See [`answered_as`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnsweredAs {
+    /// One JSON body.
+    Json,
+    /// An SSE stream.
+    Stream,
+}
+
+/// The methods the front answers.
+#[derive(Debug, Clone, Copy)]
+enum Method {
+    List(List),
+    Call,
+    Routed(Routed),
+}
+
+impl Method {
+    fn of(method: &str) -> Option<Method> {
+        Some(match method {
+            "tools/call" => Method::Call,
+            "tools/list" => Method::List(List::Tools),
+            "prompts/list" => Method::List(List::Prompts),
+            "resources/list" => Method::List(List::Resources),
+            "resources/templates/list" => Method::List(List::Templates),
+            "prompts/get" => Method::Routed(Routed::Prompt),
+            "resources/read" => Method::Routed(Routed::Read),
+            "completion/complete" => Method::Routed(Routed::Complete),
+            _ => return None,
+        })
+    }
+}
+
+/// The lists, merged from every upstream.
+#[derive(Debug, Clone, Copy)]
+enum List {
+    Tools,
+    Prompts,
+    Resources,
+    Templates,
+}
+
+impl List {
+    /// The result's member that holds the items.
+    fn key(self) -> &'static str {
+        match self {
+            List::Tools => "tools",
+            List::Prompts => "prompts",
+            List::Resources => "resources",
+            List::Templates => "resourceTemplates",
+        }
+    }
+}
+
+/// The requests routed to one upstream by a name or URI.
+#[derive(Debug, Clone, Copy)]
+enum Routed {
+    Prompt,
+    Read,
+    Complete,
+}
+
+/// A routed request's params, read.
+enum RoutedRequest {
+    Prompt(GetPromptRequestParams),
+    Read(ReadResourceRequestParams),
+    Complete(CompleteRequestParams),
+}
+
+/// A request the front began to answer.
+struct Begun {
+    caller: crate::gateway::Caller,
+    ct: CancellationToken,
+    legacy: bool,
+    /// The client declared tasks.
+    tasks: bool,
 }
 
 /// Who asks a request the front may take, and in which era.
@@ -320,135 +523,6 @@ impl Taken {
         }
         if open && let Some(answer) = answer {
             emit(answer).await;
-        }
-    }
-}
-
-/// The answer to `tools/list` `id`: every tool, each as its text; for a
-/// 2026-07-28 request (not `legacy`) with the `resultType` and the cache
-/// hints that version requires, as rmcp's server fills them in.
-fn tools_line(id: &Id, tools: &[String], legacy: bool) -> Bytes {
-    let size: usize = tools.iter().map(|t| t.len() + 1).sum();
-    let mut line = Vec::with_capacity(size + id.as_json().len() + 112);
-    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    line.extend_from_slice(id.as_json().as_bytes());
-    line.extend_from_slice(br#","result":{"#);
-    if !legacy {
-        line.extend_from_slice(br#""resultType":"complete","ttlMs":0,"cacheScope":"private","#);
-    }
-    line.extend_from_slice(br#""tools":["#);
-    for (i, tool) in tools.iter().enumerate() {
-        if i > 0 {
-            line.push(b',');
-        }
-        line.extend_from_slice(tool.as_bytes());
-    }
-    line.extend_from_slice(b"]}}");
-    Bytes::from(line)
-}
-
-/// What rmcp's server makes of a call's answer: a task only for a client
-/// that declared tasks; for a client of the initialize era (`legacy`) no
-/// `input_required` and no `resultType`, for a 2026-07-28 one a
-/// `resultType` always.
-fn shaped(
-    answer: Result<CallToolResponse, ErrorData>,
-    tasks: bool,
-    legacy: bool,
-) -> Result<ServerResult, ErrorData> {
-    let response = answer?;
-    if matches!(response, CallToolResponse::Task(_)) && !tasks {
-        return Err(ErrorData::missing_required_client_capability(
-            ClientCapabilities::builder().enable_tasks().build(),
-        ));
-    }
-    let mut result = ServerResult::from(response);
-    if !legacy {
-        if let ServerResult::CallToolResult(r) = &mut result {
-            r.result_type.get_or_insert(ResultType::COMPLETE);
-        }
-        return Ok(result);
-    }
-    if matches!(result, ServerResult::InputRequiredResult(_)) {
-        return Err(ErrorData::invalid_request(
-            "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
-            None,
-        ));
-    }
-    result.strip_result_type_for_legacy_peer();
-    Ok(result)
-}
-
-/// An error as the client's era spells it: 2026-07-28 has no
-/// resource-not-found code of its own (invalid params instead).
-fn in_era(mut error: ErrorData, legacy: bool) -> ErrorData {
-    if !legacy && error.code == rmcp::model::ErrorCode::RESOURCE_NOT_FOUND {
-        error.code = rmcp::model::ErrorCode::INVALID_PARAMS;
-    }
-    error
-}
-
-/// The line that answers the client's request `id` with an upstream's
-/// result as the upstream sent it: every byte of its `result` kept, except
-/// for a client of the initialize era (`legacy`) a `resultType`, which that
-/// era does not know, and for a 2026-07-28 client a `resultType` added
-/// where the upstream (of the older era) sent none. `None` if the
-/// upstream's response has no result to relay.
-fn relayed_line(id: &Id, upstream: &Message, legacy: bool) -> Option<Bytes> {
-    let result = upstream.result()?;
-    let edited;
-    // Read as an object only if the key may be there.
-    static RESULT_TYPE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(br#""resultType""#));
-    let mentioned = RESULT_TYPE.find(result.as_bytes()).is_some();
-    let result = match (legacy, mentioned) {
-        (true, false) => result,
-        (true, true) => {
-            let mut object = RawObject::parse(result).ok()?;
-            if object.remove("resultType").is_some() {
-                edited = object.to_json();
-                edited.as_str()
-            } else {
-                result
-            }
-        }
-        (false, true) if RawObject::parse(result).ok()?.get("resultType").is_some() => result,
-        (false, _) => {
-            // `{` then the member, then the rest as sent.
-            let rest = result.trim_start().strip_prefix('{')?.trim_start();
-            edited = if rest.starts_with('}') {
-                format!(r#"{{"resultType":"complete"{rest}"#)
-            } else {
-                format!(r#"{{"resultType":"complete",{rest}"#)
-            };
-            edited.as_str()
-        }
-    };
-    let mut line = Vec::with_capacity(result.len() + id.as_json().len() + 32);
-    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    line.extend_from_slice(id.as_json().as_bytes());
-    line.extend_from_slice(br#","result":"#);
-    line.extend_from_slice(result.as_bytes());
-    line.push(b'}');
-    Some(Bytes::from(line))
-}
-
-/// The answer's line, with the client's id exactly as it sent it.
-fn answer_line(id: &Id, answer: Result<ServerResult, ErrorData>) -> Bytes {
-    let placeholder = RequestId::Number(0);
-    let message = match answer {
-        Ok(result) => ServerJsonRpcMessage::response(result, placeholder),
-        Err(error) => ServerJsonRpcMessage::error(error, Some(placeholder)),
-    };
-    let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
-    match Message::parse(Bytes::from(bytes)) {
-        Ok(message) => message.with_id(id).into_bytes(),
-        Err(e) => {
-            // Not reachable: serde_json writes valid JSON-RPC.
-            tracing::error!("an answer sluice made could not be read back: {e}");
-            Bytes::from(format!(
-                r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"sluice could not encode its answer"}}}}"#
-            ))
         }
     }
 }

@@ -1,24 +1,24 @@
 //! The HTTP requests that sluice answers itself, before rmcp's Streamable
-//! HTTP server sees them: `tools/call` and `tools/list`, as [`super::front`]
-//! answers them on stdio, of a 2025-11-25 session or standing alone
-//! (2026-07-28).
+//! HTTP server sees them: those [`super::front`] answers on stdio (tools,
+//! prompts, resources, completions), of a 2025-11-25 session or standing
+//! alone (2026-07-28).
 //!
 //! A POST is taken only when it is plainly well formed: it comes from an
 //! allowed host and origin, accepts both JSON and SSE and sends JSON; in a
 //! session, it names an open, initialized one, no other protocol version
 //! than the session's and no SEP-2243 header; standing alone, its headers
 //! name version 2026-07-28 and say what its body says (`Mcp-Method`, and
-//! `Mcp-Name` for a call; no `Mcp-Param-*`), and its `_meta` carries what
-//! that version requires. Anything else goes on to
+//! `Mcp-Name` for a call, a prompt or a read; no `Mcp-Param-*`), and its
+//! `_meta` carries what that version requires. Anything else goes on to
 //! rmcp's server, which answers it (or refuses it) as before: the checks
 //! here only decide what sluice may answer, never how a bad request is
 //! refused.
 //!
-//! `tools/list` is answered with a JSON body; `tools/call` with an SSE
-//! stream, its notifications (progress, logs) before its answer. A client
-//! that goes away cancels its call. These streams carry no event ids: a
-//! cut one cannot be resumed (the spec lets a server choose so), and the
-//! call's result stays reachable when it became an operation.
+//! A list is answered with a JSON body; anything else with an SSE stream,
+//! its notifications (progress, logs) before its answer. A client that goes
+//! away cancels its request. These streams carry no event ids: a cut one
+//! cannot be resumed (the spec lets a server choose so), and a call's
+//! result stays reachable when it became an operation.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -29,7 +29,7 @@ use bytes::Bytes;
 use futures::SinkExt as _;
 use http::{HeaderMap, StatusCode, header};
 
-use super::front::{Front, Taken};
+use super::front::{AnsweredAs, Front, Taken, answered_as};
 use super::http_sessions::SessionTable;
 use crate::jsonrpc::sse::write_event;
 use crate::jsonrpc::{Kind, Message};
@@ -137,8 +137,9 @@ pub async fn answer(
         return None;
     }
     let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
+    let answered_as = answered_as(message.method()?)?;
     let taken = front.take(&message, Some(parts), stream)?;
-    if message.method() == Some("tools/list") {
+    if answered_as == AnsweredAs::Json {
         return Some(json_answer(taken).await);
     }
     Some(sse_answer(&front, taken, notices))
@@ -160,16 +161,23 @@ async fn answer_stateless(
     }
     let message = Message::parse(body.clone()).ok()?;
     let method = message.method()?;
-    if message.kind() != Kind::Request || !matches!(method, "tools/call" | "tools/list") {
+    if message.kind() != Kind::Request {
         return None;
     }
-    let name = message.routing().ok()?.name;
+    let answered_as = answered_as(method)?;
+    let routing = message.routing().ok()?;
+    // SEP-2243's `Mcp-Name`: what the request names, by method.
+    let name = match method {
+        "tools/call" | "prompts/get" => routing.name,
+        "resources/read" => routing.uri,
+        _ => None,
+    };
     if !plain_stateless_headers(headers, method, name.as_deref()) {
         return None;
     }
     let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
     let taken = front.take(&message, Some(parts), stream)?;
-    if method == "tools/list" {
+    if answered_as == AnsweredAs::Json {
         return Some(json_answer(taken).await);
     }
     Some(stateless_answer(front, taken, notices).await)
@@ -399,7 +407,7 @@ fn plain_stateless_headers(headers: &HeaderMap, method: &str, name: Option<&str>
     let version = single(headers, "mcp-protocol-version") == Some(b"2026-07-28".as_slice());
     let method_named = single(headers, "mcp-method") == Some(method.as_bytes());
     let name_named = match method {
-        "tools/call" => {
+        "tools/call" | "prompts/get" | "resources/read" => {
             name.is_some_and(|name| single(headers, "mcp-name") == Some(name.as_bytes()))
         }
         _ => !headers.contains_key("mcp-name"),

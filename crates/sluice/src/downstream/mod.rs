@@ -8,6 +8,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+pub mod answer;
 pub mod auth;
 pub mod front;
 pub mod http;

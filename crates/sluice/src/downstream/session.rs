@@ -427,6 +427,7 @@ impl ServerHandler for Session {
         self.gateway
             .get_prompt(request, &self.caller(&context))
             .await
+            .map(|relayed| relayed.response)
     }
 
     async fn list_resources(
@@ -459,6 +460,7 @@ impl ServerHandler for Session {
         self.gateway
             .read_resource(request, &self.caller(&context))
             .await
+            .map(|relayed| relayed.response)
     }
 
     async fn subscribe(
@@ -486,7 +488,10 @@ impl ServerHandler for Session {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        self.gateway.complete(request, &self.caller(&context)).await
+        self.gateway
+            .complete(request, &self.caller(&context))
+            .await
+            .map(|relayed| relayed.response)
     }
 
     async fn set_level(

@@ -558,62 +558,69 @@ pub(super) enum Done {
 /// describe the client. `None` when there is no such text or it cannot be
 /// edited: the decoded params are sent.
 fn upstream_params(caller: &Caller, params: &CallToolRequestParams) -> Option<String> {
-    use crate::jsonrpc::RawObject;
-    let mut text = RawObject::parse(caller.sent_request.as_ref()?.params()?).ok()?;
-    if text.get_str("name").as_deref() != Some(params.name.as_ref()) {
-        text.insert_value("name", params.name.as_ref()).ok()?;
-    }
     let keeps_fresh = params
         .arguments
         .as_ref()
         .is_some_and(|a| a.contains_key(sluice_core::cache::FRESH_ARG));
-    if text.get("arguments").is_some() {
-        text.edit_path(&["arguments"], |arguments| {
-            arguments.remove(sluice_core::operation::TIMEOUT_ARG);
-            if !keeps_fresh {
-                arguments.remove(sluice_core::cache::FRESH_ARG);
-            }
-        })
-        .ok()?;
-    }
-    if text.get("_meta").is_some() {
-        let emptied = text
-            .edit_path(&["_meta"], |meta| {
-                for key in super::forwarding::NOT_FORWARDED_META {
-                    meta.remove(key);
-                }
-                meta.is_empty()
-            })
-            .ok()??;
-        if emptied {
-            text.remove("_meta");
+    super::forwarding::forwarded_params(caller, |text| {
+        if text.get_str("name").as_deref() != Some(params.name.as_ref()) {
+            text.insert_value("name", params.name.as_ref()).ok()?;
         }
-    }
-    Some(text.to_json())
+        if text.get("arguments").is_some() {
+            text.edit_path(&["arguments"], |arguments| {
+                arguments.remove(sluice_core::operation::TIMEOUT_ARG);
+                if !keeps_fresh {
+                    arguments.remove(sluice_core::cache::FRESH_ARG);
+                }
+            })
+            .ok()?;
+        }
+        Some(())
+    })
 }
 
-/// A tool call's answer, and when it is an upstream's result passed on
-/// unchanged, the response it arrived in.
+/// An answer, and when it is an upstream's result passed on unchanged, the
+/// response it arrived in (a tool call's by default; prompts, resource
+/// reads and completions have theirs too).
 #[derive(Debug)]
-pub struct Relayed {
+pub struct Relayed<R = CallToolResponse> {
     /// The answer.
-    pub response: CallToolResponse,
+    pub response: R,
     /// The upstream's response, when `response` is its result unchanged
     /// (within the budget, not from the cache, not a task's): the client
     /// gets its `result` as the bytes the upstream sent, shaped for the
-    /// client's era by whoever writes it (`resultType`).
+    /// client's era by whoever writes it (`resultType`, cache hints).
     pub raw: Option<crate::jsonrpc::Message>,
 }
 
-impl Relayed {
+impl<R> Relayed<R> {
     /// An answer sluice made.
-    pub fn made(response: CallToolResponse) -> Relayed {
+    pub fn made(response: R) -> Relayed<R> {
         Relayed {
             response,
             raw: None,
         }
     }
 
+    /// The answer with its response made another type (the raw response
+    /// unchanged).
+    pub fn map<T>(self, f: impl FnOnce(R) -> T) -> Relayed<T> {
+        Relayed {
+            response: f(self.response),
+            raw: self.raw,
+        }
+    }
+
+    /// The upstream's result `response`, which arrived as `raw`.
+    pub fn as_sent(response: R, raw: crate::jsonrpc::Message) -> Relayed<R> {
+        Relayed {
+            response,
+            raw: Some(raw),
+        }
+    }
+}
+
+impl Relayed {
     fn error_result(message: String) -> Relayed {
         Relayed::made(CallToolResponse::Complete(error_result(message)))
     }

@@ -30,8 +30,9 @@ impl Gateway {
         self.send_as(upstream, request, None, caller).await
     }
 
-    /// [`Self::send_keeping_raw`] of a `tools/call` whose params `text` is
-    /// sent as it is (see [`crate::upstream::Upstream::send_call_text`]).
+    /// [`Self::send_keeping_raw`], the params sent as `text` when there is
+    /// one (the client's, with sluice's edits: see
+    /// [`crate::upstream::Upstream::send_text`]).
     pub(super) async fn send_as(
         &self,
         upstream: &Arc<Upstream>,
@@ -66,7 +67,7 @@ impl Gateway {
         };
         let call = match text {
             Some(text) => futures::future::Either::Left(
-                upstream.send_call_text(request, text, progress, log_level, &caller.ct, routes),
+                upstream.send_text(request, text, progress, log_level, &caller.ct, routes),
             ),
             None => futures::future::Either::Right(
                 upstream.send(request, progress, log_level, &caller.ct, routes),
@@ -174,6 +175,34 @@ pub(super) fn forwarded_meta(meta: &RequestMetaObject) -> Option<RequestMetaObje
         .0
         .retain(|key, _| !NOT_FORWARDED_META.contains(&key.as_str()));
     (!forwarded.0.0.is_empty()).then_some(forwarded)
+}
+
+/// The params of the client's request as it sent them (when sluice's own
+/// layer read it), with `edit` made (`None` from it: the params cannot be
+/// sent as text) and without the `_meta` keys sluice sets itself (see
+/// [`NOT_FORWARDED_META`]). Every other member, and the spelling of every
+/// value, is the client's.
+pub(super) fn forwarded_params(
+    caller: &Caller,
+    edit: impl FnOnce(&mut crate::jsonrpc::RawObject<'_>) -> Option<()>,
+) -> Option<String> {
+    let mut text =
+        crate::jsonrpc::RawObject::parse(caller.sent_request.as_ref()?.params()?).ok()?;
+    edit(&mut text)?;
+    if text.get("_meta").is_some() {
+        let emptied = text
+            .edit_path(&["_meta"], |meta| {
+                for key in NOT_FORWARDED_META {
+                    meta.remove(key);
+                }
+                meta.is_empty()
+            })
+            .ok()??;
+        if emptied {
+            text.remove("_meta");
+        }
+    }
+    Some(text.to_json())
 }
 
 /// An upstream's result in the shape of the client's protocol era: the

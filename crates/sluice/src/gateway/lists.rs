@@ -203,6 +203,24 @@ impl Gateway {
 
     /// All the prompts, named for the client.
     pub async fn list_prompts(&self) -> Result<Vec<Prompt>, ErrorData> {
+        Ok(decoded(self.listed_prompts().await?))
+    }
+
+    /// [`Self::list_prompts`], each prompt as its upstream sent it but for
+    /// its name, which is the exposed one.
+    pub async fn list_prompts_as_sent(&self) -> Result<Vec<String>, ErrorData> {
+        Ok(self
+            .listed_prompts()
+            .await?
+            .into_iter()
+            .map(|(prompt, sent)| {
+                sent.and_then(|sent| renamed_as_sent(&sent, &prompt.name))
+                    .unwrap_or_else(|| serde_json::to_string(&prompt).expect("a prompt serializes"))
+            })
+            .collect())
+    }
+
+    async fn listed_prompts(&self) -> Result<Vec<(Prompt, Option<Box<RawValue>>)>, ErrorData> {
         let lists = self
             .on_all(|u| async move {
                 if !declares(&u, |c| c.prompts.is_some()).await {
@@ -215,8 +233,10 @@ impl Gateway {
                             cursor,
                         )))
                     },
-                    |r, _| match r {
-                        ServerResult::ListPromptsResult(r) => Some((r.prompts, r.next_cursor)),
+                    |r, raw| match r {
+                        ServerResult::ListPromptsResult(r) => {
+                            Some((with_sent(r.prompts, raw, "prompts"), r.next_cursor))
+                        }
                         _ => None,
                     },
                 )
@@ -226,9 +246,9 @@ impl Gateway {
         Ok(lists
             .into_iter()
             .flat_map(|(u, prompts)| {
-                prompts.into_iter().map(move |mut prompt| {
+                prompts.into_iter().map(move |(mut prompt, sent)| {
                     prompt.name = self.namer.expose(u.name(), &prompt.name);
-                    prompt
+                    (prompt, sent)
                 })
             })
             .collect())
@@ -236,6 +256,15 @@ impl Gateway {
 
     /// All the resources (URIs are not renamed).
     pub async fn list_resources(&self) -> Result<Vec<Resource>, ErrorData> {
+        Ok(decoded(self.listed_resources().await?))
+    }
+
+    /// [`Self::list_resources`], each resource as its upstream sent it.
+    pub async fn list_resources_as_sent(&self) -> Result<Vec<String>, ErrorData> {
+        Ok(as_sent(self.listed_resources().await?))
+    }
+
+    async fn listed_resources(&self) -> Result<Vec<(Resource, Option<Box<RawValue>>)>, ErrorData> {
         let lists = self
             .on_all(|u| async move {
                 if !declares(&u, |c| c.resources.is_some()).await {
@@ -248,8 +277,10 @@ impl Gateway {
                             cursor,
                         )))
                     },
-                    |r, _| match r {
-                        ServerResult::ListResourcesResult(r) => Some((r.resources, r.next_cursor)),
+                    |r, raw| match r {
+                        ServerResult::ListResourcesResult(r) => {
+                            Some((with_sent(r.resources, raw, "resources"), r.next_cursor))
+                        }
                         _ => None,
                     },
                 )
@@ -259,16 +290,28 @@ impl Gateway {
         let mut owners = lock(&self.resource_owners);
         let mut all = Vec::new();
         for (u, resources) in lists {
-            for resource in resources {
+            for (resource, sent) in resources {
                 owners.insert(resource.uri.clone(), u.name().to_owned());
-                all.push(resource);
+                all.push((resource, sent));
             }
         }
         Ok(all)
     }
 
-    /// All the resource templates.
+    /// All the resource templates, sluice's own first.
     pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, ErrorData> {
+        Ok(decoded(self.listed_resource_templates().await?))
+    }
+
+    /// [`Self::list_resource_templates`], each upstream template as its
+    /// upstream sent it.
+    pub async fn list_resource_templates_as_sent(&self) -> Result<Vec<String>, ErrorData> {
+        Ok(as_sent(self.listed_resource_templates().await?))
+    }
+
+    async fn listed_resource_templates(
+        &self,
+    ) -> Result<Vec<(ResourceTemplate, Option<Box<RawValue>>)>, ErrorData> {
         let lists = self
             .on_all(|u| async move {
                 if !declares(&u, |c| c.resources.is_some()).await {
@@ -281,10 +324,11 @@ impl Gateway {
                             ListResourceTemplatesRequest::with_param(page(cursor)),
                         )
                     },
-                    |r, _| match r {
-                        ServerResult::ListResourceTemplatesResult(r) => {
-                            Some((r.resource_templates, r.next_cursor))
-                        }
+                    |r, raw| match r {
+                        ServerResult::ListResourceTemplatesResult(r) => Some((
+                            with_sent(r.resource_templates, raw, "resourceTemplates"),
+                            r.next_cursor,
+                        )),
                         _ => None,
                     },
                 )
@@ -293,9 +337,9 @@ impl Gateway {
             .await?;
         let mut owners = lock(&self.template_owners);
         owners.clear();
-        let mut all = vec![crate::tools::resource::template()];
+        let mut all = vec![(crate::tools::resource::template(), None)];
         for (u, templates) in lists {
-            for template in templates {
+            for (template, sent) in templates {
                 let prefix = template
                     .uri_template
                     .split('{')
@@ -303,11 +347,53 @@ impl Gateway {
                     .unwrap_or_default()
                     .to_owned();
                 owners.push((prefix, u.name().to_owned()));
-                all.push(template);
+                all.push((template, sent));
             }
         }
         Ok(all)
     }
+}
+
+/// Each item as decoded.
+fn decoded<T>(items: Vec<(T, Option<Box<RawValue>>)>) -> Vec<T> {
+    items.into_iter().map(|(item, _)| item).collect()
+}
+
+/// Each item as its upstream sent it, or serialized where that text is not
+/// known.
+fn as_sent<T: serde::Serialize>(items: Vec<(T, Option<Box<RawValue>>)>) -> Vec<String> {
+    items
+        .into_iter()
+        .map(|(item, sent)| match sent {
+            Some(sent) => String::from(Box::<str>::from(sent)),
+            None => serde_json::to_string(&item).expect("list items serialize"),
+        })
+        .collect()
+}
+
+/// `items`, decoded from a list `response`, each with its text as sent
+/// (`None` where the response's `key` array could not be matched item by
+/// item with the decoding).
+fn with_sent<T>(
+    items: Vec<T>,
+    response: &crate::jsonrpc::Message,
+    key: &str,
+) -> Vec<(T, Option<Box<RawValue>>)> {
+    match items_as_sent(response, key).filter(|sent| sent.len() == items.len()) {
+        Some(sent) => items.into_iter().zip(sent.into_iter().map(Some)).collect(),
+        None => items.into_iter().map(|item| (item, None)).collect(),
+    }
+}
+
+/// An item of a list as sent, named `exposed` (its text edited only if its
+/// name differs). `None` if the text is not an object.
+fn renamed_as_sent(sent: &RawValue, exposed: &str) -> Option<String> {
+    let mut item = RawObject::parse(sent.get()).ok()?;
+    if item.get_str("name").as_deref() == Some(exposed) {
+        return Some(sent.get().to_owned());
+    }
+    item.insert_value("name", exposed).ok()?;
+    Some(item.to_json())
 }
 
 pub(super) fn either(a: Option<bool>, b: Option<bool>) -> Option<bool> {
@@ -371,16 +457,7 @@ async fn upstream_tools_as_sent(
         |cursor| ClientRequest::ListToolsRequest(ListToolsRequest::with_param(page(cursor))),
         |r, raw| match r {
             ServerResult::ListToolsResult(r) => {
-                let sent = tools_as_sent(raw).filter(|sent| sent.len() == r.tools.len());
-                let tools = match sent {
-                    Some(sent) => r
-                        .tools
-                        .into_iter()
-                        .zip(sent.into_iter().map(Some))
-                        .collect(),
-                    None => r.tools.into_iter().map(|tool| (tool, None)).collect(),
-                };
-                Some((tools, r.next_cursor))
+                Some((with_sent(r.tools, raw, "tools"), r.next_cursor))
             }
             _ => None,
         },
@@ -388,10 +465,10 @@ async fn upstream_tools_as_sent(
     .await
 }
 
-/// The items of a `tools/list` response's `tools`, as sent.
-fn tools_as_sent(response: &crate::jsonrpc::Message) -> Option<Vec<Box<RawValue>>> {
+/// The items of a list response's `key` array, as sent.
+fn items_as_sent(response: &crate::jsonrpc::Message, key: &str) -> Option<Vec<Box<RawValue>>> {
     let result = RawObject::parse(response.result()?).ok()?;
-    serde_json::from_str(result.get_parsed("tools")?.get()).ok()
+    serde_json::from_str(result.get_parsed(key)?.get()).ok()
 }
 
 /// An upstream tool as the client sees it, edited in its text as sent:

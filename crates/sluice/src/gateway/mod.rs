@@ -34,8 +34,9 @@ mod routes;
 mod task_call;
 
 pub use crate::caller::Caller;
+pub use call::Relayed;
 use call::call_error;
-use forwarding::{forwarded_meta, in_clients_era};
+use forwarding::{forwarded_meta, forwarded_params, in_clients_era};
 use lists::{declares, unexpected, warn_unknown_tool_settings};
 
 use crate::govern::{DEFAULT_PREVIEW_DEPTH, Governor, Policy, RESULT_URI};

@@ -5,12 +5,14 @@ use super::*;
 use crate::era::Era;
 
 impl Gateway {
-    /// Gets a prompt.
+    /// Gets a prompt; the upstream's answer comes with the response it
+    /// arrived in, to be forwarded as those bytes (an `input_required` one
+    /// only to a client of the era that knows it).
     pub async fn get_prompt(
         &self,
         mut params: GetPromptRequestParams,
         caller: &Caller,
-    ) -> Result<GetPromptResponse, ErrorData> {
+    ) -> Result<Relayed<GetPromptResponse>, ErrorData> {
         let exposed = params.name.clone();
         let Some((upstream, name)) = self.namer.route(&exposed) else {
             return Err(self.unknown("prompt", &exposed));
@@ -21,16 +23,27 @@ impl Gateway {
             .clone();
         params.name = name.to_owned();
         params.meta = forwarded_meta(&caller.meta);
+        // The first round goes as the client sent it, under the upstream's
+        // name; a round with the client's answers to `input_required`
+        // (which sluice asks for an older client) as sluice makes it.
+        let mut text = forwarded_params(caller, |text| {
+            if text.get_str("name").as_deref() != Some(name) {
+                text.insert_value("name", name).ok()?;
+            }
+            Some(())
+        });
         let mut round = 0;
         loop {
             let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params.clone()));
             match self
-                .send(&upstream, request, caller)
+                .send_as(&upstream, request, text.take().as_deref(), caller)
                 .await
                 .map_err(call_error)?
             {
-                ServerResult::GetPromptResult(r) => return Ok(GetPromptResponse::Complete(r)),
-                ServerResult::InputRequiredResult(r)
+                (ServerResult::GetPromptResult(r), raw) => {
+                    return Ok(Relayed::as_sent(GetPromptResponse::Complete(r), raw));
+                }
+                (ServerResult::InputRequiredResult(r), _)
                     if crate::gateway::input::must_bridge(caller)
                         && round < crate::gateway::input::MAX_ROUNDS =>
                 {
@@ -38,20 +51,26 @@ impl Gateway {
                         crate::gateway::input::fulfil(r, caller, round).await?;
                     round += 1;
                 }
-                ServerResult::InputRequiredResult(r) => {
-                    return Ok(GetPromptResponse::InputRequired(r));
+                (ServerResult::InputRequiredResult(r), raw) => {
+                    let response = GetPromptResponse::InputRequired(r);
+                    return Ok(if caller.era.is_legacy() {
+                        Relayed::made(response)
+                    } else {
+                        Relayed::as_sent(response, raw)
+                    });
                 }
-                other => return Err(unexpected(&upstream, "prompts/get", &other)),
+                (other, _) => return Err(unexpected(&upstream, "prompts/get", &other)),
             }
         }
     }
 
-    /// Reads a resource.
+    /// Reads a resource; an upstream's result within the budget comes with
+    /// the response it arrived in, to be forwarded as those bytes.
     pub async fn read_resource(
         &self,
         mut params: ReadResourceRequestParams,
         caller: &Caller,
-    ) -> Result<ReadResourceResponse, ErrorData> {
+    ) -> Result<Relayed<ReadResourceResponse>, ErrorData> {
         let budget = self.governor.budget_for(caller.client.as_deref());
         if params.uri.starts_with(RESULT_URI) {
             return self
@@ -62,7 +81,7 @@ impl Gateway {
                     if caller.era.is_legacy() {
                         r.result_type = None;
                     }
-                    ReadResourceResponse::Complete(r)
+                    Relayed::made(ReadResourceResponse::Complete(r))
                 });
         }
         let policy = Policy {
@@ -74,22 +93,33 @@ impl Gateway {
             narrowing: Vec::new(),
         };
         params.meta = forwarded_meta(&caller.meta);
+        // As the client sent it.
+        let text = forwarded_params(caller, |_| Some(()));
         let candidates = self.resource_candidates(&params.uri).await;
         let mut last_error = None;
         for upstream in candidates {
             let request =
                 ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params.clone()));
-            match self.send(&upstream, request, caller).await {
-                Ok(ServerResult::ReadResourceResult(r)) => {
+            match self
+                .send_as(&upstream, request, text.as_deref(), caller)
+                .await
+            {
+                Ok((ServerResult::ReadResourceResult(r), raw)) => {
                     let uri = params.uri.clone();
-                    return Ok(ReadResourceResponse::Complete(
-                        self.governor.resource_result(r, &uri, policy).await,
-                    ));
+                    return Ok(match self.governor.resource_result(r, &uri, policy).await {
+                        Ok(r) => Relayed::as_sent(ReadResourceResponse::Complete(r), raw),
+                        Err(stored) => Relayed::made(ReadResourceResponse::Complete(stored)),
+                    });
                 }
-                Ok(ServerResult::InputRequiredResult(r)) => {
-                    return Ok(ReadResourceResponse::InputRequired(r));
+                Ok((ServerResult::InputRequiredResult(r), raw)) => {
+                    let response = ReadResourceResponse::InputRequired(r);
+                    return Ok(if caller.era.is_legacy() {
+                        Relayed::made(response)
+                    } else {
+                        Relayed::as_sent(response, raw)
+                    });
                 }
-                Ok(other) => return Err(unexpected(&upstream, "resources/read", &other)),
+                Ok((other, _)) => return Err(unexpected(&upstream, "resources/read", &other)),
                 Err(CallError::Upstream(e)) => last_error = Some(e),
                 Err(e) => return Err(call_error(e)),
             }
@@ -176,25 +206,40 @@ impl Gateway {
         ))
     }
 
-    /// Completes a prompt or resource template argument.
+    /// Completes a prompt or resource template argument; the upstream's
+    /// answer comes with the response it arrived in.
     pub async fn complete(
         &self,
         mut params: CompleteRequestParams,
         caller: &Caller,
-    ) -> Result<CompleteResult, ErrorData> {
+    ) -> Result<Relayed<CompleteResult>, ErrorData> {
         params.meta = forwarded_meta(&caller.meta);
-        let candidates = match &mut params.r#ref {
+        let (candidates, text) = match &mut params.r#ref {
             Reference::Prompt(prompt) => {
                 let exposed = prompt.name.clone();
                 let Some((upstream, name)) = self.namer.route(&exposed) else {
                     return Err(self.unknown("prompt", &exposed));
                 };
                 prompt.name = name.to_owned();
-                vec![self.upstream(upstream).expect("known upstream").clone()]
+                // As the client sent it, under the upstream's name.
+                let text = forwarded_params(caller, |text| {
+                    text.edit_path(&["ref"], |reference| {
+                        if reference.get_str("name").as_deref() != Some(name) {
+                            reference.insert_value("name", name).ok()?;
+                        }
+                        Some(())
+                    })
+                    .ok()
+                    .flatten()
+                    .flatten()
+                });
+                let upstream = self.upstream(upstream).expect("known upstream").clone();
+                (vec![upstream], text)
             }
             Reference::Resource(resource) => {
                 let uri = resource.uri.clone();
-                self.resource_candidates(&uri).await
+                let text = forwarded_params(caller, |_| Some(()));
+                (self.resource_candidates(&uri).await, text)
             }
             _ => {
                 return Err(ErrorData::invalid_params(
@@ -206,9 +251,14 @@ impl Gateway {
         let mut last_error = None;
         for upstream in candidates {
             let request = ClientRequest::CompleteRequest(CompleteRequest::new(params.clone()));
-            match self.send(&upstream, request, caller).await {
-                Ok(ServerResult::CompleteResult(r)) => return Ok(r),
-                Ok(other) => return Err(unexpected(&upstream, "completion/complete", &other)),
+            match self
+                .send_as(&upstream, request, text.as_deref(), caller)
+                .await
+            {
+                Ok((ServerResult::CompleteResult(r), raw)) => return Ok(Relayed::as_sent(r, raw)),
+                Ok((other, _)) => {
+                    return Err(unexpected(&upstream, "completion/complete", &other));
+                }
                 Err(CallError::Upstream(e)) => last_error = Some(e),
                 Err(e) => return Err(call_error(e)),
             }

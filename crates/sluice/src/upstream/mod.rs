@@ -293,11 +293,11 @@ impl Upstream {
         self.outcome(&conn, governed_later, answer).await
     }
 
-    /// [`Self::send`] for a `tools/call` whose `params` are JSON text (the
+    /// [`Self::send`] for a request whose `params` are JSON text (the
     /// client's, as sent, with sluice's edits): sent as that text to an
     /// upstream of the initialize era; `typed`, the same request decoded,
     /// to one that needs the client's context added.
-    pub async fn send_call_text(
+    pub async fn send_text(
         &self,
         typed: ClientRequest,
         params: &str,
@@ -311,11 +311,13 @@ impl Upstream {
             drop(conn);
             return self.send(typed, progress, log_level, ct, routes).await;
         }
+        let method = typed.method();
+        let governed_later = matches!(typed, ClientRequest::CallToolRequest(_));
         let answer = conn
             .rpc
-            .request_text("tools/call", params, progress, ct, routes)
+            .request_text(method, params, progress, ct, routes)
             .await;
-        self.outcome(&conn, true, answer).await
+        self.outcome(&conn, governed_later, answer).await
     }
 
     /// What a request's end means for its caller.

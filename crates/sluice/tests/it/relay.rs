@@ -928,6 +928,180 @@ async fn progress_arrives_as_sent_with_the_clients_token() {
     transparency(&OWN_LAYER, "progress", assert_progress_unchanged).await;
 }
 
+/// The params of the routed requests of [`prompts_and_resources_script`]
+/// (their members, without braces), as no encoder writes them.
+const ROUTED_PARAMS: [(&str, &str); 3] = [
+    (
+        "prompts/get",
+        r#""name":"greet","arguments":{"who":"caf\u00e9"},"x-p":1.50"#,
+    ),
+    ("resources/read", r#""uri":"raw://doc","x-p":1e2"#),
+    (
+        "completion/complete",
+        r#""ref":{"type":"ref/prompt","name":"greet","x-r":-0},"argument":{"name":"who","value":"c"}"#,
+    ),
+];
+
+/// Prompts, resources, templates and completions (ids 5 to 10), each
+/// request's params with `meta` (a `_meta` member, or nothing).
+fn prompts_and_resources_script(meta: &str) -> Vec<String> {
+    let with = |params: &str| match (params.is_empty(), meta.is_empty()) {
+        (true, true) => String::new(),
+        (true, false) => format!(r#","params":{{{meta}}}"#),
+        (false, true) => format!(r#","params":{{{params}}}"#),
+        (false, false) => format!(r#","params":{{{params},{meta}}}"#),
+    };
+    [
+        (5, "prompts/list", ""),
+        (6, "prompts/get", ROUTED_PARAMS[0].1),
+        (7, "resources/list", ""),
+        (8, "resources/templates/list", ""),
+        (9, "resources/read", ROUTED_PARAMS[1].1),
+        (10, "completion/complete", ROUTED_PARAMS[2].1),
+    ]
+    .into_iter()
+    .map(|(id, method, params)| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}"{}}}"#,
+            with(params)
+        )
+    })
+    .collect()
+}
+
+impl Run {
+    /// The `result` the server sent for the request of `method` it received.
+    fn server_result(&self, method: &str) -> String {
+        let quoted = serde_json::to_string(method).unwrap();
+        let request = messages(&self.server_received)
+            .into_iter()
+            .find(|m| member(m, "method") == Some(quoted.as_str()))
+            .unwrap_or_else(|| panic!("the server got no {method}:\n{}", self.transcript()));
+        let answer = self.server_answer(&request);
+        member(&answer, "result").unwrap().to_owned()
+    }
+
+    /// The `result` of the client's answer `id`.
+    fn client_result(&self, id: &str) -> String {
+        let answer = self
+            .answer(id)
+            .unwrap_or_else(|| panic!("no answer to {id}:\n{}", self.transcript()));
+        member(&answer, "result")
+            .unwrap_or_else(|| panic!("answer {id} is not a result:\n{}", self.transcript()))
+            .to_owned()
+    }
+}
+
+/// The items of a list result's `key`, each as its text.
+fn list_items(result: &str, key: &str) -> Vec<String> {
+    let items = member(result, key).unwrap_or_else(|| panic!("no {key} in {result}"));
+    serde_json::from_str::<Vec<Box<RawValue>>>(items)
+        .unwrap()
+        .into_iter()
+        .map(|item| item.get().to_owned())
+        .collect()
+}
+
+/// The prompts, resources, templates and completions of
+/// [`prompts_and_resources_script`] arrive as the server sent them: a
+/// routed result whole, each listed item whole (one upstream: no prefix),
+/// but for `prefix`, what the client's era requires at the head of a
+/// routed result.
+fn assert_prompts_and_resources_unchanged(run: &Run, legacy: bool) {
+    let context = || run.transcript();
+    for (id, method) in [
+        ("6", "prompts/get"),
+        ("9", "resources/read"),
+        ("10", "completion/complete"),
+    ] {
+        let sent = run.server_result(method);
+        // The server does send what an encoder would change.
+        assert!(
+            sent.contains("1.50") && sent.contains("1e2") && sent.contains("x-"),
+            "{sent}"
+        );
+        let expected = if legacy {
+            sent.clone()
+        } else {
+            let hints = if method == "resources/read" {
+                r#""ttlMs":0,"cacheScope":"private","#
+            } else {
+                ""
+            };
+            let rest = sent.trim_start()[1..].trim_start();
+            format!(r#"{{"resultType":"complete",{hints}{rest}"#)
+        };
+        assert_eq!(
+            run.client_result(id),
+            expected,
+            "{method}'s result changed on the way:\n{}",
+            context()
+        );
+    }
+    // The requests reach the server as the client sent them, but for the
+    // id and the `_meta` keys that describe the client (2026-07-28).
+    for (method, params) in ROUTED_PARAMS {
+        let quoted = serde_json::to_string(method).unwrap();
+        let request = messages(&run.server_received)
+            .into_iter()
+            .find(|m| member(m, "method") == Some(quoted.as_str()))
+            .unwrap_or_else(|| panic!("the server got no {method}:\n{}", context()));
+        assert_eq!(
+            member(&request, "params").unwrap(),
+            format!("{{{params}}}"),
+            "{method}'s params changed on the way:\n{}",
+            context()
+        );
+    }
+    for (id, method, key) in [
+        ("5", "prompts/list", "prompts"),
+        ("7", "resources/list", "resources"),
+        ("8", "resources/templates/list", "resourceTemplates"),
+    ] {
+        let sent = list_items(&run.server_result(method), key);
+        assert!(!sent.is_empty());
+        let result = run.client_result(id);
+        if !legacy {
+            assert!(
+                result.starts_with(r#"{"resultType":"complete","ttlMs":0,"cacheScope":"private","#),
+                "{method}: {result}"
+            );
+        }
+        let listed = list_items(&result, key);
+        for item in &sent {
+            assert!(
+                listed.contains(item),
+                "{method}: {item} is not listed as sent:\n{}",
+                context()
+            );
+        }
+    }
+}
+
+/// Prompts, resources and completions cross sluice as the bytes sent: the
+/// requests `prompts/get`, `resources/read` and `completion/complete` and
+/// their results (a read's within the budget), and every item of the
+/// merged lists.
+#[tokio::test]
+async fn prompts_resources_and_completions_arrive_as_sent() {
+    let script = prompts_and_resources_script("");
+    on_paths(&OWN_LAYER, "prompts", false, "", &script, |run| {
+        assert_prompts_and_resources_unchanged(run, true)
+    })
+    .await;
+}
+
+/// The same for a 2026-07-28 client: only the `resultType` (and for a
+/// read, the cache hints) its version requires are added, first.
+#[tokio::test]
+async fn a_2026_client_gets_prompts_resources_and_completions_as_sent() {
+    let script = prompts_and_resources_script(META_2026);
+    on_paths(&OWN_LAYER, "prompts-2026", false, "", &script, |run| {
+        assert_prompts_and_resources_unchanged(run, false)
+    })
+    .await;
+}
+
 /// A stdio client, any upstream: log messages, and the requests the server
 /// asks the client (`roots/list`) with the client's answers, cross sluice
 /// as the bytes sent (`downstream::link`).
