@@ -14,8 +14,13 @@
 //! - Errors are never kept: an `isError` result or a failed call reaches
 //!   the callers that waited for it, and the next call tries again.
 //!
-//! The cache stores the upstream's raw result: each answer from it is
-//! governed for its caller like a fresh one.
+//! The cache stores the upstream's result before governing: each answer
+//! from it is governed for its caller like a fresh one. An entry keeps the
+//! bytes the upstream sent when its answer came as one plain response (a
+//! task's result, which sluice assembled, is kept decoded): a hit within
+//! the caller's budget is relayed as those bytes (a reference-counted
+//! clone), marked as a hit in `_meta`, and decoded again where sluice needs
+//! the result itself (to measure it, to store it).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,13 +33,25 @@ use rmcp::model::{CallToolResult, ServerResult};
 use serde_json::{Value, json};
 use sluice_core::cache::{CachePolicy, CacheSettings};
 
+use crate::jsonrpc::Message;
 use crate::upstream::CallError;
 
 /// The `_meta` key of an answer served from the cache: `{hit, age_s}`.
 pub const META: &str = crate::contract::meta::CACHE;
 
 /// What an upstream call answered.
-pub type Answer = Result<ServerResult, CallError>;
+pub type Answer = Result<Fetched, CallError>;
+
+/// An upstream's result, and the response it came in when it came as one
+/// plain response (not a task's, nor made of several rounds).
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The result, decoded.
+    pub result: ServerResult,
+    /// The response, as received, when `result` is its result decoded and
+    /// nothing else.
+    pub raw: Option<Message>,
+}
 
 /// Makes the upstream call, for the caller (`false`) or for a background
 /// refresh (`true`), which no client waits for.
@@ -43,9 +60,9 @@ pub type Fetch = Box<dyn Fn(bool) -> BoxFuture<'static, Answer> + Send + Sync>;
 /// One cached result.
 #[derive(Debug)]
 pub struct Entry {
-    result: CallToolResult,
+    result: Kept,
     stored_at: Instant,
-    /// Its weight: the result's JSON size plus the key's.
+    /// Its weight: the result's size (as sent, or as JSON) plus the key's.
     bytes: u32,
     /// The tool, as the client names it (for the figures).
     tool: Arc<str>,
@@ -67,9 +84,28 @@ impl Entry {
         crate::clock::now().saturating_duration_since(self.stored_at)
     }
 
-    /// A copy of the upstream's result.
+    /// A copy of the upstream's result (decoded from the bytes it sent).
     pub fn result(&self) -> CallToolResult {
-        self.result.clone()
+        match &self.result {
+            Kept::Decoded(result) => result.clone(),
+            Kept::Sent(sent) => decode(sent).unwrap_or_else(|e| {
+                // Not reachable: the same bytes were decoded when the
+                // entry was made.
+                tracing::error!(tool = %self.tool, "a cached result could not be read again: {e}");
+                CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+                    "sluice could not read the cached result of {} again ({e}). Call it with `_fresh: true`.",
+                    self.tool
+                ))])
+            }),
+        }
+    }
+
+    /// The response the result came in, as the upstream sent it.
+    pub fn raw(&self) -> Option<&Message> {
+        match &self.result {
+            Kept::Sent(sent) => Some(sent),
+            Kept::Decoded(_) => None,
+        }
     }
 
     /// The stored answer made for `key` (owner and budget), if any.
@@ -88,6 +124,15 @@ impl Entry {
             governed.remove(0);
         }
         governed.push((key, answer));
+    }
+
+    /// The entry's result as an upstream answer: `result`, if the caller
+    /// has it decoded already.
+    fn fetched(&self, result: Option<CallToolResult>) -> Fetched {
+        Fetched {
+            result: ServerResult::CallToolResult(result.unwrap_or_else(|| self.result())),
+            raw: self.raw().cloned(),
+        }
     }
 
     fn read(&self) {
@@ -292,13 +337,10 @@ impl ResultCache {
             let answer = fetch(false).await;
             self.count(&tool, |f| f.bypasses += 1);
             return match entry_of(answer, &key, &tool, policy) {
-                Ok(entry) => {
+                Ok((entry, result)) => {
                     let entry = Arc::new(entry);
                     self.insert(key, entry.clone()).await;
-                    Served::Fetched(
-                        Box::new(Ok(ServerResult::CallToolResult(entry.result()))),
-                        Some(entry),
-                    )
+                    Served::Fetched(Box::new(Ok(entry.fetched(Some(result)))), Some(entry))
                 }
                 Err(answer) => Served::Fetched(answer, None),
             };
@@ -321,11 +363,16 @@ impl ResultCache {
         }
         // Only the caller whose call runs sees its answer moved into the
         // entry; the ones waiting on it get the entry (or the error).
+        // The result as decoded for the entry, for the caller whose call
+        // made it (not decoded again).
+        let mut decoded = None;
         let made = self
             .entries
             .entry(key.clone())
             .or_try_insert_with(async {
-                entry_of(fetch(false).await, &key, &tool, policy).map(Arc::new)
+                let (entry, result) = entry_of(fetch(false).await, &key, &tool, policy)?;
+                decoded = Some(result);
+                Ok::<_, Box<Answer>>(Arc::new(entry))
             })
             .await;
         match made {
@@ -336,10 +383,7 @@ impl ResultCache {
                     f.entries += 1;
                     f.bytes += u64::from(entry.bytes);
                 });
-                Served::Fetched(
-                    Box::new(Ok(ServerResult::CallToolResult(entry.result()))),
-                    Some(entry),
-                )
+                Served::Fetched(Box::new(Ok(entry.fetched(decoded))), Some(entry))
             }
             Ok(entry) => {
                 self.count(&tool, |f| f.hits += 1);
@@ -379,7 +423,7 @@ impl ResultCache {
         );
         tokio::spawn(async move {
             match entry_of(call.await, &key, &tool, policy) {
-                Ok(entry) => {
+                Ok((entry, _)) => {
                     let bytes = u64::from(entry.bytes);
                     entries.insert(key.clone(), Arc::new(entry)).await;
                     let mut figures = lock(&figures);
@@ -389,7 +433,7 @@ impl ResultCache {
                     f.bytes += bytes;
                 }
                 Err(answer) => {
-                    let why = match &*answer {
+                    let why = match answer.as_ref().as_ref().map(|f| &f.result) {
                         Ok(ServerResult::CallToolResult(r)) => format!(
                             "an error result: {}",
                             r.content
@@ -431,28 +475,58 @@ impl ResultCache {
     }
 }
 
-/// The entry `answer` makes, or the answer itself if it must not be
-/// cached (an error).
+/// What an entry keeps of its result.
+#[derive(Debug)]
+enum Kept {
+    /// The response the upstream sent, as received.
+    Sent(Message),
+    /// The result, decoded (made of several messages: a task's).
+    Decoded(CallToolResult),
+}
+
+/// The result of an upstream's response `sent`, decoded.
+fn decode(sent: &Message) -> serde_json::Result<CallToolResult> {
+    serde_json::from_str(sent.result().unwrap_or("{}"))
+}
+
+/// The entry `answer` makes, with the result it holds, or the answer
+/// itself if it must not be cached (an error).
 fn entry_of(
     answer: Answer,
     key: &str,
     tool: &Arc<str>,
     policy: CachePolicy,
-) -> Result<Entry, Box<Answer>> {
-    let result = match answer {
-        Ok(ServerResult::CallToolResult(result)) if result.is_error != Some(true) => result,
+) -> Result<(Entry, CallToolResult), Box<Answer>> {
+    let (result, raw) = match answer {
+        Ok(Fetched {
+            result: ServerResult::CallToolResult(result),
+            raw,
+        }) if result.is_error != Some(true) => (result, raw),
         other => return Err(Box::new(other)),
     };
-    let bytes = crate::govern::json_bytes(&result).saturating_add(key.len() as u64);
-    Ok(Entry {
-        result,
+    // One copy kept: the bytes as sent (which `result` was decoded from,
+    // unedited: see `Fetched::raw`) where there are some.
+    let (kept, size, result) = match raw {
+        Some(sent) => {
+            let size = sent.result().map_or(0, |r| r.len() as u64);
+            (Kept::Sent(sent), size, result)
+        }
+        _ => {
+            let size = crate::govern::json_bytes(&result);
+            (Kept::Decoded(result.clone()), size, result)
+        }
+    };
+    let bytes = size.saturating_add(key.len() as u64);
+    let entry = Entry {
+        result: kept,
         stored_at: crate::clock::now(),
         bytes: u32::try_from(bytes).unwrap_or(u32::MAX),
         tool: tool.clone(),
         policy,
         last_read_ms: AtomicU64::new(0),
         governed: Mutex::default(),
-    })
+    };
+    Ok((entry, result))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -253,6 +253,9 @@ impl Gateway {
                                 CallToolResponse::Complete(with_hit(answer, &entry)),
                             ))));
                         }
+                        // Within the budget, it goes as the upstream sent
+                        // it, marked as a hit.
+                        raw = entry.raw().and_then(|sent| with_hit_as_sent(sent, &entry));
                         let result = ServerResult::CallToolResult(entry.result());
                         // An entry made for a client of the other era.
                         (
@@ -261,11 +264,13 @@ impl Gateway {
                             true,
                         )
                     }
-                    crate::cache::Served::Fetched(answer, entry) => (
-                        (*answer).map(|r| in_clients_era(r, caller.era.is_legacy())),
-                        entry,
-                        false,
-                    ),
+                    crate::cache::Served::Fetched(answer, entry) => {
+                        let sent = (*answer).map(|fetched| {
+                            raw = fetched.raw;
+                            in_clients_era(fetched.result, caller.era.is_legacy())
+                        });
+                        (sent, entry, false)
+                    }
                 }
             }
         };
@@ -279,6 +284,10 @@ impl Gateway {
             Ok(CallToolResponse::Complete(result))
                 if raw.is_some() && self.governor.passes(&result, &policy) =>
             {
+                let result = match &entry {
+                    Some(entry) if hit => with_hit(result, entry),
+                    _ => result,
+                };
                 Ok(Relayed {
                     response: CallToolResponse::Complete(result),
                     raw,
@@ -307,20 +316,8 @@ impl Gateway {
 
     /// Makes the upstream call of a tool: as a task if the tool needs one,
     /// with sluice answering `input_required` for a client that cannot.
-    pub(super) async fn fetch(
-        &self,
-        upstream: &Arc<Upstream>,
-        params: CallToolRequestParams,
-        caller: &Caller,
-        source: &str,
-    ) -> Result<ServerResult, CallError> {
-        self.fetch_keeping_raw(upstream, params, caller, source)
-            .await
-            .0
-    }
-
-    /// [`Self::fetch`], and the upstream's response as received when the
-    /// result is that response's, unedited (one plain call).
+    /// Gives the upstream's response as received too when the result is
+    /// that response's, unedited (one plain call).
     pub(super) async fn fetch_keeping_raw(
         &self,
         upstream: &Arc<Upstream>,
@@ -368,7 +365,7 @@ impl Gateway {
         }
     }
 
-    /// [`Self::fetch`] as the cache calls it: for `caller`, or for a
+    /// [`Self::fetch_keeping_raw`] as the cache calls it: for `caller`, or for a
     /// background refresh that no client waits for.
     pub(super) fn fetcher(
         self: &Arc<Self>,
@@ -409,7 +406,12 @@ impl Gateway {
                 params.clone(),
                 source.clone(),
             );
-            Box::pin(async move { gateway.fetch(&upstream, params, &caller, &source).await })
+            Box::pin(async move {
+                let (result, raw) = gateway
+                    .fetch_keeping_raw(&upstream, params, &caller, &source)
+                    .await;
+                result.map(|result| crate::cache::Fetched { result, raw })
+            })
         })
     }
 
@@ -516,13 +518,48 @@ pub(super) fn with_hit(
     mut result: rmcp::model::CallToolResult,
     entry: &crate::cache::Entry,
 ) -> rmcp::model::CallToolResult {
-    let age = (entry.age().as_secs_f64() * 10.0).round() / 10.0;
     result.meta = Some(crate::govern::with_meta(
         result.meta,
         crate::cache::META,
-        serde_json::json!({"hit": true, "age_s": age}),
+        hit_meta(entry),
     ));
     result
+}
+
+/// What `_meta["sluice/cache"]` says of a hit on `entry`.
+fn hit_meta(entry: &crate::cache::Entry) -> serde_json::Value {
+    let age = (entry.age().as_secs_f64() * 10.0).round() / 10.0;
+    serde_json::json!({"hit": true, "age_s": age})
+}
+
+/// The upstream's response `sent`, its result marked as served from the
+/// cache as [`with_hit`] marks it (in `_meta`, made if absent), every
+/// other member as sent (the whitespace between members goes). `None` if
+/// its result or its `_meta` is not an object.
+fn with_hit_as_sent(
+    sent: &crate::jsonrpc::Message,
+    entry: &crate::cache::Entry,
+) -> Option<crate::jsonrpc::Message> {
+    let mut result = crate::jsonrpc::RawObject::parse(sent.result()?).ok()?;
+    let hit = hit_meta(entry);
+    if result.get("_meta").is_some() {
+        result
+            .edit_path(&["_meta"], |meta| {
+                meta.insert_value(crate::cache::META, &hit)
+            })
+            .ok()??
+            .ok()?;
+    } else {
+        result
+            .insert_value("_meta", &serde_json::json!({ crate::cache::META: hit }))
+            .ok()?;
+    }
+    let text = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{}}}"#,
+        sent.id()?.as_json(),
+        result.to_json()
+    );
+    crate::jsonrpc::Message::parse(bytes::Bytes::from(text)).ok()
 }
 
 /// A call the cache may answer.

@@ -1102,6 +1102,34 @@ async fn a_2026_client_gets_prompts_resources_and_completions_as_sent() {
     .await;
 }
 
+/// A cached tool's result crosses sluice as the upstream sent it: on the
+/// call that fills the cache, byte for byte; on a hit (the upstream not
+/// called again), every member as sent, with `_meta["sluice/cache"]` added.
+#[tokio::test]
+async fn a_cached_result_arrives_as_sent_and_a_hit_adds_only_its_mark() {
+    let config = "[upstreams.raw.tools.exact]\ncache = { ttl_s = 600 }\n";
+    let script = [tool_call(2, "exact", "{}"), tool_call(3, "exact", "{}")];
+    on_paths(&OWN_LAYER, "cache", false, config, &script, |run| {
+        let context = || run.transcript();
+        let calls = messages(&run.server_received)
+            .into_iter()
+            .filter(|m| member(m, "method") == Some(r#""tools/call""#))
+            .count();
+        assert_eq!(calls, 1, "the hit called the upstream:\n{}", context());
+        let sent = run.server_answer(&run.server_call("exact"));
+        let sent = member(&sent, "result").unwrap();
+        assert_eq!(run.client_result("2"), sent, "{}", context());
+        let hit = run.client_result("3");
+        let mut got = members(&hit);
+        let meta = got.pop().expect("members");
+        assert_eq!(meta.0, "_meta", "{}", context());
+        let mark = member(meta.1, "sluice/cache").expect("the hit's mark");
+        assert_eq!(member(mark, "hit"), Some("true"), "{}", context());
+        assert_eq!(got, members(sent), "{}", context());
+    })
+    .await;
+}
+
 /// A stdio client, any upstream: log messages, and the requests the server
 /// asks the client (`roots/list`) with the client's answers, cross sluice
 /// as the bytes sent (`downstream::link`).
