@@ -15,7 +15,7 @@
 //! is kept beyond one message, and a message that cannot be read fails the
 //! call it answers at once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -24,6 +24,7 @@ use bytes::Bytes;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -60,6 +61,9 @@ pub struct StreamableHttp {
     /// For each tool, the arguments its schema marks with `x-mcp-header`:
     /// their path from `arguments` and their header's name (SEP-2243).
     param_headers: Mutex<HashMap<String, Vec<ParamHeader>>>,
+    /// The tools left out of `tools/list` for invalid `x-mcp-header`
+    /// annotations, each logged once.
+    rejected: Mutex<HashSet<String>>,
     /// The answers being read to 2026-07-28 requests, by id: cancelling one
     /// closes its stream (that era's cancellation; nothing is POSTed).
     answering: Mutex<HashMap<Id, CancellationToken>>,
@@ -113,6 +117,7 @@ pub fn open(
         version: Mutex::new(None),
         stateless: AtomicBool::new(false),
         param_headers: Mutex::new(HashMap::new()),
+        rejected: Mutex::new(HashSet::new()),
         answering: Mutex::new(HashMap::new()),
         inbound: tx,
         limit,
@@ -362,9 +367,9 @@ impl StreamableHttp {
             }
             return;
         }
-        let item = checked(Bytes::from(body), id.clone(), id);
+        let mut item = checked(Bytes::from(body), id.clone(), id);
         if lists_tools {
-            self.learn_param_headers(&item);
+            item = self.learn_param_headers(item);
         }
         self.deliver(item).await;
     }
@@ -400,14 +405,14 @@ impl StreamableHttp {
                 match event {
                     Ok(event) if event.data.trim_ascii().is_empty() => {}
                     Ok(event) => {
-                        let item = checked(event.data, None, id.clone());
+                        let mut item = checked(event.data, None, id.clone());
                         if let Inbound::Message { message, .. } = &item
                             && matches!(message.kind(), Kind::Response | Kind::Error)
                             && message.id() == id
                         {
                             answered = true;
                             if lists_tools {
-                                self.learn_param_headers(&item);
+                                item = self.learn_param_headers(item);
                             }
                         }
                         if let Inbound::Unreadable {
@@ -485,21 +490,21 @@ impl StreamableHttp {
     }
 
     /// Keeps, from a `tools/list` answer, which arguments of which tools
-    /// go as `Mcp-Param-*` headers too.
-    fn learn_param_headers(&self, item: &Inbound) {
-        let Inbound::Message { message, .. } = item else {
-            return;
+    /// go as `Mcp-Param-*` headers too; from a 2026-07-28 upstream, leaves
+    /// out of the answer every tool whose `x-mcp-header` annotations break
+    /// SEP-2243's rules ([`header_annotation_fault`]), as a conforming
+    /// client must: its calls could not carry the headers the upstream
+    /// checks. Each such tool is logged once; the other tools stay as sent.
+    fn learn_param_headers(&self, item: Inbound) -> Inbound {
+        let Inbound::Message { message, stream_of } = item else {
+            return item;
         };
         let Some(result) = message.result() else {
-            return;
+            return Inbound::Message { message, stream_of };
         };
         // Cheap to skip: most servers mark no argument.
         if memchr::memmem::find(result.as_bytes(), b"x-mcp-header").is_none() {
-            return;
-        }
-        #[derive(serde::Deserialize)]
-        struct Listed {
-            tools: Vec<ListedTool>,
+            return Inbound::Message { message, stream_of };
         }
         #[derive(serde::Deserialize)]
         struct ListedTool {
@@ -507,18 +512,50 @@ impl StreamableHttp {
             #[serde(rename = "inputSchema", default)]
             input_schema: serde_json::Value,
         }
-        let Ok(listed) = serde_json::from_str::<Listed>(result) else {
-            return;
+        let listed = crate::jsonrpc::RawObject::parse(result)
+            .ok()
+            .and_then(|object| {
+                let tools = object.get_parsed("tools")?;
+                serde_json::from_str::<Vec<&RawValue>>(tools.get()).ok()
+            });
+        let Some(listed) = listed else {
+            return Inbound::Message { message, stream_of };
         };
-        let mut known = lock(&self.param_headers);
-        for tool in listed.tools {
-            let mut marked = Vec::new();
-            param_annotations(&tool.input_schema, &mut Vec::new(), &mut marked);
-            if marked.is_empty() {
-                known.remove(&tool.name);
-            } else {
-                known.insert(tool.name, marked);
+        let checked = self.stateless.load(Ordering::Relaxed);
+        let mut kept: Vec<&RawValue> = Vec::with_capacity(listed.len());
+        {
+            let mut known = lock(&self.param_headers);
+            for sent in listed {
+                let Ok(tool) = serde_json::from_str::<ListedTool>(sent.get()) else {
+                    kept.push(sent);
+                    continue;
+                };
+                if checked && let Some(fault) = header_annotation_fault(&tool.input_schema) {
+                    if lock(&self.rejected).insert(tool.name.clone()) {
+                        tracing::warn!(
+                            tool = %tool.name,
+                            "the upstream's tool is left out: its x-mcp-header annotations are invalid ({fault}), so its calls could not carry the headers SEP-2243 requires; fix its input schema"
+                        );
+                    }
+                    known.remove(&tool.name);
+                    continue;
+                }
+                kept.push(sent);
+                let mut marked = Vec::new();
+                param_annotations(&tool.input_schema, &mut Vec::new(), &mut marked);
+                if marked.is_empty() {
+                    known.remove(&tool.name);
+                } else {
+                    known.insert(tool.name, marked);
+                }
             }
+        }
+        let Some(edited) = without_left_out(&message, &kept) else {
+            return Inbound::Message { message, stream_of };
+        };
+        Inbound::Message {
+            message: edited,
+            stream_of,
         }
     }
 
@@ -660,6 +697,10 @@ fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// How many properties deep an `x-mcp-header` is mirrored: schemas are the
+/// upstream's (untrusted), walked to a bounded depth.
+const ANNOTATION_DEPTH: usize = 16;
+
 /// Every property an input schema marks with `x-mcp-header`, reached from
 /// the root through `properties` alone: its path and its header's name.
 fn param_annotations(
@@ -667,12 +708,10 @@ fn param_annotations(
     path: &mut Vec<String>,
     out: &mut Vec<ParamHeader>,
 ) {
-    // Schemas are the upstream's (untrusted): a bounded depth.
-    const MAX_DEPTH: usize = 16;
     let Some(serde_json::Value::Object(properties)) = schema.get("properties") else {
         return;
     };
-    if path.len() >= MAX_DEPTH {
+    if path.len() >= ANNOTATION_DEPTH {
         return;
     }
     for (name, property) in properties {
@@ -686,6 +725,133 @@ fn param_annotations(
         param_annotations(property, path, out);
         path.pop();
     }
+}
+
+/// `response` (a `tools/list` answer) with only the tools `kept` in its
+/// result's `tools`, every other byte as sent; `None` when it keeps them
+/// all (or cannot be rebuilt).
+fn without_left_out(response: &Message, kept: &[&RawValue]) -> Option<Message> {
+    let mut result = crate::jsonrpc::RawObject::parse(response.result()?).ok()?;
+    let all: Vec<&RawValue> = serde_json::from_str(result.get_parsed("tools")?.get()).ok()?;
+    if all.len() == kept.len() {
+        return None;
+    }
+    result.insert("tools", serde_json::value::to_raw_value(kept).ok()?);
+    let text = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{}}}"#,
+        response.id()?.as_json(),
+        result.to_json()
+    );
+    Message::parse(Bytes::from(text)).ok()
+}
+
+/// What breaks SEP-2243's rules for `x-mcp-header` in a tool's input
+/// schema, if anything: an annotation must sit on a property reached from
+/// the root through `properties` alone (not on the root, nor under
+/// `items`, `anyOf` and the like), at most as deep as sluice mirrors
+/// headers; be a non-empty HTTP token, unique in the tool whatever its
+/// case; and annotate a `string`, `integer` or `boolean` property.
+pub fn header_annotation_fault(schema: &serde_json::Value) -> Option<String> {
+    let mut annotated = Vec::new();
+    if let Err(fault) = find_annotations(schema, Some(&mut Vec::new()), &mut annotated) {
+        return Some(fault);
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (path, property, header) in annotated {
+        let at = path.join(".");
+        let serde_json::Value::String(header) = header else {
+            return Some(format!("on `{at}` it is not a string"));
+        };
+        if header.is_empty() {
+            return Some(format!("on `{at}` it is empty"));
+        }
+        if !header.bytes().all(is_token_byte) {
+            return Some(format!("on `{at}`, {header:?} is not an HTTP token"));
+        }
+        if !seen.insert(header.to_ascii_lowercase()) {
+            return Some(format!(
+                "on `{at}`, {header:?} names a header another property names too"
+            ));
+        }
+        if path.len() > ANNOTATION_DEPTH {
+            return Some(format!(
+                "`{at}` is deeper than {ANNOTATION_DEPTH} properties"
+            ));
+        }
+        match property.get("type").and_then(serde_json::Value::as_str) {
+            Some("string" | "integer" | "boolean") => {}
+            Some(other) => {
+                return Some(format!(
+                    "`{at}` is of type {other:?}, not string, integer or boolean"
+                ));
+            }
+            None => return Some(format!("`{at}` declares no single type")),
+        }
+    }
+    None
+}
+
+/// The annotated properties under `schema`, with their paths: `path` is
+/// `Some` while `schema` is the root or a property reached from it through
+/// `properties` alone. An annotation anywhere else is a fault.
+fn find_annotations<'a>(
+    schema: &'a serde_json::Value,
+    path: Option<&mut Vec<String>>,
+    out: &mut Vec<(Vec<String>, &'a serde_json::Value, &'a serde_json::Value)>,
+) -> Result<(), String> {
+    match schema {
+        serde_json::Value::Array(items) => {
+            for item in items {
+                find_annotations(item, None, out)?;
+            }
+            Ok(())
+        }
+        serde_json::Value::Object(members) => {
+            let mut path = path;
+            for (key, value) in members {
+                match key.as_str() {
+                    "x-mcp-header" => match path.as_deref() {
+                        Some(path) if !path.is_empty() => {
+                            out.push((path.clone(), schema, value));
+                        }
+                        Some(_) => return Err("it annotates the schema's root".to_owned()),
+                        None => {
+                            return Err(
+                                "it annotates a schema not reached through `properties` alone"
+                                    .to_owned(),
+                            );
+                        }
+                    },
+                    // Instance values, not schemas.
+                    "default" | "const" | "enum" | "examples" => {}
+                    "properties" => {
+                        let serde_json::Value::Object(properties) = value else {
+                            continue;
+                        };
+                        for (name, property) in properties {
+                            match path.as_deref_mut() {
+                                Some(path) => {
+                                    path.push(name.clone());
+                                    let found = find_annotations(property, Some(path), out);
+                                    path.pop();
+                                    found?;
+                                }
+                                None => find_annotations(property, None, out)?,
+                            }
+                        }
+                    }
+                    _ => find_annotations(value, None, out)?,
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// RFC 9110's `tchar`.
+fn is_token_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte)
 }
 
 /// A value as SEP-2243 puts it in a header: as it is when it can be,
@@ -860,6 +1026,110 @@ impl Transport for StreamableHttp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn header_annotations_are_checked_as_sep_2243_says() {
+        let fault = |schema: serde_json::Value| header_annotation_fault(&schema);
+        let property = |p: serde_json::Value| json!({"type": "object", "properties": {"p": p}});
+        // Valid: a primitive property reached through `properties` alone,
+        // at any of its depths; an annotation inside an instance value is
+        // not one.
+        assert_eq!(
+            fault(property(
+                json!({"type": "string", "x-mcp-header": "Region"})
+            )),
+            None
+        );
+        assert_eq!(
+            fault(
+                json!({"properties": {"where": {"type": "object", "properties": {
+                "zone": {"type": "integer", "x-mcp-header": "Zone"}}}}})
+            ),
+            None
+        );
+        assert_eq!(
+            fault(property(
+                json!({"type": "string", "default": {"x-mcp-header": "Q"}})
+            )),
+            None
+        );
+        assert_eq!(fault(json!({"type": "object"})), None);
+        // Invalid, each with what is wrong.
+        let bad = [
+            (json!({"x-mcp-header": "Q", "properties": {}}), "root"),
+            (
+                property(
+                    json!({"type": "array", "items": {"type": "string", "x-mcp-header": "Id"}}),
+                ),
+                "not reached",
+            ),
+            (
+                property(json!({"anyOf": [{"type": "string", "x-mcp-header": "T"}]})),
+                "not reached",
+            ),
+            (
+                property(json!({"type": "string", "x-mcp-header": "Region Name"})),
+                "token",
+            ),
+            (
+                property(json!({"type": "string", "x-mcp-header": ""})),
+                "empty",
+            ),
+            (
+                property(json!({"type": "string", "x-mcp-header": 5})),
+                "not a string",
+            ),
+            (
+                property(json!({"type": "object", "x-mcp-header": "Scope"})),
+                "\"object\"",
+            ),
+            (property(json!({"x-mcp-header": "Scope"})), "no single type"),
+            (
+                json!({"properties": {
+                    "a": {"type": "string", "x-mcp-header": "Region"},
+                    "b": {"type": "string", "x-mcp-header": "region"}}}),
+                "another property",
+            ),
+        ];
+        for (schema, says) in bad {
+            let found = fault(schema.clone()).unwrap_or_else(|| panic!("no fault in {schema}"));
+            assert!(found.contains(says), "{schema}: {found}");
+        }
+        // As deep as headers are mirrored, and deeper.
+        let mut deep = json!({"type": "string", "x-mcp-header": "Deep"});
+        for _ in 0..ANNOTATION_DEPTH {
+            deep = json!({"type": "object", "properties": {"d": deep}});
+        }
+        assert_eq!(fault(deep.clone()), None);
+        let deeper = json!({"type": "object", "properties": {"d": deep}});
+        assert!(fault(deeper).unwrap().contains("deeper"));
+    }
+
+    #[test]
+    fn a_tool_left_out_leaves_the_others_as_sent() {
+        let response = Message::parse(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"a","x":1.50},{"name":"b"},{"name":"c","y":-0}],"nextCursor":"n"}}"#,
+        ))
+        .unwrap();
+        let listed: Vec<&RawValue> = serde_json::from_str(
+            crate::jsonrpc::RawObject::parse(response.result().unwrap())
+                .unwrap()
+                .get_parsed("tools")
+                .unwrap()
+                .get(),
+        )
+        .unwrap();
+        assert!(
+            without_left_out(&response, &listed).is_none(),
+            "all kept: unchanged"
+        );
+        let edited = without_left_out(&response, &[listed[0], listed[2]]).unwrap();
+        assert_eq!(
+            &edited.as_bytes()[..],
+            br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"a","x":1.50},{"name":"c","y":-0}],"nextCursor":"n"}}"#
+        );
+    }
     use axum::extract::State;
     use axum::response::IntoResponse;
 

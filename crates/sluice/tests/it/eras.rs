@@ -36,13 +36,7 @@ async fn git_log_through(protocol: &str) {
         ),
     );
     let (client, _) = connect(&via_config(&config)).await;
-    let tools: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let tools = tool_names(&client).await;
     assert!(tools.contains(&"git_log".to_owned()), "{tools:?}");
     let log = client
         .call_tool(

@@ -149,13 +149,7 @@ async fn two_upstreams_from_a_config_file_are_prefixed_and_routed() {
     );
     let config = dir.file("sluice.toml", &toml);
     let (client, _) = connect(&via_config(&config)).await;
-    let names: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&client).await;
     assert!(names.contains(&"shop__echo".to_owned()), "{names:?}");
     assert!(names.contains(&"ref__echo".to_owned()), "{names:?}");
     assert!(

@@ -1178,3 +1178,58 @@ async fn a_stream_the_python_sdk_closes_mid_call_is_resumed_and_answered() {
     );
     transport.close().await;
 }
+
+/// A 2026-07-28 upstream's tool whose `x-mcp-header` annotation breaks
+/// SEP-2243's rules (here, not an HTTP token) is left out of the tools
+/// sluice lists, as a conforming client must, and logged once however
+/// often the tools are listed; the upstream's valid annotated tool stays.
+#[tokio::test]
+async fn a_tool_with_an_invalid_x_mcp_header_is_left_out_and_logged_once() {
+    let port = free_port();
+    let mut command = conformance_fixture();
+    command.pop(); // --stdio
+    command.extend(["--port".to_owned(), port.to_string()]);
+    let server = serve(
+        &command,
+        &[("SLUICE_FIXTURE_BAD_HEADER", "1".to_owned())],
+        port,
+    )
+    .await;
+    let dir = TempDir::new("bad-x-mcp-header");
+    let config = dir.file(
+        "sluice.toml",
+        // The 2026-07-28 era, whichever era the client speaks (`auto`
+        // would take the first client's, 2025-11-25 here).
+        &format!(
+            "[upstreams.conf]\nurl = {:?}\nprotocol = \"2026-07-28\"\n",
+            server.url
+        ),
+    );
+    let sluice = HttpSluice::start(&["--config", config.to_str().unwrap()], &[]).await;
+    let (client, _) = connect_http(&sluice.url).await;
+    for _ in 0..2 {
+        let names = tool_names(&client).await;
+        assert!(
+            names.iter().any(|n| n == "test_x_mcp_header"),
+            "the valid annotated tool is listed: {names:?}"
+        );
+        assert!(
+            !names.iter().any(|n| n == "test_bad_x_mcp_header"),
+            "the tool with an invalid annotation is left out: {names:?}"
+        );
+    }
+    let warned = sluice
+        .stderr
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|line| line.contains("test_bad_x_mcp_header") && line.contains("x-mcp-header"))
+        .count();
+    assert_eq!(
+        warned,
+        1,
+        "logged once:\n{}",
+        sluice.stderr.lock().unwrap().join("\n")
+    );
+    client.cancel().await.unwrap();
+}

@@ -256,6 +256,17 @@ pub async fn serving(child: &mut tokio::process::Child) -> (String, Arc<Mutex<Ve
     (url, log)
 }
 
+/// The names of every tool `client` is offered.
+pub async fn tool_names(client: &Client) -> Vec<String> {
+    client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
 /// Connects an MCP client (rmcp) to a Streamable HTTP URL.
 pub async fn connect_http(url: &str) -> (Client, Arc<Mutex<Inbox>>) {
     sluice::install_tls_provider();
