@@ -534,6 +534,7 @@ impl StreamableHttp {
                     if lock(&self.rejected).insert(tool.name.clone()) {
                         tracing::warn!(
                             tool = %tool.name,
+                            url = %self.url,
                             "the upstream's tool is left out: its x-mcp-header annotations are invalid ({fault}), so its calls could not carry the headers SEP-2243 requires; fix its input schema"
                         );
                     }
