@@ -254,8 +254,8 @@ impl Gateway {
                             ))));
                         }
                         // Within the budget, it goes as the upstream sent
-                        // it, marked as a hit.
-                        raw = entry.raw().and_then(|sent| with_hit_as_sent(sent, &entry));
+                        // it, marked as a hit (below, once it passed).
+                        raw = entry.raw().cloned();
                         let result = ServerResult::CallToolResult(entry.result());
                         // An entry made for a client of the other era.
                         (
@@ -284,9 +284,12 @@ impl Gateway {
             Ok(CallToolResponse::Complete(result))
                 if raw.is_some() && self.governor.passes(&result, &policy) =>
             {
-                let result = match &entry {
-                    Some(entry) if hit => with_hit(result, entry),
-                    _ => result,
+                let (result, raw) = match &entry {
+                    Some(entry) if hit => (
+                        with_hit(result, entry),
+                        raw.and_then(|sent| with_hit_as_sent(&sent, entry)),
+                    ),
+                    _ => (result, raw),
                 };
                 Ok(Relayed {
                     response: CallToolResponse::Complete(result),
