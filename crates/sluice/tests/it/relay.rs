@@ -11,11 +11,15 @@
 //!   tool call's `params._meta.progressToken` (a call may go on as an
 //!   operation, which reports progress; other requests get none), and the
 //!   client gets its own back in `notifications/progress`;
-//! - tool names, where several upstreams need a prefix (here one upstream:
-//!   none);
+//! - tool and prompt names, where several upstreams need a prefix (here one
+//!   upstream: none);
 //! - `tools/list`: each upstream tool gains `_timeout_s` (and `_fresh` when
 //!   cached) in `inputSchema.properties` (made if absent) and loses
-//!   `outputSchema`; sluice's own tools are listed too;
+//!   `outputSchema`; sluice's own tools are listed too; merged lists are
+//!   sluice's own objects around the upstreams' items (and
+//!   `resources/templates/list` starts with sluice's template);
+//! - the members the client's era requires (`resultType`, a read's cache
+//!   hints) and a cache hit's `_meta["sluice/cache"]`;
 //! - its own answers: `initialize`, errors it makes, stored answers.
 //!
 //! Everything else arrives as the bytes sent: a result within budget is the
@@ -24,13 +28,8 @@
 //! unknown members included), and so are the params of notifications and of
 //! server→client requests, and the client's answers to those.
 //!
-//! Where both ends are sluice's own layer (a client over stdio or HTTP, any
-//! upstream), results, tool lists and a call's params already arrive as
-//! sent; the rest (notifications and server→client requests, still
-//! re-encoded by rmcp) is ignored with what fails, until the byte relay of
-//! issue 15 covers it. The
-//! peers are checked against each other directly, so that a failure through
-//! sluice is sluice's.
+//! The peers are checked against each other directly, so that a failure
+//! through sluice is sluice's.
 
 use std::path::Path;
 use std::process::Stdio;
