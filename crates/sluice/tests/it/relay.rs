@@ -1090,6 +1090,65 @@ async fn prompts_resources_and_completions_arrive_as_sent() {
     .await;
 }
 
+/// Requests of the methods the front routes whose params do not read as
+/// theirs get a clear JSON-RPC error each (the params' fault, said), and
+/// the next request is answered as sent.
+#[tokio::test]
+async fn malformed_prompt_read_and_completion_requests_get_clear_errors() {
+    let script = [
+        r#"{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":5}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"completion/complete","params":{"ref":{"type":"ref/unknown"},"argument":{"name":"a","value":"b"}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":7}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"prompts/get","params":{"name":"greet"}}"#,
+    ]
+    .map(str::to_owned);
+    let paths = [(Downstream::Stdio, Upstream::Stdio)];
+    on_paths(&paths, "malformed-routed", false, "", &script, |run| {
+        let context = || run.transcript();
+        for (id, says) in [
+            ("2", "prompts/get"),
+            ("3", "completion/complete"),
+            ("4", "resources/read"),
+        ] {
+            let answer = run
+                .answer(id)
+                .unwrap_or_else(|| panic!("no answer to {id}:\n{}", context()));
+            let error = member(&answer, "error")
+                .unwrap_or_else(|| panic!("{id} is not an error: {answer}\n{}", context()));
+            assert_eq!(member(error, "code"), Some("-32602"), "{answer}");
+            assert!(
+                error.contains(says),
+                "{id} does not say which method: {answer}"
+            );
+        }
+        // None of them went upstream: only the good `prompts/get` did.
+        let sent_upstream = |method: &str| {
+            let quoted = serde_json::to_string(method).unwrap();
+            messages(&run.server_received)
+                .iter()
+                .filter(|m| member(m, "method") == Some(quoted.as_str()))
+                .count()
+        };
+        assert_eq!(
+            [
+                sent_upstream("prompts/get"),
+                sent_upstream("completion/complete"),
+                sent_upstream("resources/read")
+            ],
+            [1, 0, 0],
+            "{}",
+            context()
+        );
+        assert_eq!(
+            run.client_result("5"),
+            run.server_result("prompts/get"),
+            "{}",
+            context()
+        );
+    })
+    .await;
+}
+
 /// The same for a 2026-07-28 client: only the `resultType` (and for a
 /// read, the cache hints) its version requires are added, first.
 #[tokio::test]
