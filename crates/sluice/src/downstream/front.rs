@@ -197,13 +197,12 @@ impl Front {
         // One parse of the params, `_meta` and all.
         let mut params: CallToolRequestParams = serde_json::from_str(message.params()?).ok()?;
         let meta = params.meta.take().unwrap_or_default();
-        let begun = self.begin(message, &id, meta, http, stream)?;
         let Begun {
             caller,
             ct,
             legacy,
             tasks,
-        } = begun;
+        } = self.begin(message, &id, meta, http, stream)?;
         let front = self.clone();
         Some(Taken {
             ct: ct.clone(),

@@ -557,12 +557,7 @@ fn with_hit_as_sent(
             .insert_value("_meta", &serde_json::json!({ crate::cache::META: hit }))
             .ok()?;
     }
-    let text = format!(
-        r#"{{"jsonrpc":"2.0","id":{},"result":{}}}"#,
-        sent.id()?.as_json(),
-        result.to_json()
-    );
-    crate::jsonrpc::Message::parse(bytes::Bytes::from(text)).ok()
+    sent.with_result(&result.to_json()).ok()
 }
 
 /// A call the cache may answer.

@@ -189,6 +189,17 @@ impl Message {
         self.edit(&[(range, token.as_json())])
     }
 
+    /// The response with `result` (JSON text) in place of its result, every
+    /// other byte as it was (parsed again: `result` is checked).
+    pub fn with_result(&self, result: &str) -> Result<Message, MessageError> {
+        let span = self
+            .span(Member::Result)
+            .ok_or_else(|| MessageError::NotJsonRpc {
+                reason: "a message without a result has none to replace".to_owned(),
+            })?;
+        self.edit(&[(span, result)])
+    }
+
     /// The message with `edits` spliced into its bytes (see [`splice`]),
     /// parsed again: for edits that may change the envelope.
     pub fn edit(&self, edits: &[(Range<usize>, &str)]) -> Result<Message, MessageError> {

@@ -496,36 +496,38 @@ impl StreamableHttp {
     /// client must: its calls could not carry the headers the upstream
     /// checks. Each such tool is logged once; the other tools stay as sent.
     fn learn_param_headers(&self, item: Inbound) -> Inbound {
-        let Inbound::Message { message, stream_of } = item else {
+        let Inbound::Message { message, stream_of } = &item else {
             return item;
         };
-        let Some(result) = message.result() else {
-            return Inbound::Message { message, stream_of };
+        let Some(edited) = self.learn_from_list(message) else {
+            return item;
         };
-        // Cheap to skip: most servers mark no argument.
-        if memchr::memmem::find(result.as_bytes(), b"x-mcp-header").is_none() {
-            return Inbound::Message { message, stream_of };
+        Inbound::Message {
+            message: edited,
+            stream_of: stream_of.clone(),
         }
+    }
+
+    /// [`Self::learn_param_headers`] of one `tools/list` response: the
+    /// response without the tools left out, `None` when it keeps them all.
+    fn learn_from_list(&self, response: &Message) -> Option<Message> {
+        let result = response.result()?;
+        // Cheap to skip: most servers mark no argument.
+        memchr::memmem::find(result.as_bytes(), b"x-mcp-header")?;
         #[derive(serde::Deserialize)]
         struct ListedTool {
             name: String,
             #[serde(rename = "inputSchema", default)]
             input_schema: serde_json::Value,
         }
-        let listed = crate::jsonrpc::RawObject::parse(result)
-            .ok()
-            .and_then(|object| {
-                let tools = object.get_parsed("tools")?;
-                serde_json::from_str::<Vec<&RawValue>>(tools.get()).ok()
-            });
-        let Some(listed) = listed else {
-            return Inbound::Message { message, stream_of };
-        };
+        let mut object = crate::jsonrpc::RawObject::parse(result).ok()?;
+        let listed: Vec<&RawValue> =
+            serde_json::from_str(object.get_parsed("tools")?.get()).ok()?;
         let checked = self.stateless.load(Ordering::Relaxed);
         let mut kept: Vec<&RawValue> = Vec::with_capacity(listed.len());
         {
             let mut known = lock(&self.param_headers);
-            for sent in listed {
+            for &sent in &listed {
                 let Ok(tool) = serde_json::from_str::<ListedTool>(sent.get()) else {
                     kept.push(sent);
                     continue;
@@ -551,13 +553,11 @@ impl StreamableHttp {
                 }
             }
         }
-        let Some(edited) = without_left_out(&message, &kept) else {
-            return Inbound::Message { message, stream_of };
-        };
-        Inbound::Message {
-            message: edited,
-            stream_of,
+        if kept.len() == listed.len() {
+            return None;
         }
+        object.insert("tools", serde_json::value::to_raw_value(&kept).ok()?);
+        response.with_result(&object.to_json()).ok()
     }
 
     /// The `Mcp-Param-*` headers of a `tools/call` (SEP-2243).
@@ -726,24 +726,6 @@ fn param_annotations(
         param_annotations(property, path, out);
         path.pop();
     }
-}
-
-/// `response` (a `tools/list` answer) with only the tools `kept` in its
-/// result's `tools`, every other byte as sent; `None` when it keeps them
-/// all (or cannot be rebuilt).
-fn without_left_out(response: &Message, kept: &[&RawValue]) -> Option<Message> {
-    let mut result = crate::jsonrpc::RawObject::parse(response.result()?).ok()?;
-    let all: Vec<&RawValue> = serde_json::from_str(result.get_parsed("tools")?.get()).ok()?;
-    if all.len() == kept.len() {
-        return None;
-    }
-    result.insert("tools", serde_json::value::to_raw_value(kept).ok()?);
-    let text = format!(
-        r#"{{"jsonrpc":"2.0","id":{},"result":{}}}"#,
-        response.id()?.as_json(),
-        result.to_json()
-    );
-    Message::parse(Bytes::from(text)).ok()
 }
 
 /// What breaks SEP-2243's rules for `x-mcp-header` in a tool's input
@@ -1109,27 +1091,37 @@ mod tests {
 
     #[test]
     fn a_tool_left_out_leaves_the_others_as_sent() {
-        let response = Message::parse(Bytes::from_static(
-            br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"a","x":1.50},{"name":"b"},{"name":"c","y":-0}],"nextCursor":"n"}}"#,
-        ))
-        .unwrap();
-        let listed: Vec<&RawValue> = serde_json::from_str(
-            crate::jsonrpc::RawObject::parse(response.result().unwrap())
-                .unwrap()
-                .get_parsed("tools")
-                .unwrap()
-                .get(),
-        )
-        .unwrap();
+        // Nothing is sent: the list is only read.
+        let (transport, _inbound) =
+            open("http://127.0.0.1:9/mcp", &BTreeMap::new(), 1 << 20).unwrap();
+        transport.negotiated("2026-07-28");
+        let list = |tools: &str| {
+            Message::parse(Bytes::from(format!(
+                r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{tools}],"nextCursor":"n"}}}}"#
+            )))
+            .unwrap()
+        };
+        let good = r#"{"name":"a","x":1.50,"inputSchema":{"properties":{"r":{"type":"string","x-mcp-header":"R"}}}}"#;
+        let bad = r#"{"name":"b","inputSchema":{"properties":{"r":{"type":"object","x-mcp-header":"B"}}}}"#;
+        let plain = r#"{"name":"c","y":-0}"#;
         assert!(
-            without_left_out(&response, &listed).is_none(),
+            transport
+                .learn_from_list(&list(&format!("{good},{plain}")))
+                .is_none(),
             "all kept: unchanged"
         );
-        let edited = without_left_out(&response, &[listed[0], listed[2]]).unwrap();
+        let edited = transport
+            .learn_from_list(&list(&format!("{good},{bad},{plain}")))
+            .unwrap();
         assert_eq!(
-            &edited.as_bytes()[..],
-            br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"a","x":1.50},{"name":"c","y":-0}],"nextCursor":"n"}}"#
+            std::str::from_utf8(edited.as_bytes()).unwrap(),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":7,"result":{{"tools":[{good},{plain}],"nextCursor":"n"}}}}"#
+            )
         );
+        // What was learnt: the kept tool's header, none for the one left out.
+        assert!(lock(&transport.param_headers).contains_key("a"));
+        assert!(!lock(&transport.param_headers).contains_key("b"));
     }
     use axum::extract::State;
     use axum::response::IntoResponse;
