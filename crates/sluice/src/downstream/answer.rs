@@ -56,12 +56,12 @@ pub fn list_line(id: &Id, key: &str, items: &[String], legacy: bool) -> Bytes {
 
 /// The line that answers request `id` with `answer`: the upstream's result
 /// as it sent it when the answer carries that ([`relayed_line`]), else the
-/// result sluice made of it with `made` (or the error), as bytes.
+/// result `made` makes of the answer (or the error), as bytes.
 pub fn line_of<R>(
     id: &Id,
     answer: Result<Relayed<R>, ErrorData>,
     shape: Shape,
-    made: impl FnOnce(R) -> Result<ServerResult, ErrorData>,
+    made: impl FnOnce(Relayed<R>) -> Result<ServerResult, ErrorData>,
 ) -> Bytes {
     if let Ok(relayed) = &answer
         && let Some(line) = relayed
@@ -71,7 +71,7 @@ pub fn line_of<R>(
     {
         return line;
     }
-    let answer = answer.and_then(|relayed| made(relayed.response));
+    let answer = answer.and_then(made);
     answer_line(id, answer.map_err(|e| in_era(e, shape.legacy)))
 }
 

@@ -213,8 +213,8 @@ impl Front {
                     legacy,
                     cache_hints: false,
                 };
-                Some(line_of(&id, answer, shape, |response| {
-                    shaped_call(response, tasks, legacy)
+                Some(line_of(&id, answer, shape, |relayed| {
+                    shaped_call(relayed.into_response(), tasks, legacy)
                 }))
             }
             .boxed(),
@@ -276,8 +276,8 @@ impl Front {
                     legacy,
                     cache_hints: matches!(routed, Routed::Read),
                 };
-                Some(line_of(&id, answer, shape, |result| {
-                    for_era(result, legacy)
+                Some(line_of(&id, answer, shape, |relayed| {
+                    for_era(relayed.response, legacy)
                 }))
             }
             .boxed(),

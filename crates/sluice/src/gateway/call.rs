@@ -12,7 +12,7 @@ impl Gateway {
     ) -> Result<CallToolResponse, ErrorData> {
         self.call_tool_relayed(params, caller)
             .await
-            .map(|relayed| relayed.response)
+            .map(Relayed::into_response)
     }
 
     /// Calls a tool; an upstream's result that passes unchanged comes with
@@ -184,7 +184,7 @@ impl Gateway {
                 };
                 tokio::spawn(async move {
                     let outcome = match call.await {
-                        Ok(Done::Answer(answer)) => match answer.map(|a| a.response) {
+                        Ok(Done::Answer(answer)) => match answer.map(Relayed::into_response) {
                             Ok(CallToolResponse::Complete(result)) => {
                                 crate::operations::Outcome::Completed(result)
                             }
@@ -229,9 +229,18 @@ impl Gateway {
         let mut raw = None;
         let (sent, entry, hit) = match cached {
             None => {
-                let (sent, response) = self
+                let fetched = self
                     .fetch_keeping_raw(upstream, params, caller, &policy.source)
                     .await;
+                // A result within the budget, measured from its bytes: it
+                // goes as the upstream sent it, and is not decoded.
+                if fetched.passes_as_sent(&self.governor, &policy)
+                    && let Fetched::Sent(answer) = fetched
+                {
+                    let relayed = Relayed::sent(answer.raw, caller.era.is_legacy());
+                    return Done::Answer(Box::new(Ok(relayed)));
+                }
+                let (sent, response) = fetched.decode(upstream, caller);
                 raw = response;
                 (sent, None, false)
             }
@@ -253,8 +262,18 @@ impl Gateway {
                                 CallToolResponse::Complete(with_hit(answer, &entry)),
                             ))));
                         }
-                        // Within the budget, it goes as the upstream sent
-                        // it, marked as a hit (below, once it passed).
+                        // Within the budget, measured from its bytes, it
+                        // goes as the upstream sent it, marked as a hit,
+                        // and is not decoded.
+                        if let Some(sent) = entry.raw()
+                            && sent.result().is_some_and(|text| {
+                                self.governor.passes_sent(text, &policy) == Some(true)
+                            })
+                            && let Some(marked) = with_hit_as_sent(sent, &entry)
+                        {
+                            let relayed = Relayed::sent(marked, caller.era.is_legacy());
+                            return Done::Answer(Box::new(Ok(relayed)));
+                        }
                         raw = entry.raw().cloned();
                         let result = ServerResult::CallToolResult(entry.result());
                         // An entry made for a client of the other era.
@@ -292,7 +311,7 @@ impl Gateway {
                     _ => (result, raw),
                 };
                 Ok(Relayed {
-                    response: CallToolResponse::Complete(result),
+                    response: CallToolResponse::Complete(result).into(),
                     raw,
                 })
             }
@@ -319,26 +338,23 @@ impl Gateway {
 
     /// Makes the upstream call of a tool: as a task if the tool needs one,
     /// with sluice answering `input_required` for a client that cannot.
-    /// Gives the upstream's response as received too when the result is
-    /// that response's, unedited (one plain call).
+    /// The answer of one plain call comes as the upstream gave it (a small
+    /// result not decoded yet); the others decoded.
     pub(super) async fn fetch_keeping_raw(
         &self,
         upstream: &Arc<Upstream>,
         params: CallToolRequestParams,
         caller: &Caller,
         source: &str,
-    ) -> (
-        Result<ServerResult, CallError>,
-        Option<crate::jsonrpc::Message>,
-    ) {
+    ) -> Fetched {
         if lock(&self.task_tools).contains(source) {
-            return (self.call_as_task(upstream, params, caller).await, None);
+            return Fetched::decoded(self.call_as_task(upstream, params, caller).await, None);
         }
         // A 2025-11-25 upstream may refuse a plain call to a tool that
         // needs a task: the call is kept to make it again as one.
         let legacy = upstream.current().await.is_none_or(|c| c.era().is_legacy());
         let again = legacy.then(|| params.clone());
-        let (sent, raw) = if !crate::gateway::input::must_bridge(caller) {
+        let fetched = if !crate::gateway::input::must_bridge(caller) {
             // The common case: one request, its arguments moved.
             let text = upstream_params(caller, &params);
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -346,26 +362,28 @@ impl Gateway {
                 .send_as(upstream, request, text.as_deref(), caller)
                 .await
             {
-                Ok((result, raw)) => (Ok(result), Some(raw)),
-                Err(e) => (Err(e), None),
+                Ok(answer) => Fetched::Sent(answer),
+                Err(e) => Fetched::decoded(Err(e), None),
             }
         } else {
             match self.call_bridged(upstream, params, caller).await {
-                Ok(sent) => sent,
-                Err(e) => (Err(CallError::Upstream(e)), None),
+                Ok(fetched) => fetched,
+                Err(e) => Fetched::decoded(Err(CallError::Upstream(e)), None),
             }
         };
-        match again {
-            Some(params) if task_call::refused_without_task(&sent) => {
-                tracing::info!(
-                    tool = %source,
-                    "the tool must be called as a task: sluice calls it as one and polls"
-                );
-                lock(&self.task_tools).insert(source.to_owned());
-                (self.call_as_task(upstream, params, caller).await, None)
-            }
-            _ => (sent, raw),
+        let Some(params) = again.filter(|_| fetched.may_refuse_without_task()) else {
+            return fetched;
+        };
+        let (sent, raw) = fetched.decode(upstream, caller);
+        if !task_call::refused_without_task(&sent) {
+            return Fetched::decoded(sent, raw);
         }
+        tracing::info!(
+            tool = %source,
+            "the tool must be called as a task: sluice calls it as one and polls"
+        );
+        lock(&self.task_tools).insert(source.to_owned());
+        Fetched::decoded(self.call_as_task(upstream, params, caller).await, None)
     }
 
     /// [`Self::fetch_keeping_raw`] as the cache calls it: for `caller`, or for a
@@ -412,7 +430,8 @@ impl Gateway {
             Box::pin(async move {
                 let (result, raw) = gateway
                     .fetch_keeping_raw(&upstream, params, &caller, &source)
-                    .await;
+                    .await
+                    .decode(&upstream, &caller);
                 result.map(|result| crate::cache::Fetched { result, raw })
             })
         })
@@ -447,29 +466,34 @@ impl Gateway {
 
     /// Calls a tool for a client that cannot answer `input_required`
     /// itself: sluice asks it with ordinary requests and calls again. The
-    /// last answer comes with the response it arrived in.
+    /// last answer as the upstream gave it: a tool's result, which needs no
+    /// decoding to be told from `input_required`, is left as sent.
     pub(super) async fn call_bridged(
         &self,
         upstream: &Arc<Upstream>,
         mut params: CallToolRequestParams,
         caller: &Caller,
-    ) -> Result<
-        (
-            Result<ServerResult, CallError>,
-            Option<crate::jsonrpc::Message>,
-        ),
-        ErrorData,
-    > {
+    ) -> Result<Fetched, ErrorData> {
         // The call may be repeated with the client's answers: keep a copy.
         // The first round goes as the client sent it.
         let mut text = upstream_params(caller, &params);
         let mut round = 0;
         loop {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-            let sent = self
+            let answer = match self
                 .send_as(upstream, request, text.take().as_deref(), caller)
-                .await;
-            match sent {
+                .await
+            {
+                Ok(answer) => answer,
+                Err(e) => return Ok(Fetched::decoded(Err(e), None)),
+            };
+            if answer
+                .undecoded()
+                .is_some_and(|text| crate::govern::SentCall::read(text).is_some())
+            {
+                return Ok(Fetched::Sent(answer));
+            }
+            match for_caller(upstream, answer, caller) {
                 Ok((ServerResult::InputRequiredResult(result), _))
                     if round < crate::gateway::input::MAX_ROUNDS =>
                 {
@@ -477,8 +501,8 @@ impl Gateway {
                         crate::gateway::input::fulfil(result, caller, round).await?;
                     round += 1;
                 }
-                Ok((answer, raw)) => return Ok((Ok(answer), Some(raw))),
-                Err(e) => return Ok((Err(e), None)),
+                Ok((answer, raw)) => return Ok(Fetched::decoded(Ok(answer), Some(raw))),
+                Err(e) => return Ok(Fetched::decoded(Err(e), None)),
             }
         }
     }
@@ -614,25 +638,94 @@ fn upstream_params(caller: &Caller, params: &CallToolRequestParams) -> Option<St
     })
 }
 
+/// A tool call's answer from its upstream.
+pub(super) enum Fetched {
+    /// As the upstream gave it: the result may be left as sent (see
+    /// [`crate::upstream::rpc::Decoded`]).
+    Sent(crate::upstream::rpc::Decoded),
+    /// Decoded, with the response it came in when the result is that
+    /// response's own (not a task's, which sluice assembled). Boxed: rmcp's
+    /// results are large.
+    Decoded(
+        Box<(
+            Result<ServerResult, CallError>,
+            Option<crate::jsonrpc::Message>,
+        )>,
+    ),
+}
+
+impl Fetched {
+    fn decoded(
+        result: Result<ServerResult, CallError>,
+        raw: Option<crate::jsonrpc::Message>,
+    ) -> Fetched {
+        Fetched::Decoded(Box::new((result, raw)))
+    }
+
+    /// The result, decoded for `caller`'s era, and the response it came in.
+    pub(super) fn decode(
+        self,
+        upstream: &Upstream,
+        caller: &Caller,
+    ) -> (
+        Result<ServerResult, CallError>,
+        Option<crate::jsonrpc::Message>,
+    ) {
+        match self {
+            Fetched::Sent(answer) => match for_caller(upstream, answer, caller) {
+                Ok((result, raw)) => (Ok(result), Some(raw)),
+                Err(e) => (Err(e), None),
+            },
+            Fetched::Decoded(decoded) => *decoded,
+        }
+    }
+
+    /// Whether the result is a tool's result left as sent that is within
+    /// the budget, measured from its bytes.
+    fn passes_as_sent(&self, governor: &Governor, policy: &Policy) -> bool {
+        match self {
+            Fetched::Sent(answer) => answer
+                .undecoded()
+                .is_some_and(|text| governor.passes_sent(text, policy) == Some(true)),
+            Fetched::Decoded(_) => false,
+        }
+    }
+
+    /// Whether this may be a refusal of a plain call to a tool that needs
+    /// a task (see [`task_call::refused_without_task`]): an upstream's
+    /// error, or a result that says "task" somewhere. Spares decoding the
+    /// other results to find out.
+    fn may_refuse_without_task(&self) -> bool {
+        match self {
+            Fetched::Sent(answer) => answer.undecoded().is_none_or(|text| {
+                text.as_bytes()
+                    .windows(4)
+                    .any(|w| w.eq_ignore_ascii_case(b"task"))
+            }),
+            Fetched::Decoded(..) => true,
+        }
+    }
+}
+
 /// An answer, and when it is an upstream's result passed on unchanged, the
 /// response it arrived in (a tool call's by default; prompts, resource
 /// reads and completions have theirs too).
 #[derive(Debug)]
-pub struct Relayed<R = CallToolResponse> {
+pub struct Relayed<R = CallAnswer> {
     /// The answer.
     pub response: R,
     /// The upstream's response, when `response` is its result unchanged
-    /// (within the budget, not from the cache, not a task's): the client
-    /// gets its `result` as the bytes the upstream sent, shaped for the
-    /// client's era by whoever writes it (`resultType`, cache hints).
+    /// (within the budget, not a task's): the client gets its `result` as
+    /// the bytes the upstream sent, shaped for the client's era by whoever
+    /// writes it (`resultType`, cache hints).
     pub raw: Option<crate::jsonrpc::Message>,
 }
 
 impl<R> Relayed<R> {
     /// An answer sluice made.
-    pub fn made(response: R) -> Relayed<R> {
+    pub fn made(response: impl Into<R>) -> Relayed<R> {
         Relayed {
-            response,
+            response: response.into(),
             raw: None,
         }
     }
@@ -647,17 +740,78 @@ impl<R> Relayed<R> {
     }
 
     /// The upstream's result `response`, which arrived as `raw`.
-    pub fn as_sent(response: R, raw: crate::jsonrpc::Message) -> Relayed<R> {
+    pub fn as_sent(response: impl Into<R>, raw: crate::jsonrpc::Message) -> Relayed<R> {
         Relayed {
-            response,
+            response: response.into(),
             raw: Some(raw),
         }
     }
 }
 
+/// A tool call's answer in a [`Relayed`]: decoded (or sluice's own), or an
+/// upstream's result within the budget left as the bytes it came in, which
+/// the client gets as they are; it is decoded only for whoever needs it
+/// typed (an operation's outcome, rmcp's server): see
+/// [`Relayed::into_response`].
+#[derive(Debug)]
+pub enum CallAnswer {
+    /// The answer, decoded (boxed: rmcp's type is large).
+    Made(Box<CallToolResponse>),
+    /// In [`Relayed::raw`], not decoded; `legacy`: for a client of the
+    /// initialize era.
+    Sent {
+        /// Whether the client speaks the initialize era.
+        legacy: bool,
+    },
+}
+
+impl From<CallToolResponse> for CallAnswer {
+    fn from(response: CallToolResponse) -> Self {
+        CallAnswer::Made(Box::new(response))
+    }
+}
+
 impl Relayed {
+    /// An upstream's result within the budget, as the response `raw` it
+    /// came in, for a client of the initialize era (`legacy`) or not.
+    fn sent(raw: crate::jsonrpc::Message, legacy: bool) -> Relayed {
+        Relayed {
+            response: CallAnswer::Sent { legacy },
+            raw: Some(raw),
+        }
+    }
+
     fn error_result(message: String) -> Relayed {
         Relayed::made(CallToolResponse::Complete(error_result(message)))
+    }
+
+    /// The answer, decoded if it was left as sent. A result sluice relayed
+    /// unread but cannot decode (rmcp knows no such content block) is an
+    /// error result that says so, for those that need it typed.
+    pub fn into_response(self) -> CallToolResponse {
+        let legacy = match self.response {
+            CallAnswer::Made(response) => return *response,
+            CallAnswer::Sent { legacy } => legacy,
+        };
+        let text = self
+            .raw
+            .as_ref()
+            .and_then(|raw| raw.result())
+            .unwrap_or("{}");
+        match serde_json::from_str::<rmcp::model::CallToolResult>(text) {
+            Ok(mut result) => {
+                // As `in_clients_era` shapes it.
+                if !legacy {
+                    result
+                        .result_type
+                        .get_or_insert(rmcp::model::ResultType::COMPLETE);
+                }
+                CallToolResponse::Complete(result)
+            }
+            Err(e) => CallToolResponse::Complete(error_result(format!(
+                "the upstream's result could not be read: {e}"
+            ))),
+        }
     }
 }
 

@@ -27,19 +27,23 @@ impl Gateway {
         request: ClientRequest,
         caller: &Caller,
     ) -> Result<(ServerResult, crate::jsonrpc::Message), CallError> {
-        self.send_as(upstream, request, None, caller).await
+        self.send_as(upstream, request, None, caller)
+            .await
+            .and_then(|answer| for_caller(upstream, answer, caller))
     }
 
-    /// [`Self::send_keeping_raw`], the params sent as `text` when there is
-    /// one (the client's, with sluice's edits: see
-    /// [`crate::upstream::Upstream::send_text`]).
+    /// Sends `request` as [`Self::send_keeping_raw`] does, the params sent
+    /// as `text` when there is one (the client's, with sluice's edits: see
+    /// [`crate::upstream::Upstream::send_text`]); the answer as the upstream
+    /// gave it, a small tool result not decoded yet ([`for_caller`] decodes
+    /// it for the caller).
     pub(super) async fn send_as(
         &self,
         upstream: &Arc<Upstream>,
         request: ClientRequest,
         text: Option<&str>,
         caller: &Caller,
-    ) -> Result<(ServerResult, crate::jsonrpc::Message), CallError> {
+    ) -> Result<crate::upstream::rpc::Decoded, CallError> {
         let hub = &self.hub;
         // Notifications about the request are forwarded from here, in the
         // order they came, and all of them before the response (see
@@ -74,9 +78,7 @@ impl Gateway {
             ),
         };
         if !listening && caller.partial.is_none() {
-            return call
-                .await
-                .map(|r| (in_clients_era(r.result, caller.era.is_legacy()), r.raw));
+            return call.await;
         }
         let forward = |notice: Notice| {
             let partial = caller.partial.clone();
@@ -151,8 +153,20 @@ impl Gateway {
         while let Ok(notice) = notices.try_recv() {
             forward(notice).await;
         }
-        result.map(|r| (in_clients_era(r.result, caller.era.is_legacy()), r.raw))
+        result
     }
+}
+
+/// `answer`'s result decoded (if it was left as sent) and shaped for the
+/// caller's era, with the response it came in.
+pub(super) fn for_caller(
+    upstream: &Upstream,
+    answer: crate::upstream::rpc::Decoded,
+    caller: &Caller,
+) -> Result<(ServerResult, crate::jsonrpc::Message), CallError> {
+    upstream
+        .decoded(answer)
+        .map(|(result, raw)| (in_clients_era(result, caller.era.is_legacy()), raw))
 }
 
 /// The `_meta` keys of a client's request that its upstream request does

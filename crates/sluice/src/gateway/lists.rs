@@ -420,10 +420,11 @@ pub(super) async fn list_all<T>(
     let mut cursor = None;
     let never = CancellationToken::new();
     for _ in 0..MAX_PAGES {
-        let result = upstream
+        let answer = upstream
             .send(request(cursor.take()), false, None, &never, |_| Vec::new())
             .await?;
-        let Some((items, next)) = extract(result.result, &result.raw) else {
+        let (result, raw) = upstream.decoded(answer)?;
+        let Some((items, next)) = extract(result, &raw) else {
             return Err(CallError::Unavailable(format!(
                 "upstream `{}` answered a list request with an unexpected result",
                 upstream.name()

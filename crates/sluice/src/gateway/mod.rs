@@ -36,7 +36,7 @@ mod task_call;
 pub use crate::caller::Caller;
 pub use call::Relayed;
 use call::call_error;
-use forwarding::{forwarded_meta, forwarded_params, in_clients_era};
+use forwarding::{for_caller, forwarded_meta, forwarded_params, in_clients_era};
 use lists::{declares, unexpected, warn_unknown_tool_settings};
 
 use crate::govern::{DEFAULT_PREVIEW_DEPTH, Governor, Policy, RESULT_URI};

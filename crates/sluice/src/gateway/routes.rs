@@ -38,6 +38,7 @@ impl Gateway {
             match self
                 .send_as(&upstream, request, text.take().as_deref(), caller)
                 .await
+                .and_then(|answer| for_caller(&upstream, answer, caller))
                 .map_err(call_error)?
             {
                 (ServerResult::GetPromptResult(r), raw) => {
@@ -103,6 +104,7 @@ impl Gateway {
             match self
                 .send_as(&upstream, request, text.as_deref(), caller)
                 .await
+                .and_then(|answer| for_caller(&upstream, answer, caller))
             {
                 Ok((ServerResult::ReadResourceResult(r), raw)) => {
                     let uri = params.uri.clone();
@@ -254,6 +256,7 @@ impl Gateway {
             match self
                 .send_as(&upstream, request, text.as_deref(), caller)
                 .await
+                .and_then(|answer| for_caller(&upstream, answer, caller))
             {
                 Ok((ServerResult::CompleteResult(r), raw)) => return Ok(Relayed::as_sent(r, raw)),
                 Ok((other, _)) => {

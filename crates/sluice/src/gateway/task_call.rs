@@ -196,7 +196,8 @@ impl Gateway {
                 |_| Vec::new(),
             )
             .await
-            .map(|answer| answer.result)
+            .and_then(|answer| upstream.decoded(answer))
+            .map(|(result, _)| result)
     }
 
     /// Asks the upstream to cancel task `id`; failures are only logged.

@@ -320,6 +320,18 @@ impl Upstream {
         self.outcome(&conn, governed_later, answer).await
     }
 
+    /// `answer`'s result, decoded if it was left as sent (see
+    /// [`rpc::Decoded`]), with the response it came in; a result that
+    /// cannot be read fails the call as an answer that cannot be read does.
+    pub fn decoded(
+        &self,
+        answer: rpc::Decoded,
+    ) -> Result<(rmcp::model::ServerResult, crate::jsonrpc::Message), CallError> {
+        answer
+            .decoded()
+            .map_err(|why| CallError::Unavailable(format!("upstream `{}`: {why}", self.name())))
+    }
+
     /// What a request's end means for its caller.
     async fn outcome(
         &self,

@@ -88,14 +88,39 @@ pub enum Lifecycle {
     Auto,
 }
 
-/// An upstream's answer: decoded, and the message it came as (the bytes a
-/// relayed result is forwarded from).
+/// An upstream's answer: the message it came as (the bytes a relayed result
+/// is forwarded from) and its result, decoded; except a small answer to
+/// `tools/call`, left as sent until something needs it decoded (governing
+/// reads it from its bytes: see [`crate::govern::SentCall`]).
 #[derive(Debug, Clone)]
 pub struct Decoded {
-    /// The result, decoded.
-    pub result: ServerResult,
     /// The response, as received.
     pub raw: Message,
+    /// The result, decoded (boxed: rmcp's type is large, and moves with
+    /// every answer); `None` while it is left as sent.
+    result: Option<Box<ServerResult>>,
+}
+
+impl Decoded {
+    /// The result's JSON text while it is not decoded.
+    pub fn undecoded(&self) -> Option<&str> {
+        match self.result {
+            Some(_) => None,
+            None => self.raw.result(),
+        }
+    }
+
+    /// The result, decoded now if it was left as sent, and the response;
+    /// the error says why the result cannot be read.
+    pub fn decoded(self) -> Result<(ServerResult, Message), String> {
+        let result = match self.result {
+            Some(result) => *result,
+            None => Expect::CallTool
+                .decode(self.raw.result().unwrap_or("{}"))
+                .map_err(|e| format!("its result could not be read: {e}"))?,
+        };
+        Ok((result, self.raw))
+    }
 }
 
 /// A request as sent: its id and, if one was asked for, its progress token.
@@ -241,7 +266,8 @@ impl Link {
             .request(request, false, None, &never, |_| ())
             .await
             .map_err(|e| describe(&e, "`initialize`"))?
-            .result;
+            .decoded()?
+            .0;
         let ServerResult::InitializeResult(result) = result else {
             return Err(
                 "answered `initialize` with something that is not an initialize result".into(),
@@ -293,7 +319,7 @@ impl Link {
                     |_| (),
                 )
                 .await;
-            match answer.map(|a| a.result) {
+            match answer.and_then(|a| a.decoded().map(|(r, _)| r).map_err(RpcError::Failed)) {
                 Ok(ServerResult::DiscoverResult(result)) => {
                     let result: DiscoverResult = result;
                     let Some(selected) = preferred
@@ -570,11 +596,22 @@ fn encode<T: serde::Serialize>(message: &T) -> Result<Message, String> {
 /// A response's result or error, decoded (large ones off the async threads).
 async fn decode_answer(message: Message, expect: Expect) -> Result<Decoded, RpcError> {
     let len = message.as_bytes().len();
+    // A small tool result may pass as sent: decoding waits until it is
+    // needed (a large one is decoded here, off the async threads).
+    if matches!(expect, Expect::CallTool)
+        && len <= BLOCKING_BYTES
+        && message.kind() == Kind::Response
+    {
+        return Ok(Decoded {
+            raw: message,
+            result: None,
+        });
+    }
     let decode = move || -> Result<Decoded, RpcError> {
         match message.kind() {
             Kind::Response => match expect.decode(message.result().unwrap_or("{}")) {
                 Ok(result) => Ok(Decoded {
-                    result,
+                    result: Some(Box::new(result)),
                     raw: message,
                 }),
                 Err(e) => Err(RpcError::Failed(format!(
@@ -870,14 +907,14 @@ mod tests {
         tokio::spawn(async move {
             link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
                 .await
-                .map(|a| a.result)
+                .and_then(|a| a.decoded().map(|(r, _)| r).map_err(RpcError::Failed))
         })
     }
 
     async fn ask(rpc: &Rpc) -> Result<ServerResult, RpcError> {
         rpc.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
             .await
-            .map(|a| a.result)
+            .and_then(|a| a.decoded().map(|(r, _)| r).map_err(RpcError::Failed))
     }
 
     #[tokio::test]

@@ -1160,6 +1160,28 @@ async fn a_2026_client_gets_prompts_resources_and_completions_as_sent() {
     .await;
 }
 
+/// A result within the budget is measured from its bytes and relayed as
+/// them, never decoded: a content block of a kind rmcp cannot decode (a
+/// later revision's, a vendor's) reaches the client as sent. Decoding it
+/// failed the call with "its result could not be read".
+#[tokio::test]
+async fn a_result_with_a_content_block_no_sdk_knows_arrives_as_sent() {
+    let script = [tool_call(2, "novel", "{}"), tool_call(3, "ok", "{}")];
+    on_paths(&OWN_LAYER, "novel", false, "", &script, |run| {
+        let sent = run.server_answer(&run.server_call("novel"));
+        let sent = member(&sent, "result").unwrap();
+        assert!(sent.contains("x-hologram"), "the raw server sent {sent}");
+        assert_eq!(run.client_result("2"), sent, "{}", run.transcript());
+        assert_eq!(
+            run.client_result("3"),
+            r#"{"content":[{"type":"text","text":"ok"}]}"#,
+            "{}",
+            run.transcript()
+        );
+    })
+    .await;
+}
+
 /// A cached tool's result crosses sluice as the upstream sent it: on the
 /// call that fills the cache, byte for byte; on a hit (the upstream not
 /// called again), every member as sent, with `_meta["sluice/cache"]` added.

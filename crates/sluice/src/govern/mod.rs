@@ -24,6 +24,9 @@ use sluice_core::search::{Hits, Query};
 use sluice_core::store::{MemoryStore, Owner, Store, Stored, StoredInfo};
 use sluice_core::summary::{self, Answer, Overview, Style};
 
+mod sent;
+pub use sent::SentCall;
+
 /// What a page's wrapper (header line, `_meta`, cursor) may take of the
 /// budget, in tokens and characters, besides the paged path (which the
 /// header, the `_meta` and the cursor each repeat).
@@ -186,6 +189,15 @@ impl Governor {
             return result;
         }
         self.kept_result(result, size, policy).await
+    }
+
+    /// Whether a tool's result that arrived as `result` (the JSON text of
+    /// the response's `result`) passes unchanged, measured from those
+    /// bytes: `None` if the text is not a tool's plain result (see
+    /// [`SentCall::read`]), which then must be decoded to be governed.
+    pub fn passes_sent(&self, result: &str, policy: &Policy) -> Option<bool> {
+        let call = SentCall::read(result)?;
+        Some(policy.mode == Mode::Passthrough || policy.budget.admits(&call.size(&policy.budget)))
     }
 
     /// Whether [`Self::tool_result`] gives `result` back unchanged: it is
@@ -523,7 +535,7 @@ pub fn with_meta(meta: Option<MetaObject>, key: &str, value: Value) -> MetaObjec
 /// `structuredContent`, embedded resources, binary blocks by their encoded
 /// size. Stops counting tokens once the characters alone are over budget.
 fn measure_call(result: &CallToolResult, budget: &Budget) -> Size {
-    let mut parts: Vec<Cow<'_, str>> = result
+    let parts: Vec<Cow<'_, str>> = result
         .content
         .iter()
         .map(|block| match block {
@@ -534,23 +546,47 @@ fn measure_call(result: &CallToolResult, budget: &Budget) -> Size {
             other => Cow::Owned(serde_json::to_string(other).unwrap_or_default()),
         })
         .collect();
-    let Some(structured) = &result.structured_content else {
-        return Size::of(&borrow(&parts), budget);
+    let structured = result.structured_content.as_ref().map(Structured::Decoded);
+    measure_parts(borrow(&parts), structured, budget)
+}
+
+/// A result's `structuredContent`: as the upstream sent it, or decoded
+/// (counted as its compact JSON).
+#[derive(Debug, Clone, Copy)]
+enum Structured<'a> {
+    Sent(&'a str),
+    Decoded(&'a Value),
+}
+
+/// The size of what a result's content blocks send (`parts`) with its
+/// `structuredContent`. Once the blocks alone are over the characters, the
+/// structured content only adds to the figures: it is not serialized.
+fn measure_parts(parts: Vec<&str>, structured: Option<Structured<'_>>, budget: &Budget) -> Size {
+    let Some(structured) = structured else {
+        return Size::of(&parts, budget);
     };
     let content_chars: usize = parts.iter().map(|p| p.len()).sum();
     if content_chars > budget.max_chars as usize {
-        // Over already (bytes ≥ characters): the structured content's size
-        // only matters for the figures; it is not serialized.
-        let mut size = Size::of(&borrow(&parts), budget);
-        let extra = json_bytes(structured);
+        let mut size = Size::of(&parts, budget);
+        let extra = match structured {
+            Structured::Sent(text) => text.len() as u64,
+            Structured::Decoded(value) => json_bytes(value),
+        };
         size.bytes += extra;
         size.chars += extra;
         return size;
     }
-    parts.push(Cow::Owned(
-        serde_json::to_string(structured).unwrap_or_default(),
-    ));
-    Size::of(&borrow(&parts), budget)
+    let serialized;
+    let structured = match structured {
+        Structured::Sent(text) => text,
+        Structured::Decoded(value) => {
+            serialized = serde_json::to_string(value).unwrap_or_default();
+            serialized.as_str()
+        }
+    };
+    let mut parts = parts;
+    parts.push(structured);
+    Size::of(&parts, budget)
 }
 
 /// The largest text parsed to tell whether `structuredContent` holds the
@@ -699,6 +735,47 @@ mod tests {
         let big = CallToolResult::success(vec![ContentBlock::text("x".repeat(50_000))]);
         let size = measure_call(&big, &budget);
         assert_eq!((size.chars, size.tokens), (50_000, None));
+    }
+
+    #[test]
+    fn a_result_measured_from_its_bytes_measures_as_decoded() {
+        let budget = Budget::default();
+        let digits: String = (0..4000).map(|i| format!("{i:04} ")).collect();
+        let mut structured = CallToolResult::success(vec![ContentBlock::text("a\tb \"é\"")]);
+        structured.structured_content = Some(json!({"rows": [1.5, "x\ny", null], "n": -2}));
+        let mut over = CallToolResult::success(vec![ContentBlock::text("z".repeat(50_000))]);
+        over.structured_content = Some(json!({"big": "y".repeat(1000)}));
+        let embedded = ContentBlock::resource;
+        let results = [
+            CallToolResult::success(vec![ContentBlock::text("line one\nline two ✓")]),
+            CallToolResult::success(vec![ContentBlock::text(digits.clone())]),
+            CallToolResult::error(vec![ContentBlock::text(digits), ContentBlock::text("x")]),
+            structured,
+            over,
+            CallToolResult::success(vec![
+                ContentBlock::image("aGVsbG8=", "image/png"),
+                embedded(ResourceContents::text("file text", "file:///a")),
+                embedded(ResourceContents::blob("Zm9v", "file:///b")),
+                ContentBlock::resource_link(Resource::new("file:///c", "c")),
+            ]),
+        ];
+        for result in results {
+            let sent = serde_json::to_string(&result).unwrap();
+            let from_bytes = SentCall::read(&sent)
+                .expect("a tool's result")
+                .size(&budget);
+            let decoded = measure_call(&result, &budget);
+            assert_eq!(
+                (
+                    from_bytes.bytes,
+                    from_bytes.chars,
+                    from_bytes.lines,
+                    from_bytes.tokens
+                ),
+                (decoded.bytes, decoded.chars, decoded.lines, decoded.tokens),
+                "{sent:.200}"
+            );
+        }
     }
 
     #[test]

@@ -1,0 +1,208 @@
+//! A tool's result read as the upstream sent it: told apart from the other
+//! answers a call can get, and measured from its bytes, without decoding it
+//! into rmcp's types (a result that passes is forwarded as those bytes, and
+//! nothing else needs it decoded).
+//!
+//! Only what governing needs is read, in place: each content block's `type`
+//! and the text it sends (a text block's `text`, an image's or audio's
+//! `data`, an embedded resource's `text` or `blob`; any other block counts
+//! as its JSON as sent), `structuredContent` as sent, and the members that
+//! make an answer something else than a tool's result (`task`,
+//! `inputRequests`, a `resultType` other than `complete`). A text without
+//! escapes is borrowed, not copied. Every other member is skipped.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use sluice_core::budget::{Budget, Size};
+
+/// The members of a tool's result that governing reads.
+#[derive(Deserialize)]
+struct Members<'a> {
+    #[serde(borrow, default)]
+    content: Vec<&'a RawValue>,
+    #[serde(rename = "structuredContent", borrow, default)]
+    structured: Option<&'a RawValue>,
+    #[serde(rename = "resultType", borrow, default)]
+    result_type: Option<Text<'a>>,
+    #[serde(default)]
+    task: Option<IgnoredAny>,
+    #[serde(rename = "inputRequests", default)]
+    input_requests: Option<IgnoredAny>,
+}
+
+/// What a content block sends, as far as measuring goes.
+#[derive(Deserialize)]
+struct Block<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Text<'a>,
+    #[serde(borrow, default)]
+    text: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    data: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    resource: Option<Contents<'a>>,
+}
+
+/// An embedded resource's contents: a text or a base64 blob.
+#[derive(Deserialize)]
+struct Contents<'a> {
+    #[serde(borrow, default)]
+    text: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    blob: Option<Text<'a>>,
+}
+
+/// A JSON string, borrowed from the text when it has no escapes (serde's
+/// own `Cow<str>` always copies inside an `Option`).
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E>(self, text: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(text.to_owned())))
+            }
+            fn visit_string<E>(self, text: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(text)))
+            }
+        }
+        deserializer.deserialize_str(Visitor)
+    }
+}
+
+/// A tool's result as sent, read in place: what its content blocks send,
+/// and its `structuredContent` as sent.
+#[derive(Debug)]
+pub struct SentCall<'a> {
+    parts: Vec<Cow<'a, str>>,
+    structured: Option<&'a str>,
+}
+
+impl<'a> SentCall<'a> {
+    /// `result` (the JSON text of a response's `result`) read as a tool's
+    /// result; `None` if it is another answer (a task, `input_required`) or
+    /// does not read as a tool's result (a block without its `type` or with
+    /// a text that is not a string), which is left to the decoder to say.
+    pub fn read(result: &'a str) -> Option<SentCall<'a>> {
+        // serde would read an array as the members in order.
+        if !result.trim_start().starts_with('{') {
+            return None;
+        }
+        let members: Members<'a> = serde_json::from_str(result).ok()?;
+        let complete = members
+            .result_type
+            .as_ref()
+            .is_none_or(|t| t.0 == "complete");
+        if !complete || members.task.is_some() || members.input_requests.is_some() {
+            return None;
+        }
+        let parts = members
+            .content
+            .iter()
+            .map(|block| sent_by(block))
+            .collect::<Option<Vec<_>>>()?;
+        Some(SentCall {
+            parts,
+            structured: members.structured.map(RawValue::get),
+        })
+    }
+
+    /// The size of the result as the client receives it (see
+    /// [`super::measure_parts`]).
+    pub fn size(&self, budget: &Budget) -> Size {
+        let parts: Vec<&str> = self.parts.iter().map(|p| p.as_ref()).collect();
+        super::measure_parts(parts, self.structured.map(super::Structured::Sent), budget)
+    }
+}
+
+/// What `block` sends: its text or data, or for a block of another kind,
+/// its JSON as sent.
+fn sent_by<'a>(block: &'a RawValue) -> Option<Cow<'a, str>> {
+    let read: Block<'a> = serde_json::from_str(block.get()).ok()?;
+    let whole = || Some(Cow::Borrowed(block.get()));
+    match read.kind.0.as_ref() {
+        "text" => read.text.map(|t| t.0),
+        "image" | "audio" => read.data.map(|t| t.0),
+        "resource" => match read.resource {
+            Some(Contents {
+                text: Some(text), ..
+            }) => Some(text.0),
+            Some(Contents {
+                blob: Some(blob), ..
+            }) => Some(blob.0),
+            _ => whole(),
+        },
+        _ => whole(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn size(result: &str) -> Option<Size> {
+        SentCall::read(result).map(|call| call.size(&Budget::default()))
+    }
+
+    #[test]
+    fn a_text_is_measured_unescaped_and_borrowed_when_it_has_no_escapes() {
+        let plain = SentCall::read(r#"{"content":[{"type":"text","text":"héllo"}]}"#).unwrap();
+        assert!(matches!(plain.parts[0], Cow::Borrowed("héllo")));
+        let measured = plain.size(&Budget::default());
+        assert_eq!((measured.bytes, measured.chars, measured.lines), (6, 5, 1));
+        // Escapes count as the characters they stand for.
+        let escaped = size(r#"{"content":[{"type":"text","text":"a\nb\u00e9"}]}"#).unwrap();
+        assert_eq!((escaped.chars, escaped.lines), (4, 2));
+    }
+
+    #[test]
+    fn structured_content_counts_as_sent_and_other_blocks_as_their_json() {
+        let result = r#"{"content":[{"type":"text","text":"ab"},{"type":"image","data":"QUJD","mimeType":"image/png"},
+            {"type":"resource","resource":{"uri":"a:b","blob":"Zm9v"}},{"type":"resource_link","uri":"a:c","name":"c"}],
+            "structuredContent": {"n": 1.50},"x-trace":{"deep":[1,2]}}"#;
+        let size = size(result).unwrap();
+        let link = r#"{"type":"resource_link","uri":"a:c","name":"c"}"#;
+        let structured = r#"{"n": 1.50}"#;
+        assert_eq!(
+            size.bytes as usize,
+            2 + 4 + 4 + link.len() + structured.len()
+        );
+    }
+
+    #[test]
+    fn other_answers_and_unreadable_results_are_not_read_as_a_tool_result() {
+        for other in [
+            r#"{"task":{"taskId":"t","status":"working"}}"#,
+            r#"{"resultType":"task","task":{"taskId":"t"}}"#,
+            r#"{"resultType":"input_required","inputRequests":{}}"#,
+            r#"{"content":[{"text":"no type"}]}"#,
+            r#"{"content":[{"type":"text","text":7}]}"#,
+            r#"{"content":{"type":"text"}}"#,
+            r#"[]"#,
+        ] {
+            assert!(SentCall::read(other).is_none(), "{other}");
+        }
+        // A 2026-07-28 result says it is complete; one without content is
+        // an empty result.
+        assert!(size(r#"{"resultType":"complete","content":[]}"#).is_some());
+        assert_eq!(size(r#"{"isError":true}"#).unwrap().bytes, 0);
+    }
+
+    #[test]
+    fn a_text_that_mentions_a_task_is_still_a_tool_result() {
+        let result =
+            r#"{"content":[{"type":"text","text":"{\"task\":1,\"resultType\":\"task\"}"}]}"#;
+        assert!(size(result).is_some());
+    }
+}
