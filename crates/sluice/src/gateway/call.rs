@@ -232,15 +232,28 @@ impl Gateway {
                 let fetched = self
                     .fetch_keeping_raw(upstream, params, caller, &policy.source)
                     .await;
-                // A result within the budget, measured from its bytes: it
-                // goes as the upstream sent it, and is not decoded.
-                if fetched.passes_as_sent(&self.governor, &policy)
-                    && let Fetched::Sent(answer) = fetched
-                {
-                    let relayed = Relayed::sent(answer.raw, caller.era.is_legacy());
-                    return Done::Answer(Box::new(Ok(relayed)));
-                }
-                let (sent, response) = fetched.decode(upstream, caller);
+                // A tool's result as the upstream sent it is governed from
+                // its bytes, never decoded: within the budget it goes as
+                // those bytes, over it is stored.
+                let legacy = caller.era.is_legacy();
+                let fetched = match fetched {
+                    Fetched::Sent(answer) if answer.undecoded().is_some() => {
+                        match self.governor.sent_result(&answer.raw, &policy).await {
+                            Some(Governed::Passes) => {
+                                let relayed = Relayed::sent(answer.raw, legacy);
+                                return Done::Answer(Box::new(Ok(relayed)));
+                            }
+                            Some(Governed::Stored(result)) => {
+                                let answer =
+                                    CallToolResponse::Complete(call_in_era(result, legacy));
+                                return Done::Answer(Box::new(Ok(Relayed::made(answer))));
+                            }
+                            None => Fetched::Sent(answer),
+                        }
+                    }
+                    other => other,
+                };
+                let (sent, response) = fetched.decode_off_thread(upstream, legacy).await;
                 raw = response;
                 (sent, None, false)
             }
@@ -262,17 +275,29 @@ impl Gateway {
                                 CallToolResponse::Complete(with_hit(answer, &entry)),
                             ))));
                         }
-                        // Within the budget, measured from its bytes, it
-                        // goes as the upstream sent it, marked as a hit,
-                        // and is not decoded.
-                        if let Some(sent) = entry.raw()
-                            && sent.result().is_some_and(|text| {
-                                self.governor.passes_sent(text, &policy) == Some(true)
-                            })
-                            && let Some(marked) = with_hit_as_sent(sent, &entry)
-                        {
-                            let relayed = Relayed::sent(marked, caller.era.is_legacy());
-                            return Done::Answer(Box::new(Ok(relayed)));
+                        // Governed from its bytes, never decoded: within
+                        // the budget it goes as the upstream sent it,
+                        // marked as a hit; over it, stored for this owner.
+                        let legacy = caller.era.is_legacy();
+                        if let Some(sent) = entry.raw() {
+                            match self.governor.sent_result(sent, &policy).await {
+                                Some(Governed::Passes) => {
+                                    if let Some(marked) = with_hit_as_sent(sent, &entry) {
+                                        let relayed = Relayed::sent(marked, legacy);
+                                        return Done::Answer(Box::new(Ok(relayed)));
+                                    }
+                                }
+                                Some(Governed::Stored(result)) => {
+                                    let result = call_in_era(result, legacy);
+                                    if crate::govern::stored_handle(&result).is_some() {
+                                        entry.keep_governed(governed_key, result.clone());
+                                    }
+                                    let answer =
+                                        CallToolResponse::Complete(with_hit(result, &entry));
+                                    return Done::Answer(Box::new(Ok(Relayed::made(answer))));
+                                }
+                                None => {}
+                            }
                         }
                         raw = entry.raw().cloned();
                         let result = ServerResult::CallToolResult(entry.result());
@@ -374,7 +399,7 @@ impl Gateway {
         let Some(params) = again.filter(|_| fetched.may_refuse_without_task()) else {
             return fetched;
         };
-        let (sent, raw) = fetched.decode(upstream, caller);
+        let (sent, raw) = fetched.decode(upstream, caller.era.is_legacy());
         if !task_call::refused_without_task(&sent) {
             return Fetched::decoded(sent, raw);
         }
@@ -431,7 +456,8 @@ impl Gateway {
                 let (result, raw) = gateway
                     .fetch_keeping_raw(&upstream, params, &caller, &source)
                     .await
-                    .decode(&upstream, &caller);
+                    .decode_off_thread(&upstream, caller.era.is_legacy())
+                    .await;
                 result.map(|result| crate::cache::Fetched { result, raw })
             })
         })
@@ -487,10 +513,11 @@ impl Gateway {
                 Ok(answer) => answer,
                 Err(e) => return Ok(Fetched::decoded(Err(e), None)),
             };
-            if answer
-                .undecoded()
-                .is_some_and(|text| crate::govern::SentCall::read(text).is_some())
-            {
+            // `input_required` says so in its `resultType`: a text without
+            // those words is not one.
+            if answer.undecoded().is_some_and(|text| {
+                memchr::memmem::find(text.as_bytes(), b"input_required").is_none()
+            }) {
                 return Ok(Fetched::Sent(answer));
             }
             match for_caller(upstream, answer, caller) {
@@ -638,6 +665,9 @@ fn upstream_params(caller: &Caller, params: &CallToolRequestParams) -> Option<St
     })
 }
 
+/// Results larger than this are decoded on a blocking thread.
+const DECODED_HERE_BYTES: usize = 256 << 10;
+
 /// A tool call's answer from its upstream.
 pub(super) enum Fetched {
     /// As the upstream gave it: the result may be left as sent (see
@@ -662,17 +692,48 @@ impl Fetched {
         Fetched::Decoded(Box::new((result, raw)))
     }
 
-    /// The result, decoded for `caller`'s era, and the response it came in.
+    /// [`Self::decode`], on a blocking thread for a large result.
+    pub(super) async fn decode_off_thread(
+        self,
+        upstream: &Arc<Upstream>,
+        legacy: bool,
+    ) -> (
+        Result<ServerResult, CallError>,
+        Option<crate::jsonrpc::Message>,
+    ) {
+        let large = match &self {
+            Fetched::Sent(answer) => answer
+                .undecoded()
+                .is_some_and(|text| text.len() > DECODED_HERE_BYTES),
+            Fetched::Decoded(_) => false,
+        };
+        if !large {
+            return self.decode(upstream, legacy);
+        }
+        let on_thread = upstream.clone();
+        tokio::task::spawn_blocking(move || self.decode(&on_thread, legacy))
+            .await
+            .unwrap_or_else(|e| {
+                let why = format!(
+                    "upstream `{}`: decoding its result failed: {e}",
+                    upstream.name()
+                );
+                (Err(CallError::Unavailable(why)), None)
+            })
+    }
+
+    /// The result, decoded for a client of the initialize era (`legacy`)
+    /// or not, and the response it came in.
     pub(super) fn decode(
         self,
         upstream: &Upstream,
-        caller: &Caller,
+        legacy: bool,
     ) -> (
         Result<ServerResult, CallError>,
         Option<crate::jsonrpc::Message>,
     ) {
         match self {
-            Fetched::Sent(answer) => match for_caller(upstream, answer, caller) {
+            Fetched::Sent(answer) => match in_era_decoded(upstream, answer, legacy) {
                 Ok((result, raw)) => (Ok(result), Some(raw)),
                 Err(e) => (Err(e), None),
             },
@@ -680,27 +741,19 @@ impl Fetched {
         }
     }
 
-    /// Whether the result is a tool's result left as sent that is within
-    /// the budget, measured from its bytes.
-    fn passes_as_sent(&self, governor: &Governor, policy: &Policy) -> bool {
-        match self {
-            Fetched::Sent(answer) => answer
-                .undecoded()
-                .is_some_and(|text| governor.passes_sent(text, policy) == Some(true)),
-            Fetched::Decoded(_) => false,
-        }
-    }
-
     /// Whether this may be a refusal of a plain call to a tool that needs
     /// a task (see [`task_call::refused_without_task`]): an upstream's
-    /// error, or a result that says "task" somewhere. Spares decoding the
-    /// other results to find out.
+    /// error, or a short result that says "task" somewhere (a refusal is
+    /// one error message). Spares decoding the other results to find out.
     fn may_refuse_without_task(&self) -> bool {
+        const REFUSAL_BYTES: usize = 16 << 10;
         match self {
             Fetched::Sent(answer) => answer.undecoded().is_none_or(|text| {
-                text.as_bytes()
-                    .windows(4)
-                    .any(|w| w.eq_ignore_ascii_case(b"task"))
+                text.len() <= REFUSAL_BYTES
+                    && text
+                        .as_bytes()
+                        .windows(4)
+                        .any(|w| w.eq_ignore_ascii_case(b"task"))
             }),
             Fetched::Decoded(..) => true,
         }
@@ -799,15 +852,7 @@ impl Relayed {
             .and_then(|raw| raw.result())
             .unwrap_or("{}");
         match serde_json::from_str::<rmcp::model::CallToolResult>(text) {
-            Ok(mut result) => {
-                // As `in_clients_era` shapes it.
-                if !legacy {
-                    result
-                        .result_type
-                        .get_or_insert(rmcp::model::ResultType::COMPLETE);
-                }
-                CallToolResponse::Complete(result)
-            }
+            Ok(result) => CallToolResponse::Complete(call_in_era(result, legacy)),
             Err(e) => CallToolResponse::Complete(error_result(format!(
                 "the upstream's result could not be read: {e}"
             ))),
@@ -832,7 +877,20 @@ pub(super) fn call_error(error: CallError) -> ErrorData {
     }
 }
 
-/// `true` if either says so, `false` if either says so, else unsaid.
+/// An upstream's tool result in the client's era, as `in_clients_era`
+/// shapes one: a 2026-07-28 client requires `resultType`.
+fn call_in_era(
+    mut result: rmcp::model::CallToolResult,
+    legacy: bool,
+) -> rmcp::model::CallToolResult {
+    if !legacy {
+        result
+            .result_type
+            .get_or_insert(rmcp::model::ResultType::COMPLETE);
+    }
+    result
+}
+
 /// A result sluice made itself, shaped to the client's era.
 pub(super) fn era(
     mut result: rmcp::model::CallToolResult,

@@ -164,9 +164,18 @@ pub(super) fn for_caller(
     answer: crate::upstream::rpc::Decoded,
     caller: &Caller,
 ) -> Result<(ServerResult, crate::jsonrpc::Message), CallError> {
+    in_era_decoded(upstream, answer, caller.era.is_legacy())
+}
+
+/// [`for_caller`] for a client of the initialize era (`legacy`) or not.
+pub(super) fn in_era_decoded(
+    upstream: &Upstream,
+    answer: crate::upstream::rpc::Decoded,
+    legacy: bool,
+) -> Result<(ServerResult, crate::jsonrpc::Message), CallError> {
     upstream
         .decoded(answer)
-        .map(|(result, raw)| (in_clients_era(result, caller.era.is_legacy()), raw))
+        .map(|(result, raw)| (in_clients_era(result, legacy), raw))
 }
 
 /// The `_meta` keys of a client's request that its upstream request does

@@ -36,10 +36,10 @@ mod task_call;
 pub use crate::caller::Caller;
 pub use call::Relayed;
 use call::call_error;
-use forwarding::{for_caller, forwarded_meta, forwarded_params, in_clients_era};
+use forwarding::{for_caller, forwarded_meta, forwarded_params, in_clients_era, in_era_decoded};
 use lists::{declares, unexpected, warn_unknown_tool_settings};
 
-use crate::govern::{DEFAULT_PREVIEW_DEPTH, Governor, Policy, RESULT_URI};
+use crate::govern::{DEFAULT_PREVIEW_DEPTH, Governed, Governor, Policy, RESULT_URI};
 use crate::hub::{FirstClient, Hub, Notice, RouteGuard, SessionId};
 use crate::upstream::{CallError, Upstream};
 use sluice_core::config::Mode;

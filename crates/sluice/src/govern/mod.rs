@@ -111,6 +111,38 @@ enum Raw {
     Blocks(String),
 }
 
+/// A result over the budget, taken apart for storing.
+struct Kept {
+    /// What is stored.
+    raw: Raw,
+    /// The result's size as sent (one copy's, when it was `sent_twice`).
+    size: Size,
+    /// Whether it sent the same data as text and as `structuredContent`.
+    sent_twice: bool,
+    /// What the answer keeps of the result: its `isError`, `resultType`
+    /// and `_meta`.
+    is_error: Option<bool>,
+    result_type: Option<rmcp::model::ResultType>,
+    meta: Option<MetaObject>,
+}
+
+/// What governing made of a tool's result read from its bytes.
+#[derive(Debug)]
+pub enum Governed {
+    /// Within the budget: it goes as the upstream sent it.
+    Passes,
+    /// Stored: the answer that stands for it.
+    Stored(CallToolResult),
+}
+
+/// The error result of a result that could not be taken apart to be
+/// stored (the blocking thread that did it failed).
+fn store_failed(source: &str, why: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "sluice failed to store the result of {source}: {why}. Call it again."
+    ))])
+}
+
 impl Governor {
     /// A governor with the configured budgets and store.
     pub fn new(config: &Config) -> Self {
@@ -191,15 +223,6 @@ impl Governor {
         self.kept_result(result, size, policy).await
     }
 
-    /// Whether a tool's result that arrived as `result` (the JSON text of
-    /// the response's `result`) passes unchanged, measured from those
-    /// bytes: `None` if the text is not a tool's plain result (see
-    /// [`SentCall::read`]), which then must be decoded to be governed.
-    pub fn passes_sent(&self, result: &str, policy: &Policy) -> Option<bool> {
-        let call = SentCall::read(result)?;
-        Some(policy.mode == Mode::Passthrough || policy.budget.admits(&call.size(&policy.budget)))
-    }
-
     /// Whether [`Self::tool_result`] gives `result` back unchanged: it is
     /// within the budget (or the tool is not governed). Such a result may
     /// be forwarded as the bytes the upstream sent.
@@ -215,38 +238,88 @@ impl Governor {
         size: Size,
         policy: Policy,
     ) -> CallToolResult {
-        let flagged = result.is_error;
-        let is_error = flagged == Some(true);
-        let (result_type, meta) = (result.result_type.clone(), result.meta.clone());
+        let (is_error, result_type, meta) = (
+            result.is_error,
+            result.result_type.clone(),
+            result.meta.clone(),
+        );
         // The same data sent twice (as text and as `structuredContent`) is
         // over the budget as sent, and described by one copy's size.
-        let (result, copy) = if size.bytes > BLOCKING_BYTES {
-            let budget = policy.budget;
-            let compared = tokio::task::spawn_blocking(move || {
-                let copy = one_copy(&result, &budget);
-                (result, copy)
-            });
-            match compared.await {
-                Ok(compared) => compared,
-                Err(e) => {
-                    return CallToolResult::error(vec![ContentBlock::text(format!(
-                        "sluice failed to store the result of {}: {e}. Call it again.",
-                        policy.source
-                    ))]);
-                }
+        let budget = policy.budget;
+        let take_apart = move || {
+            let copy = one_copy(&result, &budget);
+            Kept {
+                sent_twice: copy.is_some(),
+                size: copy.unwrap_or(size),
+                raw: raw_of_call(result),
+                is_error,
+                result_type,
+                meta,
+            }
+        };
+        let kept = if size.bytes > BLOCKING_BYTES {
+            match tokio::task::spawn_blocking(take_apart).await {
+                Ok(kept) => kept,
+                Err(e) => return store_failed(&policy.source, &e.to_string()),
             }
         } else {
-            let copy = one_copy(&result, &policy.budget);
-            (result, copy)
+            take_apart()
         };
-        let raw = raw_of_call(result);
-        let sent_twice = copy.is_some();
-        let size = copy.unwrap_or(size);
-        let mut answer = match self.keep(raw, size, is_error, sent_twice, &policy).await {
+        self.stored_answer(kept, &policy).await
+    }
+
+    /// Governs a tool's result as the upstream sent it (`response`, whose
+    /// `result` it is), from its bytes, never decoded: [`Governed::Passes`]
+    /// when it is within the budget (it goes as those bytes), else stored
+    /// and answered. `None` if the bytes do not read as a tool's result
+    /// (see [`SentCall::read`]), which must then be decoded. A large result
+    /// is read on a blocking thread.
+    pub async fn sent_result(
+        &self,
+        response: &crate::jsonrpc::Message,
+        policy: &Policy,
+    ) -> Option<Governed> {
+        let len = response.result()?.len();
+        let (budget, passthrough) = (policy.budget, policy.mode == Mode::Passthrough);
+        let take_apart = move |result: &str| -> Option<Option<Kept>> {
+            let call = SentCall::read(result)?;
+            let size = call.size(&budget);
+            if passthrough || budget.admits(&size) {
+                return Some(None);
+            }
+            Some(Some(call.kept(size, &budget)))
+        };
+        let kept = if len as u64 > BLOCKING_BYTES {
+            let response = response.clone();
+            tokio::task::spawn_blocking(move || take_apart(response.result().unwrap_or("")))
+                .await
+                .ok()??
+        } else {
+            take_apart(response.result()?)?
+        };
+        Some(match kept {
+            None => Governed::Passes,
+            Some(kept) => Governed::Stored(self.stored_answer(kept, policy).await),
+        })
+    }
+
+    /// Stores what was kept of a result over the budget: the answer that
+    /// stands for it (or the error result that says why it could not be).
+    async fn stored_answer(&self, kept: Kept, policy: &Policy) -> CallToolResult {
+        let Kept {
+            raw,
+            size,
+            sent_twice,
+            is_error,
+            result_type,
+            meta,
+        } = kept;
+        let flagged = is_error == Some(true);
+        let mut answer = match self.keep(raw, size, flagged, sent_twice, policy).await {
             Ok(stored) => {
-                let (text, link, stored_meta) = self.answer(&stored, &policy);
+                let (text, link, stored_meta) = self.answer(&stored, policy);
                 let mut r = CallToolResult::success(vec![ContentBlock::text(text), link]);
-                r.is_error = flagged;
+                r.is_error = is_error;
                 r.meta = Some(with_meta(meta, crate::contract::meta::STORED, stored_meta));
                 r
             }
@@ -784,7 +857,12 @@ mod tests {
         let with = |text: &str, structured: Option<Value>| {
             let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
             result.structured_content = structured;
-            one_copy(&result, &budget).map(|size| size.bytes)
+            let copy = one_copy(&result, &budget).map(|size| size.bytes);
+            // Read from its bytes, the result tells the same.
+            let sent = serde_json::to_string(&result).unwrap();
+            let from_bytes = SentCall::read(&sent).unwrap().one_copy(&budget);
+            assert_eq!(from_bytes.map(|size| size.bytes), copy, "{sent:.200}");
+            copy
         };
         let log = "line ✓\n".repeat(1000);
         let bytes = log.len() as u64;

@@ -22,9 +22,13 @@ use sluice_core::budget::{Budget, Size};
 #[derive(Deserialize)]
 struct Members<'a> {
     #[serde(borrow, default)]
-    content: Vec<&'a RawValue>,
+    content: Option<&'a RawValue>,
     #[serde(rename = "structuredContent", borrow, default)]
     structured: Option<&'a RawValue>,
+    #[serde(rename = "isError", default)]
+    is_error: Option<bool>,
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<&'a RawValue>,
     #[serde(rename = "resultType", borrow, default)]
     result_type: Option<Text<'a>>,
     #[serde(default)]
@@ -57,6 +61,7 @@ struct Contents<'a> {
 
 /// A JSON string, borrowed from the text when it has no escapes (serde's
 /// own `Cow<str>` always copies inside an `Option`).
+#[derive(PartialEq, Eq, Hash)]
 struct Text<'a>(Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
@@ -85,8 +90,17 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 /// and its `structuredContent` as sent.
 #[derive(Debug)]
 pub struct SentCall<'a> {
+    /// What each content block sends.
     parts: Vec<Cow<'a, str>>,
+    /// Whether every block is a text block.
+    all_text: bool,
+    /// The `content` array as sent.
+    content: Option<&'a str>,
     structured: Option<&'a str>,
+    is_error: Option<bool>,
+    /// Whether it says `"resultType": "complete"`.
+    says_complete: bool,
+    meta: Option<&'a str>,
 }
 
 impl<'a> SentCall<'a> {
@@ -107,15 +121,90 @@ impl<'a> SentCall<'a> {
         if !complete || members.task.is_some() || members.input_requests.is_some() {
             return None;
         }
-        let parts = members
-            .content
+        let blocks: Vec<&'a RawValue> = match members.content {
+            Some(content) => serde_json::from_str(content.get()).ok()?,
+            None => Vec::new(),
+        };
+        let mut all_text = true;
+        let parts = blocks
             .iter()
-            .map(|block| sent_by(block))
+            .map(|block| {
+                let (text, is_text) = sent_by(block)?;
+                all_text &= is_text;
+                Some(text)
+            })
             .collect::<Option<Vec<_>>>()?;
         Some(SentCall {
             parts,
+            all_text,
+            content: members.content.map(RawValue::get),
             structured: members.structured.map(RawValue::get),
+            is_error: members.is_error,
+            says_complete: members.result_type.is_some(),
+            meta: members.meta.map(RawValue::get),
         })
+    }
+
+    /// The result taken apart for storing, as [`super::raw_of_call`] and
+    /// [`super::one_copy`] take its decoding apart: one text block, that
+    /// text; text blocks with `structuredContent`, the structured content
+    /// as sent; else the blocks as sent. `size` is its size as sent.
+    pub(super) fn kept(self, size: Size, budget: &Budget) -> super::Kept {
+        let copy = self.one_copy(budget);
+        let meta = self
+            .meta
+            .and_then(|meta| serde_json::from_str::<rmcp::model::MetaObject>(meta).ok());
+        let raw = match (self.parts.len(), self.all_text, self.structured) {
+            (1, true, _) => super::Raw::Text(
+                self.parts
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default()
+                    .into_owned(),
+            ),
+            (_, true, Some(structured)) => super::Raw::Json(structured.to_owned()),
+            _ => super::Raw::Blocks(self.content.unwrap_or("[]").to_owned()),
+        };
+        super::Kept {
+            raw,
+            sent_twice: copy.is_some(),
+            size: copy.unwrap_or(size),
+            is_error: self.is_error,
+            result_type: self
+                .says_complete
+                .then_some(rmcp::model::ResultType::COMPLETE),
+            meta,
+        }
+    }
+
+    /// The size of one copy of the data when the result sent it twice (as
+    /// [`super::one_copy`] tells from its decoding): one text block, and
+    /// `structuredContent` holding that text (a string, or an object of one
+    /// member) or the value the text serializes (the same compact bytes, or
+    /// the same value parsed, up to [`super::COMPARE_PARSED_BYTES`]).
+    pub(super) fn one_copy(&self, budget: &Budget) -> Option<Size> {
+        let structured = self.structured?;
+        let ([text], true) = (self.parts.as_slice(), self.all_text) else {
+            return None;
+        };
+        let text = text.as_ref();
+        let holds_the_text = match structured.as_bytes().first() {
+            Some(b'"') => serde_json::from_str::<Text<'_>>(structured).is_ok_and(|s| s.0 == text),
+            Some(b'{') => {
+                serde_json::from_str::<std::collections::HashMap<Text<'_>, Text<'_>>>(structured)
+                    .is_ok_and(|map| map.len() == 1 && map.values().all(|v| v.0 == text))
+            }
+            _ => false,
+        };
+        let same = holds_the_text || {
+            let json = text.trim_start().starts_with(['{', '[']);
+            json && (sluice_core::scan::minify(text) == sluice_core::scan::minify(structured)
+                || (text.len() <= super::COMPARE_PARSED_BYTES
+                    && serde_json::from_str::<serde_json::Value>(text).is_ok_and(|a| {
+                        serde_json::from_str::<serde_json::Value>(structured).is_ok_and(|b| a == b)
+                    })))
+        };
+        same.then(|| Size::of(&[text], budget))
     }
 
     /// The size of the result as the client receives it (see
@@ -127,24 +216,25 @@ impl<'a> SentCall<'a> {
 }
 
 /// What `block` sends: its text or data, or for a block of another kind,
-/// its JSON as sent.
-fn sent_by<'a>(block: &'a RawValue) -> Option<Cow<'a, str>> {
+/// its JSON as sent; and whether it is a text block.
+fn sent_by<'a>(block: &'a RawValue) -> Option<(Cow<'a, str>, bool)> {
     let read: Block<'a> = serde_json::from_str(block.get()).ok()?;
-    let whole = || Some(Cow::Borrowed(block.get()));
-    match read.kind.0.as_ref() {
-        "text" => read.text.map(|t| t.0),
-        "image" | "audio" => read.data.map(|t| t.0),
+    let whole = Cow::Borrowed(block.get());
+    let sent = match read.kind.0.as_ref() {
+        "text" => return read.text.map(|t| (t.0, true)),
+        "image" | "audio" => read.data?.0,
         "resource" => match read.resource {
             Some(Contents {
                 text: Some(text), ..
-            }) => Some(text.0),
+            }) => text.0,
             Some(Contents {
                 blob: Some(blob), ..
-            }) => Some(blob.0),
-            _ => whole(),
+            }) => blob.0,
+            _ => whole,
         },
-        _ => whole(),
-    }
+        _ => whole,
+    };
+    Some((sent, false))
 }
 
 #[cfg(test)]

@@ -89,7 +89,7 @@ pub enum Lifecycle {
 }
 
 /// An upstream's answer: the message it came as (the bytes a relayed result
-/// is forwarded from) and its result, decoded; except a small answer to
+/// is forwarded from) and its result, decoded; except an answer to
 /// `tools/call`, left as sent until something needs it decoded (governing
 /// reads it from its bytes: see [`crate::govern::SentCall`]).
 #[derive(Debug, Clone)]
@@ -596,12 +596,9 @@ fn encode<T: serde::Serialize>(message: &T) -> Result<Message, String> {
 /// A response's result or error, decoded (large ones off the async threads).
 async fn decode_answer(message: Message, expect: Expect) -> Result<Decoded, RpcError> {
     let len = message.as_bytes().len();
-    // A small tool result may pass as sent: decoding waits until it is
-    // needed (a large one is decoded here, off the async threads).
-    if matches!(expect, Expect::CallTool)
-        && len <= BLOCKING_BYTES
-        && message.kind() == Kind::Response
-    {
+    // A tool's result is governed from its bytes: decoding waits until it
+    // is needed (see `Decoded::decoded`).
+    if matches!(expect, Expect::CallTool) && message.kind() == Kind::Response {
         return Ok(Decoded {
             raw: message,
             result: None,

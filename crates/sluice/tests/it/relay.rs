@@ -1352,6 +1352,40 @@ async fn plain_json_answer_is_stored_and_paged(mb: u32) {
     client.cancel().await.unwrap();
 }
 
+/// A result over the budget goes to the store from its bytes, never
+/// decoded: its content blocks are stored as sent, a kind no SDK knows
+/// included, and read back. Decoding it failed the call.
+#[tokio::test]
+async fn a_large_result_with_a_content_block_no_sdk_knows_is_stored_as_sent() {
+    let dir = TempDir::new("relay-stored-novel");
+    let (_server, url) = raw_server_http(&dir.0.join("record"), false).await;
+    let config = dir.file("sluice.toml", &format!("[upstreams.raw]\nurl = {url:?}\n"));
+    let (client, _) = connect(&via_config(&config)).await;
+    let result = call(&client, "novel", serde_json::json!({"kb": 200})).await;
+    assert_ne!(result.is_error, Some(true), "{}", first_text(&result));
+    let handle = stored_handle(&result);
+    let query = |filter: &'static str| {
+        let (client, handle) = (&client, handle.clone());
+        async move {
+            let answer = call(
+                client,
+                "sluice_query",
+                serde_json::json!({"handle": handle, "filter": filter}),
+            )
+            .await;
+            assert_ne!(answer.is_error, Some(true), "{}", first_text(&answer));
+            serde_json::from_str::<serde_json::Value>(first_text(&answer).trim()).unwrap()
+        }
+    };
+    assert_eq!(
+        query("[.[] | .type]").await,
+        serde_json::json!(["x-hologram", "text", "text"])
+    );
+    assert_eq!(query(".[0].uri").await, "holo://1");
+    assert_eq!(query(".[2].text | length").await, 200 * 1024);
+    client.cancel().await.unwrap();
+}
+
 /// The number `filter` makes of a stored result.
 async fn query_number(client: &Client, handle: &str, filter: &str) -> u64 {
     let answer = call(
