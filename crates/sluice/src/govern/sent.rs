@@ -22,7 +22,7 @@ use sluice_core::budget::{Budget, Size};
 #[derive(Deserialize)]
 struct Members<'a> {
     #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
+    content: Option<Vec<&'a RawValue>>,
     #[serde(rename = "structuredContent", borrow, default)]
     structured: Option<&'a RawValue>,
     #[serde(rename = "isError", default)]
@@ -121,10 +121,7 @@ impl<'a> SentCall<'a> {
         if !complete || members.task.is_some() || members.input_requests.is_some() {
             return None;
         }
-        let blocks: Vec<&'a RawValue> = match members.content {
-            Some(content) => serde_json::from_str(content.get()).ok()?,
-            None => Vec::new(),
-        };
+        let blocks = members.content.unwrap_or_default();
         let mut all_text = true;
         let parts = blocks
             .iter()
@@ -137,7 +134,7 @@ impl<'a> SentCall<'a> {
         Some(SentCall {
             parts,
             all_text,
-            content: members.content.map(RawValue::get),
+            content: array_text(result, &blocks),
             structured: members.structured.map(RawValue::get),
             is_error: members.is_error,
             says_complete: members.result_type.is_some(),
@@ -215,6 +212,20 @@ impl<'a> SentCall<'a> {
     }
 }
 
+/// The text of the array in `whole` whose items are `items` (slices of
+/// `whole`), from its `[` to its `]`: found around the items, so that the
+/// array is not scanned again. `None` for no items.
+fn array_text<'a>(whole: &'a str, items: &[&'a RawValue]) -> Option<&'a str> {
+    let offset = |item: &str| item.as_ptr() as usize - whole.as_ptr() as usize;
+    let (first, last) = (items.first()?.get(), items.last()?.get());
+    let open = whole[..offset(first)].trim_end().len().checked_sub(1)?;
+    let after = offset(last) + last.len();
+    let close = whole.len() - whole[after..].trim_start().len();
+    let bytes = whole.as_bytes();
+    (bytes.get(open) == Some(&b'[') && bytes.get(close) == Some(&b']'))
+        .then(|| &whole[open..=close])
+}
+
 /// What `block` sends: its text or data, or for a block of another kind,
 /// its JSON as sent; and whether it is a text block.
 fn sent_by<'a>(block: &'a RawValue) -> Option<(Cow<'a, str>, bool)> {
@@ -287,6 +298,22 @@ mod tests {
         // an empty result.
         assert!(size(r#"{"resultType":"complete","content":[]}"#).is_some());
         assert_eq!(size(r#"{"isError":true}"#).unwrap().bytes, 0);
+    }
+
+    #[test]
+    fn the_content_array_is_kept_as_sent() {
+        let result = r#"{"content" : [ {"type":"x-new","n":1.50} ,
+            {"type":"text","text":"a"} ], "isError": true}"#;
+        let call = SentCall::read(result).unwrap();
+        assert_eq!(
+            call.content,
+            Some(
+                r#"[ {"type":"x-new","n":1.50} ,
+            {"type":"text","text":"a"} ]"#
+            )
+        );
+        assert_eq!(call.is_error, Some(true));
+        assert_eq!(SentCall::read(r#"{"content":[]}"#).unwrap().content, None);
     }
 
     #[test]
