@@ -363,8 +363,8 @@ impl Gateway {
 
     /// Makes the upstream call of a tool: as a task if the tool needs one,
     /// with sluice answering `input_required` for a client that cannot.
-    /// The answer of one plain call comes as the upstream gave it (a small
-    /// result not decoded yet); the others decoded.
+    /// The answer of one plain call comes as the upstream gave it (its
+    /// result not decoded yet, see [`Fetched::Sent`]); the others decoded.
     pub(super) async fn fetch_keeping_raw(
         &self,
         upstream: &Arc<Upstream>,
