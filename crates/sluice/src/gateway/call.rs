@@ -396,12 +396,19 @@ impl Gateway {
                 Err(e) => Fetched::decoded(Err(CallError::Upstream(e)), None),
             }
         };
-        let Some(params) = again.filter(|_| fetched.may_refuse_without_task()) else {
+        let Some(params) = again else {
             return fetched;
         };
-        let (sent, raw) = fetched.decode(upstream, caller.era.is_legacy());
-        if !task_call::refused_without_task(&sent) {
-            return Fetched::decoded(sent, raw);
+        match fetched.refuses_without_task() {
+            Some(false) => return fetched,
+            Some(true) => {}
+            // Not read from the bytes: decoded to tell.
+            None => {
+                let (sent, raw) = fetched.decode(upstream, caller.era.is_legacy());
+                if !task_call::refused_without_task(&sent) {
+                    return Fetched::decoded(sent, raw);
+                }
+            }
         }
         tracing::info!(
             tool = %source,
@@ -741,21 +748,17 @@ impl Fetched {
         }
     }
 
-    /// Whether this may be a refusal of a plain call to a tool that needs
-    /// a task (see [`task_call::refused_without_task`]): an upstream's
-    /// error, or a short result that says "task" somewhere (a refusal is
-    /// one error message). Spares decoding the other results to find out.
-    fn may_refuse_without_task(&self) -> bool {
-        const REFUSAL_BYTES: usize = 16 << 10;
+    /// Whether this is an upstream's refusal of a plain call to a tool that
+    /// must be called as a task (see [`task_call::refused_without_task`]),
+    /// told from the result's bytes when it is left as sent: an error
+    /// result whose text says so. `None` if it must be decoded to tell.
+    fn refuses_without_task(&self) -> Option<bool> {
         match self {
-            Fetched::Sent(answer) => answer.undecoded().is_none_or(|text| {
-                text.len() <= REFUSAL_BYTES
-                    && text
-                        .as_bytes()
-                        .windows(4)
-                        .any(|w| w.eq_ignore_ascii_case(b"task"))
-            }),
-            Fetched::Decoded(..) => true,
+            Fetched::Sent(answer) => {
+                let call = crate::govern::SentCall::read(answer.undecoded()?)?;
+                Some(call.is_error() && call.texts().any(task_call::says_task))
+            }
+            Fetched::Decoded(decoded) => Some(task_call::refused_without_task(&decoded.0)),
         }
     }
 }

@@ -31,13 +31,6 @@ const CANCEL_WAIT: Duration = Duration::from_secs(5);
 /// Whether `answer` is an upstream's refusal of a plain call to a tool that
 /// must be called as a task.
 pub(super) fn refused_without_task(answer: &Result<ServerResult, CallError>) -> bool {
-    // An error *result* could be the tool's own failure: only the words of
-    // a refusal count, lest a tool that ran be run again.
-    let says_task = |text: &str| {
-        let text = text.to_lowercase();
-        text.contains("task augmentation")
-            || (text.contains("-32601") && text.contains("tasksupport"))
-    };
     match answer {
         Err(CallError::Upstream(e)) => {
             e.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND
@@ -49,6 +42,14 @@ pub(super) fn refused_without_task(answer: &Result<ServerResult, CallError>) -> 
             .any(|c| c.as_text().is_some_and(|t| says_task(&t.text))),
         _ => false,
     }
+}
+
+/// Whether an error result's `text` is a refusal of a plain call to a tool
+/// that needs a task. An error *result* could be the tool's own failure:
+/// only the words of a refusal count, lest a tool that ran be run again.
+pub(super) fn says_task(text: &str) -> bool {
+    let text = text.to_lowercase();
+    text.contains("task augmentation") || (text.contains("-32601") && text.contains("tasksupport"))
 }
 
 /// The JSON of an upstream's answer, whichever of rmcp's types it parsed as.

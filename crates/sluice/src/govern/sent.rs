@@ -92,6 +92,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 pub struct SentCall<'a> {
     /// What each content block sends.
     parts: Vec<Cow<'a, str>>,
+    /// Which blocks are text blocks.
+    is_text: Vec<bool>,
     /// Whether every block is a text block.
     all_text: bool,
     /// The `content` array as sent.
@@ -122,17 +124,16 @@ impl<'a> SentCall<'a> {
             return None;
         }
         let blocks = members.content.unwrap_or_default();
-        let mut all_text = true;
-        let parts = blocks
+        let (parts, is_text): (Vec<_>, Vec<_>) = blocks
             .iter()
-            .map(|block| {
-                let (text, is_text) = sent_by(block)?;
-                all_text &= is_text;
-                Some(text)
-            })
-            .collect::<Option<Vec<_>>>()?;
+            .map(|block| sent_by(block))
+            .collect::<Option<Vec<_>>>()?
+            .into_iter()
+            .unzip();
+        let all_text = is_text.iter().all(|&text| text);
         Some(SentCall {
             parts,
+            is_text,
             all_text,
             content: array_text(result, &blocks),
             structured: members.structured.map(RawValue::get),
@@ -140,6 +141,20 @@ impl<'a> SentCall<'a> {
             says_complete: members.result_type.is_some(),
             meta: members.meta.map(RawValue::get),
         })
+    }
+
+    /// Whether it says `"isError": true`.
+    pub fn is_error(&self) -> bool {
+        self.is_error == Some(true)
+    }
+
+    /// The texts of its text blocks.
+    pub fn texts(&self) -> impl Iterator<Item = &str> {
+        self.parts
+            .iter()
+            .zip(&self.is_text)
+            .filter(|(_, text)| **text)
+            .map(|(part, _)| part.as_ref())
     }
 
     /// The result taken apart for storing, as [`super::raw_of_call`] and
