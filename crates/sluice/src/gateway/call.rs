@@ -233,26 +233,16 @@ impl Gateway {
                     .fetch_keeping_raw(upstream, params, caller, &policy.source)
                     .await;
                 // A tool's result as the upstream sent it is governed from
-                // its bytes, never decoded: within the budget it goes as
-                // those bytes, over it is stored.
+                // its bytes, never decoded.
+                if let Fetched::Sent(answer) = &fetched
+                    && answer.undecoded().is_some()
+                    && let Some(relayed) = self
+                        .governed_from_bytes(&answer.raw, &policy, caller, None)
+                        .await
+                {
+                    return Done::Answer(Box::new(Ok(relayed)));
+                }
                 let legacy = caller.era.is_legacy();
-                let fetched = match fetched {
-                    Fetched::Sent(answer) if answer.undecoded().is_some() => {
-                        match self.governor.sent_result(&answer.raw, &policy).await {
-                            Some(Governed::Passes) => {
-                                let relayed = Relayed::sent(answer.raw, legacy);
-                                return Done::Answer(Box::new(Ok(relayed)));
-                            }
-                            Some(Governed::Stored(result)) => {
-                                let answer =
-                                    CallToolResponse::Complete(call_in_era(result, legacy));
-                                return Done::Answer(Box::new(Ok(Relayed::made(answer))));
-                            }
-                            None => Fetched::Sent(answer),
-                        }
-                    }
-                    other => other,
-                };
                 let (sent, response) = fetched.decode_off_thread(upstream, legacy).await;
                 raw = response;
                 (sent, None, false)
@@ -275,29 +265,18 @@ impl Gateway {
                                 CallToolResponse::Complete(with_hit(answer, &entry)),
                             ))));
                         }
-                        // Governed from its bytes, never decoded: within
-                        // the budget it goes as the upstream sent it,
-                        // marked as a hit; over it, stored for this owner.
-                        let legacy = caller.era.is_legacy();
-                        if let Some(sent) = entry.raw() {
-                            match self.governor.sent_result(sent, &policy).await {
-                                Some(Governed::Passes) => {
-                                    if let Some(marked) = with_hit_as_sent(sent, &entry) {
-                                        let relayed = Relayed::sent(marked, legacy);
-                                        return Done::Answer(Box::new(Ok(relayed)));
-                                    }
-                                }
-                                Some(Governed::Stored(result)) => {
-                                    let result = call_in_era(result, legacy);
-                                    if crate::govern::stored_handle(&result).is_some() {
-                                        entry.keep_governed(governed_key, result.clone());
-                                    }
-                                    let answer =
-                                        CallToolResponse::Complete(with_hit(result, &entry));
-                                    return Done::Answer(Box::new(Ok(Relayed::made(answer))));
-                                }
-                                None => {}
-                            }
+                        // Governed from its bytes, never decoded.
+                        if let Some(sent) = entry.raw()
+                            && let Some(relayed) = self
+                                .governed_from_bytes(
+                                    sent,
+                                    &policy,
+                                    caller,
+                                    Some((&entry, &governed_key)),
+                                )
+                                .await
+                        {
+                            return Done::Answer(Box::new(Ok(relayed)));
                         }
                         raw = entry.raw().cloned();
                         let result = ServerResult::CallToolResult(entry.result());
@@ -359,6 +338,40 @@ impl Gateway {
                 .await),
             Ok(other) => Ok(Relayed::made(other)),
         }))
+    }
+
+    /// Governs a tool's result from the bytes of `sent` (the upstream's
+    /// response, or a cache `hit`'s with the key of the stored answers it
+    /// keeps): within the budget, relayed as those bytes (a hit marked as
+    /// one); over it, stored (a hit's answer kept by its entry). `None` if
+    /// the bytes do not read as a tool's result, which must be decoded.
+    async fn governed_from_bytes(
+        &self,
+        sent: &crate::jsonrpc::Message,
+        policy: &Policy,
+        caller: &Caller,
+        hit: Option<(&crate::cache::Entry, &str)>,
+    ) -> Option<Relayed> {
+        let legacy = caller.era.is_legacy();
+        match self.governor.sent_result(sent, policy).await? {
+            Governed::Passes => {
+                let sent = match hit {
+                    Some((entry, _)) => with_hit_as_sent(sent, entry)?,
+                    None => sent.clone(),
+                };
+                Some(Relayed::sent(sent, legacy))
+            }
+            Governed::Stored(result) => {
+                let mut result = call_in_era(result, legacy);
+                if let Some((entry, governed_key)) = hit {
+                    if crate::govern::stored_handle(&result).is_some() {
+                        entry.keep_governed(governed_key.to_owned(), result.clone());
+                    }
+                    result = with_hit(result, entry);
+                }
+                Some(Relayed::made(CallToolResponse::Complete(result)))
+            }
+        }
     }
 
     /// Makes the upstream call of a tool: as a task if the tool needs one,
@@ -672,9 +685,6 @@ fn upstream_params(caller: &Caller, params: &CallToolRequestParams) -> Option<St
     })
 }
 
-/// Results larger than this are decoded on a blocking thread.
-const DECODED_HERE_BYTES: usize = 256 << 10;
-
 /// A tool call's answer from its upstream.
 pub(super) enum Fetched {
     /// As the upstream gave it: the result may be left as sent (see
@@ -699,7 +709,8 @@ impl Fetched {
         Fetched::Decoded(Box::new((result, raw)))
     }
 
-    /// [`Self::decode`], on a blocking thread for a large result.
+    /// [`Self::decode`], on a blocking thread for a large result (over
+    /// [`crate::govern::BLOCKING_BYTES`]).
     pub(super) async fn decode_off_thread(
         self,
         upstream: &Arc<Upstream>,
@@ -711,7 +722,7 @@ impl Fetched {
         let large = match &self {
             Fetched::Sent(answer) => answer
                 .undecoded()
-                .is_some_and(|text| text.len() > DECODED_HERE_BYTES),
+                .is_some_and(|text| text.len() as u64 > crate::govern::BLOCKING_BYTES),
             Fetched::Decoded(_) => false,
         };
         if !large {
@@ -753,9 +764,21 @@ impl Fetched {
     /// told from the result's bytes when it is left as sent: an error
     /// result whose text says so. `None` if it must be decoded to tell.
     fn refuses_without_task(&self) -> Option<bool> {
+        // A refusal is one short error message: a result that is longer,
+        // or never says "task", is not read (governing reads it next).
+        const REFUSAL_BYTES: usize = 16 << 10;
         match self {
             Fetched::Sent(answer) => {
-                let call = crate::govern::SentCall::read(answer.undecoded()?)?;
+                let text = answer.undecoded()?;
+                let mentions_task = || {
+                    text.as_bytes()
+                        .windows(4)
+                        .any(|w| w.eq_ignore_ascii_case(b"task"))
+                };
+                if text.len() > REFUSAL_BYTES || !mentions_task() {
+                    return Some(false);
+                }
+                let call = crate::govern::SentCall::read(text)?;
                 Some(call.is_error() && call.texts().any(task_call::says_task))
             }
             Fetched::Decoded(decoded) => Some(task_call::refused_without_task(&decoded.0)),

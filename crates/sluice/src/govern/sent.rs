@@ -60,7 +60,11 @@ struct Contents<'a> {
 }
 
 /// A JSON string, borrowed from the text when it has no escapes (serde's
-/// own `Cow<str>` always copies inside an `Option`).
+/// own `Cow<str>` always copies inside an `Option`). Read as bytes, which
+/// serde_json lets hold a lone UTF-16 surrogate escape (`\ud800`, which
+/// JavaScript's `JSON.stringify` writes for half a pair): valid JSON that
+/// no Rust string holds, read here with U+FFFD in its place, so that such a
+/// text is measured (and relayed as sent) instead of failing its call.
 #[derive(PartialEq, Eq, Hash)]
 struct Text<'a>(Cow<'a, str>);
 
@@ -72,17 +76,22 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a string")
             }
+            fn visit_borrowed_bytes<E>(self, bytes: &'de [u8]) -> Result<Text<'de>, E> {
+                Ok(Text(String::from_utf8_lossy(bytes)))
+            }
+            fn visit_bytes<E>(self, bytes: &[u8]) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(
+                    String::from_utf8_lossy(bytes).into_owned(),
+                )))
+            }
             fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Text<'de>, E> {
                 Ok(Text(Cow::Borrowed(text)))
             }
             fn visit_str<E>(self, text: &str) -> Result<Text<'de>, E> {
                 Ok(Text(Cow::Owned(text.to_owned())))
             }
-            fn visit_string<E>(self, text: String) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Owned(text)))
-            }
         }
-        deserializer.deserialize_str(Visitor)
+        deserializer.deserialize_bytes(Visitor)
     }
 }
 
@@ -94,8 +103,6 @@ pub struct SentCall<'a> {
     parts: Vec<Cow<'a, str>>,
     /// Which blocks are text blocks.
     is_text: Vec<bool>,
-    /// Whether every block is a text block.
-    all_text: bool,
     /// The `content` array as sent.
     content: Option<&'a str>,
     structured: Option<&'a str>,
@@ -130,17 +137,20 @@ impl<'a> SentCall<'a> {
             .collect::<Option<Vec<_>>>()?
             .into_iter()
             .unzip();
-        let all_text = is_text.iter().all(|&text| text);
         Some(SentCall {
             parts,
             is_text,
-            all_text,
             content: array_text(result, &blocks),
             structured: members.structured.map(RawValue::get),
             is_error: members.is_error,
             says_complete: members.result_type.is_some(),
             meta: members.meta.map(RawValue::get),
         })
+    }
+
+    /// Whether every block is a text block.
+    fn all_text(&self) -> bool {
+        self.is_text.iter().all(|&text| text)
     }
 
     /// Whether it says `"isError": true`.
@@ -166,7 +176,7 @@ impl<'a> SentCall<'a> {
         let meta = self
             .meta
             .and_then(|meta| serde_json::from_str::<rmcp::model::MetaObject>(meta).ok());
-        let raw = match (self.parts.len(), self.all_text, self.structured) {
+        let raw = match (self.parts.len(), self.all_text(), self.structured) {
             (1, true, _) => super::Raw::Text(
                 self.parts
                     .into_iter()
@@ -196,7 +206,7 @@ impl<'a> SentCall<'a> {
     /// the same value parsed, up to [`super::COMPARE_PARSED_BYTES`]).
     pub(super) fn one_copy(&self, budget: &Budget) -> Option<Size> {
         let structured = self.structured?;
-        let ([text], true) = (self.parts.as_slice(), self.all_text) else {
+        let ([text], true) = (self.parts.as_slice(), self.all_text()) else {
             return None;
         };
         let text = text.as_ref();
@@ -329,6 +339,19 @@ mod tests {
         );
         assert_eq!(call.is_error, Some(true));
         assert_eq!(SentCall::read(r#"{"content":[]}"#).unwrap().content, None);
+    }
+
+    #[test]
+    fn a_lone_surrogate_is_measured_in_place_of_a_replacement_character() {
+        let call = SentCall::read(r#"{"content":[{"type":"text","text":"a\ud800b"}]}"#).unwrap();
+        assert!(call.parts[0].starts_with('a') && call.parts[0].ends_with('b'));
+        assert!(call.parts[0].contains('\u{FFFD}'), "{:?}", call.parts[0]);
+        // A pair is one character, as a string reads it.
+        let pair =
+            SentCall::read(r#"{"content":[{"type":"text","text":"\ud83d\ude00"}]}"#).unwrap();
+        assert_eq!(pair.parts[0], "😀");
+        // Neither a number nor an unterminated escape is a string.
+        assert!(SentCall::read(r#"{"content":[{"type":"text","text":"\u12"}]}"#).is_none());
     }
 
     #[test]

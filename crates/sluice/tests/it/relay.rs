@@ -1166,11 +1166,18 @@ async fn a_2026_client_gets_prompts_resources_and_completions_as_sent() {
 /// failed the call with "its result could not be read".
 #[tokio::test]
 async fn a_result_with_a_content_block_no_sdk_knows_arrives_as_sent() {
-    let script = [tool_call(2, "novel", "{}"), tool_call(3, "ok", "{}")];
-    on_paths(&OWN_LAYER, "novel", false, "", &script, |run| {
-        let sent = run.server_answer(&run.server_call("novel"));
+    arrives_as_sent_then_ok("novel", "x-hologram").await;
+}
+
+/// `tool`'s result, which holds `odd`, reaches the client as the raw
+/// server sent it on every path of sluice's own layer, and the next call
+/// (`ok`) works.
+async fn arrives_as_sent_then_ok(tool: &str, odd: &str) {
+    let script = [tool_call(2, tool, "{}"), tool_call(3, "ok", "{}")];
+    on_paths(&OWN_LAYER, tool, false, "", &script, |run| {
+        let sent = run.server_answer(&run.server_call(tool));
         let sent = member(&sent, "result").unwrap();
-        assert!(sent.contains("x-hologram"), "the raw server sent {sent}");
+        assert!(sent.contains(odd), "the raw server sent {sent}");
         assert_eq!(run.client_result("2"), sent, "{}", run.transcript());
         assert_eq!(
             run.client_result("3"),
@@ -1246,6 +1253,15 @@ async fn log_messages_arrive_unchanged_over_http() {
         );
     })
     .await;
+}
+
+/// A text with a lone UTF-16 surrogate escape (`\ud800`, which
+/// JavaScript's `JSON.stringify` writes for half a pair) is valid JSON that
+/// no Rust string holds: measured from its bytes, it reaches the client as
+/// sent (decoding it failed the call), and the next call works.
+#[tokio::test]
+async fn a_result_with_a_lone_surrogate_arrives_as_sent() {
+    arrives_as_sent_then_ok("surrogate", r"\ud800").await;
 }
 
 #[tokio::test]
