@@ -17,10 +17,9 @@
 //! The cache stores the upstream's result before governing: each answer
 //! from it is governed for its caller like a fresh one. An entry keeps the
 //! bytes the upstream sent when its answer came as one plain response (a
-//! task's result, which sluice assembled, is kept decoded): a hit within
-//! the caller's budget is relayed as those bytes (a reference-counted
-//! clone), marked as a hit in `_meta`, and decoded again where sluice needs
-//! the result itself (to measure it, to store it).
+//! task's result, which sluice assembled, is kept decoded), never decoded:
+//! the call that fills it and every hit are governed from those bytes (a
+//! hit's are a reference-counted clone), a hit marked as one in `_meta`.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,15 +41,22 @@ pub const META: &str = crate::contract::meta::CACHE;
 /// What an upstream call answered.
 pub type Answer = Result<Fetched, CallError>;
 
-/// An upstream's result, and the response it came in when it came as one
-/// plain response (not a task's, nor made of several rounds).
+/// An upstream's answer to a cached tool's call.
 #[derive(Debug, Clone)]
-pub struct Fetched {
-    /// The result, decoded.
-    pub result: ServerResult,
-    /// The response, as received, when `result` is its result decoded and
-    /// nothing else.
-    pub raw: Option<Message>,
+pub enum Fetched {
+    /// A tool's result as the upstream sent it, in one plain response: its
+    /// bytes read as a tool's result ([`crate::govern::SentCall`]), not
+    /// decoded.
+    Sent {
+        /// The response, as received.
+        response: Message,
+        /// The result says it is an error (`isError`): it is not kept.
+        is_error: bool,
+    },
+    /// A result sluice decoded: a task's, which sluice assembled, or one
+    /// whose bytes do not read as a tool's result. Boxed: rmcp's results
+    /// are large.
+    Decoded(Box<ServerResult>),
 }
 
 /// Makes the upstream call, for the caller (`false`) or for a background
@@ -84,13 +90,15 @@ impl Entry {
         crate::clock::now().saturating_duration_since(self.stored_at)
     }
 
-    /// A copy of the upstream's result (decoded from the bytes it sent).
+    /// A copy of the upstream's result (decoded from the bytes it sent:
+    /// only where they do not read as a tool's result, which cannot happen
+    /// for an entry made of them).
     pub fn result(&self) -> CallToolResult {
         match &self.result {
             Kept::Decoded(result) => result.clone(),
             Kept::Sent(sent) => decode(sent).unwrap_or_else(|e| {
-                // Not reachable: the same bytes were decoded when the
-                // entry was made.
+                // Not reachable: the same bytes were read as a tool's
+                // result when the entry was made.
                 tracing::error!(tool = %self.tool, "a cached result could not be read again: {e}");
                 CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
                     "sluice could not read the cached result of {} again ({e}). Call it with `_fresh: true`.",
@@ -126,12 +134,16 @@ impl Entry {
         governed.push((key, answer));
     }
 
-    /// The entry's result as an upstream answer: `result`, if the caller
-    /// has it decoded already.
-    fn fetched(&self, result: Option<CallToolResult>) -> Fetched {
-        Fetched {
-            result: ServerResult::CallToolResult(result.unwrap_or_else(|| self.result())),
-            raw: self.raw().cloned(),
+    /// The entry's result as an upstream answer.
+    fn fetched(&self) -> Fetched {
+        match &self.result {
+            Kept::Sent(response) => Fetched::Sent {
+                response: response.clone(),
+                is_error: false,
+            },
+            Kept::Decoded(result) => {
+                Fetched::Decoded(Box::new(ServerResult::CallToolResult(result.clone())))
+            }
         }
     }
 
@@ -337,10 +349,10 @@ impl ResultCache {
             let answer = fetch(false).await;
             self.count(&tool, |f| f.bypasses += 1);
             return match entry_of(answer, &key, &tool, policy) {
-                Ok((entry, result)) => {
+                Ok(entry) => {
                     let entry = Arc::new(entry);
                     self.insert(key, entry.clone()).await;
-                    Served::Fetched(Box::new(Ok(entry.fetched(Some(result)))), Some(entry))
+                    Served::Fetched(Box::new(Ok(entry.fetched())), Some(entry))
                 }
                 Err(answer) => Served::Fetched(answer, None),
             };
@@ -363,16 +375,11 @@ impl ResultCache {
         }
         // Only the caller whose call runs sees its answer moved into the
         // entry; the ones waiting on it get the entry (or the error).
-        // The result as decoded for the entry, for the caller whose call
-        // made it (not decoded again).
-        let mut decoded = None;
         let made = self
             .entries
             .entry(key.clone())
             .or_try_insert_with(async {
-                let (entry, result) = entry_of(fetch(false).await, &key, &tool, policy)?;
-                decoded = Some(result);
-                Ok::<_, Box<Answer>>(Arc::new(entry))
+                Ok::<_, Box<Answer>>(Arc::new(entry_of(fetch(false).await, &key, &tool, policy)?))
             })
             .await;
         match made {
@@ -383,7 +390,7 @@ impl ResultCache {
                     f.entries += 1;
                     f.bytes += u64::from(entry.bytes);
                 });
-                Served::Fetched(Box::new(Ok(entry.fetched(decoded))), Some(entry))
+                Served::Fetched(Box::new(Ok(entry.fetched())), Some(entry))
             }
             Ok(entry) => {
                 self.count(&tool, |f| f.hits += 1);
@@ -423,7 +430,7 @@ impl ResultCache {
         );
         tokio::spawn(async move {
             match entry_of(call.await, &key, &tool, policy) {
-                Ok((entry, _)) => {
+                Ok(entry) => {
                     let bytes = u64::from(entry.bytes);
                     entries.insert(key.clone(), Arc::new(entry)).await;
                     let mut figures = lock(&figures);
@@ -433,15 +440,27 @@ impl ResultCache {
                     f.bytes += bytes;
                 }
                 Err(answer) => {
-                    let why = match answer.as_ref().as_ref().map(|f| &f.result) {
-                        Ok(ServerResult::CallToolResult(r)) => format!(
+                    let why = match answer.as_ref() {
+                        Ok(Fetched::Sent { response, .. }) => format!(
                             "an error result: {}",
-                            r.content
-                                .first()
-                                .and_then(|c| c.as_text())
-                                .map_or("", |t| t.text.as_str())
+                            response
+                                .result()
+                                .and_then(crate::govern::SentCall::read)
+                                .and_then(|call| call.texts().next().map(str::to_owned))
+                                .unwrap_or_default()
                         ),
-                        Ok(_) => "an answer that is not a tool result".to_owned(),
+                        Ok(Fetched::Decoded(decoded))
+                            if let ServerResult::CallToolResult(r) = &**decoded =>
+                        {
+                            format!(
+                                "an error result: {}",
+                                r.content
+                                    .first()
+                                    .and_then(|c| c.as_text())
+                                    .map_or("", |t| t.text.as_str())
+                            )
+                        }
+                        Ok(Fetched::Decoded(_)) => "an answer that is not a tool result".to_owned(),
                         Err(e) => e.to_string(),
                     };
                     tracing::warn!(
@@ -489,35 +508,33 @@ fn decode(sent: &Message) -> serde_json::Result<CallToolResult> {
     serde_json::from_str(sent.result().unwrap_or("{}"))
 }
 
-/// The entry `answer` makes, with the result it holds, or the answer
-/// itself if it must not be cached (an error).
+/// The entry `answer` makes, or the answer itself if it must not be
+/// cached (an error, or not a tool's result).
 fn entry_of(
     answer: Answer,
     key: &str,
     tool: &Arc<str>,
     policy: CachePolicy,
-) -> Result<(Entry, CallToolResult), Box<Answer>> {
-    let (result, raw) = match answer {
-        Ok(Fetched {
-            result: ServerResult::CallToolResult(result),
-            raw,
-        }) if result.is_error != Some(true) => (result, raw),
+) -> Result<Entry, Box<Answer>> {
+    let (kept, size) = match answer {
+        Ok(Fetched::Sent {
+            response,
+            is_error: false,
+        }) => {
+            let size = response.result().map_or(0, |r| r.len() as u64);
+            (Kept::Sent(response), size)
+        }
+        Ok(Fetched::Decoded(decoded)) => match *decoded {
+            ServerResult::CallToolResult(result) if result.is_error != Some(true) => {
+                let size = crate::govern::json_bytes(&result);
+                (Kept::Decoded(result), size)
+            }
+            other => return Err(Box::new(Ok(Fetched::Decoded(Box::new(other))))),
+        },
         other => return Err(Box::new(other)),
     };
-    // One copy kept: the bytes as sent (which `result` was decoded from,
-    // unedited: see `Fetched::raw`) where there are some.
-    let (kept, size, result) = match raw {
-        Some(sent) => {
-            let size = sent.result().map_or(0, |r| r.len() as u64);
-            (Kept::Sent(sent), size, result)
-        }
-        _ => {
-            let size = crate::govern::json_bytes(&result);
-            (Kept::Decoded(result.clone()), size, result)
-        }
-    };
     let bytes = size.saturating_add(key.len() as u64);
-    let entry = Entry {
+    Ok(Entry {
         result: kept,
         stored_at: crate::clock::now(),
         bytes: u32::try_from(bytes).unwrap_or(u32::MAX),
@@ -525,8 +542,7 @@ fn entry_of(
         policy,
         last_read_ms: AtomicU64::new(0),
         governed: Mutex::default(),
-    };
-    Ok((entry, result))
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -145,12 +145,16 @@ impl Gateway {
         // through the scheduler); moved to a task only when it must go on
         // without the client: past the timeout, or to finish cancelling.
         // A panic in it is caught, as a task's would be.
-        let call = async move {
+        // Built in place: a future bound to a local first keeps its size
+        // in this one's state even once moved (rustc keeps a moved-from
+        // local's storage across the awaits of its scope).
+        let mut call = std::panic::AssertUnwindSafe(async move {
             gateway
                 .call_upstream(&upstream, params, policy, &inner, cached)
                 .await
-        };
-        let mut call = std::panic::AssertUnwindSafe(call).catch_unwind().boxed();
+        })
+        .catch_unwind()
+        .boxed();
         let done = tokio::select! {
             done = &mut call => done,
             () = caller.ct.cancelled() => {
@@ -237,7 +241,7 @@ impl Gateway {
                 if let Fetched::Sent(answer) = &fetched
                     && answer.undecoded().is_some()
                     && let Some(relayed) = self
-                        .governed_from_bytes(&answer.raw, &policy, caller, None)
+                        .governed_from_bytes(&answer.raw, &policy, caller, None, false)
                         .await
                 {
                     return Done::Answer(Box::new(Ok(relayed)));
@@ -249,10 +253,14 @@ impl Gateway {
             }
             Some(call) => {
                 let fetch = self.fetcher(upstream, params, caller, &policy.source);
-                match self
-                    .cache
-                    .serve(call.key, &policy.source, call.policy, call.fresh, fetch)
-                    .await
+                match Box::pin(self.cache.serve(
+                    call.key,
+                    &policy.source,
+                    call.policy,
+                    call.fresh,
+                    fetch,
+                ))
+                .await
                 {
                     crate::cache::Served::Hit(entry) => {
                         // A large result this owner had stored with this
@@ -273,6 +281,7 @@ impl Gateway {
                                     &policy,
                                     caller,
                                     Some((&entry, &governed_key)),
+                                    true,
                                 )
                                 .await
                         {
@@ -287,13 +296,37 @@ impl Gateway {
                             true,
                         )
                     }
-                    crate::cache::Served::Fetched(answer, entry) => {
-                        let sent = (*answer).map(|fetched| {
-                            raw = fetched.raw;
-                            in_clients_era(fetched.result, caller.era.is_legacy())
-                        });
-                        (sent, entry, false)
-                    }
+                    crate::cache::Served::Fetched(answer, entry) => match *answer {
+                        // Governed from its bytes, never decoded; an entry
+                        // made of it keeps a large result's stored answer.
+                        Ok(crate::cache::Fetched::Sent { response, .. }) => {
+                            let keeper = entry.as_deref().map(|e| (e, governed_key.as_str()));
+                            if let Some(relayed) = self
+                                .governed_from_bytes(&response, &policy, caller, keeper, false)
+                                .await
+                            {
+                                return Done::Answer(Box::new(Ok(relayed)));
+                            }
+                            // Not reachable: the fetcher read these bytes as
+                            // a tool's result.
+                            let result = serde_json::from_str(response.result().unwrap_or("{}"))
+                                .map(ServerResult::CallToolResult)
+                                .map_err(|e| {
+                                    CallError::Unavailable(format!(
+                                        "upstream `{}`: its result could not be read: {e}",
+                                        upstream.name()
+                                    ))
+                                });
+                            raw = Some(response);
+                            (result, entry, false)
+                        }
+                        Ok(crate::cache::Fetched::Decoded(result)) => (
+                            Ok(in_clients_era(*result, caller.era.is_legacy())),
+                            entry,
+                            false,
+                        ),
+                        Err(e) => (Err(e), entry, false),
+                    },
                 }
             }
         };
@@ -320,7 +353,7 @@ impl Gateway {
                 })
             }
             Ok(CallToolResponse::Complete(result)) => {
-                let result = self.governor.tool_result(result, policy).await;
+                let result = Box::pin(self.governor.tool_result(result, policy)).await;
                 if let Some(entry) = &entry
                     && crate::govern::stored_handle(&result).is_some()
                 {
@@ -332,41 +365,45 @@ impl Gateway {
                 })))
             }
             // The upstream's own error, governed like a result.
-            Err(error) => Err(self
-                .governor
-                .tool_error(error, upstream.name(), &policy)
-                .await),
+            Err(error) => {
+                Err(Box::pin(self.governor.tool_error(error, upstream.name(), &policy)).await)
+            }
             Ok(other) => Ok(Relayed::made(other)),
         }))
     }
 
     /// Governs a tool's result from the bytes of `sent` (the upstream's
-    /// response, or a cache `hit`'s with the key of the stored answers it
-    /// keeps): within the budget, relayed as those bytes (a hit marked as
-    /// one); over it, stored (a hit's answer kept by its entry). `None` if
-    /// the bytes do not read as a tool's result, which must be decoded.
+    /// response, or a cache entry's, with the key of the stored answers
+    /// the entry keeps): within the budget, relayed as those bytes (marked
+    /// as a `hit` if it is one); over it, stored (the answer kept by the
+    /// entry). `None` if the bytes do not read as a tool's result, which
+    /// must be decoded.
     async fn governed_from_bytes(
         &self,
         sent: &crate::jsonrpc::Message,
         policy: &Policy,
         caller: &Caller,
-        hit: Option<(&crate::cache::Entry, &str)>,
+        cached: Option<(&crate::cache::Entry, &str)>,
+        hit: bool,
     ) -> Option<Relayed> {
         let legacy = caller.era.is_legacy();
+        let hit = cached.map(|(entry, _)| entry).filter(|_| hit);
         match self.governor.sent_result(sent, policy).await? {
             Governed::Passes => {
                 let sent = match hit {
-                    Some((entry, _)) => with_hit_as_sent(sent, entry)?,
+                    Some(entry) => with_hit_as_sent(sent, entry)?,
                     None => sent.clone(),
                 };
                 Some(Relayed::sent(sent, legacy))
             }
             Governed::Stored(result) => {
                 let mut result = call_in_era(result, legacy);
-                if let Some((entry, governed_key)) = hit {
-                    if crate::govern::stored_handle(&result).is_some() {
-                        entry.keep_governed(governed_key.to_owned(), result.clone());
-                    }
+                if let Some((entry, governed_key)) = cached
+                    && crate::govern::stored_handle(&result).is_some()
+                {
+                    entry.keep_governed(governed_key.to_owned(), result.clone());
+                }
+                if let Some(entry) = hit {
                     result = with_hit(result, entry);
                 }
                 Some(Relayed::made(CallToolResponse::Complete(result)))
@@ -385,8 +422,13 @@ impl Gateway {
         caller: &Caller,
         source: &str,
     ) -> Fetched {
+        // The paths a plain call does not take are boxed: inline, their
+        // state would size every call's future (call_as_task's is 11 KB).
         if lock(&self.task_tools).contains(source) {
-            return Fetched::decoded(self.call_as_task(upstream, params, caller).await, None);
+            return Fetched::decoded(
+                Box::pin(self.call_as_task(upstream, params, caller)).await,
+                None,
+            );
         }
         // A 2025-11-25 upstream may refuse a plain call to a tool that
         // needs a task: the call is kept to make it again as one.
@@ -404,7 +446,7 @@ impl Gateway {
                 Err(e) => Fetched::decoded(Err(e), None),
             }
         } else {
-            match self.call_bridged(upstream, params, caller).await {
+            match Box::pin(self.call_bridged(upstream, params, caller)).await {
                 Ok(fetched) => fetched,
                 Err(e) => Fetched::decoded(Err(CallError::Upstream(e)), None),
             }
@@ -428,7 +470,10 @@ impl Gateway {
             "the tool must be called as a task: sluice calls it as one and polls"
         );
         lock(&self.task_tools).insert(source.to_owned());
-        Fetched::decoded(self.call_as_task(upstream, params, caller).await, None)
+        Fetched::decoded(
+            Box::pin(self.call_as_task(upstream, params, caller)).await,
+            None,
+        )
     }
 
     /// [`Self::fetch_keeping_raw`] as the cache calls it: for `caller`, or for a
@@ -473,12 +518,24 @@ impl Gateway {
                 source.clone(),
             );
             Box::pin(async move {
-                let (result, raw) = gateway
+                let fetched = gateway
                     .fetch_keeping_raw(&upstream, params, &caller, &source)
-                    .await
+                    .await;
+                // A tool's result as sent is cached as its bytes, never
+                // decoded.
+                if let Fetched::Sent(answer) = &fetched
+                    && answer.undecoded().is_some()
+                    && let Some(is_error) = read_as_tool_result(&answer.raw).await
+                {
+                    return Ok(crate::cache::Fetched::Sent {
+                        response: answer.raw.clone(),
+                        is_error,
+                    });
+                }
+                let (result, _) = fetched
                     .decode_off_thread(&upstream, caller.era.is_legacy())
                     .await;
-                result.map(|result| crate::cache::Fetched { result, raw })
+                result.map(|result| crate::cache::Fetched::Decoded(Box::new(result)))
             })
         })
     }
@@ -683,6 +740,21 @@ fn upstream_params(caller: &Caller, params: &CallToolRequestParams) -> Option<St
         }
         Some(())
     })
+}
+
+/// Whether `response`'s result reads as a tool's result (`Some`: whether
+/// it is an error), read from its bytes, on a blocking thread when large.
+async fn read_as_tool_result(response: &crate::jsonrpc::Message) -> Option<bool> {
+    let read = |text: &str| crate::govern::SentCall::read(text).map(|call| call.is_error());
+    let text = response.result()?;
+    if text.len() as u64 <= crate::govern::BLOCKING_BYTES {
+        return read(text);
+    }
+    let response = response.clone();
+    tokio::task::spawn_blocking(move || response.result().and_then(read))
+        .await
+        .ok()
+        .flatten()
 }
 
 /// A tool call's answer from its upstream.

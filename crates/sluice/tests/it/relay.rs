@@ -1194,26 +1194,48 @@ async fn arrives_as_sent_then_ok(tool: &str, odd: &str) {
 /// called again), every member as sent, with `_meta["sluice/cache"]` added.
 #[tokio::test]
 async fn a_cached_result_arrives_as_sent_and_a_hit_adds_only_its_mark() {
-    let config = "[upstreams.raw.tools.exact]\ncache = { ttl_s = 600 }\n";
-    let script = [tool_call(2, "exact", "{}"), tool_call(3, "exact", "{}")];
-    on_paths(&OWN_LAYER, "cache", false, config, &script, |run| {
-        let context = || run.transcript();
-        let calls = messages(&run.server_received)
-            .into_iter()
-            .filter(|m| member(m, "method") == Some(r#""tools/call""#))
-            .count();
-        assert_eq!(calls, 1, "the hit called the upstream:\n{}", context());
-        let sent = run.server_answer(&run.server_call("exact"));
-        let sent = member(&sent, "result").unwrap();
-        assert_eq!(run.client_result("2"), sent, "{}", context());
-        let hit = run.client_result("3");
-        let mut got = members(&hit);
-        let meta = got.pop().expect("members");
-        assert_eq!(meta.0, "_meta", "{}", context());
-        let mark = member(meta.1, "sluice/cache").expect("the hit's mark");
-        assert_eq!(member(mark, "hit"), Some("true"), "{}", context());
-        assert_eq!(got, members(sent), "{}", context());
-    })
+    cached_arrives_as_sent("exact").await;
+}
+
+/// A cached tool's result that rmcp's types cannot hold (a content block of
+/// a kind no SDK knows, a lone surrogate escape) is cached as sent, not
+/// decoded: the call that fills the cache and the hit both get it (decoding
+/// the miss to make the entry failed that call).
+#[tokio::test]
+async fn a_cached_result_no_sdk_can_read_is_cached_and_arrives_as_sent() {
+    cached_arrives_as_sent("novel").await;
+    cached_arrives_as_sent("surrogate").await;
+}
+
+/// Calls cached `tool` twice: see [`a_cached_result_arrives_as_sent_and_a_hit_adds_only_its_mark`].
+async fn cached_arrives_as_sent(tool: &str) {
+    let config = format!("[upstreams.raw.tools.{tool}]\ncache = {{ ttl_s = 600 }}\n");
+    let script = [tool_call(2, tool, "{}"), tool_call(3, tool, "{}")];
+    on_paths(
+        &OWN_LAYER,
+        &format!("cache-{tool}"),
+        false,
+        &config,
+        &script,
+        |run| {
+            let context = || run.transcript();
+            let calls = messages(&run.server_received)
+                .into_iter()
+                .filter(|m| member(m, "method") == Some(r#""tools/call""#))
+                .count();
+            assert_eq!(calls, 1, "the hit called the upstream:\n{}", context());
+            let sent = run.server_answer(&run.server_call(tool));
+            let sent = member(&sent, "result").unwrap();
+            assert_eq!(run.client_result("2"), sent, "{}", context());
+            let hit = run.client_result("3");
+            let mut got = members(&hit);
+            let meta = got.pop().expect("members");
+            assert_eq!(meta.0, "_meta", "{}", context());
+            let mark = member(meta.1, "sluice/cache").expect("the hit's mark");
+            assert_eq!(member(mark, "hit"), Some("true"), "{}", context());
+            assert_eq!(got, members(sent), "{}", context());
+        },
+    )
     .await;
 }
 
@@ -1387,6 +1409,39 @@ async fn a_large_result_with_a_content_block_no_sdk_knows_is_stored_as_sent() {
     );
     assert_eq!(query(".[0].uri").await, r#""holo://1""#);
     assert_eq!(query(".[2].text | length").await, (200 * 1024).to_string());
+    client.cancel().await.unwrap();
+}
+
+/// The same result from a cached tool: the call that fills the entry
+/// stores it from its bytes (decoding it to make the entry failed the
+/// call), and the hit gets the same stored answer while its handle lives.
+#[tokio::test]
+async fn a_large_cached_result_no_sdk_can_read_is_stored_as_sent_once() {
+    let dir = TempDir::new("relay-stored-novel-cached");
+    let (_server, url) = raw_server_http(&dir.0.join("record"), false).await;
+    let config = dir.file(
+        "sluice.toml",
+        &format!(
+            "[upstreams.raw]\nurl = {url:?}\n[upstreams.raw.tools.novel]\ncache = {{ ttl_s = 600 }}\n"
+        ),
+    );
+    let (client, _) = connect(&via_config(&config)).await;
+    let args = serde_json::json!({"kb": 200});
+    let first = call(&client, "novel", args.clone()).await;
+    assert_ne!(first.is_error, Some(true), "{}", first_text(&first));
+    let handle = stored_handle(&first);
+    let hit = call(&client, "novel", args).await;
+    assert_eq!(stored_handle(&hit), handle, "{}", first_text(&hit));
+    let mark = hit
+        .meta
+        .as_ref()
+        .and_then(|m| m.get("sluice/cache"))
+        .unwrap_or_else(|| panic!("the hit is not marked: {:?}", hit.meta));
+    assert_eq!(mark["hit"], true);
+    assert_eq!(
+        query_text(&client, &handle, "[.[] | .type]").await,
+        r#"["x-hologram","text","text"]"#
+    );
     client.cancel().await.unwrap();
 }
 
