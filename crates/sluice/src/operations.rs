@@ -27,7 +27,7 @@ use sluice_core::operation::OperationSettings;
 use sluice_core::store::Owner;
 use tokio_util::sync::CancellationToken;
 
-use crate::govern::with_meta;
+use crate::govern::{ToolAnswer, with_meta, with_meta_as_sent};
 
 /// The `_meta` key of everything about an operation.
 pub const META: &str = crate::contract::meta::OPERATION;
@@ -170,6 +170,10 @@ fn number(x: f64) -> String {
 pub enum Outcome {
     /// The upstream answered (the result is governed; it may be a tool error).
     Completed(CallToolResult),
+    /// The upstream's result, within the budget, as the response it came
+    /// in: answered as those bytes, never decoded (but for a task's
+    /// payload, which rmcp's server writes).
+    Relayed(crate::jsonrpc::Message),
     /// The call failed: the upstream crashed, or answered with an error.
     Failed(String),
 }
@@ -234,7 +238,7 @@ impl Operation {
             return;
         }
         state.status = match outcome {
-            Outcome::Completed(_) => Status::Completed,
+            Outcome::Completed(_) | Outcome::Relayed(_) => Status::Completed,
             Outcome::Failed(_) => Status::Failed,
         };
         state.outcome = Some(outcome);
@@ -309,7 +313,10 @@ impl Operation {
         finish: impl FnOnce(CallToolResult) -> CallToolResult,
     ) -> DetailedTask {
         let task = self.task(retention);
-        let outcome = lock(&self.state).outcome.clone();
+        let outcome = match lock(&self.state).outcome.clone() {
+            Some(Outcome::Relayed(sent)) => Some(Outcome::Completed(decoded(&sent))),
+            outcome => outcome,
+        };
         let payload = match (task.status, outcome) {
             (TaskStatus::Completed, Some(Outcome::Completed(result))) => {
                 let result = serde_json::to_value(finish(result))
@@ -575,12 +582,24 @@ pub fn stop(op: &Operation) -> Result<(), Status> {
     Ok(())
 }
 
-/// What `sluice_result` (and `sluice_cancel`) say about `op` now.
-pub fn answer(op: &Operation) -> CallToolResult {
+/// What `sluice_result` (and `sluice_cancel`) say about `op` now: an
+/// upstream's result as it sent it, with the operation's `_meta` added.
+pub fn answer(op: &Operation) -> ToolAnswer {
     // Before the state's lock: `elapsed` takes it too.
     let elapsed = seconds(op.elapsed());
     let state = lock(&op.state);
     let mut result = match (&state.status, &state.outcome) {
+        (Status::Completed, Some(Outcome::Relayed(sent))) => {
+            // An ended operation's state no longer changes; `meta` takes
+            // the lock too.
+            let sent = sent.clone();
+            drop(state);
+            return match with_meta_as_sent(&sent, META, &op.meta()) {
+                Some(sent) => ToolAnswer::Sent(sent),
+                // Not reachable: sluice relayed its result as an object.
+                None => ToolAnswer::Made(decoded(&sent)),
+            };
+        }
         (Status::Completed, Some(Outcome::Completed(result))) => result.clone(),
         (Status::Failed, Some(Outcome::Failed(why))) => error(format!(
             "operation {} (`{}`) failed after {elapsed}: {why}",
@@ -603,7 +622,18 @@ pub fn answer(op: &Operation) -> CallToolResult {
     };
     drop(state);
     result.meta = Some(with_meta(result.meta.take(), META, op.meta()));
-    result
+    ToolAnswer::Made(result)
+}
+
+/// The result of an upstream's response `sent`, decoded; an error result
+/// that says why if rmcp's types cannot hold it (a content block of a kind
+/// they do not know).
+fn decoded(sent: &crate::jsonrpc::Message) -> CallToolResult {
+    serde_json::from_str(sent.result().unwrap_or("{}")).unwrap_or_else(|e| {
+        error(format!(
+            "the upstream's result could not be read as a task's result: {e}"
+        ))
+    })
 }
 
 pub fn operation_arg<'a>(args: &'a JsonObject, tool: &str) -> Result<&'a str, String> {

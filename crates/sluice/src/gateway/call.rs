@@ -34,7 +34,14 @@ impl Gateway {
             return builtin
                 .run(&context, params.arguments, caller, budget)
                 .await
-                .map(|r| Relayed::made(CallToolResponse::Complete(era(r, caller))));
+                .map(|answer| match answer {
+                    crate::govern::ToolAnswer::Made(r) => {
+                        Relayed::made(CallToolResponse::Complete(era(r, caller)))
+                    }
+                    crate::govern::ToolAnswer::Sent(sent) => {
+                        Relayed::sent(sent, caller.era.is_legacy())
+                    }
+                });
         }
         // No tool has a name this long (MCP names are at most 128
         // characters): refused here, not sent on and echoed back whole.
@@ -188,7 +195,14 @@ impl Gateway {
                 };
                 tokio::spawn(async move {
                     let outcome = match call.await {
-                        Ok(Done::Answer(answer)) => match answer.map(Relayed::into_response) {
+                        Ok(Done::Answer(answer)) => match *answer {
+                            // Within the budget, as the upstream sent it:
+                            // kept as those bytes, never decoded.
+                            Ok(Relayed {
+                                response: CallAnswer::Sent { .. },
+                                raw: Some(sent),
+                            }) => crate::operations::Outcome::Relayed(sent),
+                            answer => match answer.map(Relayed::into_response) {
                             Ok(CallToolResponse::Complete(result)) => {
                                 crate::operations::Outcome::Completed(result)
                             }
@@ -196,6 +210,7 @@ impl Gateway {
                                 "the upstream asked for input or answered with a task, which an operation cannot take".into(),
                             ),
                             Err(e) => crate::operations::Outcome::Failed(e.message.to_string()),
+                            },
                         },
                         Ok(Done::Unavailable(why)) => crate::operations::Outcome::Failed(why),
                         Err(panic) => crate::operations::Outcome::Failed(format!("sluice lost the call: {}", panic_message(&panic))),
@@ -664,28 +679,12 @@ fn hit_meta(entry: &crate::cache::Entry) -> serde_json::Value {
 }
 
 /// The upstream's response `sent`, its result marked as served from the
-/// cache as [`with_hit`] marks it (in `_meta`, made if absent), every
-/// other member as sent (the whitespace between members goes). `None` if
-/// its result or its `_meta` is not an object.
+/// cache as [`with_hit`] marks it (see [`crate::govern::with_meta_as_sent`]).
 fn with_hit_as_sent(
     sent: &crate::jsonrpc::Message,
     entry: &crate::cache::Entry,
 ) -> Option<crate::jsonrpc::Message> {
-    let mut result = crate::jsonrpc::RawObject::parse(sent.result()?).ok()?;
-    let hit = hit_meta(entry);
-    if result.get("_meta").is_some() {
-        result
-            .edit_path(&["_meta"], |meta| {
-                meta.insert_value(crate::cache::META, &hit)
-            })
-            .ok()??
-            .ok()?;
-    } else {
-        result
-            .insert_value("_meta", &serde_json::json!({ crate::cache::META: hit }))
-            .ok()?;
-    }
-    sent.with_result(&result.to_json()).ok()
+    crate::govern::with_meta_as_sent(sent, crate::cache::META, &hit_meta(entry))
 }
 
 /// A call the cache may answer.

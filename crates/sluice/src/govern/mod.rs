@@ -598,6 +598,38 @@ pub fn mime_of(kind: Kind) -> &'static str {
     }
 }
 
+/// A tool's answer: one sluice made, or an upstream's result within the
+/// budget as the response it came in (its bytes relayed as they are).
+#[derive(Debug)]
+pub enum ToolAnswer {
+    /// Decoded, or sluice's own.
+    Made(CallToolResult),
+    /// The upstream's response, not decoded.
+    Sent(crate::jsonrpc::Message),
+}
+
+/// The response `sent` with `key` set to `value` in its result's `_meta`
+/// (made if absent), every other member as sent (the whitespace between
+/// members goes). `None` if its result or its `_meta` is not an object.
+pub fn with_meta_as_sent(
+    sent: &crate::jsonrpc::Message,
+    key: &str,
+    value: &Value,
+) -> Option<crate::jsonrpc::Message> {
+    let mut result = crate::jsonrpc::RawObject::parse(sent.result()?).ok()?;
+    if result.get("_meta").is_some() {
+        result
+            .edit_path(&["_meta"], |meta| meta.insert_value(key, value))
+            .ok()??
+            .ok()?;
+    } else {
+        result
+            .insert_value("_meta", &serde_json::json!({ key: value }))
+            .ok()?;
+    }
+    sent.with_result(&result.to_json()).ok()
+}
+
 /// `meta` (kept) with `key` set to `value`.
 pub fn with_meta(meta: Option<MetaObject>, key: &str, value: Value) -> MetaObject {
     let mut meta = meta.unwrap_or_default();

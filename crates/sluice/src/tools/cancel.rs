@@ -8,7 +8,7 @@ use sluice_core::store::Owner;
 use super::{ToolError, object};
 use crate::contract::meta::OPERATION;
 use crate::contract::tool::CANCEL;
-use crate::govern::with_meta;
+use crate::govern::{ToolAnswer, with_meta};
 use crate::operations::{Operations, answer, operation_arg, stop};
 
 /// `sluice_cancel` as listed.
@@ -31,7 +31,7 @@ pub(super) fn run(
     operations: &Operations,
     arguments: Option<JsonObject>,
     owner: &Owner,
-) -> Result<CallToolResult, ToolError> {
+) -> Result<ToolAnswer, ToolError> {
     let args = arguments.unwrap_or_default();
     let op = operation_arg(&args, CANCEL)
         .and_then(|id| operations.get(owner, id))
@@ -44,7 +44,7 @@ pub(super) fn run(
             op.id
         ))]);
         result.meta = Some(with_meta(None, OPERATION, op.meta()));
-        return Ok(result);
+        return Ok(ToolAnswer::Made(result));
     }
     Ok(answer(&op))
 }

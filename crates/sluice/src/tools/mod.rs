@@ -23,7 +23,7 @@ use sluice_core::budget::Budget;
 
 use crate::caller::Caller;
 use crate::contract::tool::{CANCEL, INFO, QUERY, READ, RESULT, SEARCH};
-use crate::govern::Governor;
+use crate::govern::{Governor, ToolAnswer};
 use crate::operations::Operations;
 
 pub mod cancel;
@@ -99,25 +99,39 @@ impl Builtin {
         }
     }
 
-    /// Runs the tool for `caller`, within `budget`.
+    /// Runs the tool for `caller`, within `budget`: its answer (an
+    /// operation's result as the upstream sent it, for `sluice_result`).
     pub async fn run(
         self,
         context: &Context<'_>,
         arguments: Option<JsonObject>,
         caller: &Caller,
         budget: Budget,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<ToolAnswer, ErrorData> {
         let governor = context.governor;
         let owner = &caller.owner;
-        let ran = match self {
-            Builtin::Read => governor.read(arguments, owner, budget).await,
-            Builtin::Search => governor.search(arguments, owner, budget).await,
-            Builtin::Query => query::run(governor, arguments, caller, budget).await,
-            Builtin::Info => info::run(context, arguments, owner, budget).await,
+        let made = match self {
+            Builtin::Read => governor
+                .read(arguments, owner, budget)
+                .await
+                .map(ToolAnswer::Made),
+            Builtin::Search => governor
+                .search(arguments, owner, budget)
+                .await
+                .map(ToolAnswer::Made),
+            Builtin::Query => query::run(governor, arguments, caller, budget)
+                .await
+                .map(ToolAnswer::Made),
+            Builtin::Info => info::run(context, arguments, owner, budget)
+                .await
+                .map(ToolAnswer::Made),
             Builtin::Result => result::run(context.operations, arguments, caller).await,
             Builtin::Cancel => cancel::run(context.operations, arguments, owner),
         };
-        ran.or_else(ToolError::into_result)
+        match made {
+            Ok(answer) => Ok(answer),
+            Err(e) => e.into_result().map(ToolAnswer::Made),
+        }
     }
 }
 

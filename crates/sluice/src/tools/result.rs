@@ -1,13 +1,14 @@
 //! `sluice_result {operation, wait_s?}`: an operation's status, then its
 //! result (waiting up to `wait_s` for it to end, without polling).
 
-use rmcp::model::{CallToolResult, JsonObject, Tool};
+use rmcp::model::{JsonObject, Tool};
 use serde_json::json;
 
 use super::{ToolError, object};
 use crate::caller::Caller;
 use crate::contract::tool::RESULT;
 use crate::contract::{FRESH_ARG as FRESH, TIMEOUT_ARG as TIMEOUT};
+use crate::govern::ToolAnswer;
 use crate::operations::{Operations, answer, operation_arg};
 
 /// `sluice_result` as listed: its description says once what `_timeout_s`
@@ -35,7 +36,7 @@ pub(super) async fn run(
     operations: &Operations,
     arguments: Option<JsonObject>,
     caller: &Caller,
-) -> Result<CallToolResult, ToolError> {
+) -> Result<ToolAnswer, ToolError> {
     let args = arguments.unwrap_or_default();
     let op = operation_arg(&args, RESULT)
         .and_then(|id| operations.get(&caller.owner, id))

@@ -2,12 +2,9 @@
 //! clients that send garbage or go away; signals. Each gets a clear
 //! answer, and sluice keeps serving.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use rmcp::model::CallToolRequestParams;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::Command;
 
 use crate::support::*;
 
@@ -149,68 +146,6 @@ async fn a_crash_mid_call_is_reported_and_the_next_call_restarts_the_upstream() 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     client.cancel().await.unwrap();
-}
-
-/// A raw line-oriented MCP session with a sluice child process.
-struct Raw {
-    child: tokio::process::Child,
-    stdin: Option<tokio::process::ChildStdin>,
-    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-}
-
-impl Raw {
-    fn start(args: &[String]) -> Self {
-        let mut child = Command::new(sluice())
-            .args(["--log-level", "warn"])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        Self {
-            child,
-            stdin,
-            stdout,
-        }
-    }
-
-    async fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(line.as_bytes()).await.unwrap();
-        stdin.write_all(b"\n").await.unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    async fn recv(&mut self) -> serde_json::Value {
-        let line = tokio::time::timeout(Duration::from_secs(20), self.stdout.next_line())
-            .await
-            .expect("an answer within 20 s")
-            .unwrap()
-            .expect("sluice closed stdout");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
-    }
-
-    /// Receives until the response with `id`.
-    async fn response(&mut self, id: u64) -> serde_json::Value {
-        loop {
-            let message = self.recv().await;
-            if message["id"] == id {
-                return message;
-            }
-        }
-    }
-
-    async fn initialize(&mut self) {
-        self.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#).await;
-        let init = self.response(1).await;
-        assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
-        self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-            .await;
-    }
 }
 
 fn with_upstream(upstream: &[String]) -> Vec<String> {

@@ -1445,6 +1445,44 @@ async fn a_large_cached_result_no_sdk_can_read_is_stored_as_sent_once() {
     client.cancel().await.unwrap();
 }
 
+/// A call that outlives its timeout keeps its upstream's result as the
+/// bytes sent: `sluice_result` answers with them, only the operation's
+/// `_meta` added, a content block no SDK knows included (decoding it failed
+/// the operation: "its result could not be read").
+#[tokio::test]
+async fn an_operations_result_arrives_as_sent() {
+    let dir = TempDir::new("relay-operation-novel");
+    let record = dir.0.join("record");
+    let config = dir.file("sluice.toml", &toml_upstream("raw", &raw_server(&record)));
+    let mut raw = Raw::start(&["--config".to_owned(), config.display().to_string()]);
+    raw.initialize().await;
+    raw.send(&tool_call(2, "novel", r#"{"sleep_s":1,"_timeout_s":0.2}"#))
+        .await;
+    let started = raw.response_text(2).await;
+    let result = member(&started, "result").expect("an answer");
+    let meta: serde_json::Value = serde_json::from_str(member(result, "_meta").unwrap()).unwrap();
+    let operation = meta["sluice/operation"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not an operation: {started}"))
+        .to_owned();
+    let collect = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"sluice_result","arguments":{{"operation":"{operation}","wait_s":30}}}}}}"#
+    );
+    raw.send(&collect).await;
+    let collected = raw.response_text(3).await;
+    let got = member(&collected, "result").unwrap();
+    let sent = messages(&lines(&record.join("sent.jsonl")))
+        .into_iter()
+        .find(|m| member(m, "id").is_some_and(|id| id != "1") && m.contains("x-hologram"))
+        .expect("the server's answer");
+    let sent = member(&sent, "result").unwrap();
+    let mut got = members(got);
+    let meta = got.pop().expect("members");
+    assert_eq!(meta.0, "_meta", "{collected}");
+    assert!(member(meta.1, "sluice/operation").is_some(), "{collected}");
+    assert_eq!(got, members(sent), "{collected}");
+}
+
 /// What `filter` makes of a stored result, as compact JSON text.
 async fn query_text(client: &Client, handle: &str, filter: &str) -> String {
     let answer = call(

@@ -15,7 +15,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, ServiceExt};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// The sluice binary under test.
@@ -768,4 +768,90 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// A raw line-oriented MCP session with a sluice child process (a client
+/// over stdio that writes and reads exact lines).
+pub struct Raw {
+    /// The sluice process.
+    pub child: tokio::process::Child,
+    /// Its standard input (taken to close it).
+    pub stdin: Option<tokio::process::ChildStdin>,
+    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Raw {
+    /// Starts `sluice ARGS` (warnings only on its stderr, which is dropped).
+    pub fn start(args: &[String]) -> Self {
+        let mut child = Command::new(sluice())
+            .args(["--log-level", "warn"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        Self {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Writes `line` and a newline.
+    pub async fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// The next line, parsed.
+    pub async fn recv(&mut self) -> serde_json::Value {
+        let line = self.recv_text().await;
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// The next line, as sent.
+    pub async fn recv_text(&mut self) -> String {
+        tokio::time::timeout(Duration::from_secs(20), self.stdout.next_line())
+            .await
+            .expect("an answer within 20 s")
+            .unwrap()
+            .expect("sluice closed stdout")
+    }
+
+    /// Receives until the response with `id`.
+    pub async fn response(&mut self, id: u64) -> serde_json::Value {
+        loop {
+            let message = self.recv().await;
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Receives until the response with `id`, as sent.
+    pub async fn response_text(&mut self, id: u64) -> String {
+        loop {
+            let line = self.recv_text().await;
+            let message: serde_json::Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            if message["id"] == id {
+                return line;
+            }
+        }
+    }
+
+    /// The `initialize` handshake (2025-11-25).
+    pub async fn initialize(&mut self) {
+        self.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#).await;
+        let init = self.response(1).await;
+        assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+        self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+    }
 }
