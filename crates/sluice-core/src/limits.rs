@@ -2,6 +2,12 @@
 //! direction and over every transport (a stdio line, an HTTP body, an SSE
 //! event), whatever the SDK underneath would allow.
 
+/// Work on an input larger than this many bytes (checking a message,
+/// decoding, measuring, storing or paging a result) runs on a blocking
+/// thread, not on the threads that serve other sessions (stdio runs one):
+/// it takes milliseconds per MB.
+pub const BLOCKING_BYTES: usize = 256 << 10;
+
 /// The `[limits]` settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageLimits {

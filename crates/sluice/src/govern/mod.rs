@@ -57,9 +57,8 @@ const ANSWER_RESERVE: (u32, u32) = (300, 600);
 /// The default depth of previews.
 pub const DEFAULT_PREVIEW_DEPTH: usize = 3;
 /// Results larger than this are read, decoded and stored on a blocking
-/// thread, so that a 100 MB result does not stall other calls (stdio runs
-/// one thread).
-pub const BLOCKING_BYTES: u64 = 256 * 1024;
+/// thread, so that a 100 MB result does not stall other calls.
+pub const BLOCKING_BYTES: u64 = sluice_core::limits::BLOCKING_BYTES as u64;
 /// Up to this size, the tokens of a stored result are counted exactly;
 /// above, they are extrapolated from samples (counting runs at ~25 MB/s:
 /// exact figures for a 1 MB result would add 40 ms to its answer).

@@ -169,7 +169,7 @@ impl Governor {
 /// Documents larger than this have their pages planned on a blocking
 /// thread: a first plan of a path scans the value paged (and may tokenize up
 /// to 4 MB of it), which a request thread must not wait for.
-const BLOCKING_BYTES: usize = 256 * 1024;
+use sluice_core::limits::BLOCKING_BYTES;
 
 /// The page `request` asks of `stored`, planned off the request threads
 /// when the document is large.

@@ -19,10 +19,8 @@ use tokio_util::sync::CancellationToken;
 use super::transport::{INBOUND_CAPACITY, Inbound, SendError, Transport};
 use crate::jsonrpc::{self, Frame, Message, MessageError};
 
-/// Lines longer than this are checked on a blocking thread: checking takes
-/// milliseconds per MB, which must not hold up the threads that serve other
-/// sessions.
-const BLOCKING_BYTES: usize = 256 << 10;
+/// Lines longer than this are checked on a blocking thread.
+use sluice_core::limits::BLOCKING_BYTES;
 
 /// A newline-delimited connection.
 pub struct LinesTransport<W> {

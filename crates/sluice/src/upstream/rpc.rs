@@ -38,9 +38,8 @@ use super::transport::{Inbound, Transport};
 use crate::hub::Hub;
 use crate::jsonrpc::{CallFailed, Id, Kind, Message, Pending};
 
-/// Answers larger than this are decoded on a blocking thread, not on the
-/// threads that serve other sessions.
-const BLOCKING_BYTES: usize = 256 << 10;
+/// Answers larger than this are decoded on a blocking thread.
+use sluice_core::limits::BLOCKING_BYTES;
 
 /// How many server→client requests of one upstream may be handled at
 /// once; more are refused at once (an upstream cannot make sluice hold an
