@@ -629,11 +629,8 @@ pub fn answer(op: &Operation) -> ToolAnswer {
 /// that says why if rmcp's types cannot hold it (a content block of a kind
 /// they do not know).
 fn decoded(sent: &crate::jsonrpc::Message) -> CallToolResult {
-    serde_json::from_str(sent.result().unwrap_or("{}")).unwrap_or_else(|e| {
-        error(format!(
-            "the upstream's result could not be read as a task's result: {e}"
-        ))
-    })
+    serde_json::from_str(sent.result().unwrap_or("{}"))
+        .unwrap_or_else(|e| error(format!("the upstream's result could not be read: {e}")))
 }
 
 pub fn operation_arg<'a>(args: &'a JsonObject, tool: &str) -> Result<&'a str, String> {

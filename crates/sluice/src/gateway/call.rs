@@ -324,15 +324,10 @@ impl Gateway {
                             }
                             // Not reachable: the fetcher read these bytes as
                             // a tool's result.
-                            let result = serde_json::from_str(response.result().unwrap_or("{}"))
-                                .map(ServerResult::CallToolResult)
-                                .map_err(|e| {
-                                    CallError::Unavailable(format!(
-                                        "upstream `{}`: its result could not be read: {e}",
-                                        upstream.name()
-                                    ))
-                                });
-                            raw = Some(response);
+                            let (result, response) =
+                                Fetched::Sent(crate::upstream::rpc::Decoded::sent(response))
+                                    .decode(upstream, caller.era.is_legacy());
+                            raw = response;
                             (result, entry, false)
                         }
                         Ok(crate::cache::Fetched::Decoded(result)) => (
@@ -537,10 +532,13 @@ impl Gateway {
                     .fetch_keeping_raw(&upstream, params, &caller, &source)
                     .await;
                 // A tool's result as sent is cached as its bytes, never
-                // decoded.
+                // decoded; read to tell an error, which is not kept.
                 if let Fetched::Sent(answer) = &fetched
                     && answer.undecoded().is_some()
-                    && let Some(is_error) = read_as_tool_result(&answer.raw).await
+                    && let Some(is_error) = crate::govern::read_result(&answer.raw, |text| {
+                        crate::govern::SentCall::read(text).map(|call| call.is_error())
+                    })
+                    .await
                 {
                     return Ok(crate::cache::Fetched::Sent {
                         response: answer.raw.clone(),
@@ -741,21 +739,6 @@ fn upstream_params(caller: &Caller, params: &CallToolRequestParams) -> Option<St
     })
 }
 
-/// Whether `response`'s result reads as a tool's result (`Some`: whether
-/// it is an error), read from its bytes, on a blocking thread when large.
-async fn read_as_tool_result(response: &crate::jsonrpc::Message) -> Option<bool> {
-    let read = |text: &str| crate::govern::SentCall::read(text).map(|call| call.is_error());
-    let text = response.result()?;
-    if text.len() as u64 <= crate::govern::BLOCKING_BYTES {
-        return read(text);
-    }
-    let response = response.clone();
-    tokio::task::spawn_blocking(move || response.result().and_then(read))
-        .await
-        .ok()
-        .flatten()
-}
-
 /// A tool call's answer from its upstream.
 pub(super) enum Fetched {
     /// As the upstream gave it: the result may be left as sent (see
@@ -781,7 +764,7 @@ impl Fetched {
     }
 
     /// [`Self::decode`], on a blocking thread for a large result (over
-    /// [`crate::govern::BLOCKING_BYTES`]).
+    /// [`sluice_core::limits::BLOCKING_BYTES`]).
     pub(super) async fn decode_off_thread(
         self,
         upstream: &Arc<Upstream>,
@@ -793,7 +776,7 @@ impl Fetched {
         let large = match &self {
             Fetched::Sent(answer) => answer
                 .undecoded()
-                .is_some_and(|text| text.len() as u64 > crate::govern::BLOCKING_BYTES),
+                .is_some_and(|text| text.len() > sluice_core::limits::BLOCKING_BYTES),
             Fetched::Decoded(_) => false,
         };
         if !large {

@@ -56,9 +56,10 @@ pub fn bulk_path(doc: &Document) -> Option<String> {
 const ANSWER_RESERVE: (u32, u32) = (300, 600);
 /// The default depth of previews.
 pub const DEFAULT_PREVIEW_DEPTH: usize = 3;
-/// Results larger than this are read, decoded and stored on a blocking
-/// thread, so that a 100 MB result does not stall other calls.
-pub const BLOCKING_BYTES: u64 = sluice_core::limits::BLOCKING_BYTES as u64;
+/// [`sluice_core::limits::BLOCKING_BYTES`], as the sizes here count: a
+/// larger result is read, decoded and stored on a blocking thread, so that
+/// a 100 MB result does not stall other calls.
+const BLOCKING_BYTES: u64 = sluice_core::limits::BLOCKING_BYTES as u64;
 /// Up to this size, the tokens of a stored result are counted exactly;
 /// above, they are extrapolated from samples (counting runs at ~25 MB/s:
 /// exact figures for a 1 MB result would add 40 ms to its answer).
@@ -279,24 +280,16 @@ impl Governor {
         response: &crate::jsonrpc::Message,
         policy: &Policy,
     ) -> Option<Governed> {
-        let len = response.result()?.len();
         let (budget, passthrough) = (policy.budget, policy.mode == Mode::Passthrough);
-        let take_apart = move |result: &str| -> Option<Option<Kept>> {
+        let kept = read_result(response, move |result| {
             let call = SentCall::read(result)?;
             let size = call.size(&budget);
             if passthrough || budget.admits(&size) {
                 return Some(None);
             }
             Some(Some(call.kept(size, &budget)))
-        };
-        let kept = if len as u64 > BLOCKING_BYTES {
-            let response = response.clone();
-            tokio::task::spawn_blocking(move || take_apart(response.result().unwrap_or("")))
-                .await
-                .ok()??
-        } else {
-            take_apart(response.result()?)?
-        };
+        })
+        .await?;
         Some(match kept {
             None => Governed::Passes,
             Some(kept) => Governed::Stored(self.stored_answer(kept, policy).await),
@@ -595,6 +588,25 @@ pub fn mime_of(kind: Kind) -> &'static str {
         Kind::Text => "text/plain",
         Kind::Json | Kind::Blocks => "application/json",
     }
+}
+
+/// What `read` makes of the `result` of `response`, read where it holds up
+/// no other session: on a blocking thread when it is over
+/// [`BLOCKING_BYTES`]. `None` if there is no result, `read` makes nothing
+/// of it, or the blocking thread failed.
+pub async fn read_result<T: Send + 'static>(
+    response: &crate::jsonrpc::Message,
+    read: impl FnOnce(&str) -> Option<T> + Send + 'static,
+) -> Option<T> {
+    let text = response.result()?;
+    if text.len() as u64 <= BLOCKING_BYTES {
+        return read(text);
+    }
+    let response = response.clone();
+    tokio::task::spawn_blocking(move || response.result().and_then(read))
+        .await
+        .ok()
+        .flatten()
 }
 
 /// A tool's answer: one sluice made, or an upstream's result within the

@@ -128,10 +128,7 @@ impl Builtin {
             Builtin::Result => result::run(context.operations, arguments, caller).await,
             Builtin::Cancel => cancel::run(context.operations, arguments, owner),
         };
-        match made {
-            Ok(answer) => Ok(answer),
-            Err(e) => e.into_result().map(ToolAnswer::Made),
-        }
+        made.or_else(|e| e.into_result().map(ToolAnswer::Made))
     }
 }
 

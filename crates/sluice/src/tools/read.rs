@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_core::budget::Budget;
 use sluice_core::cursor::Cursor;
+use sluice_core::limits::BLOCKING_BYTES;
 use sluice_core::pager::{Page, PageError, Position};
 use sluice_core::store::{Owner, StoreError, Stored};
 
@@ -166,13 +167,10 @@ impl Governor {
     }
 }
 
-/// Documents larger than this have their pages planned on a blocking
-/// thread: a first plan of a path scans the value paged (and may tokenize up
-/// to 4 MB of it), which a request thread must not wait for.
-use sluice_core::limits::BLOCKING_BYTES;
-
 /// The page `request` asks of `stored`, planned off the request threads
-/// when the document is large.
+/// when the document is large (over [`BLOCKING_BYTES`]): a first plan of a
+/// path scans the value paged (and may tokenize up to 4 MB of it), which a
+/// request thread must not wait for.
 pub(super) async fn page_off_thread(
     stored: &Arc<Stored>,
     request: &PageRequest,

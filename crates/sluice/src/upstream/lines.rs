@@ -12,15 +12,13 @@ use std::sync::Arc;
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
+use sluice_core::limits::BLOCKING_BYTES;
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::transport::{INBOUND_CAPACITY, Inbound, SendError, Transport};
 use crate::jsonrpc::{self, Frame, Message, MessageError};
-
-/// Lines longer than this are checked on a blocking thread.
-use sluice_core::limits::BLOCKING_BYTES;
 
 /// A newline-delimited connection.
 pub struct LinesTransport<W> {

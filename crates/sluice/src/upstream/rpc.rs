@@ -30,6 +30,7 @@ use rmcp::model::{
     LoggingLevel, NumberOrString, ProtocolVersion, RequestId, RequestMetaObject,
     ServerJsonRpcMessage, ServerNotification, ServerPeerInfo, ServerResult,
 };
+use sluice_core::limits::BLOCKING_BYTES;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -37,9 +38,6 @@ use super::client::{ClientAnswer, UpstreamClient};
 use super::transport::{Inbound, Transport};
 use crate::hub::Hub;
 use crate::jsonrpc::{CallFailed, Id, Kind, Message, Pending};
-
-/// Answers larger than this are decoded on a blocking thread.
-use sluice_core::limits::BLOCKING_BYTES;
 
 /// How many server→client requests of one upstream may be handled at
 /// once; more are refused at once (an upstream cannot make sluice hold an
@@ -101,6 +99,11 @@ pub struct Decoded {
 }
 
 impl Decoded {
+    /// A response whose result is left as sent.
+    pub fn sent(raw: Message) -> Decoded {
+        Decoded { raw, result: None }
+    }
+
     /// The result's JSON text while it is not decoded.
     pub fn undecoded(&self) -> Option<&str> {
         match self.result {
@@ -598,10 +601,7 @@ async fn decode_answer(message: Message, expect: Expect) -> Result<Decoded, RpcE
     // A tool's result is governed from its bytes: decoding waits until it
     // is needed (see `Decoded::decoded`).
     if matches!(expect, Expect::CallTool) && message.kind() == Kind::Response {
-        return Ok(Decoded {
-            raw: message,
-            result: None,
-        });
+        return Ok(Decoded::sent(message));
     }
     let decode = move || -> Result<Decoded, RpcError> {
         match message.kind() {
@@ -672,13 +672,16 @@ impl Expect {
             KEYS.iter().any(|key| key.find(text).is_some())
         };
         match self {
-            // What does not read as the expected type is read as any
-            // result, as before.
+            // Nothing else answers a call without those keys: what does
+            // not read as a tool's result is one that cannot be read (read
+            // as any result, it was a `CustomResult`, refused as
+            // "unexpected" without saying what was wrong).
             Expect::CallTool if !may_be_other() => {
                 serde_json::from_str::<rmcp::model::CallToolResult>(result)
                     .map(ServerResult::CallToolResult)
-                    .or_else(|_| serde_json::from_str::<ServerResult>(result))
             }
+            // What does not read as the expected type is read as any
+            // result, as before.
             Expect::ListTools if !may_be_other() => {
                 serde_json::from_str::<rmcp::model::ListToolsResult>(result)
                     .map(ServerResult::ListToolsResult)

@@ -1309,6 +1309,24 @@ async fn an_answer_nested_200_deep_gets_a_clear_error_and_the_next_call_works() 
     .await;
 }
 
+/// A result that is valid JSON but not a tool's (a block without its
+/// `type`): neither read from its bytes nor decoded, it fails its call with
+/// an error that says so, cached or not (nothing is cached), and the next
+/// call works.
+#[tokio::test]
+async fn a_result_that_is_not_a_tools_gets_a_clear_error_and_the_next_call_works() {
+    let messages = bad_answer_then_ok("untyped", "{}");
+    for config in [
+        "",
+        "[upstreams.raw.tools.untyped]\ncache = { ttl_s = 600 }\n",
+    ] {
+        on_paths(&OWN_LAYER, "untyped", false, config, &messages, |run| {
+            assert_clear_error_then_next_call_works(run, &["could not be read"]);
+        })
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn an_answer_over_max_message_mb_gets_a_clear_error_and_the_next_call_works() {
     let config = "[limits]\nmax_message_mb = 1\n";
