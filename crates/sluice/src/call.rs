@@ -38,6 +38,7 @@ pub async fn run(
         tasks: false,
         sent_request: None,
         stream: None,
+        link: None,
     };
     let params = CallToolRequestParams::new(tool).with_arguments(arguments);
     let mut result = gateway.call_tool(params, &caller).await;

@@ -52,4 +52,7 @@ pub struct Caller {
     /// (`downstream::front`): on the stream that carries its answer,
     /// before it. `None`: through `peer`.
     pub stream: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
+    /// Where sluice's own layer asks the client for input (a connection
+    /// it reads and writes itself, where there is no `peer`).
+    pub link: Option<Arc<crate::downstream::link::ClientLink>>,
 }

@@ -16,7 +16,6 @@ use rmcp::{ClientHandler, ServiceExt};
 use sluice_core::config::{Config, ProtocolChoice, UpstreamSpec, UpstreamTransport};
 use tokio_util::sync::CancellationToken;
 
-use crate::downstream::session::Session;
 use crate::gateway::Gateway;
 use crate::sample_server::SampleServer;
 use crate::upstream::InMemory;
@@ -156,13 +155,13 @@ pub async fn run() -> anyhow::Result<()> {
     let (client_io, server_io) = tokio::io::duplex(1 << 20);
     let shutdown = CancellationToken::new();
     let server = tokio::spawn({
-        let session = Session::for_connection(gateway.clone());
-        let shutdown = shutdown.clone();
-        async move {
-            let running = session.serve_with_ct(server_io, shutdown).await?;
-            running.waiting().await?;
-            anyhow::Ok(())
-        }
+        let (reader, writer) = tokio::io::split(server_io);
+        crate::downstream::stdio::serve_connection(
+            gateway.clone(),
+            reader,
+            writer,
+            shutdown.clone(),
+        )
     });
     let client = DemoClient::default().serve(client_io).await?;
 

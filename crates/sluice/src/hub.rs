@@ -59,8 +59,9 @@ pub struct Logged {
 /// A downstream session that can receive requests and notifications.
 #[derive(Debug, Clone)]
 pub struct SessionEntry {
-    /// Where to send to the client.
-    pub peer: Peer<RoleServer>,
+    /// Where rmcp's server sends to the client (an HTTP session's);
+    /// `None` where sluice's own layer reads and writes the connection.
+    pub peer: Option<Peer<RoleServer>>,
     /// What the client declared at `initialize`.
     pub capabilities: ClientCapabilities,
     /// Resources the client subscribed to.

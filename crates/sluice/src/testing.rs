@@ -43,7 +43,6 @@ use serde_json::Value;
 use sluice_core::config::Config;
 use tokio_util::sync::CancellationToken;
 
-use crate::downstream::session::Session;
 use crate::gateway::Gateway;
 use crate::sample_server::{Ledger, SampleServer};
 use crate::upstream::InMemory;
@@ -238,13 +237,13 @@ impl Running {
     /// stored results and operations), with its inbox.
     pub async fn connect(&self) -> (Client, Arc<Mutex<Inbox>>) {
         let (client_io, server_io) = tokio::io::duplex(1 << 20);
-        let session = Session::for_connection(self.gateway.clone());
-        let stop = self.shutdown.clone();
-        tokio::spawn(async move {
-            if let Ok(running) = session.serve_with_ct(server_io, stop).await {
-                let _ = running.waiting().await;
-            }
-        });
+        let (reader, writer) = tokio::io::split(server_io);
+        tokio::spawn(crate::downstream::stdio::serve_connection(
+            self.gateway.clone(),
+            reader,
+            writer,
+            self.shutdown.clone(),
+        ));
         let inbox = Arc::<Mutex<Inbox>>::default();
         let recorder = Recorder {
             inbox: inbox.clone(),

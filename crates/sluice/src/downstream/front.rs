@@ -2,13 +2,16 @@
 //! rmcp's server, on a stdio connection ([`super::lines`]) or over HTTP
 //! ([`super::http_front`]).
 //!
-//! The downstream side moves off rmcp one method at a time: every message
-//! the client sends is read by sluice's JSON-RPC layer first; a request the
-//! front takes is answered here, with bytes sluice writes itself, and
-//! everything else goes on to rmcp's server as before. rmcp still owns the
-//! lifecycle (`initialize`, `server/discover`), the session's own
-//! notifications and the server→client requests, through the peer it gives
-//! once the lifecycle began ([`Front::attach`]).
+//! Every message the client sends is read by sluice's JSON-RPC layer
+//! first; a request the front takes is answered here, with bytes sluice
+//! writes itself. A connection's front (stdio, and the in-memory
+//! connections of the demo and the test harness) answers every request:
+//! the lifecycle and the rest too ([`lifecycle`], through
+//! [`Front::take_any`]). Over HTTP the downstream moves off rmcp one method
+//! at a time: rmcp still owns the lifecycle (`initialize`,
+//! `server/discover`), the session's own notifications and the
+//! server→client requests outside a call the front answers, through the
+//! peer it gives once the lifecycle began ([`Front::attach`]).
 //!
 //! Taken today, in a session that began with `initialize`, or as
 //! 2026-07-28 requests whose `_meta` carries their whole lifecycle
@@ -25,7 +28,7 @@
 //!   bytes it sent.
 //!
 //! A request naming another version, or whose `_meta` lacks what its
-//! version requires, goes to rmcp, which refuses it as the spec says. Each
+//! version requires, is refused as the spec says (over HTTP by rmcp). Each
 //! answer is shaped for its era ([`super::answer`]): `resultType` only for
 //! 2026-07-28, with the cache hints that version requires on lists and
 //! reads.
@@ -54,14 +57,21 @@ use crate::gateway::{Gateway, Relayed};
 use crate::hub::SessionId;
 use crate::jsonrpc::{Id, Kind, Message};
 
+mod lifecycle;
+pub use lifecycle::{negotiated, supported_versions};
+
 /// The requests of one session that sluice answers itself.
 pub struct Front {
     gateway: Arc<Gateway>,
     session: SessionId,
     /// The session is the whole connection (stdio).
     connection: bool,
-    /// rmcp's peer for this connection, once its lifecycle began.
+    /// rmcp's peer for this session (an HTTP session's), once its
+    /// lifecycle began.
     peer: OnceLock<Peer<RoleServer>>,
+    /// What the client said at `initialize`, with the version agreed, when
+    /// the front answered it (a connection's).
+    hello: Mutex<Option<Arc<rmcp::model::InitializeRequestParams>>>,
     /// The calls being answered here, by the client's id, to cancel.
     running: Mutex<HashMap<Id, CancellationToken>>,
     /// Fires when the client leaves.
@@ -84,6 +94,7 @@ impl Front {
             session,
             connection,
             peer: OnceLock::new(),
+            hello: Mutex::new(None),
             running: Mutex::new(HashMap::new()),
             stop: CancellationToken::new(),
             link: OnceLock::new(),
@@ -100,10 +111,17 @@ impl Front {
         let _ = self.peer.set(peer);
     }
 
-    /// The protocol version the client asked for at `initialize`.
+    /// The protocol version agreed at `initialize`.
     pub fn protocol_version(&self) -> Option<String> {
-        let info = self.peer.get()?.peer_info()?;
-        Some(info.protocol_version.to_string())
+        Some(self.peer_info()?.protocol_version.to_string())
+    }
+
+    /// What the client said at `initialize` (to rmcp's server, or here).
+    fn peer_info(&self) -> Option<Arc<rmcp::model::InitializeRequestParams>> {
+        match self.peer.get() {
+            Some(peer) => peer.peer_info(),
+            None => self.hello(),
+        }
     }
 
     /// Where the client's answers to relayed requests go.
@@ -127,9 +145,13 @@ impl Front {
         self.link.get().is_some_and(|link| link.answered(message))
     }
 
-    /// The client left: what runs here stops.
+    /// The client left: what runs here stops (and a connection's session
+    /// ends).
     pub fn end(&self) {
         self.stop.cancel();
+        if self.connection {
+            self.gateway.hub().remove_session(self.session);
+        }
         if let Some(link) = self.link.get() {
             link.end();
         }
@@ -313,6 +335,7 @@ impl Front {
             address: http.and_then(|parts| parts.extensions.get::<PeerAddr>()),
             sent_request: Some(message.clone()),
             stream: Some(stream),
+            link: self.link.get().cloned(),
         };
         let caller = caller_of(&self.gateway, self.session, self.connection, &asking);
         Some(Begun {
@@ -463,7 +486,7 @@ impl Front {
                 })
             }
             None => {
-                let info = self.peer.get()?.peer_info()?;
+                let info = self.peer_info()?;
                 Some(Asker {
                     era: Era::of(Some(&info.protocol_version)),
                     capabilities: meta

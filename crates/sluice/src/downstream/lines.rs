@@ -41,6 +41,8 @@ pub struct ClientLines<R, W> {
     /// What sluice's own layer sends the client beside rmcp, and the
     /// client's answers it waits for.
     link: Option<Arc<super::link::ClientLink>>,
+    /// The tasks answering the requests the front took.
+    answering: tokio_util::task::TaskTracker,
 }
 
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
@@ -55,6 +57,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
             on_end: None,
             front: None,
             link: None,
+            answering: tokio_util::task::TaskTracker::new(),
         }
     }
 
@@ -79,6 +82,12 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
         });
         self.link = Some(link);
         self
+    }
+
+    /// The tasks answering the requests the front took (to wait for them
+    /// to finish once the client left).
+    pub fn answering(&self) -> tokio_util::task::TaskTracker {
+        self.answering.clone()
     }
 
     /// Hands the requests `front` takes to it, not to rmcp.
@@ -181,22 +190,16 @@ async fn skip_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> std::io::
     }
 }
 
-impl<R, W> Transport<RoleServer> for ClientLines<R, W>
+impl<R, W> ClientLines<R, W>
 where
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    type Error = std::io::Error;
-
-    fn send(
-        &mut self,
-        item: TxJsonRpcMessage<RoleServer>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let writer = self.writer.clone();
-        async move { write_line(&writer, &item).await }
-    }
-
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+    /// Reads the client's lines until one holds a message that neither the
+    /// front nor the link takes (with neither, every message), and gives
+    /// it as rmcp reads it; answers a line that is not a message with an
+    /// error and reads on. `None` when the input ends.
+    pub async fn receive_rest(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
             if self.skipping {
                 match skip_line(&mut self.reader).await {
@@ -263,15 +266,18 @@ where
                     continue;
                 }
                 if let Some(front) = &self.front
-                    && message.method() == Some("notifications/cancelled")
+                    && front.notified(&message)
                 {
-                    front.cancelled(&message);
+                    if eof {
+                        return self.ended();
+                    }
+                    continue;
                 } else if let Some(front) = &self.front
                     && let (stream, notices) = tokio::sync::mpsc::channel(NOTICES)
-                    && let Some(taken) = front.take(&message, None, stream)
+                    && let Some(taken) = front.take_any(&message, stream)
                 {
                     let writer = self.writer.clone();
-                    tokio::spawn(taken.drive(notices, move |line| {
+                    self.answering.spawn(taken.drive(notices, move |line| {
                         let writer = writer.clone();
                         async move {
                             let written = write_bytes(&writer, &line).await;
@@ -305,6 +311,26 @@ where
                 return self.ended();
             }
         }
+    }
+}
+
+impl<R, W> Transport<RoleServer> for ClientLines<R, W>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let writer = self.writer.clone();
+        async move { write_line(&writer, &item).await }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        self.receive_rest().await
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {

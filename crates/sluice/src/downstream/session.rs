@@ -27,17 +27,13 @@ use crate::era::Era;
 use crate::gateway::Gateway;
 use crate::hub::{Event, FirstClient, SessionEntry, SessionId};
 
-/// The handler of one client session.
+/// The handler of one client session of Streamable HTTP (a connection's
+/// messages are all answered by its front: `downstream::stdio`).
 pub struct Session {
     gateway: Arc<Gateway>,
     id: SessionId,
     /// Stops this session's background tasks when it ends.
     closed: tokio_util::sync::CancellationToken,
-    /// The session is a whole connection (stdio), whatever its protocol
-    /// era: what it stores stays its own even without `initialize`.
-    connection: bool,
-    /// Where sluice's own layer writes to the connection (stdio).
-    link: Option<Arc<crate::downstream::link::ClientLink>>,
 }
 
 impl Session {
@@ -54,23 +50,7 @@ impl Session {
             gateway,
             id,
             closed: Default::default(),
-            connection: false,
-            link: None,
         }
-    }
-
-    /// The session of a whole connection (stdio).
-    pub fn for_connection(gateway: Arc<Gateway>) -> Self {
-        let mut session = Self::new(gateway);
-        session.connection = true;
-        session
-    }
-
-    /// The session, with sluice's own layer writing to its connection
-    /// through `link` too (log messages, server→client requests as bytes).
-    pub fn with_link(mut self, link: Arc<crate::downstream::link::ClientLink>) -> Self {
-        self.link = Some(link);
-        self
     }
 
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
@@ -87,11 +67,12 @@ impl Session {
             address: http.and_then(|p| p.extensions.get::<PeerAddr>()),
             sent_request: None,
             stream: None,
+            link: None,
         })
     }
 
     fn caller_of(&self, asking: &Asking<'_>) -> Caller {
-        caller_of(&self.gateway, self.id, self.connection, asking)
+        caller_of(&self.gateway, self.id, false, asking)
     }
 }
 
@@ -147,6 +128,7 @@ pub(crate) fn caller_of(
             .is_some_and(|c| c.supports_tasks()),
         sent_request: asking.sent_request.clone(),
         stream: asking.stream.clone(),
+        link: asking.link.clone(),
     }
 }
 
@@ -177,6 +159,8 @@ pub(crate) struct Asking<'a> {
     /// Where notifications about the request go, when sluice's own layer
     /// answers it (see [`Caller::stream`]).
     pub stream: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
+    /// Where sluice's own layer asks the client (when no `peer` does).
+    pub link: Option<Arc<crate::downstream::link::ClientLink>>,
 }
 
 impl Drop for Session {
@@ -186,11 +170,56 @@ impl Drop for Session {
     }
 }
 
-/// Forwards the gateway's events to a legacy (initialize) session until it closes.
+/// Opens session `id` of a client that sent `request` (`initialize`):
+/// starts the upstreams for the first client (and waits for them, within
+/// bounds), registers the session in the Hub, and forwards the gateway's
+/// events to it (through rmcp's `peer`, or sluice's own `link`) until
+/// `closed` fires.
+pub(crate) async fn open(
+    gateway: &Arc<Gateway>,
+    id: SessionId,
+    request: &InitializeRequestParams,
+    peer: Option<Peer<RoleServer>>,
+    link: Option<Arc<crate::downstream::link::ClientLink>>,
+    closed: tokio_util::sync::CancellationToken,
+) {
+    gateway
+        .begin_and_wait(&FirstClient {
+            capabilities: request.capabilities.clone(),
+            initialize_version: Some(request.protocol_version.clone()),
+        })
+        .await;
+    tracing::info!(
+        session = id,
+        client = %request.client_info.name,
+        version = %request.protocol_version,
+        "client connected"
+    );
+    let again = gateway.hub().has_session(id);
+    gateway.hub().add_session(
+        id,
+        SessionEntry {
+            peer: peer.clone(),
+            capabilities: request.capabilities.clone(),
+            subscriptions: Default::default(),
+            log_level: None,
+            link,
+        },
+    );
+    // A second `initialize` on a session renews its entry; its events
+    // already flow.
+    if !again {
+        tokio::spawn(forward_events(gateway.clone(), id, peer, closed));
+    }
+}
+
+/// Forwards the gateway's events to a legacy (initialize) session until it
+/// closes: through sluice's own layer where it writes to the client, else
+/// through rmcp's `peer`.
 async fn forward_events(
     gateway: Arc<Gateway>,
     id: SessionId,
-    peer: Peer<RoleServer>,
+    peer: Option<Peer<RoleServer>>,
     closed: tokio_util::sync::CancellationToken,
 ) {
     use tokio::sync::broadcast::error::RecvError;
@@ -216,7 +245,7 @@ async fn forward_events(
             }
             Err(RecvError::Closed) => return,
         };
-        if peer.is_transport_closed() || !gateway.hub().has_session(id) {
+        if peer.as_ref().is_some_and(Peer::is_transport_closed) || !gateway.hub().has_session(id) {
             return;
         }
         let notification = match event {
@@ -269,6 +298,10 @@ async fn forward_events(
             }
             continue;
         }
+        let Some(peer) = &peer else {
+            tracing::debug!(session = id, "notification not delivered: no stream open");
+            continue;
+        };
         if let Err(e) = peer.send_notification(notification).await {
             tracing::debug!(session = id, "notification not delivered: {e}");
             if peer.is_transport_closed() {
@@ -304,43 +337,23 @@ impl ServerHandler for Session {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        self.gateway
-            .begin_and_wait(&FirstClient {
-                capabilities: request.capabilities.clone(),
-                initialize_version: Some(request.protocol_version.clone()),
-            })
-            .await;
         context.peer.set_peer_info(request.clone());
         let registration = context
             .extensions
             .get::<crate::downstream::http_sessions::Registration>();
         // An HTTP session relays server→client requests on the stream of
-        // the call that caused them; a stdio one on its connection.
-        let link = self.link.clone().or_else(|| {
-            registration.map(|_| Arc::new(crate::downstream::link::ClientLink::per_stream()))
-        });
-        tracing::info!(
-            session = self.id,
-            client = %request.client_info.name,
-            version = %request.protocol_version,
-            "client connected"
-        );
-        self.gateway.hub().add_session(
+        // the call that caused them.
+        let link =
+            registration.map(|_| Arc::new(crate::downstream::link::ClientLink::per_stream()));
+        open(
+            &self.gateway,
             self.id,
-            SessionEntry {
-                peer: context.peer.clone(),
-                capabilities: request.capabilities.clone(),
-                subscriptions: Default::default(),
-                log_level: None,
-                link: link.clone(),
-            },
-        );
-        tokio::spawn(forward_events(
-            self.gateway.clone(),
-            self.id,
-            context.peer.clone(),
+            &request,
+            Some(context.peer.clone()),
+            link.clone(),
             self.closed.clone(),
-        ));
+        )
+        .await;
         // An HTTP session: sluice answers the requests its front takes.
         if let Some(registration) = registration {
             let front = crate::downstream::front::Front::new(self.gateway.clone(), self.id, false);
@@ -350,7 +363,7 @@ impl ServerHandler for Session {
             }
             registration.register(front);
         }
-        self.negotiate_initialize(&request)
+        crate::downstream::front::negotiated(&request, self.gateway.info())
     }
 
     async fn list_tools(

@@ -517,6 +517,7 @@ impl Gateway {
                     tasks: false,
                     sent_request: None,
                     stream: None,
+                    link: None,
                 }
             } else {
                 caller.clone()

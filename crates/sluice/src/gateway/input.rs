@@ -23,7 +23,7 @@ pub const MAX_ROUNDS: usize = 8;
 
 /// Whether sluice must answer `input_required` for this caller.
 pub fn must_bridge(caller: &Caller) -> bool {
-    caller.era.is_legacy() && caller.peer.is_some()
+    caller.era.is_legacy() && (caller.peer.is_some() || caller.link.is_some())
 }
 
 /// Asks the caller's client every request of `result`; returns what to
@@ -56,9 +56,6 @@ pub async fn fulfil(
 }
 
 async fn ask(request: InputRequest, caller: &Caller) -> Result<serde_json::Value, ErrorData> {
-    let Some(peer) = caller.peer.clone() else {
-        return Err(ErrorData::internal_error("no client to ask", None));
-    };
     let mut request = match request {
         InputRequest::CreateMessage(r) => ServerRequest::CreateMessageRequest(r),
         InputRequest::Elicitation(r) => ServerRequest::ElicitRequest(r),
@@ -69,6 +66,9 @@ async fn ask(request: InputRequest, caller: &Caller) -> Result<serde_json::Value
                 None,
             ));
         }
+    };
+    let Some(peer) = caller.peer.clone() else {
+        return ask_through_link(&request, caller).await;
     };
     // On the stream of the call it belongs to (Streamable HTTP); sent from
     // a task of its own so that rmcp does not attach it to another request.
@@ -95,4 +95,38 @@ async fn ask(request: InputRequest, caller: &Caller) -> Result<serde_json::Value
         other => serde_json::to_value(other),
     };
     value.map_err(|e| ErrorData::internal_error(e.to_string(), None))
+}
+
+/// [`ask`] where sluice's own layer writes to the client: the request
+/// under an id of the link's, on the connection (or the call's stream).
+async fn ask_through_link(
+    request: &ServerRequest,
+    caller: &Caller,
+) -> Result<serde_json::Value, ErrorData> {
+    let Some(link) = &caller.link else {
+        return Err(ErrorData::internal_error("no client to ask", None));
+    };
+    let message = rmcp::model::ServerJsonRpcMessage::request(
+        request.clone(),
+        rmcp::model::RequestId::Number(0),
+    );
+    let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
+    let request = crate::jsonrpc::Message::parse(bytes::Bytes::from(bytes))
+        .map_err(|e| ErrorData::internal_error(format!("asking the client failed: {e}"), None))?;
+    let answer = match (&caller.stream, link.writes()) {
+        (Some(stream), false) => link.ask_on(stream, &request, &caller.ct).await,
+        _ => link.ask(&request, &caller.ct).await,
+    }
+    .map_err(|e| ErrorData::internal_error(format!("the client did not answer: {e}"), None))?;
+    if let Some(result) = answer.result() {
+        return serde_json::from_str(result)
+            .map_err(|e| ErrorData::internal_error(format!("the client's answer: {e}"), None));
+    }
+    let error = answer
+        .error()
+        .and_then(|e| serde_json::from_str::<ErrorData>(e).ok())
+        .unwrap_or_else(|| {
+            ErrorData::internal_error("the client's answer could not be read", None)
+        });
+    Err(error)
 }

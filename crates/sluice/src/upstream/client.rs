@@ -129,7 +129,12 @@ impl UpstreamClient {
                 .extensions_mut()
                 .insert(OriginatingRequestId(origin));
         }
-        let peer = session.peer.clone();
+        let Some(peer) = session.peer.clone() else {
+            return Err(ErrorData::internal_error(
+                "the client cannot be asked now: it holds no stream open",
+                None,
+            ));
+        };
         let upstream = self.upstream.clone();
         let forwarded = tokio::spawn(async move {
             let handle = peer

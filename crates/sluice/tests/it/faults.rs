@@ -148,12 +148,6 @@ async fn a_crash_mid_call_is_reported_and_the_next_call_restarts_the_upstream() 
     client.cancel().await.unwrap();
 }
 
-fn with_upstream(upstream: &[String]) -> Vec<String> {
-    let mut args = vec!["--".to_owned()];
-    args.extend(upstream.iter().cloned());
-    args
-}
-
 #[tokio::test]
 async fn malformed_requests_get_errors_and_sluice_keeps_serving() {
     let mut raw = Raw::start(&with_upstream(&sample()));

@@ -280,3 +280,146 @@ fn a_client_that_starts_sluice_with_socket_pairs_is_served() {
     };
     assert!(status.success(), "{status}");
 }
+
+/// The `_meta` of a 2026-07-28 request that stands alone, with `extra`
+/// members.
+fn alone(version: &str, extra: &str) -> String {
+    format!(
+        r#"{{"io.modelcontextprotocol/protocolVersion":"{version}","io.modelcontextprotocol/clientInfo":{{"name":"raw","version":"0"}},"io.modelcontextprotocol/clientCapabilities":{{}}{extra}}}"#
+    )
+}
+
+#[tokio::test]
+async fn the_lifecycle_over_stdio_is_answered_as_the_spec_says() {
+    // sluice's own layer answers every message of a stdio client: the
+    // lifecycle's rules are kept exactly, and each refusal says why.
+    let mut raw = Raw::start(&with_upstream(&sample()));
+    // Before `initialize`: a ping is answered; a request without the
+    // 2026-07-28 `_meta` is refused, naming what it lacks.
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .await;
+    assert_eq!(raw.response(1).await["result"], serde_json::json!({}));
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)
+        .await;
+    let refused = raw.response(2).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("io.modelcontextprotocol/protocolVersion"),
+        "{refused}"
+    );
+    // A version sluice does not know: -32022 with those it knows.
+    let meta = alone("2099-01-01", "");
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{{"_meta":{meta}}}}}"#
+    ))
+    .await;
+    let unknown = raw.response(3).await;
+    assert_eq!(unknown["error"]["code"], -32022, "{unknown}");
+    assert_eq!(unknown["error"]["data"]["requested"], "2099-01-01");
+    let supported = unknown["error"]["data"]["supported"].as_array().unwrap();
+    assert!(supported.contains(&"2026-07-28".into()), "{unknown}");
+    // A 2026-07-28 request standing alone is served, in its era.
+    let meta = alone("2026-07-28", "");
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":4,"method":"server/discover","params":{{"_meta":{meta}}}}}"#
+    ))
+    .await;
+    let discover = raw.response(4).await;
+    assert_eq!(discover["result"]["resultType"], "complete", "{discover}");
+    assert!(
+        discover["result"]["supportedVersions"].is_array(),
+        "{discover}"
+    );
+    // ... without the methods that era removed.
+    for (id, method) in [(5, "ping"), (6, "resources/subscribe")] {
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{"uri":"warehouse://stock","_meta":{meta}}}}}"#
+        ))
+        .await;
+        let gone = raw.response(id).await;
+        assert_eq!(gone["error"]["code"], -32601, "{method}: {gone}");
+    }
+    // `initialize` with a version sluice serves over it: agreed as asked;
+    // with one it does not, its own.
+    raw.send(r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2099-01-01","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#).await;
+    let init = raw.response(7).await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    assert_eq!(init["result"]["serverInfo"]["name"], "sluice", "{init}");
+    raw.initialize().await;
+    // Now a session: requests need no `_meta`.
+    raw.send(r#"{"jsonrpc":"2.0","id":8,"method":"logging/setLevel","params":{"level":"info"}}"#)
+        .await;
+    let set = raw.response(8).await;
+    assert_eq!(set["result"], serde_json::json!({}), "{set}");
+    // Tasks need the client to have declared them.
+    raw.send(r#"{"jsonrpc":"2.0","id":9,"method":"tasks/get","params":{"taskId":"t"}}"#)
+        .await;
+    let tasks = raw.response(9).await;
+    assert_eq!(tasks["error"]["code"], -32021, "{tasks}");
+    // `subscriptions/listen` belongs to 2026-07-28.
+    raw.send(r#"{"jsonrpc":"2.0","id":10,"method":"subscriptions/listen","params":{"notifications":{}}}"#)
+        .await;
+    assert_eq!(raw.response(10).await["error"]["code"], -32601);
+    // Params that do not read, and a method nobody serves.
+    raw.send(r#"{"jsonrpc":"2.0","id":11,"method":"resources/read","params":[]}"#)
+        .await;
+    let bad = raw.response(11).await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("params must be a JSON object"),
+        "{bad}"
+    );
+    raw.send(r#"{"jsonrpc":"2.0","id":12,"method":"no/such/method","params":{}}"#)
+        .await;
+    let missing = raw.response(12).await;
+    assert_eq!(missing["error"]["code"], -32601, "{missing}");
+    assert_eq!(
+        missing["error"]["message"],
+        "method not found: no/such/method"
+    );
+    // And the session goes on.
+    raw.send(r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"echo","arguments":{"text":"still here"}}}"#).await;
+    assert_eq!(
+        raw.response(13).await["result"]["content"][0]["text"],
+        "still here"
+    );
+}
+
+#[tokio::test]
+async fn a_stateless_client_listens_for_changes_over_stdio_until_it_cancels() {
+    let mut raw = Raw::start(&with_upstream(&sample()));
+    let meta = alone("2026-07-28", "");
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":"listen","method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},"_meta":{meta}}}}}"#
+    ))
+    .await;
+    let ack = raw.recv().await;
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "listen",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["toolsListChanged"], true,
+        "{ack}"
+    );
+    // Cancelled: it ends without an answer, and the connection goes on.
+    raw.send(
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"listen"}}"#,
+    )
+    .await;
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"after"}},"_meta":{meta}}}}}"#
+    ))
+    .await;
+    let next = raw.recv().await;
+    assert_eq!(next["id"], 2, "nothing else came first: {next}");
+    assert_eq!(next["result"]["content"][0]["text"], "after");
+}

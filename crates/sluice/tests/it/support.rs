@@ -770,6 +770,13 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// sluice's arguments to serve `upstream` (its command line) over stdio.
+pub fn with_upstream(upstream: &[String]) -> Vec<String> {
+    let mut args = vec!["--".to_owned()];
+    args.extend(upstream.iter().cloned());
+    args
+}
+
 /// A raw line-oriented MCP session with a sluice child process (a client
 /// over stdio that writes and reads exact lines).
 pub struct Raw {

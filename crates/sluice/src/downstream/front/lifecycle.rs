@@ -1,0 +1,479 @@
+//! What a connection's front answers besides the lists and the routed
+//! requests: the lifecycle (`initialize`, `ping`, `server/discover`), the
+//! session's settings (`logging/setLevel`, resource subscriptions), tasks
+//! (`tasks/get`, `tasks/update`, `tasks/cancel`), `subscriptions/listen`,
+//! and an error that says what is wrong for every other request.
+//!
+//! On a connection whose every message sluice's own layer reads (stdio,
+//! and the in-memory connections of the demo and the test harness), no
+//! request reaches rmcp's server: these rules are the ones it applied, kept
+//! so that clients see the same answers:
+//! - before `initialize`, a request stands alone only with the whole
+//!   2026-07-28 lifecycle in its `_meta` (version, client info and
+//!   capabilities), else `-32602` names what its `_meta` lacks; a `ping`
+//!   is answered at any time; `server/discover` always needs that `_meta`;
+//! - a version the request names that sluice does not know gets
+//!   `-32022` (unsupported protocol version) with the versions it knows;
+//! - the methods 2026-07-28 removed (`ping` for a request standing alone,
+//!   `resources/(un)subscribe`) are not found in that era (a
+//!   `logging/setLevel` goes to the upstreams, which answer it as their era
+//!   does), and `subscriptions/listen` is not found in the older one;
+//! - `tasks/*` need the client to have declared the tasks extension;
+//! - a standard method whose params do not read gets `-32602` with why;
+//!   any other method `-32601`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::FutureExt as _;
+use rmcp::model::GetMeta as _;
+use rmcp::model::{
+    CancelTaskParams, ClientCapabilities, DiscoverResult, ErrorCode, ErrorData, GetTaskParams,
+    InitializeRequestParams, InitializeResult, NotificationMetaObject, ProtocolVersion, RequestId,
+    RequestMetaObject, ServerJsonRpcMessage, ServerNotification, ServerResult,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    SubscriptionsAcknowledgedNotification, SubscriptionsAcknowledgedNotificationParams,
+    SubscriptionsListenResult,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{Front, Taken, lock};
+use crate::downstream::answer::{answer_line, for_era};
+use crate::era::Era;
+use crate::hub::{Event, FirstClient};
+use crate::jsonrpc::{Id, Message};
+
+/// The protocol versions sluice serves.
+pub fn supported_versions() -> &'static [ProtocolVersion] {
+    ProtocolVersion::KNOWN_VERSIONS
+}
+
+/// The answer to `initialize` for `request`, from what sluice declares
+/// (`info`): the client's version when sluice serves it over `initialize`,
+/// else sluice's own (or the newest one that still has `initialize`).
+pub fn negotiated(
+    request: &InitializeRequestParams,
+    mut info: InitializeResult,
+) -> Result<InitializeResult, ErrorData> {
+    let requested = &request.protocol_version;
+    let supported = supported_versions();
+    info.protocol_version = if requested.has_initialize() && supported.contains(requested) {
+        requested.clone()
+    } else if info.protocol_version.has_initialize() {
+        info.protocol_version
+    } else {
+        supported
+            .iter()
+            .filter(|v| v.has_initialize())
+            .max_by(|a, b| a.as_str().cmp(b.as_str()))
+            .cloned()
+            .ok_or_else(|| ErrorData::unsupported_protocol_version(requested.clone(), supported))?
+    };
+    Ok(info)
+}
+
+/// The methods answered here (besides those [`Front::take`] answers).
+const LIFECYCLE: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "subscriptions/listen",
+];
+
+/// The methods 2026-07-28 removed that sluice refuses in that era
+/// (`logging/setLevel` goes to the upstreams, which answer it as their
+/// era does).
+const REMOVED_IN_2026: &[&str] = &["resources/subscribe", "resources/unsubscribe"];
+
+fn not_found(method: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("method not found: {method}"),
+        None,
+    )
+}
+
+fn invalid_params(method: &str, why: impl std::fmt::Display) -> ErrorData {
+    ErrorData::invalid_params(format!("invalid parameters for {method}: {why}"), None)
+}
+
+/// `params` read as `T` (absent params as an empty object).
+fn typed<T: serde::de::DeserializeOwned>(
+    method: &str,
+    params: Option<&str>,
+) -> Result<T, ErrorData> {
+    serde_json::from_str(params.unwrap_or("{}")).map_err(|e| invalid_params(method, e))
+}
+
+impl Front {
+    /// Takes any request of a connection (see [`Front::take`]): what
+    /// `take` answers, else what this module does. `None`: not a request.
+    pub fn take_any(
+        self: &Arc<Self>,
+        message: &Message,
+        stream: mpsc::Sender<Bytes>,
+    ) -> Option<Taken> {
+        if let Some(taken) = self.take(message, None, stream.clone()) {
+            return Some(taken);
+        }
+        if !self.connection {
+            return None;
+        }
+        let id = message.id()?;
+        if message.kind() != crate::jsonrpc::Kind::Request {
+            return None;
+        }
+        let method = message.method()?.to_owned();
+        let params = message.params().map(str::to_owned);
+        let sent = message.clone();
+        let ct = self.stop.child_token();
+        lock(&self.running).insert(id.clone(), ct.clone());
+        let front = self.clone();
+        Some(Taken {
+            ct: ct.clone(),
+            work: async move {
+                let answer = front
+                    .answer(&method, params.as_deref(), &sent, &id, &ct, &stream)
+                    .await;
+                front.finished(&id, &ct)?;
+                Some(answer_line(&id, answer))
+            }
+            .boxed(),
+        })
+    }
+
+    /// Takes `message` if it is a notification the front acts on: a
+    /// cancellation (of a request running here; rmcp's, for an HTTP
+    /// session, is told too), and on a connection `initialized` (nothing to
+    /// do) and the client's roots changing (told to every upstream).
+    pub fn notified(self: &Arc<Self>, message: &Message) -> bool {
+        match message.method() {
+            Some("notifications/cancelled") => {
+                self.cancelled(message);
+                true
+            }
+            _ if !self.connection || message.kind() != crate::jsonrpc::Kind::Notification => false,
+            Some("notifications/initialized") => true,
+            Some("notifications/roots/list_changed") => {
+                let gateway = self.gateway.clone();
+                tokio::spawn(async move {
+                    for upstream in gateway.upstreams() {
+                        if let Some(conn) = upstream.current().await {
+                            conn.notify_roots_list_changed().await;
+                        }
+                    }
+                });
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The client's `initialize`, once it came: what it said of itself,
+    /// with the version agreed.
+    pub fn hello(&self) -> Option<Arc<InitializeRequestParams>> {
+        lock(&self.hello).clone()
+    }
+
+    /// Answers request `method` (which [`Front::take`] did not take).
+    async fn answer(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<&str>,
+        sent: &Message,
+        id: &Id,
+        ct: &CancellationToken,
+        stream: &mpsc::Sender<Bytes>,
+    ) -> Result<ServerResult, ErrorData> {
+        let standard = LIFECYCLE.contains(&method) || super::Method::of(method).is_some();
+        if !standard {
+            return Err(not_found(method));
+        }
+        #[derive(serde::Deserialize)]
+        struct Params {
+            #[serde(rename = "_meta", default)]
+            meta: Option<RequestMetaObject>,
+        }
+        let meta = match params {
+            None => RequestMetaObject::default(),
+            Some(params) => serde_json::from_str::<Params>(params)
+                .map_err(|e| invalid_params(method, e))?
+                .meta
+                .unwrap_or_default(),
+        };
+        if method == "initialize" {
+            return self.initialize(typed(method, params)?).await;
+        }
+        let hello = self.hello();
+        let requested = meta.protocol_version();
+        if let Some(version) = &requested
+            && !supported_versions().contains(version)
+        {
+            return Err(ErrorData::unsupported_protocol_version(
+                version.clone(),
+                supported_versions(),
+            ));
+        }
+        let era = Era::of(
+            requested
+                .as_ref()
+                .or(hello.as_ref().map(|h| &h.protocol_version)),
+        );
+        // A request of no session stands alone: its `_meta` must carry the
+        // whole lifecycle (a ping is answered before `initialize` too).
+        let alone = method == "server/discover"
+            || (hello.is_none() && method != "ping")
+            || era == Era::Stateless;
+        if alone {
+            let missing = meta.missing_required_keys(&ProtocolVersion::V_2026_07_28);
+            if !missing.is_empty() {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "request _meta is missing or has malformed required fields: {}",
+                        missing.join(", ")
+                    ),
+                    None,
+                ));
+            }
+        }
+        let legacy = era.is_legacy();
+        let result = match method {
+            "ping" if legacy => ServerResult::empty(()),
+            "ping" => return Err(not_found(method)),
+            "server/discover" => {
+                self.gateway
+                    .begin_and_wait(&FirstClient {
+                        capabilities: meta.client_capabilities().unwrap_or_default(),
+                        initialize_version: None,
+                    })
+                    .await;
+                ServerResult::DiscoverResult(DiscoverResult::from_server_info(
+                    supported_versions().to_vec(),
+                    self.gateway.info(),
+                ))
+            }
+            _ if !legacy && REMOVED_IN_2026.contains(&method) => {
+                return Err(ErrorData::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    format!("method not found: {method} was removed in protocol 2026-07-28"),
+                    None,
+                ));
+            }
+            "subscriptions/listen" if legacy => return Err(not_found(method)),
+            "logging/setLevel" => {
+                let params: SetLevelRequestParams = typed(method, params)?;
+                let caller = self.caller(sent, id, meta, stream, ct)?;
+                self.gateway.set_level(params, &caller).await?;
+                ServerResult::empty(())
+            }
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let params: SubscribeRequestParams = typed(method, params)?;
+                let caller = self.caller(sent, id, meta, stream, ct)?;
+                let subscribe = method == "resources/subscribe";
+                self.gateway
+                    .subscribe(params.uri, subscribe, &caller)
+                    .await?;
+                ServerResult::empty(())
+            }
+            "tasks/get" | "tasks/update" | "tasks/cancel" => {
+                let caller = self.caller(sent, id, meta, stream, ct)?;
+                if !caller.tasks {
+                    return Err(ErrorData::missing_required_client_capability(
+                        ClientCapabilities::builder().enable_tasks().build(),
+                    ));
+                }
+                match method {
+                    "tasks/get" => {
+                        let params: GetTaskParams = typed(method, params)?;
+                        ServerResult::GetTaskResult(
+                            self.gateway.get_task(&params.task_id, &caller)?,
+                        )
+                    }
+                    "tasks/cancel" => {
+                        let params: CancelTaskParams = typed(method, params)?;
+                        self.gateway.cancel_task(&params.task_id, &caller)?;
+                        ServerResult::task_ack(())
+                    }
+                    _ => {
+                        let params: GetTaskParams = typed(method, params)?;
+                        return Err(ErrorData::invalid_params(
+                            format!(
+                                "task {} takes no input: sluice's tasks never ask for any",
+                                params.task_id
+                            ),
+                            None,
+                        ));
+                    }
+                }
+            }
+            "subscriptions/listen" => {
+                #[derive(serde::Deserialize)]
+                struct Listen {
+                    #[serde(default)]
+                    notifications: SubscriptionFilter,
+                }
+                let listen: Listen = typed(method, params)?;
+                self.listen(listen.notifications, id, stream, ct).await?
+            }
+            // A method `take` answers, whose params it could not read, or
+            // that names an older version without `initialize`.
+            _ => {
+                return Err(match why_unread(method, params) {
+                    Some(why) => invalid_params(method, why),
+                    None => ErrorData::invalid_request(
+                        "sluice answers a request of no session only in protocol 2026-07-28: send `initialize` first, or name 2026-07-28 in the request's `_meta`",
+                        None,
+                    ),
+                });
+            }
+        };
+        for_era(result, legacy)
+    }
+
+    /// The [`crate::gateway::Caller`] of a request answered here.
+    fn caller(
+        &self,
+        sent: &Message,
+        id: &Id,
+        meta: RequestMetaObject,
+        stream: &mpsc::Sender<Bytes>,
+        ct: &CancellationToken,
+    ) -> Result<crate::gateway::Caller, ErrorData> {
+        let begun = self
+            .begin(sent, id, meta, None, stream.clone())
+            .ok_or_else(|| ErrorData::invalid_request("the request's id cannot be read", None))?;
+        // The request's own token (registered by `take_any`) cancels it.
+        let mut caller = begun.caller;
+        caller.ct = ct.clone();
+        lock(&self.running).insert(id.clone(), ct.clone());
+        Ok(caller)
+    }
+
+    /// `initialize`: sluice's answer, and the session opened.
+    async fn initialize(
+        self: &Arc<Self>,
+        request: InitializeRequestParams,
+    ) -> Result<ServerResult, ErrorData> {
+        let result = negotiated(&request, self.gateway.info())?;
+        let mut hello = request.clone();
+        hello.protocol_version = result.protocol_version.clone();
+        *lock(&self.hello) = Some(Arc::new(hello));
+        crate::downstream::session::open(
+            &self.gateway,
+            self.session,
+            &request,
+            None,
+            self.link.get().cloned(),
+            self.stop.clone(),
+        )
+        .await;
+        // What sluice declares once its upstreams answered (`open` waited).
+        let result = negotiated(&request, self.gateway.info())?;
+        Ok(ServerResult::InitializeResult(result))
+    }
+
+    /// `subscriptions/listen`: acknowledges the accepted filter, then sends
+    /// the list changes it accepts, each with the subscription's id in its
+    /// `_meta`, until the client cancels the request or leaves.
+    async fn listen(
+        &self,
+        requested: SubscriptionFilter,
+        id: &Id,
+        stream: &mpsc::Sender<Bytes>,
+        ct: &CancellationToken,
+    ) -> Result<ServerResult, ErrorData> {
+        use tokio::sync::broadcast::error::RecvError;
+        let request: RequestId = serde_json::from_str(id.as_json())
+            .map_err(|_| ErrorData::invalid_request("the request's id cannot be read", None))?;
+        let info = self.gateway.info();
+        // Per-resource subscriptions are not relayed upstream yet, so they
+        // are not acknowledged either (the client sees what it will get).
+        let mut candidate = requested.clone();
+        candidate.resource_subscriptions = None;
+        let accepted = requested
+            .intersection(&candidate)
+            .intersection(&requested.supported_by(&info.capabilities));
+        let mut events = self.gateway.hub().subscribe();
+        let mut ack = SubscriptionsAcknowledgedNotification::new(
+            SubscriptionsAcknowledgedNotificationParams::new(accepted.clone()),
+        );
+        let mut meta = NotificationMetaObject::new();
+        meta.set_subscription_id(request.clone());
+        ack.extensions.insert(meta);
+        let send = |notification: ServerNotification| {
+            let message = ServerJsonRpcMessage::notification(notification);
+            let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
+            stream.send(Bytes::from(bytes))
+        };
+        if send(ServerNotification::SubscriptionsAcknowledgedNotification(
+            ack,
+        ))
+        .await
+        .is_err()
+        {
+            return Err(ErrorData::internal_error("the client is gone", None));
+        }
+        loop {
+            let event = tokio::select! {
+                () = ct.cancelled() => break,
+                event = events.recv() => event,
+            };
+            let (mut notification, wanted) = match event {
+                Ok(Event::ToolsChanged) => (
+                    ServerNotification::ToolListChangedNotification(Default::default()),
+                    accepted.tools_list_changed,
+                ),
+                Ok(Event::PromptsChanged) => (
+                    ServerNotification::PromptListChangedNotification(Default::default()),
+                    accepted.prompts_list_changed,
+                ),
+                Ok(Event::ResourcesChanged) => (
+                    ServerNotification::ResourceListChangedNotification(Default::default()),
+                    accepted.resources_list_changed,
+                ),
+                Ok(_) | Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => break,
+            };
+            if wanted != Some(true) {
+                continue;
+            }
+            notification
+                .get_meta_mut()
+                .set_subscription_id(request.clone());
+            if send(notification).await.is_err() {
+                break;
+            }
+        }
+        let mut result = SubscriptionsListenResult::complete(request);
+        result.meta.set_server_info(info.server_info);
+        Ok(ServerResult::SubscriptionsListenResult(result))
+    }
+}
+
+/// Why the params of `method` (one [`Front::take`] answers) do not read;
+/// `None` if they do.
+fn why_unread(method: &str, params: Option<&str>) -> Option<String> {
+    use rmcp::model::{
+        CallToolRequestParams, CompleteRequestParams, GetPromptRequestParams,
+        PaginatedRequestParams, ReadResourceRequestParams,
+    };
+    let params = params.unwrap_or("{}");
+    if !params.trim_start().starts_with('{') {
+        return Some("params must be a JSON object".to_owned());
+    }
+    let error = match method {
+        "tools/call" => serde_json::from_str::<CallToolRequestParams>(params).err(),
+        "prompts/get" => serde_json::from_str::<GetPromptRequestParams>(params).err(),
+        "resources/read" => serde_json::from_str::<ReadResourceRequestParams>(params).err(),
+        "completion/complete" => serde_json::from_str::<CompleteRequestParams>(params).err(),
+        _ => serde_json::from_str::<Option<PaginatedRequestParams>>(params).err(),
+    };
+    error.map(|e| e.to_string())
+}
