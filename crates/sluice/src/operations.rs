@@ -306,15 +306,26 @@ impl Operation {
 
     /// The task with what its status carries: the result of a completed
     /// call (`finish` turns it into the client's era), the error of a
-    /// failed one.
+    /// failed one. A result kept as the response it came in is given as
+    /// that response beside a task whose `result` is empty, when `as_sent`;
+    /// else decoded.
     fn detailed_task(
         &self,
         retention: Duration,
         finish: impl FnOnce(CallToolResult) -> CallToolResult,
-    ) -> DetailedTask {
+        as_sent: bool,
+    ) -> (DetailedTask, Option<crate::jsonrpc::Message>) {
         let task = self.task(retention);
+        let mut sent = None;
         let outcome = match lock(&self.state).outcome.clone() {
-            Some(Outcome::Relayed(sent)) => Some(Outcome::Completed(decoded(&sent))),
+            Some(Outcome::Relayed(response)) if as_sent && task.status == TaskStatus::Completed => {
+                sent = Some(response);
+                let payload = TaskPayload::Completed {
+                    result: JsonObject::new(),
+                };
+                return (DetailedTask::new(task, payload), sent);
+            }
+            Some(Outcome::Relayed(response)) => Some(Outcome::Completed(decoded(&response))),
             outcome => outcome,
         };
         let payload = match (task.status, outcome) {
@@ -343,7 +354,7 @@ impl Operation {
             (TaskStatus::Cancelled, _) => TaskPayload::Cancelled,
             _ => TaskPayload::Working,
         };
-        DetailedTask::new(task, payload)
+        (DetailedTask::new(task, payload), sent.take())
     }
 
     /// Waits until the operation ends or `wait` passes, without polling.
@@ -529,12 +540,37 @@ impl Operations {
         owner: &Owner,
         finish: impl FnOnce(CallToolResult) -> CallToolResult,
     ) -> Result<GetTaskResult, ErrorData> {
+        self.task_state(task_id, owner, finish, false)
+            .map(|(result, _)| result)
+    }
+
+    /// [`Self::get_task`], but a completed call's result kept as the
+    /// response it came in is given as that response, beside a task whose
+    /// `result` is empty (for whoever writes the answer's bytes: the
+    /// result goes in as sent).
+    pub fn get_task_as_sent(
+        &self,
+        task_id: &str,
+        owner: &Owner,
+        finish: impl FnOnce(CallToolResult) -> CallToolResult,
+    ) -> Result<(GetTaskResult, Option<crate::jsonrpc::Message>), ErrorData> {
+        self.task_state(task_id, owner, finish, true)
+    }
+
+    fn task_state(
+        &self,
+        task_id: &str,
+        owner: &Owner,
+        finish: impl FnOnce(CallToolResult) -> CallToolResult,
+        as_sent: bool,
+    ) -> Result<(GetTaskResult, Option<crate::jsonrpc::Message>), ErrorData> {
         let op = self.get(owner, task_id).map_err(task_error)?;
-        let mut result = GetTaskResult::new(op.detailed_task(self.settings.retention, finish));
+        let (task, sent) = op.detailed_task(self.settings.retention, finish, as_sent);
+        let mut result = GetTaskResult::new(task);
         let mut meta = rmcp::model::MetaObject::new();
         meta.insert(META.into(), op.meta());
         result.meta = Some(meta);
-        Ok(result)
+        Ok((result, sent))
     }
 
     /// `tasks/cancel` (SEP-2663): cancels the operation `task_id`, as

@@ -220,6 +220,44 @@ pub fn answer_line(id: &Id, answer: Result<ServerResult, ErrorData>) -> Bytes {
     }
 }
 
+/// The line that answers `tasks/get` (`id`) with `task` (a
+/// `GetTaskResult` whose `result` is empty) and, as its `result`, the call's
+/// result as the upstream sent it in `call` (without a `resultType` for
+/// the initialize era, `legacy`): the result's members, their order and
+/// spellings kept.
+pub fn task_line(id: &Id, task: ServerResult, call: &Message, legacy: bool) -> Bytes {
+    let made = answer_line(id, Ok(task));
+    spliced_task(&made, call, legacy).unwrap_or_else(|| {
+        // Not reachable: both are valid JSON objects.
+        tracing::error!("a task's result could not be put in its answer");
+        made
+    })
+}
+
+fn spliced_task(made: &[u8], call: &Message, legacy: bool) -> Option<Bytes> {
+    let made = std::str::from_utf8(made).ok()?;
+    let mut message = RawObject::parse(made).ok()?;
+    let mut task = RawObject::parse(message.get_parsed("result")?.get()).ok()?;
+    let sent = call.result()?;
+    // 2026-07-28: as sent (sluice adds no `resultType` to a task's result).
+    let shaped = if legacy {
+        edited_for(
+            sent,
+            Shape {
+                legacy,
+                cache_hints: false,
+            },
+        )?
+    } else {
+        None
+    };
+    let result =
+        serde_json::value::RawValue::from_string(shaped.unwrap_or_else(|| sent.to_owned())).ok()?;
+    task.insert("result", result);
+    message.insert("result", task.to_raw().ok()?);
+    Some(Bytes::from(message.to_json()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -185,6 +185,7 @@ impl Front {
             Method::List(list) => list,
             Method::Routed(routed) => return self.take_routed(routed, message, id, http, stream),
             Method::Call => return self.take_call(message, id, http, stream),
+            Method::TaskGet => return self.take_task(message, id, http, stream),
         };
         let legacy = self.asker(message)?.era.is_legacy();
         // Its params (a cursor) change nothing: every item is listed at
@@ -238,6 +239,33 @@ impl Front {
                 Some(line_of(&id, answer, shape, |relayed| {
                     shaped_call(relayed.into_response(), tasks, legacy)
                 }))
+            }
+            .boxed(),
+        })
+    }
+
+    /// Takes a `tasks/get` whose params read as one: the task, with a
+    /// completed call's result as its upstream sent it.
+    fn take_task(
+        self: &Arc<Self>,
+        message: &Message,
+        id: Id,
+        http: Option<&http::request::Parts>,
+        stream: mpsc::Sender<Bytes>,
+    ) -> Option<Taken> {
+        let mut params: rmcp::model::GetTaskParams =
+            serde_json::from_str(message.params()?).ok()?;
+        let meta = params.meta.take().unwrap_or_default();
+        let Begun {
+            caller, ct, legacy, ..
+        } = self.begin(message, &id, meta, http, stream)?;
+        let front = self.clone();
+        Some(Taken {
+            ct: ct.clone(),
+            work: async move {
+                let answer = lifecycle::task(&front.gateway, &params.task_id, &caller, legacy);
+                front.finished(&id, &ct)?;
+                Some(answer.map_or_else(|e| answer_line(&id, Err(e)), |a| a.line(&id)))
             }
             .boxed(),
         })
@@ -359,7 +387,7 @@ impl Front {
 /// first). `None`: the front does not answer `method`.
 pub fn answered_as(method: &str) -> Option<AnsweredAs> {
     Some(match Method::of(method)? {
-        Method::List(_) => AnsweredAs::Json,
+        Method::List(_) | Method::TaskGet => AnsweredAs::Json,
         Method::Call | Method::Routed(_) => AnsweredAs::Stream,
     })
 }
@@ -379,6 +407,8 @@ enum Method {
     List(List),
     Call,
     Routed(Routed),
+    /// `tasks/get`: a completed call's result in it is relayed as sent.
+    TaskGet,
 }
 
 impl Method {
@@ -392,6 +422,7 @@ impl Method {
             "prompts/get" => Method::Routed(Routed::Prompt),
             "resources/read" => Method::Routed(Routed::Read),
             "completion/complete" => Method::Routed(Routed::Complete),
+            "tasks/get" => Method::TaskGet,
             _ => return None,
         })
     }

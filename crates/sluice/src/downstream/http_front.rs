@@ -8,7 +8,7 @@
 //! session, it names an open, initialized one, no other protocol version
 //! than the session's and no SEP-2243 header; standing alone, its headers
 //! name version 2026-07-28 and say what its body says (`Mcp-Method`, and
-//! `Mcp-Name` for a call, a prompt or a read; no `Mcp-Param-*`), and its
+//! `Mcp-Name` for a call, a prompt, a read or a `tasks/get`; no `Mcp-Param-*`), and its
 //! `_meta` carries what that version requires. Anything else goes on to
 //! rmcp's server, which answers it (or refuses it) as before: the checks
 //! here only decide what sluice may answer, never how a bad request is
@@ -170,6 +170,7 @@ async fn answer_stateless(
     let name = match method {
         "tools/call" | "prompts/get" => routing.name,
         "resources/read" => routing.uri,
+        "tasks/get" => task_id(&message).map(std::borrow::Cow::Owned),
         _ => None,
     };
     if !plain_stateless_headers(headers, method, name.as_deref()) {
@@ -407,7 +408,7 @@ fn plain_stateless_headers(headers: &HeaderMap, method: &str, name: Option<&str>
     let version = single(headers, "mcp-protocol-version") == Some(b"2026-07-28".as_slice());
     let method_named = single(headers, "mcp-method") == Some(method.as_bytes());
     let name_named = match method {
-        "tools/call" | "prompts/get" | "resources/read" => {
+        "tools/call" | "prompts/get" | "resources/read" | "tasks/get" => {
             name.is_some_and(|name| single(headers, "mcp-name") == Some(name.as_bytes()))
         }
         _ => !headers.contains_key("mcp-name"),
@@ -418,6 +419,17 @@ fn plain_stateless_headers(headers: &HeaderMap, method: &str, name: Option<&str>
             && !matches!(header, "mcp-protocol-version" | "mcp-method" | "mcp-name")
     });
     version && method_named && name_named && !other_mcp_headers && media_types_plain(headers)
+}
+
+/// The `taskId` a `tasks/get` names (its `Mcp-Name`).
+fn task_id(message: &Message) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Params {
+        #[serde(rename = "taskId")]
+        task_id: String,
+    }
+    let params: Params = serde_json::from_str(message.params()?).ok()?;
+    Some(params.task_id)
 }
 
 /// The request's Accept headers, as one list.

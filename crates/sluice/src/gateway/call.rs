@@ -652,6 +652,17 @@ impl Gateway {
             .get_task(task_id, &caller.owner, |result| era(result, caller))
     }
 
+    /// [`Self::get_task`], a completed call's result kept as sent given as
+    /// the response it came in (see `Operations::get_task_as_sent`).
+    pub fn get_task_as_sent(
+        &self,
+        task_id: &str,
+        caller: &Caller,
+    ) -> Result<(GetTaskResult, Option<crate::jsonrpc::Message>), ErrorData> {
+        self.operations
+            .get_task_as_sent(task_id, &caller.owner, |result| era(result, caller))
+    }
+
     /// `tasks/cancel`: cancels an operation, as `sluice_cancel` does.
     pub fn cancel_task(&self, task_id: &str, caller: &Caller) -> Result<(), ErrorData> {
         self.operations.cancel_task(task_id, &caller.owner)

@@ -1501,6 +1501,53 @@ async fn an_operations_result_arrives_as_sent() {
     assert_eq!(got, members(sent), "{collected}");
 }
 
+/// The same, for a client that declared tasks: its `tasks/get` carries
+/// the call's result as the upstream sent it, in place of the task's
+/// `result` (rmcp's model, which wrote it before, dropped the block it does
+/// not know and respelled the numbers).
+#[tokio::test]
+async fn a_tasks_result_arrives_as_sent() {
+    let dir = TempDir::new("relay-task-novel");
+    let record = dir.0.join("record");
+    let config = dir.file("sluice.toml", &toml_upstream("raw", &raw_server(&record)));
+    let mut raw = Raw::start(&["--config".to_owned(), config.display().to_string()]);
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}},"clientInfo":{"name":"raw","version":"0"}}}"#).await;
+    raw.response(1).await;
+    raw.send(&tool_call(2, "novel", r#"{"sleep_s":1,"_timeout_s":0.2}"#))
+        .await;
+    let started = raw.response(2).await;
+    let task = started["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a task: {started}"))
+        .to_owned();
+    let get = |id: u64| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tasks/get","params":{{"taskId":"{task}"}}}}"#
+        )
+    };
+    let mut id = 3;
+    let answer = loop {
+        raw.send(&get(id)).await;
+        let answer = raw.response_text(id).await;
+        let status: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        match status["result"]["status"].as_str() {
+            Some("working") => {}
+            Some("completed") => break answer,
+            _ => panic!("the task did not complete: {answer}"),
+        }
+        assert!(id < 60, "still working after {id} polls");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        id += 1;
+    };
+    let got = member(member(&answer, "result").unwrap(), "result").expect("the call's result");
+    let sent = messages(&lines(&record.join("sent.jsonl")))
+        .into_iter()
+        .find(|m| member(m, "id").is_some_and(|id| id != "1") && m.contains("x-hologram"))
+        .expect("the server's answer");
+    let sent = member(&sent, "result").unwrap();
+    assert_eq!(got, sent, "the call's result, as sent: {answer}");
+}
+
 /// What `filter` makes of a stored result, as compact JSON text.
 async fn query_text(client: &Client, handle: &str, filter: &str) -> String {
     let answer = call(

@@ -39,7 +39,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Front, Taken, lock};
-use crate::downstream::answer::{answer_line, for_era};
+use crate::downstream::answer::{answer_line, for_era, task_line};
 use crate::era::Era;
 use crate::hub::{Event, FirstClient};
 use crate::jsonrpc::{Id, Message};
@@ -71,6 +71,56 @@ pub fn negotiated(
             .ok_or_else(|| ErrorData::unsupported_protocol_version(requested.clone(), supported))?
     };
     Ok(info)
+}
+
+/// `tasks/get` of `task_id` for `caller`, of the initialize era
+/// (`legacy`) or not: the task, with a completed call's result as its
+/// upstream sent it.
+pub(super) fn task(
+    gateway: &crate::gateway::Gateway,
+    task_id: &str,
+    caller: &crate::gateway::Caller,
+    legacy: bool,
+) -> Result<Answered, ErrorData> {
+    if !caller.tasks {
+        return Err(missing_tasks());
+    }
+    let (task, call) = gateway.get_task_as_sent(task_id, caller)?;
+    let task = for_era(ServerResult::GetTaskResult(task), legacy)?;
+    Ok(match call {
+        Some(call) => Answered::Task { task, call, legacy },
+        None => Answered::Made(task),
+    })
+}
+
+fn missing_tasks() -> ErrorData {
+    ErrorData::missing_required_client_capability(
+        ClientCapabilities::builder().enable_tasks().build(),
+    )
+}
+
+/// What answers a request here.
+pub(super) enum Answered {
+    /// A result sluice made.
+    Made(ServerResult),
+    /// A task (`tasks/get`) whose result is a call's, as the upstream sent
+    /// it (`call`, the response it came in), for a client of the
+    /// initialize era (`legacy`) or not.
+    Task {
+        task: ServerResult,
+        call: Message,
+        legacy: bool,
+    },
+}
+
+impl Answered {
+    /// The line that answers request `id` with it.
+    pub(super) fn line(self, id: &Id) -> Bytes {
+        match self {
+            Answered::Made(result) => answer_line(id, Ok(result)),
+            Answered::Task { task, call, legacy } => task_line(id, task, &call, legacy),
+        }
+    }
 }
 
 /// The methods answered here (besides those [`Front::take`] answers).
@@ -143,7 +193,7 @@ impl Front {
                     .answer(&method, params.as_deref(), &sent, &id, &ct, &stream)
                     .await;
                 front.finished(&id, &ct)?;
-                Some(answer_line(&id, answer))
+                Some(answer.map_or_else(|e| answer_line(&id, Err(e)), |a| a.line(&id)))
             }
             .boxed(),
         })
@@ -191,7 +241,7 @@ impl Front {
         id: &Id,
         ct: &CancellationToken,
         stream: &mpsc::Sender<Bytes>,
-    ) -> Result<ServerResult, ErrorData> {
+    ) -> Result<Answered, ErrorData> {
         let standard = LIFECYCLE.contains(&method) || super::Method::of(method).is_some();
         if !standard {
             return Err(not_found(method));
@@ -209,7 +259,10 @@ impl Front {
                 .unwrap_or_default(),
         };
         if method == "initialize" {
-            return self.initialize(typed(method, params)?).await;
+            return self
+                .initialize(typed(method, params)?)
+                .await
+                .map(Answered::Made);
         }
         let hello = self.hello();
         let requested = meta.protocol_version();
@@ -285,16 +338,12 @@ impl Front {
             "tasks/get" | "tasks/update" | "tasks/cancel" => {
                 let caller = self.caller(sent, id, meta, stream, ct)?;
                 if !caller.tasks {
-                    return Err(ErrorData::missing_required_client_capability(
-                        ClientCapabilities::builder().enable_tasks().build(),
-                    ));
+                    return Err(missing_tasks());
                 }
                 match method {
                     "tasks/get" => {
                         let params: GetTaskParams = typed(method, params)?;
-                        ServerResult::GetTaskResult(
-                            self.gateway.get_task(&params.task_id, &caller)?,
-                        )
+                        return task(&self.gateway, &params.task_id, &caller, legacy);
                     }
                     "tasks/cancel" => {
                         let params: CancelTaskParams = typed(method, params)?;
@@ -334,7 +383,7 @@ impl Front {
                 });
             }
         };
-        for_era(result, legacy)
+        for_era(result, legacy).map(Answered::Made)
     }
 
     /// The [`crate::gateway::Caller`] of a request answered here.
