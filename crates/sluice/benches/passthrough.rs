@@ -9,7 +9,10 @@
 //!    the whole result directly vs the stored answer through sluice, and
 //!    the end-to-end time of reading the middle page of each (O(page)).
 //! 3. Throughput with 8 concurrent HTTP clients: requests per second,
-//!    directly and through sluice, in alternating blocks; the ratio.
+//!    directly and through sluice, in alternating blocks; the ratio. Both
+//!    kinds of clients: rmcp clients on kept-alive connections, and raw
+//!    clients that open a new TCP connection for every request (a
+//!    2026-07-28 stateless `tools/call`, `Connection: close`).
 //! 4. At rest: the resident memory (VmRSS, Linux) of a fresh `sluice --`
 //!    (stdio) and `sluice --listen` (HTTP) before a client connects, after
 //!    `initialize` + `tools/list`, after a small call, and after a 20 kB
@@ -211,6 +214,64 @@ async fn throughput(url: &str, clients: usize, seconds: f64) -> f64 {
         let _ = client.cancel().await;
     }
     rps
+}
+
+/// The echo call of [`echo`] as one 2026-07-28 request: it stands alone
+/// (its `_meta` says who is asking), so it needs no session.
+const STATELESS_ECHO: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"a small result"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+
+/// Requests per second from `clients` concurrent clients for `seconds`,
+/// each request on a new TCP connection (`Connection: close`): connect,
+/// send [`STATELESS_ECHO`], read the response to its end. A response that
+/// is not a 200 carrying the echoed text panics: a broken setup must not
+/// pass for a figure.
+async fn throughput_per_connection(url: &str, clients: usize, seconds: f64) -> f64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url
+        .strip_prefix("http://")
+        .unwrap_or_else(|| panic!("not an http:// URL: {url}"));
+    let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
+    let request: std::sync::Arc<[u8]> = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{STATELESS_ECHO}",
+        STATELESS_ECHO.len()
+    )
+    .into_bytes()
+    .into();
+    let addr: std::sync::Arc<str> = addr.into();
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let (addr, request) = (addr.clone(), request.clone());
+            tokio::spawn(async move {
+                let mut n = 0u64;
+                let mut response = Vec::with_capacity(4096);
+                while Instant::now() < deadline {
+                    let mut stream = tokio::net::TcpStream::connect(&*addr).await.unwrap();
+                    stream.set_nodelay(true).unwrap();
+                    stream.write_all(&request).await.unwrap();
+                    response.clear();
+                    stream.read_to_end(&mut response).await.unwrap();
+                    let text = String::from_utf8_lossy(&response);
+                    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+                    assert!(
+                        head.starts_with("HTTP/1.1 200")
+                            && body.contains("a small result")
+                            && !body.contains(r#""isError":true"#),
+                        "a request on its own connection to {addr} failed:\n{head}\n\n{body}"
+                    );
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    total as f64 / start.elapsed().as_secs_f64()
 }
 
 /// The resident memory of process `pid` (VmRSS, or VmHWM for the peak) in
@@ -537,6 +598,17 @@ async fn bench() {
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     println!(
         "http, 8 clients: direct {:>7.0} req/s | sluice {:>7.0} req/s | sluice/direct {:.2}   (3 alternating blocks of {seconds} s)",
+        mean(&direct_rps),
+        mean(&proxied_rps),
+        mean(&proxied_rps) / mean(&direct_rps)
+    );
+    let (mut direct_rps, mut proxied_rps) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        direct_rps.push(throughput_per_connection(&server_url, 8, seconds).await);
+        proxied_rps.push(throughput_per_connection(&gateway_url, 8, seconds).await);
+    }
+    println!(
+        "http, 8 clients, a connection per request: direct {:>7.0} req/s | sluice {:>7.0} req/s | sluice/direct {:.2}   (3 alternating blocks of {seconds} s)",
         mean(&direct_rps),
         mean(&proxied_rps),
         mean(&proxied_rps) / mean(&direct_rps)
