@@ -77,12 +77,18 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
                 f.write_str("a string")
             }
             fn visit_borrowed_bytes<E>(self, bytes: &'de [u8]) -> Result<Text<'de>, E> {
-                Ok(Text(String::from_utf8_lossy(bytes)))
+                // `from_utf8` first: its ASCII fast path is several times
+                // quicker than `from_utf8_lossy`'s chunks on a large text.
+                Ok(Text(match std::str::from_utf8(bytes) {
+                    Ok(text) => Cow::Borrowed(text),
+                    Err(_) => String::from_utf8_lossy(bytes),
+                }))
             }
             fn visit_bytes<E>(self, bytes: &[u8]) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Owned(
-                    String::from_utf8_lossy(bytes).into_owned(),
-                )))
+                Ok(Text(Cow::Owned(match std::str::from_utf8(bytes) {
+                    Ok(text) => text.to_owned(),
+                    Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+                })))
             }
             fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Text<'de>, E> {
                 Ok(Text(Cow::Borrowed(text)))
