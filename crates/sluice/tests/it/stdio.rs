@@ -319,6 +319,21 @@ async fn the_lifecycle_over_stdio_is_answered_as_the_spec_says() {
     assert_eq!(unknown["error"]["data"]["requested"], "2099-01-01");
     let supported = unknown["error"]["data"]["supported"].as_array().unwrap();
     assert!(supported.contains(&"2026-07-28".into()), "{unknown}");
+    // An older version has no requests standing alone.
+    let meta = alone("2025-11-25", "");
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":31,"method":"tools/list","params":{{"_meta":{meta}}}}}"#
+    ))
+    .await;
+    let older = raw.response(31).await;
+    assert_eq!(older["error"]["code"], -32600, "{older}");
+    assert!(
+        older["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("send `initialize` first"),
+        "{older}"
+    );
     // A 2026-07-28 request standing alone is served, in its era.
     let meta = alone("2026-07-28", "");
     raw.send(&format!(

@@ -93,6 +93,15 @@ pub(super) fn task(
     })
 }
 
+/// A request that stands alone with a complete `_meta` naming a version
+/// before 2026-07-28 (which has no such requests).
+fn no_session() -> ErrorData {
+    ErrorData::invalid_request(
+        "sluice answers a request of no session only in protocol 2026-07-28: send `initialize` first, or name 2026-07-28 in the request's `_meta`",
+        None,
+    )
+}
+
 fn missing_tasks() -> ErrorData {
     ErrorData::missing_required_client_capability(
         ClientCapabilities::builder().enable_tasks().build(),
@@ -376,10 +385,7 @@ impl Front {
             _ => {
                 return Err(match why_unread(method, params) {
                     Some(why) => invalid_params(method, why),
-                    None => ErrorData::invalid_request(
-                        "sluice answers a request of no session only in protocol 2026-07-28: send `initialize` first, or name 2026-07-28 in the request's `_meta`",
-                        None,
-                    ),
+                    None => no_session(),
                 });
             }
         };
@@ -397,7 +403,7 @@ impl Front {
     ) -> Result<crate::gateway::Caller, ErrorData> {
         let begun = self
             .begin(sent, id, meta, None, stream.clone())
-            .ok_or_else(|| ErrorData::invalid_request("the request's id cannot be read", None))?;
+            .ok_or_else(no_session)?;
         // The request's own token (registered by `take_any`) cancels it.
         let mut caller = begun.caller;
         caller.ct = ct.clone();
