@@ -172,7 +172,8 @@ pub enum Outcome {
     Completed(CallToolResult),
     /// The upstream's result, within the budget, as the response it came
     /// in: answered as those bytes, never decoded (but for a task's
-    /// payload, which rmcp's server writes).
+    /// payload where rmcp's server writes it: a `tasks/get` sluice's own
+    /// layer does not take).
     Relayed(crate::jsonrpc::Message),
     /// The call failed: the upstream crashed, or answered with an error.
     Failed(String),

@@ -77,7 +77,7 @@ pub struct Front {
     /// Fires when the client leaves.
     stop: CancellationToken,
     /// The requests relayed to the client, whose answers come back here
-    /// (an HTTP session's, as POSTs).
+    /// (on a connection, as its lines; in an HTTP session, as POSTs).
     link: OnceLock<Arc<super::link::ClientLink>>,
 }
 
@@ -158,7 +158,8 @@ impl Front {
     }
 
     /// A client's `notifications/cancelled`: stops the call it names if it
-    /// runs here (rmcp is told too, and ignores an id it does not know).
+    /// runs here (in an HTTP session rmcp is told too, and ignores an id it
+    /// does not know).
     pub fn cancelled(&self, message: &Message) {
         let id = message.cancelled_request();
         if let Some(ct) = id.and_then(|id| lock(&self.running).remove(&id)) {
@@ -167,7 +168,8 @@ impl Front {
     }
 
     /// Takes `message` if it is a request answered here: gives the work
-    /// that makes its answer (see [`Taken`]); `None` leaves it to rmcp.
+    /// that makes its answer (see [`Taken`]); `None` leaves it to rmcp
+    /// (HTTP) or to the connection's lifecycle ([`Front::take_any`]).
     /// `http`: the HTTP request that carried it (who sent it, from where);
     /// `stream`: where the notifications about it go, before its answer.
     pub fn take(
@@ -483,8 +485,9 @@ struct Asker {
 impl Front {
     /// Who asks request `message`, if the front answers it: a
     /// request of a session that began with `initialize`, or a 2026-07-28
-    /// request whose `_meta` carries its whole lifecycle. Any other version,
-    /// or `_meta` missing what that version requires, is rmcp's to refuse.
+    /// request whose `_meta` carries its whole lifecycle. A version sluice
+    /// does not know, or `_meta` missing what 2026-07-28 requires, is
+    /// refused elsewhere (by rmcp over HTTP, by the connection's lifecycle).
     fn asker(&self, message: &Message) -> Option<Asker> {
         #[derive(serde::Deserialize)]
         struct Params {
@@ -502,21 +505,20 @@ impl Front {
     /// [`Self::asker`], from the request's `_meta`.
     fn asker_of(&self, meta: &RequestMetaObject) -> Option<Asker> {
         match meta.protocol_version() {
-            Some(version) => {
-                let stateless = version == ProtocolVersion::V_2026_07_28
-                    && meta
-                        .missing_required_keys(&ProtocolVersion::V_2026_07_28)
-                        .is_empty();
-                if !stateless {
-                    return None;
-                }
-                Some(Asker {
+            Some(version) if version == ProtocolVersion::V_2026_07_28 => {
+                let complete = meta
+                    .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                    .is_empty();
+                complete.then(|| Asker {
                     era: Era::of(Some(&version)),
                     capabilities: meta.client_capabilities().unwrap_or_default(),
                     client: meta.client_info().map(|c| c.name),
                 })
             }
-            None => {
+            // An older version sluice knows, named in a session's request:
+            // the session's (one it does not know is refused as such).
+            Some(version) if !lifecycle::supported_versions().contains(&version) => None,
+            _ => {
                 let info = self.peer_info()?;
                 Some(Asker {
                     era: Era::of(Some(&info.protocol_version)),

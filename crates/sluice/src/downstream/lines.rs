@@ -102,9 +102,9 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
         self
     }
 
-    /// Runs `f` when the client's input ends (EOF or a read error), before
-    /// rmcp starts draining the requests still running: a client that went
-    /// away should not make its upstream calls wait for that drain.
+    /// Runs `f` when the client's input ends (EOF or a read error), as soon
+    /// as it does: a client that went away should not make its upstream
+    /// calls wait.
     pub fn on_end(mut self, f: impl FnOnce() + Send + 'static) -> Self {
         self.on_end = Some(Box::new(f));
         self
@@ -277,7 +277,7 @@ where
                     && let Some(taken) = front.take_any(&message, stream)
                 {
                     let writer = self.writer.clone();
-                    self.answering.spawn(taken.drive(notices, move |line| {
+                    let answering = taken.drive(notices, move |line| {
                         let writer = writer.clone();
                         async move {
                             let written = write_bytes(&writer, &line).await;
@@ -286,7 +286,14 @@ where
                             }
                             written.is_ok()
                         }
-                    }));
+                    });
+                    // `initialize` is answered before the next line is read,
+                    // so that what follows it belongs to the session it opens.
+                    if message.method() == Some("initialize") {
+                        answering.await;
+                    } else {
+                        self.answering.spawn(answering);
+                    }
                     if eof {
                         return self.ended();
                     }
@@ -295,6 +302,25 @@ where
             }
             if !text.is_empty() {
                 match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(text) {
+                    // A request rmcp reads but sluice's layer does not (its
+                    // `params` null): where the front answers every request,
+                    // it is refused with why, never left unanswered.
+                    Ok(JsonRpcMessage::Request(request)) if self.front.is_some() => {
+                        let why =
+                            crate::jsonrpc::Message::parse(bytes::Bytes::copy_from_slice(text))
+                                .err()
+                                .map_or_else(
+                                    || "not a request sluice reads".to_owned(),
+                                    |e| e.to_string(),
+                                );
+                        let error = JsonRpcMessage::error(
+                            ErrorData::invalid_request(format!("Invalid request: {why}"), None),
+                            Some(request.id),
+                        );
+                        if write_line(&self.writer, &error).await.is_err() {
+                            return self.ended();
+                        }
+                    }
                     Ok(message) => return Some(message),
                     Err(e) => {
                         tracing::debug!("malformed message from the client: {e}");

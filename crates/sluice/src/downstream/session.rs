@@ -206,6 +206,11 @@ pub(crate) async fn open(
             link,
         },
     );
+    // The client left while the upstreams started: no session to keep.
+    if closed.is_cancelled() {
+        gateway.hub().remove_session(id);
+        return;
+    }
     // A second `initialize` on a session renews its entry; its events
     // already flow.
     if !again {

@@ -299,6 +299,18 @@ async fn the_lifecycle_over_stdio_is_answered_as_the_spec_says() {
     raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
         .await;
     assert_eq!(raw.response(1).await["result"], serde_json::json!({}));
+    let meta = alone("2026-07-28", "");
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":30,"method":"ping","params":{{"_meta":{meta}}}}}"#
+    ))
+    .await;
+    assert_eq!(raw.response(30).await["result"], serde_json::json!({}));
+    // `params` null: rmcp's model reads it, sluice's layer does not; it is
+    // refused with why, never left unanswered.
+    raw.send(r#"{"jsonrpc":"2.0","id":32,"method":"tools/list","params":null}"#)
+        .await;
+    let null = raw.response(32).await;
+    assert_eq!(null["error"]["code"], -32600, "{null}");
     raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)
         .await;
     let refused = raw.response(2).await;
@@ -346,15 +358,14 @@ async fn the_lifecycle_over_stdio_is_answered_as_the_spec_says() {
         discover["result"]["supportedVersions"].is_array(),
         "{discover}"
     );
-    // ... without the methods that era removed.
-    for (id, method) in [(5, "ping"), (6, "resources/subscribe")] {
-        raw.send(&format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{"uri":"warehouse://stock","_meta":{meta}}}}}"#
-        ))
-        .await;
-        let gone = raw.response(id).await;
-        assert_eq!(gone["error"]["code"], -32601, "{method}: {gone}");
-    }
+    // ... without the methods that era removed (but a ping before
+    // `initialize`, answered whatever it says).
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":6,"method":"resources/subscribe","params":{{"uri":"warehouse://stock","_meta":{meta}}}}}"#
+    ))
+    .await;
+    let gone = raw.response(6).await;
+    assert_eq!(gone["error"]["code"], -32601, "{gone}");
     // `initialize` with a version sluice serves over it: agreed as asked;
     // with one it does not, its own.
     raw.send(r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2099-01-01","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#).await;
@@ -362,7 +373,14 @@ async fn the_lifecycle_over_stdio_is_answered_as_the_spec_says() {
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
     assert_eq!(init["result"]["serverInfo"]["name"], "sluice", "{init}");
     raw.initialize().await;
-    // Now a session: requests need no `_meta`.
+    // Now a session: a 2026-07-28 request standing alone has no ping.
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":5,"method":"ping","params":{{"_meta":{meta}}}}}"#
+    ))
+    .await;
+    let gone = raw.response(5).await;
+    assert_eq!(gone["error"]["code"], -32601, "{gone}");
+    // Requests of the session need no `_meta`.
     raw.send(r#"{"jsonrpc":"2.0","id":8,"method":"logging/setLevel","params":{"level":"info"}}"#)
         .await;
     let set = raw.response(8).await;
@@ -395,6 +413,12 @@ async fn the_lifecycle_over_stdio_is_answered_as_the_spec_says() {
     assert_eq!(
         missing["error"]["message"],
         "method not found: no/such/method"
+    );
+    // A session's request may name its own version in `_meta`.
+    raw.send(r#"{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"echo","arguments":{"text":"named"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}"#).await;
+    assert_eq!(
+        raw.response(14).await["result"]["content"][0]["text"],
+        "named"
     );
     // And the session goes on.
     raw.send(r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"echo","arguments":{"text":"still here"}}}"#).await;
@@ -437,4 +461,15 @@ async fn a_stateless_client_listens_for_changes_over_stdio_until_it_cancels() {
     let next = raw.recv().await;
     assert_eq!(next["id"], 2, "nothing else came first: {next}");
     assert_eq!(next["result"]["content"][0]["text"], "after");
+}
+
+#[tokio::test]
+async fn an_initialize_piped_before_the_input_ends_is_answered() {
+    // `printf '{…initialize…}\n' | sluice -- server`: the client's input ends
+    // right after it, and the answer still comes.
+    let mut raw = Raw::start(&with_upstream(&sample()));
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#).await;
+    drop(raw.stdin.take());
+    let init = raw.response(1).await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
 }

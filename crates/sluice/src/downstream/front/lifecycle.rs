@@ -7,11 +7,15 @@
 //! On a connection whose every message sluice's own layer reads (stdio,
 //! and the in-memory connections of the demo and the test harness), no
 //! request reaches rmcp's server: these rules are the ones it applied, kept
-//! so that clients see the same answers:
+//! so that clients see the same answers (one exception: a request standing
+//! alone whose `_meta` names a version before 2026-07-28, which rmcp served
+//! as a session of that version, is refused with "send `initialize`
+//! first"):
 //! - before `initialize`, a request stands alone only with the whole
 //!   2026-07-28 lifecycle in its `_meta` (version, client info and
 //!   capabilities), else `-32602` names what its `_meta` lacks; a `ping`
-//!   is answered at any time; `server/discover` always needs that `_meta`;
+//!   is answered then whatever it says; `server/discover` always needs
+//!   that `_meta`; `initialize` is answered before the next line is read;
 //! - a version the request names that sluice does not know gets
 //!   `-32022` (unsupported protocol version) with the versions it knows;
 //! - the methods 2026-07-28 removed (`ping` for a request standing alone,
@@ -20,7 +24,10 @@
 //!   does), and `subscriptions/listen` is not found in the older one;
 //! - `tasks/*` need the client to have declared the tasks extension;
 //! - a standard method whose params do not read gets `-32602` with why;
-//!   any other method `-32601`.
+//!   any other method `-32601` (a request whose `params` is `null` gets
+//!   `-32600` from the framing, `downstream::lines`);
+//! - what is answered here is answered even if the client's input ends
+//!   right after the request (only calls are cancelled then).
 
 use std::sync::Arc;
 
@@ -192,7 +199,12 @@ impl Front {
         let method = message.method()?.to_owned();
         let params = message.params().map(str::to_owned);
         let sent = message.clone();
-        let ct = self.stop.child_token();
+        // Not a child of the front's stop: what is answered here is answered
+        // even when the client's input ends right after it (a piped
+        // `initialize`), as rmcp's server did; only the client's own
+        // cancellation drops it (`subscriptions/listen` ends at the stop
+        // with its final result).
+        let ct = CancellationToken::new();
         lock(&self.running).insert(id.clone(), ct.clone());
         let front = self.clone();
         Some(Taken {
@@ -213,12 +225,15 @@ impl Front {
     /// session, is told too), and on a connection `initialized` (nothing to
     /// do) and the client's roots changing (told to every upstream).
     pub fn notified(self: &Arc<Self>, message: &Message) -> bool {
+        if message.kind() != crate::jsonrpc::Kind::Notification {
+            return false;
+        }
         match message.method() {
             Some("notifications/cancelled") => {
                 self.cancelled(message);
                 true
             }
-            _ if !self.connection || message.kind() != crate::jsonrpc::Kind::Notification => false,
+            _ if !self.connection => false,
             Some("notifications/initialized") => true,
             Some("notifications/roots/list_changed") => {
                 let gateway = self.gateway.clone();
@@ -274,36 +289,45 @@ impl Front {
                 .map(Answered::Made);
         }
         let hello = self.hello();
-        let requested = meta.protocol_version();
-        if let Some(version) = &requested
-            && !supported_versions().contains(version)
-        {
-            return Err(ErrorData::unsupported_protocol_version(
-                version.clone(),
-                supported_versions(),
-            ));
+        // Before `initialize`, a ping is answered whatever it says.
+        if method == "ping" && hello.is_none() {
+            return Ok(Answered::Made(ServerResult::empty(())));
         }
+        let requested = meta.protocol_version();
         let era = Era::of(
             requested
                 .as_ref()
                 .or(hello.as_ref().map(|h| &h.protocol_version)),
         );
         // A request of no session stands alone: its `_meta` must carry the
-        // whole lifecycle (a ping is answered before `initialize` too).
-        let alone = method == "server/discover"
-            || (hello.is_none() && method != "ping")
-            || era == Era::Stateless;
-        if alone {
-            let missing = meta.missing_required_keys(&ProtocolVersion::V_2026_07_28);
-            if !missing.is_empty() {
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "request _meta is missing or has malformed required fields: {}",
-                        missing.join(", ")
-                    ),
-                    None,
-                ));
-            }
+        // whole lifecycle.
+        let alone = method == "server/discover" || hello.is_none() || era == Era::Stateless;
+        let missing = if alone {
+            meta.missing_required_keys(&ProtocolVersion::V_2026_07_28)
+        } else {
+            Vec::new()
+        };
+        let incomplete = (!missing.is_empty()).then(|| {
+            ErrorData::invalid_params(
+                format!(
+                    "request _meta is missing or has malformed required fields: {}",
+                    missing.join(", ")
+                ),
+                None,
+            )
+        });
+        let unknown = requested
+            .filter(|version| !supported_versions().contains(version))
+            .map(|version| ErrorData::unsupported_protocol_version(version, supported_versions()));
+        // rmcp's order: before `initialize` the `_meta` is checked first,
+        // in a session the version.
+        let refused = if hello.is_none() {
+            incomplete.or(unknown)
+        } else {
+            unknown.or(incomplete)
+        };
+        if let Some(error) = refused {
+            return Err(error);
         }
         let legacy = era.is_legacy();
         let result = match method {
@@ -478,6 +502,7 @@ impl Front {
         loop {
             let event = tokio::select! {
                 () = ct.cancelled() => break,
+                () = self.stop.cancelled() => break,
                 event = events.recv() => event,
             };
             let (mut notification, wanted) = match event {
