@@ -347,11 +347,23 @@ impl Front {
         http: Option<&http::request::Parts>,
         stream: mpsc::Sender<Bytes>,
     ) -> Option<Begun> {
+        self.begin_with(message, id, meta, http, stream, self.stop.child_token())
+    }
+
+    /// [`Self::begin`], cancelled by `ct` (registered as the request's).
+    fn begin_with(
+        &self,
+        message: &Message,
+        id: &Id,
+        meta: RequestMetaObject,
+        http: Option<&http::request::Parts>,
+        stream: mpsc::Sender<Bytes>,
+        ct: CancellationToken,
+    ) -> Option<Begun> {
         let request: RequestId = serde_json::from_str(id.as_json()).ok()?;
         let asker = self.asker_of(&meta)?;
         let legacy = asker.era.is_legacy();
         let tasks = asker.capabilities.supports_tasks();
-        let ct = self.stop.child_token();
         lock(&self.running).insert(id.clone(), ct.clone());
         let asking = Asking {
             meta: &meta,

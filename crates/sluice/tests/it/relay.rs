@@ -1463,16 +1463,31 @@ async fn a_large_cached_result_no_sdk_can_read_is_stored_as_sent_once() {
     client.cancel().await.unwrap();
 }
 
+/// A raw stdio session with sluice in front of the raw server, which
+/// records what it sends in `DIR/record`.
+fn raw_session(name: &str) -> (TempDir, Raw) {
+    let dir = TempDir::new(name);
+    let record = dir.0.join("record");
+    let config = dir.file("sluice.toml", &toml_upstream("raw", &raw_server(&record)));
+    let raw = Raw::start(&["--config".to_owned(), config.display().to_string()]);
+    (dir, raw)
+}
+
+/// The raw server's answer to the `novel` call of [`raw_session`], as sent.
+fn novel_answer(dir: &TempDir) -> String {
+    messages(&lines(&dir.0.join("record").join("sent.jsonl")))
+        .into_iter()
+        .find(|m| member(m, "id").is_some_and(|id| id != "1") && m.contains("x-hologram"))
+        .expect("the server's answer")
+}
+
 /// A call that outlives its timeout keeps its upstream's result as the
 /// bytes sent: `sluice_result` answers with them, only the operation's
 /// `_meta` added, a content block no SDK knows included (decoding it failed
 /// the operation: "its result could not be read").
 #[tokio::test]
 async fn an_operations_result_arrives_as_sent() {
-    let dir = TempDir::new("relay-operation-novel");
-    let record = dir.0.join("record");
-    let config = dir.file("sluice.toml", &toml_upstream("raw", &raw_server(&record)));
-    let mut raw = Raw::start(&["--config".to_owned(), config.display().to_string()]);
+    let (dir, mut raw) = raw_session("relay-operation-novel");
     raw.initialize().await;
     raw.send(&tool_call(2, "novel", r#"{"sleep_s":1,"_timeout_s":0.2}"#))
         .await;
@@ -1489,10 +1504,7 @@ async fn an_operations_result_arrives_as_sent() {
     raw.send(&collect).await;
     let collected = raw.response_text(3).await;
     let got = member(&collected, "result").unwrap();
-    let sent = messages(&lines(&record.join("sent.jsonl")))
-        .into_iter()
-        .find(|m| member(m, "id").is_some_and(|id| id != "1") && m.contains("x-hologram"))
-        .expect("the server's answer");
+    let sent = novel_answer(&dir);
     let sent = member(&sent, "result").unwrap();
     let mut got = members(got);
     let meta = got.pop().expect("members");
@@ -1507,10 +1519,7 @@ async fn an_operations_result_arrives_as_sent() {
 /// not know and respelled the numbers).
 #[tokio::test]
 async fn a_tasks_result_arrives_as_sent() {
-    let dir = TempDir::new("relay-task-novel");
-    let record = dir.0.join("record");
-    let config = dir.file("sluice.toml", &toml_upstream("raw", &raw_server(&record)));
-    let mut raw = Raw::start(&["--config".to_owned(), config.display().to_string()]);
+    let (dir, mut raw) = raw_session("relay-task-novel");
     raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}},"clientInfo":{"name":"raw","version":"0"}}}"#).await;
     raw.response(1).await;
     raw.send(&tool_call(2, "novel", r#"{"sleep_s":1,"_timeout_s":0.2}"#))
@@ -1540,10 +1549,7 @@ async fn a_tasks_result_arrives_as_sent() {
         id += 1;
     };
     let got = member(member(&answer, "result").unwrap(), "result").expect("the call's result");
-    let sent = messages(&lines(&record.join("sent.jsonl")))
-        .into_iter()
-        .find(|m| member(m, "id").is_some_and(|id| id != "1") && m.contains("x-hologram"))
-        .expect("the server's answer");
+    let sent = novel_answer(&dir);
     let sent = member(&sent, "result").unwrap();
     assert_eq!(got, sent, "the call's result, as sent: {answer}");
 }

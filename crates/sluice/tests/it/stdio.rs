@@ -390,6 +390,17 @@ async fn the_lifecycle_over_stdio_is_answered_as_the_spec_says() {
         .await;
     let tasks = raw.response(9).await;
     assert_eq!(tasks["error"]["code"], -32021, "{tasks}");
+    raw.send(r#"{"jsonrpc":"2.0","id":33,"method":"tasks/get","params":{}}"#)
+        .await;
+    let no_id = raw.response(33).await;
+    assert_eq!(no_id["error"]["code"], -32602, "{no_id}");
+    assert!(
+        no_id["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("taskId"),
+        "{no_id}"
+    );
     // `subscriptions/listen` belongs to 2026-07-28.
     raw.send(r#"{"jsonrpc":"2.0","id":10,"method":"subscriptions/listen","params":{"notifications":{}}}"#)
         .await;

@@ -368,31 +368,25 @@ impl Front {
                     .await?;
                 ServerResult::empty(())
             }
-            "tasks/get" | "tasks/update" | "tasks/cancel" => {
+            // (`tasks/get` is `take`'s: here only when its params do not read.)
+            "tasks/update" | "tasks/cancel" => {
                 let caller = self.caller(sent, id, meta, stream, ct)?;
                 if !caller.tasks {
                     return Err(missing_tasks());
                 }
-                match method {
-                    "tasks/get" => {
-                        let params: GetTaskParams = typed(method, params)?;
-                        return task(&self.gateway, &params.task_id, &caller, legacy);
-                    }
-                    "tasks/cancel" => {
-                        let params: CancelTaskParams = typed(method, params)?;
-                        self.gateway.cancel_task(&params.task_id, &caller)?;
-                        ServerResult::task_ack(())
-                    }
-                    _ => {
-                        let params: GetTaskParams = typed(method, params)?;
-                        return Err(ErrorData::invalid_params(
-                            format!(
-                                "task {} takes no input: sluice's tasks never ask for any",
-                                params.task_id
-                            ),
-                            None,
-                        ));
-                    }
+                if method == "tasks/cancel" {
+                    let params: CancelTaskParams = typed(method, params)?;
+                    self.gateway.cancel_task(&params.task_id, &caller)?;
+                    ServerResult::task_ack(())
+                } else {
+                    let params: GetTaskParams = typed(method, params)?;
+                    return Err(ErrorData::invalid_params(
+                        format!(
+                            "task {} takes no input: sluice's tasks never ask for any",
+                            params.task_id
+                        ),
+                        None,
+                    ));
                 }
             }
             "subscriptions/listen" => {
@@ -425,14 +419,10 @@ impl Front {
         stream: &mpsc::Sender<Bytes>,
         ct: &CancellationToken,
     ) -> Result<crate::gateway::Caller, ErrorData> {
-        let begun = self
-            .begin(sent, id, meta, None, stream.clone())
-            .ok_or_else(no_session)?;
         // The request's own token (registered by `take_any`) cancels it.
-        let mut caller = begun.caller;
-        caller.ct = ct.clone();
-        lock(&self.running).insert(id.clone(), ct.clone());
-        Ok(caller)
+        self.begin_with(sent, id, meta, None, stream.clone(), ct.clone())
+            .map(|begun| begun.caller)
+            .ok_or_else(no_session)
     }
 
     /// `initialize`: sluice's answer, and the session opened.
@@ -440,9 +430,9 @@ impl Front {
         self: &Arc<Self>,
         request: InitializeRequestParams,
     ) -> Result<ServerResult, ErrorData> {
-        let result = negotiated(&request, self.gateway.info())?;
+        let version = negotiated(&request, self.gateway.info())?.protocol_version;
         let mut hello = request.clone();
-        hello.protocol_version = result.protocol_version.clone();
+        hello.protocol_version = version.clone();
         *lock(&self.hello) = Some(Arc::new(hello));
         crate::downstream::session::open(
             &self.gateway,
@@ -454,7 +444,8 @@ impl Front {
         )
         .await;
         // What sluice declares once its upstreams answered (`open` waited).
-        let result = negotiated(&request, self.gateway.info())?;
+        let mut result = self.gateway.info();
+        result.protocol_version = version;
         Ok(ServerResult::InitializeResult(result))
     }
 
@@ -553,6 +544,7 @@ fn why_unread(method: &str, params: Option<&str>) -> Option<String> {
         "prompts/get" => serde_json::from_str::<GetPromptRequestParams>(params).err(),
         "resources/read" => serde_json::from_str::<ReadResourceRequestParams>(params).err(),
         "completion/complete" => serde_json::from_str::<CompleteRequestParams>(params).err(),
+        "tasks/get" => serde_json::from_str::<rmcp::model::GetTaskParams>(params).err(),
         _ => serde_json::from_str::<Option<PaginatedRequestParams>>(params).err(),
     };
     error.map(|e| e.to_string())
