@@ -26,7 +26,6 @@ pub async fn run(
     }
     let caller = Caller {
         session: None,
-        peer: None,
         request: RequestId::Number(0),
         meta: Default::default(),
         ct: CancellationToken::new(),

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use rmcp::model::{RequestId, RequestMetaObject};
-use rmcp::service::{Peer, RoleServer};
 use sluice_core::store::Owner;
 use tokio_util::sync::CancellationToken;
 
@@ -16,8 +15,6 @@ use crate::hub::SessionId;
 pub struct Caller {
     /// The client's session (`None` for a 2026-07-28 request or `sluice call`).
     pub session: Option<SessionId>,
-    /// Where to send progress; `None` when nobody listens (`sluice call`).
-    pub peer: Option<Peer<RoleServer>>,
     /// The client's request id.
     pub request: RequestId,
     /// The request's `_meta` (progress token and anything else to forward).
@@ -50,9 +47,10 @@ pub struct Caller {
     /// Where the notifications about this request go, as the bytes of
     /// each message, when sluice's own layer answers it
     /// (`downstream::front`): on the stream that carries its answer,
-    /// before it. `None`: through `peer`.
+    /// before it. `None`: nobody listens (`sluice call`, a call in the
+    /// background).
     pub stream: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
-    /// Where sluice's own layer asks the client for input (a connection
-    /// it reads and writes itself, where there is no `peer`).
+    /// Where sluice's own layer asks the client for input (sampling,
+    /// elicitation, roots).
     pub link: Option<Arc<crate::downstream::link::ClientLink>>,
 }

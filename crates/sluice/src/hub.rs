@@ -15,7 +15,6 @@ use rmcp::model::{
     ClientCapabilities, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
     RequestId,
 };
-use rmcp::service::{Peer, RoleServer};
 use tokio::sync::broadcast;
 
 /// What the first client said about itself: what sluice mirrors upstream.
@@ -59,9 +58,6 @@ pub struct Logged {
 /// A downstream session that can receive requests and notifications.
 #[derive(Debug, Clone)]
 pub struct SessionEntry {
-    /// Where rmcp's server sends to the client (an HTTP session's);
-    /// `None` where sluice's own layer reads and writes the connection.
-    pub peer: Option<Peer<RoleServer>>,
     /// What the client declared at `initialize`.
     pub capabilities: ClientCapabilities,
     /// Resources the client subscribed to.
@@ -69,7 +65,7 @@ pub struct SessionEntry {
     /// The level the client set with `logging/setLevel`, if it did.
     pub log_level: Option<rmcp::model::LoggingLevel>,
     /// Where sluice's own layer writes to the client, as bytes (a stdio
-    /// connection); `None`: only through `peer`.
+    /// connection, an HTTP session's streams).
     pub link: Option<Arc<crate::downstream::link::ClientLink>>,
 }
 

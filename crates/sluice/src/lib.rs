@@ -8,14 +8,14 @@
 //!
 //! - [`cli`]: the command line, parsed then validated into a [`cli::Command`].
 //! - [`downstream`]: the client side. [`downstream::stdio`] (framed by
-//!   [`downstream::lines`]) or [`downstream::http`] (behind
-//!   [`downstream::auth`], [`downstream::http_guard`] and
-//!   [`downstream::http_sessions`]). `tools/call` and `tools/list` are
-//!   answered by sluice's own layer ([`downstream::front`], and
-//!   [`downstream::http_front`] for HTTP), with what goes to the client
-//!   beside them ([`downstream::link`]); everything else by rmcp's server,
-//!   for which each client session is a [`downstream::session::Session`]
-//!   that hands every request to the gateway.
+//!   [`downstream::lines`]) or [`downstream::http`] (the endpoint
+//!   [`downstream::http_endpoint`], behind [`downstream::auth`] and
+//!   [`downstream::http_guard`], its sessions in
+//!   [`downstream::http_sessions`]). Every request is answered by sluice's
+//!   own layer: a [`downstream::front`] per connection or session (and
+//!   [`downstream::http_front`], HTTP's fast path), with what goes to the
+//!   client beside the answers ([`downstream::link`]); rmcp's server serves
+//!   no client (only the sample server).
 //! - [`gateway`]: routing and merging, one concern per file: `lists`
 //!   (initialize / discover and the merged lists), `call` (`tools/call`:
 //!   sluice's tools, operations, cache, governing), `routes` (prompts,

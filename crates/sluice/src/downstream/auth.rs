@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::downstream::http_sessions::SessionId;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -28,7 +29,6 @@ use jsonwebtoken::crypto::{CryptoProvider, JwtVerifier, KeyUtils};
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, DecodingKeyKind, Validation};
-use rmcp::transport::streamable_http_server::session::{SessionId, SessionManager};
 use sha2::{Digest as _, Sha256};
 use sluice_core::config::{AuthConfig, JwksSource, JwtConfig};
 use subtle::ConstantTimeEq as _;
@@ -573,16 +573,16 @@ impl SessionOwners {
 /// valid bearer token gets 401), and adds the protected-resource metadata
 /// (RFC 9728) at `/.well-known/oauth-protected-resource` and
 /// `/.well-known/oauth-protected-resource/mcp`, which need no token.
-/// `sessions` is the session manager of the MCP service, asked whether a
-/// session still lives before its owner is forgotten.
-pub fn protect<M: SessionManager>(
+/// `sessions` are the open sessions, asked whether a session still lives
+/// before its owner is forgotten.
+pub fn protect(
     router: axum::Router,
     auth: Arc<Authenticator>,
-    sessions: Arc<M>,
+    sessions: Arc<crate::downstream::http_sessions::SessionTable>,
 ) -> axum::Router {
     let is_live: IsLive = Arc::new(move |id: SessionId| {
-        let sessions = sessions.clone();
-        Box::pin(async move { sessions.has_session(&id).await.unwrap_or(false) })
+        let live = sessions.has(&id);
+        Box::pin(async move { live })
     });
     let metadata = {
         let auth = auth.clone();

@@ -1,19 +1,15 @@
-//! sluice's own handling of the client requests it has taken over from
-//! rmcp's server, on a stdio connection ([`super::lines`]) or over HTTP
-//! ([`super::http_front`]).
+//! sluice's own handling of a client's requests, on a stdio connection
+//! ([`super::lines`]) or over HTTP ([`super::http_endpoint`], and its fast
+//! path [`super::http_front`]).
 //!
 //! Every message the client sends is read by sluice's JSON-RPC layer
-//! first; a request the front takes is answered here, with bytes sluice
-//! writes itself. A connection's front (stdio, and the in-memory
-//! connections of the demo and the test harness) answers every request:
-//! the lifecycle and the rest too ([`lifecycle`], through
-//! [`Front::take_any`]). Over HTTP the downstream moves off rmcp one method
-//! at a time: rmcp still owns the lifecycle (`initialize`,
-//! `server/discover`), the session's own notifications and the
-//! server→client requests outside a call the front answers, through the
-//! peer it gives once the lifecycle began ([`Front::attach`]).
+//! first, and every request is answered here, with bytes sluice writes
+//! itself: the lifecycle and what has no route ([`lifecycle`], through
+//! [`Front::take_any`]), and the requests below ([`Front::take`]). There is
+//! a front per stdio connection, per HTTP session (from its `initialize`)
+//! and one for the 2026-07-28 requests that stand alone over HTTP.
 //!
-//! Taken today, in a session that began with `initialize`, or as
+//! Taken by [`Front::take`], in a session that began with `initialize`, or as
 //! 2026-07-28 requests whose `_meta` carries their whole lifecycle
 //! (version, client info and capabilities):
 //! - the lists (`tools/list`, `prompts/list`, `resources/list`,
@@ -44,7 +40,6 @@ use rmcp::model::{
     GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams, RequestId,
     RequestMetaObject, ServerResult,
 };
-use rmcp::service::{Peer, RoleServer};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -66,9 +61,6 @@ pub struct Front {
     session: SessionId,
     /// The session is the whole connection (stdio).
     connection: bool,
-    /// rmcp's peer for this session (an HTTP session's), once its
-    /// lifecycle began.
-    peer: OnceLock<Peer<RoleServer>>,
     /// What the client said at `initialize`, with the version agreed, when
     /// the front answered it (a connection's).
     hello: Mutex<Option<Arc<rmcp::model::InitializeRequestParams>>>,
@@ -93,7 +85,6 @@ impl Front {
             gateway,
             session,
             connection,
-            peer: OnceLock::new(),
             hello: Mutex::new(None),
             running: Mutex::new(HashMap::new()),
             stop: CancellationToken::new(),
@@ -106,22 +97,9 @@ impl Front {
         &self.gateway
     }
 
-    /// Starts taking requests: rmcp's lifecycle began and gave this peer.
-    pub fn attach(&self, peer: Peer<RoleServer>) {
-        let _ = self.peer.set(peer);
-    }
-
     /// The protocol version agreed at `initialize`.
     pub fn protocol_version(&self) -> Option<String> {
-        Some(self.peer_info()?.protocol_version.to_string())
-    }
-
-    /// What the client said at `initialize` (to rmcp's server, or here).
-    fn peer_info(&self) -> Option<Arc<rmcp::model::InitializeRequestParams>> {
-        match self.peer.get() {
-            Some(peer) => peer.peer_info(),
-            None => self.hello(),
-        }
+        Some(self.hello()?.protocol_version.to_string())
     }
 
     /// Where the client's answers to relayed requests go.
@@ -367,7 +345,6 @@ impl Front {
         lock(&self.running).insert(id.clone(), ct.clone());
         let asking = Asking {
             meta: &meta,
-            peer: self.peer.get(),
             request,
             ct: ct.clone(),
             era: asker.era,
@@ -531,7 +508,7 @@ impl Front {
             // the session's (one it does not know is refused as such).
             Some(version) if !lifecycle::supported_versions().contains(&version) => None,
             _ => {
-                let info = self.peer_info()?;
+                let info = self.hello()?;
                 Some(Asker {
                     era: Era::of(Some(&info.protocol_version)),
                     capabilities: meta

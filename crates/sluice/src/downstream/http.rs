@@ -1,21 +1,20 @@
 //! Serving clients over Streamable HTTP at `/mcp`: many sessions, and
-//! 2026-07-28 stateless requests. The accept loop is sluice's own (hyper's
-//! HTTP/1 builder) so it can set TCP_NODELAY, the header timeout and each
-//! request's [`PeerAddr`].
+//! 2026-07-28 stateless requests, answered by [`http_endpoint`]. The accept
+//! loop is sluice's own (hyper's HTTP/1 builder) so it can set TCP_NODELAY,
+//! the header timeout and each request's [`PeerAddr`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use sluice_core::http::HttpLimits;
 use tokio_util::sync::CancellationToken;
 
 use super::front::Front;
+use super::http_endpoint::{self, Endpoint};
 use super::http_front::AllowedHosts;
-use super::http_guard::{self, Guard};
+use super::http_guard;
 use super::http_sessions::SessionTable;
-use super::session::Session;
 use super::{HttpAccess, PeerAddr};
 use crate::gateway::Gateway;
 
@@ -29,55 +28,33 @@ pub async fn serve(
     shutdown: CancellationToken,
     ready: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
-    let mut config =
-        StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
-    if access.allow_any {
-        config = config.disable_allowed_hosts().disable_allowed_origins();
-    } else {
-        let mut hosts = vec![
-            "localhost".to_owned(),
-            "127.0.0.1".to_owned(),
-            "::1".to_owned(),
-        ];
-        hosts.extend(access.allowed_hosts.iter().cloned());
-        let origins: Vec<String> = hosts
-            .iter()
-            .flat_map(|host| {
-                let host = origin_host(host);
-                [format!("http://{host}:*"), format!("https://{host}:*")]
-            })
-            .collect();
-        config = config
-            .with_allowed_hosts(hosts)
-            .with_allowed_origins(origins);
-    }
     let sessions = Arc::new(SessionTable::new(limits.session_idle));
-    let service = StreamableHttpService::new(
-        {
-            let gateway = gateway.clone();
-            move || Ok(Session::new(gateway.clone()))
-        },
-        sessions.clone(),
-        config,
-    );
     tokio::spawn(sessions.clone().close_idle(shutdown.child_token()));
     let stateless = Front::new(gateway.clone(), gateway.hub().new_session_id(), false);
     {
-        let (stateless, shutdown) = (stateless.clone(), shutdown.clone());
+        let (stateless, sessions, shutdown) =
+            (stateless.clone(), sessions.clone(), shutdown.clone());
         tokio::spawn(async move {
             shutdown.cancelled().await;
             stateless.end();
+            // Their GET streams end, so their connections can close.
+            sessions.close_all();
         });
     }
-    let guard = Arc::new(Guard {
-        stateless,
+    let endpoint = Arc::new(Endpoint {
+        gateway: gateway.clone(),
         limits,
         sessions: sessions.clone(),
         hosts: AllowedHosts::new(&access.allowed_hosts, access.allow_any),
+        stateless,
     });
-    let mut router = axum::Router::new().nest_service("/mcp", service).layer(
-        axum::middleware::from_fn_with_state(guard, http_guard::guard),
-    );
+    let mut router = axum::Router::new()
+        .route("/mcp", axum::routing::any(http_endpoint::handle))
+        .with_state(endpoint.clone())
+        .layer(axum::middleware::from_fn_with_state(
+            endpoint,
+            http_guard::guard,
+        ));
     // Outermost: a request without a valid token is refused before its
     // body is read.
     if let Some(auth) = access.auth {
@@ -153,18 +130,5 @@ fn raise_open_files_limit() {
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(n) => tracing::debug!("open files limit: {n}"),
         Err(e) => tracing::debug!("cannot raise the open files limit: {e}"),
-    }
-}
-
-/// The host part of an allowed `host` or `host:port`, as it appears in an
-/// `Origin` header (IPv6 addresses in brackets).
-fn origin_host(host: &str) -> String {
-    if let Some(rest) = host.strip_prefix('[') {
-        return format!("[{}]", rest.split(']').next().unwrap_or_default());
-    }
-    match host.matches(':').count() {
-        0 => host.to_owned(),
-        1 => host.split(':').next().unwrap_or_default().to_owned(),
-        _ => format!("[{host}]"),
     }
 }

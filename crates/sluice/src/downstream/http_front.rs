@@ -1,18 +1,19 @@
-//! The HTTP requests that sluice answers itself, before rmcp's Streamable
-//! HTTP server sees them: those [`super::front`] answers on stdio (tools,
-//! prompts, resources, completions), of a 2025-11-25 session or standing
-//! alone (2026-07-28).
+//! The fast path of the Streamable HTTP endpoint: the requests of a
+//! session or standing alone (2026-07-28) that [`super::front`] answers
+//! (tools, prompts, resources, completions, `tasks/get`), taken when they
+//! are plainly well formed, before [`super::http_endpoint`] checks every
+//! rule a request may break.
 //!
 //! A POST is taken only when it is plainly well formed: it comes from an
 //! allowed host and origin, accepts both JSON and SSE and sends JSON; in a
-//! session, it names an open, initialized one, no other protocol version
-//! than the session's and no SEP-2243 header; standing alone, its headers
-//! name version 2026-07-28 and say what its body says (`Mcp-Method`, and
-//! `Mcp-Name` for a call, a prompt, a read or a `tasks/get`; no `Mcp-Param-*`), and its
-//! `_meta` carries what that version requires. Anything else goes on to
-//! rmcp's server, which answers it (or refuses it) as before: the checks
-//! here only decide what sluice may answer, never how a bad request is
-//! refused.
+//! session, it names an open one, no other protocol version than the
+//! session's and no SEP-2243 header; standing alone, its headers name
+//! version 2026-07-28 and say what its body says (`Mcp-Method`, and
+//! `Mcp-Name` for a call, a prompt, a read or a `tasks/get`; no
+//! `Mcp-Param-*`), and its `_meta` carries what that version requires.
+//! Anything else goes on to the endpoint, which answers it (or refuses it):
+//! the checks here only decide what may skip the endpoint's, never how a
+//! bad request is refused.
 //!
 //! A list is answered with a JSON body; anything else with an SSE stream,
 //! its notifications (progress, logs) before its answer. A client that goes
@@ -64,6 +65,55 @@ impl AllowedHosts {
         }
     }
 
+    /// The refusal of a request whose Host or Origin is not allowed (a
+    /// DNS rebinding attack, a page of another site): 400 without a Host
+    /// that reads, 403 for one not allowed.
+    pub fn refusal(&self, headers: &HeaderMap) -> Option<axum::response::Response> {
+        use axum::response::IntoResponse as _;
+        self.0.as_ref()?;
+        let refuse = |status: StatusCode, why: &str| Some((status, why.to_owned()).into_response());
+        let Some(host) = headers.get(header::HOST) else {
+            return refuse(StatusCode::BAD_REQUEST, "Bad Request: missing Host header");
+        };
+        let Ok(host) = host.to_str() else {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: Invalid Host header encoding",
+            );
+        };
+        if !self.allows(host) {
+            tracing::warn!(
+                host,
+                "refused a request whose Host is not allowed (a DNS rebinding attempt?): `--allow-host` adds hosts"
+            );
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "Forbidden: Host header is not allowed",
+            );
+        }
+        let origin = headers.get(header::ORIGIN)?;
+        let Some(rest) = origin
+            .to_str()
+            .ok()
+            .and_then(|o| o.split_once("://"))
+            .filter(|(scheme, rest)| matches!(*scheme, "http" | "https") && !rest.contains('/'))
+            .map(|(_, rest)| rest)
+        else {
+            return refuse(StatusCode::FORBIDDEN, "Forbidden: Invalid Origin header");
+        };
+        if !self.allows(rest) {
+            tracing::warn!(
+                origin = rest,
+                "refused a request from a page whose Origin is not allowed: `--allow-host` adds hosts"
+            );
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "Forbidden: Origin header is not allowed",
+            );
+        }
+        None
+    }
+
     /// Whether the request's Host and Origin are plainly allowed.
     fn plainly_allowed(&self, headers: &HeaderMap) -> bool {
         if self.0.is_none() {
@@ -100,7 +150,7 @@ fn host_part(host: &str) -> &str {
 }
 
 /// Answers the POST `headers` + `body` if sluice takes it (see the
-/// module's documentation); `None` leaves it to rmcp.
+/// module's documentation); `None` leaves it to the endpoint.
 pub async fn answer(
     sessions: &SessionTable,
     hosts: &AllowedHosts,
@@ -129,11 +179,7 @@ pub async fn answer(
         );
     }
     if message.kind() == Kind::Notification {
-        // Seen here too, so that a call answered here can be cancelled;
-        // rmcp still gets it (and ignores an id it does not know).
-        if message.method() == Some("notifications/cancelled") {
-            front.cancelled(&message);
-        }
+        // The endpoint's (`http_endpoint`).
         return None;
     }
     let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
@@ -176,6 +222,15 @@ async fn answer_stateless(
     if !plain_stateless_headers(headers, method, name.as_deref()) {
         return None;
     }
+    // A call whose arguments must also travel as `Mcp-Param-*` headers
+    // has them checked by the endpoint.
+    if method == "tools/call"
+        && name
+            .as_deref()
+            .is_some_and(|name| front.gateway().tool_has_param_headers(name))
+    {
+        return None;
+    }
     let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
     let taken = front.take(&message, Some(parts), stream)?;
     if answered_as == AnsweredAs::Json {
@@ -184,12 +239,12 @@ async fn answer_stateless(
     Some(stateless_answer(front, taken, notices).await)
 }
 
-/// The answer to a 2026-07-28 request standing alone, as rmcp's server
-/// shapes it: the first message decides. An error that is the request's
+/// The answer to a 2026-07-28 request standing alone, as the spec (and
+/// rmcp's server before) shapes it: the first message decides. An error that is the request's
 /// fault at the protocol level is a JSON body with its HTTP status (400 for
 /// a missing capability, an unsupported version or a header mismatch, 404
 /// for an unknown method); anything else an SSE stream, that message first.
-async fn stateless_answer(
+pub(super) async fn stateless_answer(
     front: &Front,
     taken: Taken,
     notices: tokio::sync::mpsc::Receiver<Bytes>,
@@ -245,137 +300,6 @@ fn error_status(message: &[u8]) -> Option<StatusCode> {
     }
 }
 
-/// The front of the session a GET names, when sluice's own layer writes to
-/// the session's GET stream too: the GET is plainly well formed (allowed
-/// Host and Origin, accepts SSE, names no other protocol version than the
-/// session's) and is not a resumption (`Last-Event-ID`: rmcp replays its
-/// own events, which are all such a stream may ask again).
-pub fn standalone_front(
-    sessions: &SessionTable,
-    hosts: &AllowedHosts,
-    headers: &HeaderMap,
-) -> Option<Arc<Front>> {
-    let session = headers.get("mcp-session-id")?.to_str().ok()?;
-    let front = sessions.touch(session)?;
-    let version_ok = version_matches(headers, front.protocol_version().as_deref());
-    let accept = accept_list(headers);
-    let plain = version_ok
-        && accepts(&accept, "text/event-stream")
-        && !headers.contains_key("last-event-id")
-        && hosts.plainly_allowed(headers);
-    plain.then_some(front)
-}
-
-/// rmcp's answer to a session's GET, with what sluice's own layer sends
-/// the session on it merged in (log messages as the upstream sent them,
-/// the session's other notifications, server→client requests of no call):
-/// rmcp's bytes pass unchanged, sluice's events go between two of its
-/// events, and a keep-alive comment after 15 s of quiet. Any other answer
-/// (an error, a stream rmcp refused) is given back as it is.
-pub fn merged_standalone(front: &Front, response: Response) -> Response {
-    let streams = response.status() == StatusCode::OK
-        && response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-    if !streams {
-        return response;
-    }
-    let Some(ours) = front.open_standalone() else {
-        return response;
-    };
-    let (parts, body) = response.into_parts();
-    Response::from_parts(
-        parts,
-        Body::from_stream(merged_events(body.into_data_stream(), ours, {
-            let gateway = front.gateway().clone();
-            move || gateway.deadline(KEEP_ALIVE)
-        })),
-    )
-}
-
-/// rmcp's SSE bytes (`theirs`) with `ours` (messages) as events between
-/// theirs; see [`merged_standalone`]. Ends when rmcp's stream ends.
-fn merged_events<Q, S>(
-    theirs: S,
-    ours: tokio::sync::mpsc::Receiver<Bytes>,
-    quiet: impl FnMut() -> Q + Send + 'static,
-) -> impl futures::Stream<Item = Result<Bytes, axum::Error>> + Send + 'static
-where
-    S: futures::Stream<Item = Result<Bytes, axum::Error>> + Send + Unpin + 'static,
-    Q: Future<Output = ()> + Send + 'static,
-{
-    use futures::StreamExt as _;
-    struct Merge<S, Q, F> {
-        theirs: S,
-        ours: Option<tokio::sync::mpsc::Receiver<Bytes>>,
-        /// Our events, waiting for rmcp's stream to be between events.
-        held: std::collections::VecDeque<Bytes>,
-        /// The last bytes sent (at most 4): where rmcp's stream is.
-        tail: Vec<u8>,
-        quiet: Quiet<Q, F>,
-    }
-    impl<S, Q, F> Merge<S, Q, F> {
-        fn between_events(&self) -> bool {
-            let t = self.tail.as_slice();
-            t.is_empty()
-                || t.ends_with(b"\n\n")
-                || t.ends_with(b"\r\r")
-                || t.ends_with(b"\r\n\r\n")
-                || t.ends_with(b"\n\r\n")
-        }
-        fn sent(&mut self, chunk: &[u8]) {
-            self.tail
-                .extend_from_slice(&chunk[chunk.len().saturating_sub(4)..]);
-            let cut = self.tail.len().saturating_sub(4);
-            self.tail.drain(..cut);
-        }
-    }
-    let merge = Merge {
-        theirs,
-        ours: Some(ours),
-        held: std::collections::VecDeque::new(),
-        tail: Vec::new(),
-        quiet: Quiet::new(quiet),
-    };
-    futures::stream::unfold(merge, |mut merge| async move {
-        loop {
-            if merge.between_events()
-                && let Some(event) = merge.held.pop_front()
-            {
-                merge.quiet.reset();
-                return Some((Ok(event), merge));
-            }
-            let room = merge.held.len() < super::lines::NOTICES;
-            tokio::select! {
-                biased;
-                chunk = merge.theirs.next() => {
-                    let chunk = match chunk {
-                        Some(Ok(chunk)) => chunk,
-                        // rmcp's stream ended (the session closed) or failed.
-                        Some(Err(_)) | None => return None,
-                    };
-                    merge.sent(&chunk);
-                    merge.quiet.reset();
-                    return Some((Ok(chunk), merge));
-                }
-                message = async { merge.ours.as_mut()?.recv().await }, if merge.ours.is_some() && room => {
-                    match message {
-                        Some(message) => merge.held.push_back(sse_event(&message)),
-                        None => merge.ours = None,
-                    }
-                }
-                () = merge.quiet.elapsed() => {
-                    if merge.between_events() {
-                        return Some((Ok(Bytes::from_static(KEEP_ALIVE_COMMENT)), merge));
-                    }
-                }
-            }
-        }
-    })
-}
-
 /// One message as an SSE event.
 fn sse_event(message: &[u8]) -> Bytes {
     let mut event = Vec::with_capacity(message.len() + 16);
@@ -384,7 +308,7 @@ fn sse_event(message: &[u8]) -> Bytes {
 }
 
 /// A response that streams `body`, SSE events.
-fn sse_response(body: Body) -> Response {
+pub(super) fn sse_response(body: Body) -> Response {
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
@@ -433,7 +357,7 @@ fn task_id(message: &Message) -> Option<String> {
 }
 
 /// The request's Accept headers, as one list.
-fn accept_list(headers: &HeaderMap) -> String {
+pub(super) fn accept_list(headers: &HeaderMap) -> String {
     headers
         .get_all(header::ACCEPT)
         .iter()
@@ -445,12 +369,18 @@ fn accept_list(headers: &HeaderMap) -> String {
 /// Whether the request sends JSON and accepts both JSON and SSE.
 fn media_types_plain(headers: &HeaderMap) -> bool {
     let accept = accept_list(headers);
-    let json = headers
+    sends_json(headers)
+        && accepts(&accept, "application/json")
+        && accepts(&accept, "text/event-stream")
+}
+
+/// Whether the request's body is JSON, as its Content-Type says.
+pub(super) fn sends_json(headers: &HeaderMap) -> bool {
+    headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    json && accepts(&accept, "application/json") && accepts(&accept, "text/event-stream")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// Whether the headers are those of a plain request of a session that
@@ -474,7 +404,7 @@ fn version_matches(headers: &HeaderMap, version: Option<&str>) -> bool {
 }
 
 /// Whether the Accept list `accept` names `media` without `q=0`.
-fn accepts(accept: &str, media: &str) -> bool {
+pub(super) fn accepts(accept: &str, media: &str) -> bool {
     accept.split(',').any(|range| {
         let mut params = range.split(';');
         let named = params
@@ -490,10 +420,12 @@ fn accepts(accept: &str, media: &str) -> bool {
     })
 }
 
-/// The answer as a JSON body (a request about which no notification is
-/// sent).
-async fn json_answer(taken: Taken) -> Response {
-    let (_stream, notices) = tokio::sync::mpsc::channel(1);
+/// The answer of a request about which no notification is sent (its
+/// notifications, if any, dropped): `None` if it was cancelled.
+pub(super) async fn answer_of(
+    taken: Taken,
+    notices: tokio::sync::mpsc::Receiver<Bytes>,
+) -> Option<Bytes> {
     let mut answer = None;
     taken
         .drive(notices, |bytes| {
@@ -501,7 +433,14 @@ async fn json_answer(taken: Taken) -> Response {
             async { true }
         })
         .await;
-    match answer {
+    answer
+}
+
+/// The answer as a JSON body (a request about which no notification is
+/// sent).
+async fn json_answer(taken: Taken) -> Response {
+    let (_stream, notices) = tokio::sync::mpsc::channel(1);
+    match answer_of(taken, notices).await {
         Some(bytes) => Response::builder()
             .status(StatusCode::OK)
             .header(header::CONTENT_TYPE, "application/json")
@@ -517,7 +456,7 @@ async fn json_answer(taken: Taken) -> Response {
 /// The answer as an SSE stream: the notifications about the request, then
 /// its answer. The call runs in a task of its own; the client going away
 /// (the body dropped) cancels it.
-fn sse_answer(
+pub(super) fn sse_answer(
     front: &Front,
     taken: Taken,
     notices: tokio::sync::mpsc::Receiver<Bytes>,
@@ -535,14 +474,14 @@ fn sse_answer(
 
 /// How often a quiet SSE stream gets a comment, so that proxies between
 /// the client and sluice do not close it as idle (a call may wait minutes:
-/// `_timeout_s`, `sluice_result`'s `wait_s`), as rmcp's server did.
-const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+/// `_timeout_s`, `sluice_result`'s `wait_s`).
+pub(super) const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// `messages` as SSE events, with a comment after every [`KEEP_ALIVE`]
 /// without one (`quiet()` gives the wait: the gateway's shared deadlines,
 /// not a timer of each stream's, see [`crate::deadlines`]); the stream ends
 /// with `messages`.
-fn sse_events<Q>(
+pub(super) fn sse_events<Q>(
     messages: impl futures::Stream<Item = Bytes> + Send + Unpin + 'static,
     quiet: impl FnMut() -> Q + Send + 'static,
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static
@@ -619,7 +558,7 @@ mod tests {
     ];
 
     #[test]
-    fn a_plain_request_is_taken_and_anything_unusual_is_left_to_rmcp() {
+    fn a_plain_request_is_taken_and_anything_unusual_is_left_to_the_endpoint() {
         let hosts = AllowedHosts::new(&[], false);
         let plain = headers(&PLAIN);
         assert!(plain_headers(&plain, Some("2025-11-25")));
@@ -640,7 +579,7 @@ mod tests {
             &with(("mcp-protocol-version", "2025-06-18")),
             Some("2025-11-25")
         ));
-        // SEP-2243 headers are rmcp's to check.
+        // SEP-2243 headers are the endpoint's to check.
         assert!(!plain_headers(
             &with(("mcp-method", "tools/call")),
             Some("2025-11-25")
@@ -718,7 +657,7 @@ mod tests {
             "tools/call",
             Some("echo")
         ));
-        // Two Mcp-Method values, even equal ones: rmcp refuses them.
+        // Two Mcp-Method values, even equal ones: the endpoint refuses them.
         let mut twice = with(&[], &[]);
         twice.append("mcp-method", "tools/call".parse().unwrap());
         assert!(!plain_stateless_headers(&twice, "tools/call", Some("echo")));
@@ -760,50 +699,5 @@ mod tests {
                 "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n",
             ]
         );
-    }
-
-    /// rmcp's bytes pass as they come; sluice's message waits for the end of
-    /// the event rmcp is in the middle of; a quiet merged stream gets a
-    /// keep-alive comment, and it ends with rmcp's.
-    #[tokio::test(start_paused = true)]
-    async fn a_merged_get_stream_puts_sluices_events_between_rmcps() {
-        use futures::StreamExt as _;
-        let (mut theirs_tx, theirs) =
-            futures::channel::mpsc::channel::<Result<Bytes, axum::Error>>(8);
-        let (ours_tx, ours) = tokio::sync::mpsc::channel(8);
-        let mut merged = Box::pin(merged_events(theirs, ours, || {
-            tokio::time::sleep(KEEP_ALIVE)
-        }));
-        async fn next(
-            merged: &mut (impl futures::Stream<Item = Result<Bytes, axum::Error>> + Unpin),
-        ) -> String {
-            use futures::StreamExt as _;
-            let item = merged.next().await.unwrap().unwrap();
-            String::from_utf8(item.to_vec()).unwrap()
-        }
-        // Half an event of rmcp's, then one of sluice's messages.
-        theirs_tx
-            .send(Ok(Bytes::from_static(b"id: 7\ndata: {\"a\":")))
-            .await
-            .unwrap();
-        assert_eq!(next(&mut merged).await, "id: 7\ndata: {\"a\":");
-        ours_tx
-            .send(Bytes::from_static(br#"{"x":1.50}"#))
-            .await
-            .unwrap();
-        theirs_tx
-            .send(Ok(Bytes::from_static(b"1}\n\n")))
-            .await
-            .unwrap();
-        assert_eq!(next(&mut merged).await, "1}\n\n");
-        assert_eq!(
-            next(&mut merged).await,
-            "event: message\ndata: {\"x\":1.50}\n\n"
-        );
-        // Quiet: a keep-alive comment.
-        assert_eq!(next(&mut merged).await, ": keep-alive\n\n");
-        // rmcp's stream ends (the session closed): so does the merged one.
-        drop(theirs_tx);
-        assert!(merged.next().await.is_none());
     }
 }

@@ -1,11 +1,11 @@
-//! What every request to `/mcp` passes before rmcp sees it: its body read
-//! whole under `[http] max_body_mb` and a time limit, a new session
-//! refused while `[http] max_sessions` are open, its session marked as used,
-//! and the requests sluice answers itself taken ([`http_front`]).
+//! What every POST to `/mcp` passes before the endpoint
+//! ([`crate::downstream::http_endpoint`]) sees it: its body read whole
+//! under `[http] max_body_mb` and a time limit, a new session refused while
+//! `[http] max_sessions` are open (503), and the plainly well-formed
+//! requests the front answers taken on the fast path ([`http_front`]).
 //!
-//! rmcp reads a POST body whole anyway; reading it here first bounds what a
-//! client can make sluice hold, and lets the refusals be the statuses and
-//! JSON-RPC errors the issue fixes (413, 503) instead of rmcp's generic ones.
+//! Reading the body here first bounds what a client can make sluice hold
+//! (413, 408), whatever the request turns out to be.
 
 use std::sync::Arc;
 
@@ -17,57 +17,18 @@ use http::StatusCode;
 use http_body_util::{BodyExt as _, Limited};
 use serde::Deserialize;
 use sluice_core::format::group;
-use sluice_core::http::HttpLimits;
 
-use crate::downstream::http_front::{self, AllowedHosts};
-use crate::downstream::http_sessions::SessionTable;
-
-/// The state of [`guard`].
-pub struct Guard {
-    /// The limits.
-    pub limits: HttpLimits,
-    /// The open sessions.
-    pub sessions: Arc<SessionTable>,
-    /// Which hosts requests that sluice answers itself may name.
-    pub hosts: AllowedHosts,
-    /// Answers the 2026-07-28 requests that stand alone and that sluice
-    /// answers itself.
-    pub stateless: Arc<crate::downstream::front::Front>,
-}
+use crate::downstream::http_endpoint::Endpoint;
+use crate::downstream::http_front;
 
 /// The JSON-RPC error code of a refusal that is the server's state, not the
 /// request's fault.
 const SERVER_BUSY: i64 = -32000;
 
 /// The middleware: see the module's documentation.
-pub async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+pub async fn guard(State(guard): State<Arc<Endpoint>>, request: Request, next: Next) -> Response {
     if request.method() != http::Method::POST {
-        let session = request
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let Some(session) = session else {
-            return next.run(request).await;
-        };
-        let deleting = request.method() == http::Method::DELETE;
-        if request.method() == http::Method::GET
-            && let Some(front) =
-                http_front::standalone_front(&guard.sessions, &guard.hosts, request.headers())
-        {
-            // The session's GET stream: rmcp's, with sluice's own messages
-            // to the session merged in.
-            let response = next.run(request).await;
-            return http_front::merged_standalone(&front, response);
-        }
-        guard.sessions.touch(&session);
-        let response = next.run(request).await;
-        if deleting && response.status().is_success() {
-            // Its front answers nothing more, though rmcp's worker may
-            // take a moment to end.
-            guard.sessions.forget(&session);
-        }
-        return response;
+        return next.run(request).await;
     }
     let max = guard.limits.max_body_bytes;
     let declared = request

@@ -274,7 +274,7 @@ where
                     continue;
                 } else if let Some(front) = &self.front
                     && let (stream, notices) = tokio::sync::mpsc::channel(NOTICES)
-                    && let Some(taken) = front.take_any(&message, stream)
+                    && let Some(taken) = front.take_any(&message, None, stream)
                 {
                     let writer = self.writer.clone();
                     let answering = taken.drive(notices, move |line| {

@@ -1,9 +1,9 @@
 //! The client side of sluice (downstream): serving clients over stdio
-//! ([`stdio`], framed by [`lines`]) or Streamable HTTP ([`http`], guarded
-//! by [`auth`], [`http_guard`] and [`http_sessions`]); the requests sluice
-//! answers itself rather than rmcp's server are taken by [`front`] (stdio)
-//! and [`http_front`]; each client session
-//! is a [`session::Session`], which hands every request to the gateway.
+//! ([`stdio`], framed by [`lines`]) or Streamable HTTP ([`http`], answered
+//! by [`http_endpoint`], guarded by [`auth`] and [`http_guard`], sessions
+//! in [`http_sessions`]). Every request is answered by a [`front`] (one per
+//! connection or session, and one for the 2026-07-28 requests that stand
+//! alone), which hands it to the gateway; rmcp's server is not involved.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,8 +12,10 @@ pub mod answer;
 pub mod auth;
 pub mod front;
 pub mod http;
+pub mod http_endpoint;
 pub mod http_front;
 pub mod http_guard;
+pub mod http_headers;
 pub mod http_sessions;
 pub mod lines;
 pub mod link;

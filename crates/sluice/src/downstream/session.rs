@@ -1,22 +1,11 @@
-//! One downstream client session: the MCP server face of sluice.
-//!
-//! A `Session` is made per client connection (stdio: one; Streamable HTTP:
-//! one per session, or one per request for 2026-07-28 stateless clients)
-//! and delegates everything to the shared [`Gateway`].
+//! What every client session shares, whichever transport it came over: who
+//! asks each request ([`caller_of`]), and a session opened by `initialize`
+//! ([`open`]), whose events (list changes, log messages) are forwarded to
+//! it.
 
 use std::sync::Arc;
 
-use rmcp::ServerHandler;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
-    CompleteResult, DiscoverResult, ErrorData, GetPromptRequestParams, GetPromptResponse,
-    GetTaskParams, GetTaskResult, InitializeRequestParams, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, ServerNotification,
-    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
-    UpdateTaskParams,
-};
-use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
+use rmcp::model::{InitializeRequestParams, ServerNotification};
 
 use sluice_core::store::Owner;
 
@@ -26,55 +15,6 @@ use crate::downstream::auth::Principal;
 use crate::era::Era;
 use crate::gateway::Gateway;
 use crate::hub::{Event, FirstClient, SessionEntry, SessionId};
-
-/// The handler of one client session of Streamable HTTP (a connection's
-/// messages are all answered by its front: `downstream::stdio`).
-pub struct Session {
-    gateway: Arc<Gateway>,
-    id: SessionId,
-    /// Stops this session's background tasks when it ends.
-    closed: tokio_util::sync::CancellationToken,
-}
-
-impl Session {
-    /// Its id in the Hub.
-    pub fn id(&self) -> SessionId {
-        self.id
-    }
-
-    /// A session in front of `gateway`, made per Streamable HTTP session
-    /// (or per request, for 2026-07-28 stateless clients).
-    pub fn new(gateway: Arc<Gateway>) -> Self {
-        let id = gateway.hub().new_session_id();
-        Self {
-            gateway,
-            id,
-            closed: Default::default(),
-        }
-    }
-
-    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
-        let http = ctx.extensions.get::<http::request::Parts>();
-        self.caller_of(&Asking {
-            meta: &ctx.meta,
-            peer: Some(&ctx.peer),
-            request: ctx.id.clone(),
-            ct: ctx.ct.clone(),
-            era: Era::of(ctx.protocol_version().as_ref()),
-            capabilities: ctx.client_capabilities(),
-            client: ctx.client_info().map(|info| info.name),
-            principal: http.and_then(|parts| parts.extensions.get::<Principal>()),
-            address: http.and_then(|p| p.extensions.get::<PeerAddr>()),
-            sent_request: None,
-            stream: None,
-            link: None,
-        })
-    }
-
-    fn caller_of(&self, asking: &Asking<'_>) -> Caller {
-        caller_of(&self.gateway, self.id, false, asking)
-    }
-}
 
 /// The [`Caller`] of one request of session `id` (`connection`: the whole
 /// connection is the session, as stdio's is), whichever layer read it
@@ -116,7 +56,6 @@ pub(crate) fn caller_of(
         quota,
         client: asking.client.clone(),
         session,
-        peer: asking.peer.cloned(),
         request: asking.request.clone(),
         meta: asking.meta.clone(),
         ct: asking.ct.clone(),
@@ -136,10 +75,6 @@ pub(crate) fn caller_of(
 pub(crate) struct Asking<'a> {
     /// The request's `_meta`.
     pub meta: &'a rmcp::model::RequestMetaObject,
-    /// Where to reach the client (none for a 2026-07-28 request over HTTP
-    /// that sluice's own layer answers: its notifications go on
-    /// [`Self::stream`]).
-    pub peer: Option<&'a Peer<RoleServer>>,
     /// The request's id.
     pub request: rmcp::model::RequestId,
     /// Fires when the client cancels it or leaves.
@@ -159,27 +94,18 @@ pub(crate) struct Asking<'a> {
     /// Where notifications about the request go, when sluice's own layer
     /// answers it (see [`Caller::stream`]).
     pub stream: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
-    /// Where sluice's own layer asks the client (when no `peer` does).
+    /// Where sluice's own layer asks the client.
     pub link: Option<Arc<crate::downstream::link::ClientLink>>,
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        self.gateway.hub().remove_session(self.id);
-        self.closed.cancel();
-    }
 }
 
 /// Opens session `id` of a client that sent `request` (`initialize`):
 /// starts the upstreams for the first client (and waits for them, within
 /// bounds), registers the session in the Hub, and forwards the gateway's
-/// events to it (through rmcp's `peer`, or sluice's own `link`) until
-/// `closed` fires.
+/// events to it (through its `link`) until `closed` fires.
 pub(crate) async fn open(
     gateway: &Arc<Gateway>,
     id: SessionId,
     request: &InitializeRequestParams,
-    peer: Option<Peer<RoleServer>>,
     link: Option<Arc<crate::downstream::link::ClientLink>>,
     closed: tokio_util::sync::CancellationToken,
 ) {
@@ -199,7 +125,6 @@ pub(crate) async fn open(
     gateway.hub().add_session(
         id,
         SessionEntry {
-            peer: peer.clone(),
             capabilities: request.capabilities.clone(),
             subscriptions: Default::default(),
             log_level: None,
@@ -214,17 +139,16 @@ pub(crate) async fn open(
     // A second `initialize` on a session renews its entry; its events
     // already flow.
     if !again {
-        tokio::spawn(forward_events(gateway.clone(), id, peer, closed));
+        tokio::spawn(forward_events(gateway.clone(), id, closed));
     }
 }
 
 /// Forwards the gateway's events to a legacy (initialize) session until it
-/// closes: through sluice's own layer where it writes to the client, else
-/// through rmcp's `peer`.
+/// closes, through its link: a stdio connection, or an HTTP session's GET
+/// stream while one is open (they are dropped while none is).
 async fn forward_events(
     gateway: Arc<Gateway>,
     id: SessionId,
-    peer: Option<Peer<RoleServer>>,
     closed: tokio_util::sync::CancellationToken,
 ) {
     use tokio::sync::broadcast::error::RecvError;
@@ -250,7 +174,7 @@ async fn forward_events(
             }
             Err(RecvError::Closed) => return,
         };
-        if peer.as_ref().is_some_and(Peer::is_transport_closed) || !gateway.hub().has_session(id) {
+        if !gateway.hub().has_session(id) {
             return;
         }
         let notification = match event {
@@ -295,347 +219,14 @@ async fn forward_events(
             }
         };
         // In order with the log messages sluice's layer writes.
-        if let Some(out) = link_sender() {
-            let message = rmcp::model::ServerJsonRpcMessage::notification(notification);
-            let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
-            if out.send(bytes::Bytes::from(bytes)).await.is_err() {
-                tracing::debug!(session = id, "notification not delivered: stream closed");
-            }
-            continue;
-        }
-        let Some(peer) = &peer else {
+        let Some(out) = link_sender() else {
             tracing::debug!(session = id, "notification not delivered: no stream open");
             continue;
         };
-        if let Err(e) = peer.send_notification(notification).await {
-            tracing::debug!(session = id, "notification not delivered: {e}");
-            if peer.is_transport_closed() {
-                return;
-            }
-        }
-    }
-}
-
-impl ServerHandler for Session {
-    fn get_info(&self) -> ServerConfig {
-        self.gateway.info()
-    }
-
-    async fn discover(
-        &self,
-        context: RequestContext<RoleServer>,
-    ) -> Result<DiscoverResult, ErrorData> {
-        self.gateway
-            .begin_and_wait(&FirstClient {
-                capabilities: context.client_capabilities().unwrap_or_default(),
-                initialize_version: None,
-            })
-            .await;
-        Ok(DiscoverResult::from_server_info(
-            self.supported_protocol_versions().into_owned(),
-            self.gateway.info(),
-        ))
-    }
-
-    async fn initialize(
-        &self,
-        request: InitializeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<InitializeResult, ErrorData> {
-        context.peer.set_peer_info(request.clone());
-        let registration = context
-            .extensions
-            .get::<crate::downstream::http_sessions::Registration>();
-        // An HTTP session relays server→client requests on the stream of
-        // the call that caused them.
-        let link =
-            registration.map(|_| Arc::new(crate::downstream::link::ClientLink::per_stream()));
-        open(
-            &self.gateway,
-            self.id,
-            &request,
-            Some(context.peer.clone()),
-            link.clone(),
-            self.closed.clone(),
-        )
-        .await;
-        // An HTTP session: sluice answers the requests its front takes.
-        if let Some(registration) = registration {
-            let front = crate::downstream::front::Front::new(self.gateway.clone(), self.id, false);
-            front.attach(context.peer.clone());
-            if let Some(link) = link {
-                front.set_link(link);
-            }
-            registration.register(front);
-        }
-        crate::downstream::front::negotiated(&request, self.gateway.info())
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        self.gateway
-            .list_tools()
-            .await
-            .map(ListToolsResult::with_all_items)
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        self.gateway
-            .call_tool(request, &self.caller(&context))
-            .await
-    }
-
-    async fn get_task(
-        &self,
-        request: GetTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<GetTaskResult, ErrorData> {
-        self.gateway
-            .get_task(&request.task_id, &self.caller(&context))
-    }
-
-    async fn update_task(
-        &self,
-        request: UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        // An operation never waits for input: one that would is answered
-        // as a failure instead.
-        Err(ErrorData::invalid_params(
-            format!(
-                "task {} takes no input: sluice's tasks never ask for any",
-                request.task_id
-            ),
-            None,
-        ))
-    }
-
-    async fn cancel_task(
-        &self,
-        request: CancelTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.gateway
-            .cancel_task(&request.task_id, &self.caller(&context))
-    }
-
-    async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListPromptsResult, ErrorData> {
-        self.gateway
-            .list_prompts()
-            .await
-            .map(ListPromptsResult::with_all_items)
-    }
-
-    async fn get_prompt(
-        &self,
-        request: GetPromptRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<GetPromptResponse, ErrorData> {
-        self.gateway
-            .get_prompt(request, &self.caller(&context))
-            .await
-            .map(|relayed| relayed.response)
-    }
-
-    async fn list_resources(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, ErrorData> {
-        self.gateway
-            .list_resources()
-            .await
-            .map(ListResourcesResult::with_all_items)
-    }
-
-    async fn list_resource_templates(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.gateway
-            .list_resource_templates()
-            .await
-            .map(ListResourceTemplatesResult::with_all_items)
-    }
-
-    async fn read_resource(
-        &self,
-        request: ReadResourceRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, ErrorData> {
-        self.gateway
-            .read_resource(request, &self.caller(&context))
-            .await
-            .map(|relayed| relayed.response)
-    }
-
-    async fn subscribe(
-        &self,
-        request: SubscribeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.gateway
-            .subscribe(request.uri, true, &self.caller(&context))
-            .await
-    }
-
-    async fn unsubscribe(
-        &self,
-        request: UnsubscribeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.gateway
-            .subscribe(request.uri, false, &self.caller(&context))
-            .await
-    }
-
-    async fn complete(
-        &self,
-        request: CompleteRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CompleteResult, ErrorData> {
-        self.gateway
-            .complete(request, &self.caller(&context))
-            .await
-            .map(|relayed| relayed.response)
-    }
-
-    async fn set_level(
-        &self,
-        request: SetLevelRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.gateway
-            .set_level(request, &self.caller(&context))
-            .await
-    }
-
-    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
-        for upstream in self.gateway.upstreams() {
-            if let Some(conn) = upstream.current().await {
-                conn.notify_roots_list_changed().await;
-            }
-        }
-    }
-
-    async fn on_custom_request(
-        &self,
-        request: rmcp::model::CustomRequest,
-        context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::CustomResult, ErrorData> {
-        // Methods 2026-07-28 removed are not found in that era, whatever
-        // their params (rmcp only routes here those it could not parse; the
-        // HTTP layer answers -32601 with 404, as SEP-2575 asks).
-        const REMOVED_IN_2026: &[&str] = &[
-            "initialize",
-            "logging/setLevel",
-            "resources/subscribe",
-            "resources/unsubscribe",
-        ];
-        if Era::of(context.protocol_version().as_ref()) == Era::Stateless
-            && REMOVED_IN_2026.contains(&request.method.as_str())
-        {
-            return Err(ErrorData::new(
-                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-                format!(
-                    "method not found: {} was removed in protocol 2026-07-28",
-                    request.method
-                ),
-                None,
-            ));
-        }
-        // rmcp hands a standard method whose params do not parse to this
-        // catch-all: say what is wrong with them instead of "not found".
-        const STANDARD: &[&str] = &[
-            "initialize",
-            "ping",
-            "tools/list",
-            "tools/call",
-            "prompts/list",
-            "prompts/get",
-            "resources/list",
-            "resources/templates/list",
-            "resources/read",
-            "resources/subscribe",
-            "resources/unsubscribe",
-            "completion/complete",
-            "logging/setLevel",
-            "server/discover",
-        ];
-        if STANDARD.contains(&request.method.as_str()) {
-            let params = request.params.clone().unwrap_or_default();
-            let why = match request.method.as_str() {
-                "tools/call" => serde_json::from_value::<CallToolRequestParams>(params).err(),
-                "prompts/get" => serde_json::from_value::<GetPromptRequestParams>(params).err(),
-                "resources/read" => {
-                    serde_json::from_value::<ReadResourceRequestParams>(params).err()
-                }
-                "completion/complete" => {
-                    serde_json::from_value::<CompleteRequestParams>(params).err()
-                }
-                _ => None,
-            }
-            .map_or_else(
-                || "see the MCP schema for this method".to_owned(),
-                |e| e.to_string(),
-            );
-            return Err(ErrorData::invalid_params(
-                format!("invalid parameters for {}: {why}", request.method),
-                None,
-            ));
-        }
-        Err(ErrorData::new(
-            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-            format!("method not found: {}", request.method),
-            None,
-        ))
-    }
-
-    fn accepted_subscription_filter(
-        &self,
-        requested: &SubscriptionFilter,
-    ) -> Option<SubscriptionFilter> {
-        // List changes are forwarded; per-resource subscriptions of
-        // 2026-07-28 clients are not relayed upstream yet, so they are not
-        // acknowledged either (the client sees exactly what it will get).
-        let mut accepted = requested.clone();
-        accepted.resource_subscriptions = None;
-        Some(accepted)
-    }
-
-    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        use tokio::sync::broadcast::error::RecvError;
-        let mut events = self.gateway.hub().subscribe();
-        loop {
-            let event = tokio::select! {
-                () = context.cancelled() => return Ok(()),
-                event = events.recv() => event,
-            };
-            let sent = match event {
-                Ok(Event::ToolsChanged) => context.sink().notify_tool_list_changed().await,
-                Ok(Event::PromptsChanged) => context.sink().notify_prompt_list_changed().await,
-                Ok(Event::ResourcesChanged) => context.sink().notify_resource_list_changed().await,
-                Ok(Event::ResourceUpdated(uri)) => {
-                    context.sink().notify_resource_updated(uri).await
-                }
-                Ok(Event::Log(..)) | Err(RecvError::Lagged(_)) => continue,
-                Err(RecvError::Closed) => return Ok(()),
-            };
-            if let Err(e) = sent {
-                tracing::debug!("subscription notification not sent: {e}");
-            }
+        let message = rmcp::model::ServerJsonRpcMessage::notification(notification);
+        let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
+        if out.send(bytes::Bytes::from(bytes)).await.is_err() {
+            tracing::debug!(session = id, "notification not delivered: stream closed");
         }
     }
 }

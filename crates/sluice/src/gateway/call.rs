@@ -505,7 +505,6 @@ impl Gateway {
             let caller = if background {
                 Caller {
                     session: None,
-                    peer: None,
                     request: RequestId::Number(0),
                     meta: Default::default(),
                     ct: CancellationToken::new(),
@@ -646,14 +645,9 @@ impl Gateway {
         }
     }
 
-    /// `tasks/get`: an operation seen as an MCP task.
-    pub fn get_task(&self, task_id: &str, caller: &Caller) -> Result<GetTaskResult, ErrorData> {
-        self.operations
-            .get_task(task_id, &caller.owner, |result| era(result, caller))
-    }
-
-    /// [`Self::get_task`], a completed call's result kept as sent given as
-    /// the response it came in (see `Operations::get_task_as_sent`).
+    /// `tasks/get`: an operation seen as an MCP task, a completed call's
+    /// result kept as sent given as the response it came in (see
+    /// `Operations::get_task_as_sent`).
     pub fn get_task_as_sent(
         &self,
         task_id: &str,

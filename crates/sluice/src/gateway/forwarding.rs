@@ -51,7 +51,7 @@ impl Gateway {
         let progress_token = caller.meta.get_progress_token();
         let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
         let log_level = caller.session.and_then(|s| hub.log_level(s));
-        let listening = caller.peer.is_some() || caller.stream.is_some();
+        let listening = caller.stream.is_some();
         // A call that may become an operation always hears its progress.
         let progress = (listening && progress_token.is_some()) || caller.partial.is_some();
         let routes = |handle: &crate::upstream::rpc::Outgoing| {
@@ -85,7 +85,6 @@ impl Gateway {
             // Once the call went on in the background, its client has its
             // answer: it hears no more about the call.
             let detached = partial.as_ref().is_some_and(|p| p.detached());
-            let peer = caller.peer.clone().filter(|_| !detached);
             let stream = caller.stream.clone().filter(|_| !detached);
             let token = progress_token.clone();
             async move {
@@ -122,23 +121,12 @@ impl Gateway {
                         )
                     }
                 };
-                let sent = if let Some(stream) = stream {
-                    // On the stream that carries the answer, in order.
-                    let message = rmcp::model::ServerJsonRpcMessage::notification(notification);
-                    let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
-                    stream
-                        .send(bytes::Bytes::from(bytes))
-                        .await
-                        .map_err(|_| "the client's stream closed".to_owned())
-                } else if let Some(peer) = peer {
-                    peer.send_notification(notification)
-                        .await
-                        .map_err(|e| e.to_string())
-                } else {
-                    return;
-                };
-                if let Err(e) = sent {
-                    tracing::debug!("notification not delivered: {e}");
+                // On the stream that carries the answer, in order.
+                let Some(stream) = stream else { return };
+                let message = rmcp::model::ServerJsonRpcMessage::notification(notification);
+                let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
+                if stream.send(bytes::Bytes::from(bytes)).await.is_err() {
+                    tracing::debug!("notification not delivered: the client's stream closed");
                 }
             }
         };

@@ -9,21 +9,16 @@
 
 use std::time::Duration;
 
-use rmcp::model::{
-    ClientResult, ErrorData, GetExtensions, InputRequest, InputRequiredResult, InputResponses,
-    ServerRequest,
-};
-use rmcp::service::{OriginatingRequestId, PeerRequestOptions};
+use rmcp::model::{ErrorData, InputRequest, InputRequiredResult, InputResponses, ServerRequest};
 
 use crate::caller::Caller;
-use crate::cancel::await_or_cancel;
 
 /// Rounds of `input_required` answered before giving up on a call.
 pub const MAX_ROUNDS: usize = 8;
 
 /// Whether sluice must answer `input_required` for this caller.
 pub fn must_bridge(caller: &Caller) -> bool {
-    caller.era.is_legacy() && (caller.peer.is_some() || caller.link.is_some())
+    caller.era.is_legacy() && caller.link.is_some()
 }
 
 /// Asks the caller's client every request of `result`; returns what to
@@ -56,7 +51,7 @@ pub async fn fulfil(
 }
 
 async fn ask(request: InputRequest, caller: &Caller) -> Result<serde_json::Value, ErrorData> {
-    let mut request = match request {
+    let request = match request {
         InputRequest::CreateMessage(r) => ServerRequest::CreateMessageRequest(r),
         InputRequest::Elicitation(r) => ServerRequest::ElicitRequest(r),
         InputRequest::ListRoots(r) => ServerRequest::ListRootsRequest(r),
@@ -67,38 +62,11 @@ async fn ask(request: InputRequest, caller: &Caller) -> Result<serde_json::Value
             ));
         }
     };
-    let Some(peer) = caller.peer.clone() else {
-        return ask_through_link(&request, caller).await;
-    };
-    // On the stream of the call it belongs to (Streamable HTTP); sent from
-    // a task of its own so that rmcp does not attach it to another request.
-    request
-        .extensions_mut()
-        .insert(OriginatingRequestId(caller.request.clone()));
-    let ct = caller.ct.clone();
-    let answer = tokio::spawn(async move {
-        let handle = peer
-            .send_request_with_option(request, PeerRequestOptions::no_options())
-            .await?;
-        await_or_cancel(handle, &ct, "the call was cancelled").await
-    })
-    .await
-    .map_err(|e| ErrorData::internal_error(format!("asking the client failed: {e}"), None))?
-    .map_err(|e| match e {
-        rmcp::ServiceError::McpError(error) => error,
-        other => ErrorData::internal_error(format!("the client did not answer: {other}"), None),
-    })?;
-    let value = match answer {
-        ClientResult::CreateMessageResult(r) => serde_json::to_value(r),
-        ClientResult::ElicitResult(r) => serde_json::to_value(r),
-        ClientResult::ListRootsResult(r) => serde_json::to_value(r),
-        other => serde_json::to_value(other),
-    };
-    value.map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    ask_through_link(&request, caller).await
 }
 
-/// [`ask`] where sluice's own layer writes to the client: the request
-/// under an id of the link's, on the connection (or the call's stream).
+/// [`ask`]: the request under an id of the link's, on the connection (or
+/// the call's stream).
 async fn ask_through_link(
     request: &ServerRequest,
     caller: &Caller,

@@ -131,6 +131,35 @@ impl Gateway {
             .collect())
     }
 
+    /// The input schema of the upstream tool the client calls `name`, as
+    /// of the last tool listing (its upstream's, without sluice's own
+    /// arguments); `None` for an unknown tool, one of sluice's own, or
+    /// before any listing. Read without waiting, for checks made while a
+    /// request is still being taken (SEP-2243's `Mcp-Param-*` headers).
+    pub fn tool_input_schema(&self, name: &str) -> Option<serde_json::Value> {
+        // The lock is held only to take the Arc; the copy is made after.
+        let schema = lock(&self.input_schemas).get(name).cloned()?;
+        Some(serde_json::Value::Object((*schema).clone()))
+    }
+
+    /// Whether the upstream tool the client calls `name` marks arguments
+    /// for SEP-2243's `Mcp-Param-*` headers (`x-mcp-header`), as of the
+    /// last tool listing: its calls' headers must be checked against their
+    /// arguments.
+    pub fn tool_has_param_headers(&self, name: &str) -> bool {
+        fn marks(value: &serde_json::Value) -> bool {
+            match value {
+                serde_json::Value::Object(map) => {
+                    map.contains_key("x-mcp-header") || map.values().any(marks)
+                }
+                serde_json::Value::Array(items) => items.iter().any(marks),
+                _ => false,
+            }
+        }
+        let schema = lock(&self.input_schemas).get(name).cloned();
+        schema.is_some_and(|schema| schema.values().any(marks))
+    }
+
     async fn listed_tools(&self) -> Result<Vec<Listed>, ErrorData> {
         let lists = self
             .on_all(|u| async move { upstream_tools_as_sent(&u).await })
@@ -201,13 +230,8 @@ impl Gateway {
         Ok(listed)
     }
 
-    /// All the prompts, named for the client.
-    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, ErrorData> {
-        Ok(decoded(self.listed_prompts().await?))
-    }
-
-    /// [`Self::list_prompts`], each prompt as its upstream sent it but for
-    /// its name, which is the exposed one.
+    /// All the prompts, named for the client, each as its upstream sent it
+    /// but for its name, which is the exposed one.
     pub async fn list_prompts_as_sent(&self) -> Result<Vec<String>, ErrorData> {
         Ok(self
             .listed_prompts()
@@ -254,12 +278,8 @@ impl Gateway {
             .collect())
     }
 
-    /// All the resources (URIs are not renamed).
-    pub async fn list_resources(&self) -> Result<Vec<Resource>, ErrorData> {
-        Ok(decoded(self.listed_resources().await?))
-    }
-
-    /// [`Self::list_resources`], each resource as its upstream sent it.
+    /// All the resources (URIs are not renamed), each as its upstream sent
+    /// it.
     pub async fn list_resources_as_sent(&self) -> Result<Vec<String>, ErrorData> {
         Ok(as_sent(self.listed_resources().await?))
     }
@@ -298,13 +318,8 @@ impl Gateway {
         Ok(all)
     }
 
-    /// All the resource templates, sluice's own first.
-    pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, ErrorData> {
-        Ok(decoded(self.listed_resource_templates().await?))
-    }
-
-    /// [`Self::list_resource_templates`], each upstream template as its
-    /// upstream sent it.
+    /// All the resource templates, sluice's own first, each upstream
+    /// template as its upstream sent it.
     pub async fn list_resource_templates_as_sent(&self) -> Result<Vec<String>, ErrorData> {
         Ok(as_sent(self.listed_resource_templates().await?))
     }
@@ -352,11 +367,6 @@ impl Gateway {
         }
         Ok(all)
     }
-}
-
-/// Each item as decoded.
-fn decoded<T>(items: Vec<(T, Option<Box<RawValue>>)>) -> Vec<T> {
-    items.into_iter().map(|(item, _)| item).collect()
 }
 
 /// Each item as its upstream sent it, or serialized where that text is not

@@ -9,13 +9,10 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    ClientConfig, ClientResult, ErrorCode, ErrorData, GetExtensions, RequestId, ServerNotification,
-    ServerRequest,
+    ClientConfig, ClientResult, ErrorCode, ErrorData, RequestId, ServerNotification, ServerRequest,
 };
-use rmcp::service::{OriginatingRequestId, PeerRequestOptions, ServiceError};
 use tokio_util::sync::CancellationToken;
 
-use crate::cancel::await_or_cancel;
 use crate::hub::{Event, Hub, SessionEntry};
 use crate::jsonrpc::Message;
 
@@ -69,7 +66,7 @@ impl UpstreamClient {
 
     async fn forward_to_client(
         &self,
-        mut request: ServerRequest,
+        request: ServerRequest,
         raw: &Message,
         stream_of: Option<RequestId>,
         ct: CancellationToken,
@@ -120,37 +117,10 @@ impl UpstreamClient {
                 ErrorData::internal_error(format!("the client did not answer: {e}"), None)
             });
         }
-        let origin = origin.map(|o| o.request);
-        // Deliver it on the stream of the client request it belongs to
-        // (Streamable HTTP), from a fresh task so that rmcp's task-local
-        // notion of "the current request" (the upstream's) does not apply.
-        if let Some(origin) = origin {
-            request
-                .extensions_mut()
-                .insert(OriginatingRequestId(origin));
-        }
-        let Some(peer) = session.peer.clone() else {
-            return Err(ErrorData::internal_error(
-                "the client cannot be asked now: it holds no stream open",
-                None,
-            ));
-        };
-        let upstream = self.upstream.clone();
-        let forwarded = tokio::spawn(async move {
-            let handle = peer
-                .send_request_with_option(request, PeerRequestOptions::no_options())
-                .await?;
-            await_or_cancel(handle, &ct, "cancelled by the upstream").await
-        })
-        .await
-        .map_err(|e| ErrorData::internal_error(format!("forwarding task failed: {e}"), None))?;
-        forwarded.map(ClientAnswer::Typed).map_err(|e| match e {
-            ServiceError::McpError(error) => error,
-            other => {
-                tracing::warn!(%upstream, "server→client request failed: {other}");
-                ErrorData::internal_error(format!("the client did not answer: {other}"), None)
-            }
-        })
+        Err(ErrorData::internal_error(
+            "the client cannot be asked now: it holds no stream open",
+            None,
+        ))
     }
 }
 

@@ -294,3 +294,292 @@ async fn a_session_client_that_disconnects_mid_call_cancels_it_upstream() {
         "cancelled"
     );
 }
+
+/// One raw exchange with the endpoint: the status, the headers and the
+/// whole body (a stream is read until it ends, so only ones that end).
+struct Exchange {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: String,
+}
+
+impl Exchange {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The JSON-RPC message of the body (a JSON body, or an SSE stream's
+    /// last `data:` line).
+    fn message(&self) -> serde_json::Value {
+        let text = match self
+            .body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .next_back()
+        {
+            Some(data) => data.trim(),
+            None => self.body.trim(),
+        };
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+async fn exchange(
+    method: reqwest::Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Exchange {
+    sluice::install_tls_provider();
+    let mut request = reqwest::Client::new()
+        .request(method, url)
+        .body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = tokio::time::timeout(Duration::from_secs(20), request.send())
+        .await
+        .expect("an answer within 20 s")
+        .unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = tokio::time::timeout(Duration::from_secs(20), response.text())
+        .await
+        .expect("a body that ends within 20 s")
+        .unwrap();
+    Exchange {
+        status,
+        headers,
+        body,
+    }
+}
+
+const JSON_AND_SSE: [(&str, &str); 2] = [
+    ("content-type", "application/json"),
+    ("accept", "application/json, text/event-stream"),
+];
+
+/// The Streamable HTTP endpoint is sluice's own (no rmcp server): each
+/// kind of request gets what the spec (and the rmcp server sluice used
+/// before) gives it, a session lives from `initialize` to `DELETE`, and a
+/// request the fast path leaves to the endpoint (an unusual header) is
+/// still answered.
+#[tokio::test]
+async fn the_http_endpoint_answers_each_kind_of_request_as_the_spec_says() {
+    use reqwest::Method;
+    let sluice = HttpSluice::start(&[], &sample()).await;
+    let url = sluice.url.as_str();
+    let post = |headers: Vec<(&'static str, String)>, body: String| async move {
+        let mut all: Vec<(&str, &str)> = JSON_AND_SSE.to_vec();
+        all.extend(headers.iter().map(|(n, v)| (*n, v.as_str())));
+        exchange(Method::POST, url, &all, &body).await
+    };
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#.to_owned();
+
+    // The transport's own refusals.
+    let put = exchange(Method::PUT, url, &JSON_AND_SSE, &list).await;
+    assert_eq!(put.status, 405);
+    assert!(put.header("allow").unwrap().contains("POST"));
+    let json_only = exchange(
+        Method::POST,
+        url,
+        &[
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+        ],
+        &list,
+    )
+    .await;
+    assert_eq!(json_only.status, 406, "{}", json_only.body);
+    let text = exchange(
+        Method::POST,
+        url,
+        &[("content-type", "text/plain"), JSON_AND_SSE[1]],
+        &list,
+    )
+    .await;
+    assert_eq!(text.status, 415, "{}", text.body);
+    let garbage = post(vec![], "{not json".to_owned()).await;
+    assert_eq!(garbage.status, 400);
+    assert_eq!(
+        garbage.message()["error"]["code"],
+        -32700,
+        "{}",
+        garbage.body
+    );
+    let unknown = post(
+        vec![("mcp-protocol-version", "1999-01-01".to_owned())],
+        list.clone(),
+    )
+    .await;
+    assert_eq!(unknown.status, 400);
+    assert!(
+        unknown.body.contains("Unsupported MCP-Protocol-Version"),
+        "{}",
+        unknown.body
+    );
+    let no_session = post(vec![], list.clone()).await;
+    assert_eq!(no_session.status, 400);
+    assert!(
+        no_session.body.contains("Session ID is required"),
+        "{}",
+        no_session.body
+    );
+    let gone = post(vec![("mcp-session-id", "nope".to_owned())], list.clone()).await;
+    assert_eq!(gone.status, 404);
+
+    // A session: opened by `initialize`, with its id.
+    let hello = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let contradicted = post(
+        vec![("mcp-protocol-version", "2025-06-18".to_owned())],
+        hello.to_owned(),
+    )
+    .await;
+    assert_eq!(contradicted.status, 400);
+    assert_eq!(contradicted.message()["error"]["code"], -32600);
+    assert!(contradicted.header("mcp-session-id").is_none());
+    let opened = post(vec![], hello.to_owned()).await;
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    assert_eq!(opened.message()["result"]["protocolVersion"], "2025-11-25");
+    let session = opened
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_owned();
+    assert!(session.len() >= 22, "an unguessable id: {session}");
+    let in_session = |extra: Vec<(&'static str, String)>| {
+        let mut headers = vec![("mcp-session-id", session.clone())];
+        headers.extend(extra);
+        headers
+    };
+    let initialized = post(
+        in_session(vec![]),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+    )
+    .await;
+    assert_eq!(initialized.status, 202);
+    for (request, expect) in [
+        (r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#, r#"{}"#),
+        (
+            r#"{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"debug"}}"#,
+            r#"{}"#,
+        ),
+    ] {
+        let answered = post(in_session(vec![]), request.to_owned()).await;
+        assert_eq!(answered.status, 200, "{request}: {}", answered.body);
+        assert_eq!(
+            answered.message()["result"].to_string(),
+            expect,
+            "{request}"
+        );
+    }
+    let unknown_method = post(
+        in_session(vec![]),
+        r#"{"jsonrpc":"2.0","id":4,"method":"no/such"}"#.to_owned(),
+    )
+    .await;
+    assert_eq!(unknown_method.message()["error"]["code"], -32601);
+    // An unusual header: left by the fast path to the endpoint, which
+    // answers the call all the same.
+    let call = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"by the endpoint"}}}"#;
+    let called = post(
+        in_session(vec![("mcp-method", "tools/call".to_owned())]),
+        call.to_owned(),
+    )
+    .await;
+    assert_eq!(called.status, 200, "{}", called.body);
+    assert!(called.body.contains("by the endpoint"), "{}", called.body);
+
+    // Its GET stream: only in the era of sessions; nothing to replay.
+    let sse = [
+        ("accept", "text/event-stream"),
+        ("mcp-session-id", session.as_str()),
+    ];
+    let replay = exchange(
+        Method::GET,
+        url,
+        &[sse[0], sse[1], ("last-event-id", "7")],
+        "",
+    )
+    .await;
+    assert_eq!(replay.status, 200);
+    assert_eq!(replay.header("content-type"), Some("text/event-stream"));
+    assert_eq!(replay.body, "");
+    let stateless_get = exchange(
+        Method::GET,
+        url,
+        &[sse[0], ("mcp-protocol-version", "2026-07-28")],
+        "",
+    )
+    .await;
+    assert_eq!(stateless_get.status, 405);
+    let open_stream = reqwest::Client::new()
+        .get(url)
+        .header(sse[0].0, sse[0].1)
+        .header(sse[1].0, sse[1].1)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(open_stream.status().as_u16(), 200);
+
+    // DELETE ends it: its GET stream ends, and it is not found any more.
+    let deleted = exchange(Method::DELETE, url, &[sse[1]], "").await;
+    assert_eq!(deleted.status, 202);
+    let rest = tokio::time::timeout(Duration::from_secs(10), open_stream.text())
+        .await
+        .expect("the GET stream ends with its session");
+    assert!(rest.is_ok());
+    assert_eq!(post(in_session(vec![]), list.clone()).await.status, 404);
+    assert_eq!(
+        exchange(Method::DELETE, url, &[sse[1]], "").await.status,
+        404
+    );
+
+    // Requests that stand alone (2026-07-28).
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let v2026 = |method: &str| {
+        vec![
+            ("mcp-protocol-version", "2026-07-28".to_owned()),
+            ("mcp-method", method.to_owned()),
+        ]
+    };
+    let discover = post(
+        v2026("server/discover"),
+        format!(r#"{{"jsonrpc":"2.0","id":6,"method":"server/discover","params":{{{meta}}}}}"#),
+    )
+    .await;
+    assert_eq!(discover.status, 200, "{}", discover.body);
+    assert!(
+        discover.message()["result"]["supportedVersions"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|v| v == "2026-07-28")),
+        "{}",
+        discover.body
+    );
+    let ping = post(
+        v2026("ping"),
+        format!(r#"{{"jsonrpc":"2.0","id":7,"method":"ping","params":{{{meta}}}}}"#),
+    )
+    .await;
+    assert_eq!(ping.status, 404, "2026-07-28 removed ping: {}", ping.body);
+    assert_eq!(ping.message()["error"]["code"], -32601);
+    let bare = post(v2026("tools/list"), list.clone()).await;
+    assert_eq!(bare.status, 400, "{}", bare.body);
+    assert_eq!(bare.message()["error"]["code"], -32602);
+    let answer = post(
+        vec![("mcp-protocol-version", "2026-07-28".to_owned())],
+        r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_owned(),
+    )
+    .await;
+    assert_eq!(answer.status, 400, "{}", answer.body);
+    assert_eq!(answer.message()["error"]["code"], -32600);
+    let mismatched = post(
+        vec![
+            ("mcp-protocol-version", "2026-07-28".to_owned()),
+            ("mcp-method", "tools/list".to_owned()),
+        ],
+        format!(r#"{{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"x"}},{meta}}}}}"#),
+    )
+    .await;
+    assert_eq!(mismatched.status, 400, "{}", mismatched.body);
+    assert_eq!(mismatched.message()["error"]["code"], -32020);
+}

@@ -1261,8 +1261,7 @@ async fn server_to_client_requests_arrive_unchanged_over_http() {
 }
 
 /// An HTTP session's client: a log message arrives as the upstream sent it,
-/// on the session's GET stream (rmcp's, with sluice's own messages merged
-/// in: `http_front::merged_standalone`).
+/// on the session's GET stream (`http_endpoint`'s).
 #[tokio::test]
 async fn log_messages_arrive_unchanged_over_http() {
     transparency(&OWN_LAYER[3..], "log-http", |run| {

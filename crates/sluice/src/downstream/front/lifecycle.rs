@@ -115,6 +115,19 @@ fn missing_tasks() -> ErrorData {
     )
 }
 
+/// A request answered here, as it was asked.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    sent: &'a Message,
+    id: &'a Id,
+    /// The HTTP request that carried it (who sent it, from where).
+    http: Option<&'a http::request::Parts>,
+    /// Where notifications about it go.
+    stream: &'a mpsc::Sender<Bytes>,
+    /// Cancels it.
+    ct: &'a CancellationToken,
+}
+
 /// What answers a request here.
 pub(super) enum Answered {
     /// A result sluice made.
@@ -166,6 +179,14 @@ fn not_found(method: &str) -> ErrorData {
     )
 }
 
+fn removed_in_2026(method: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("method not found: {method} was removed in protocol 2026-07-28"),
+        None,
+    )
+}
+
 fn invalid_params(method: &str, why: impl std::fmt::Display) -> ErrorData {
     ErrorData::invalid_params(format!("invalid parameters for {method}: {why}"), None)
 }
@@ -181,22 +202,22 @@ fn typed<T: serde::de::DeserializeOwned>(
 impl Front {
     /// Takes any request of a connection (see [`Front::take`]): what
     /// `take` answers, else what this module does. `None`: not a request.
+    /// `http`: the HTTP request that carried it, if one did.
     pub fn take_any(
         self: &Arc<Self>,
         message: &Message,
+        http: Option<&http::request::Parts>,
         stream: mpsc::Sender<Bytes>,
     ) -> Option<Taken> {
-        if let Some(taken) = self.take(message, None, stream.clone()) {
+        if let Some(taken) = self.take(message, http, stream.clone()) {
             return Some(taken);
-        }
-        if !self.connection {
-            return None;
         }
         let id = message.id()?;
         if message.kind() != crate::jsonrpc::Kind::Request {
             return None;
         }
         let method = message.method()?.to_owned();
+        let http = http.cloned();
         let params = message.params().map(str::to_owned);
         let sent = message.clone();
         // Not a child of the front's stop: what is answered here is answered
@@ -210,9 +231,14 @@ impl Front {
         Some(Taken {
             ct: ct.clone(),
             work: async move {
-                let answer = front
-                    .answer(&method, params.as_deref(), &sent, &id, &ct, &stream)
-                    .await;
+                let asked = Asked {
+                    sent: &sent,
+                    id: &id,
+                    http: http.as_ref(),
+                    stream: &stream,
+                    ct: &ct,
+                };
+                let answer = front.answer(&method, params.as_deref(), &asked).await;
                 front.finished(&id, &ct)?;
                 Some(answer.map_or_else(|e| answer_line(&id, Err(e)), |a| a.line(&id)))
             }
@@ -261,11 +287,9 @@ impl Front {
         self: &Arc<Self>,
         method: &str,
         params: Option<&str>,
-        sent: &Message,
-        id: &Id,
-        ct: &CancellationToken,
-        stream: &mpsc::Sender<Bytes>,
+        asked: &Asked<'_>,
     ) -> Result<Answered, ErrorData> {
+        let Asked { id, stream, ct, .. } = *asked;
         let standard = LIFECYCLE.contains(&method) || super::Method::of(method).is_some();
         if !standard {
             return Err(not_found(method));
@@ -282,6 +306,12 @@ impl Front {
                 .meta
                 .unwrap_or_default(),
         };
+        // Requests that stand alone open no session (an HTTP client's
+        // `initialize` opens one of its own: `http_endpoint`); one that
+        // reaches the front of those is of 2026-07-28, which removed it.
+        if method == "initialize" && !self.connection {
+            return Err(removed_in_2026(method));
+        }
         if method == "initialize" {
             return self
                 .initialize(typed(method, params)?)
@@ -290,7 +320,7 @@ impl Front {
         }
         let hello = self.hello();
         // Before `initialize`, a ping is answered whatever it says.
-        if method == "ping" && hello.is_none() {
+        if method == "ping" && hello.is_none() && self.connection {
             return Ok(Answered::Made(ServerResult::empty(())));
         }
         let requested = meta.protocol_version();
@@ -346,22 +376,22 @@ impl Front {
                 ))
             }
             _ if !legacy && REMOVED_IN_2026.contains(&method) => {
-                return Err(ErrorData::new(
-                    ErrorCode::METHOD_NOT_FOUND,
-                    format!("method not found: {method} was removed in protocol 2026-07-28"),
-                    None,
-                ));
+                return Err(removed_in_2026(method));
             }
             "subscriptions/listen" if legacy => return Err(not_found(method)),
             "logging/setLevel" => {
-                let params: SetLevelRequestParams = typed(method, params)?;
-                let caller = self.caller(sent, id, meta, stream, ct)?;
+                // A 2026-07-28 one that does not even read as one is a
+                // method that era removed (rmcp's rule); one that reads
+                // goes to the upstreams, which answer it as their era does.
+                let params: SetLevelRequestParams = typed(method, params)
+                    .map_err(|e| if legacy { e } else { removed_in_2026(method) })?;
+                let caller = self.caller(asked, meta)?;
                 self.gateway.set_level(params, &caller).await?;
                 ServerResult::empty(())
             }
             "resources/subscribe" | "resources/unsubscribe" => {
                 let params: SubscribeRequestParams = typed(method, params)?;
-                let caller = self.caller(sent, id, meta, stream, ct)?;
+                let caller = self.caller(asked, meta)?;
                 let subscribe = method == "resources/subscribe";
                 self.gateway
                     .subscribe(params.uri, subscribe, &caller)
@@ -370,7 +400,7 @@ impl Front {
             }
             // (`tasks/get` is `take`'s: here only when its params do not read.)
             "tasks/update" | "tasks/cancel" => {
-                let caller = self.caller(sent, id, meta, stream, ct)?;
+                let caller = self.caller(asked, meta)?;
                 if !caller.tasks {
                     return Err(missing_tasks());
                 }
@@ -413,16 +443,20 @@ impl Front {
     /// The [`crate::gateway::Caller`] of a request answered here.
     fn caller(
         &self,
-        sent: &Message,
-        id: &Id,
+        asked: &Asked<'_>,
         meta: RequestMetaObject,
-        stream: &mpsc::Sender<Bytes>,
-        ct: &CancellationToken,
     ) -> Result<crate::gateway::Caller, ErrorData> {
         // The request's own token (registered by `take_any`) cancels it.
-        self.begin_with(sent, id, meta, None, stream.clone(), ct.clone())
-            .map(|begun| begun.caller)
-            .ok_or_else(no_session)
+        self.begin_with(
+            asked.sent,
+            asked.id,
+            meta,
+            asked.http,
+            asked.stream.clone(),
+            asked.ct.clone(),
+        )
+        .map(|begun| begun.caller)
+        .ok_or_else(no_session)
     }
 
     /// `initialize`: sluice's answer, and the session opened.
@@ -438,7 +472,6 @@ impl Front {
             &self.gateway,
             self.session,
             &request,
-            None,
             self.link.get().cloned(),
             self.stop.clone(),
         )
