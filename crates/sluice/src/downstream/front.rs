@@ -24,7 +24,7 @@
 //!   bytes it sent.
 //!
 //! A request naming another version, or whose `_meta` lacks what its
-//! version requires, is refused as the spec says (over HTTP by rmcp). Each
+//! version requires, is refused as the spec says ([`lifecycle`]). Each
 //! answer is shaped for its era ([`super::answer`]): `resultType` only for
 //! 2026-07-28, with the cache hints that version requires on lists and
 //! reads.
@@ -59,7 +59,8 @@ pub use lifecycle::{negotiated, supported_versions};
 pub struct Front {
     gateway: Arc<Gateway>,
     session: SessionId,
-    /// The session is the whole connection (stdio).
+    /// The front answers one session (a stdio connection, an HTTP
+    /// session), not the HTTP requests that stand alone.
     connection: bool,
     /// What the client said at `initialize`, with the version agreed, when
     /// the front answered it (a connection's).
@@ -78,8 +79,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Front {
-    /// The front of session `session` of `gateway`; `connection`: the
-    /// session is a whole connection (stdio), not an HTTP session.
+    /// The front of session `session` of `gateway`; `connection`: it
+    /// answers one session (a stdio connection, an HTTP session), not the
+    /// HTTP requests that stand alone.
     pub fn new(gateway: Arc<Gateway>, session: SessionId, connection: bool) -> Arc<Front> {
         Arc::new(Front {
             gateway,
@@ -112,7 +114,8 @@ impl Front {
     /// dropped or another GET stream replaces it. `None` without a link.
     pub fn open_standalone(&self) -> Option<mpsc::Receiver<Bytes>> {
         let link = self.link.get()?;
-        let (stream, messages) = mpsc::channel(super::lines::NOTICES);
+        // Room for what the link held too.
+        let (stream, messages) = mpsc::channel(super::lines::NOTICES + super::link::HELD);
         link.attach_standalone(stream);
         Some(messages)
     }
@@ -136,8 +139,7 @@ impl Front {
     }
 
     /// A client's `notifications/cancelled`: stops the call it names if it
-    /// runs here (in an HTTP session rmcp is told too, and ignores an id it
-    /// does not know).
+    /// runs here.
     pub fn cancelled(&self, message: &Message) {
         let id = message.cancelled_request();
         if let Some(ct) = id.and_then(|id| lock(&self.running).remove(&id)) {
@@ -146,8 +148,8 @@ impl Front {
     }
 
     /// Takes `message` if it is a request answered here: gives the work
-    /// that makes its answer (see [`Taken`]); `None` leaves it to rmcp
-    /// (HTTP) or to the connection's lifecycle ([`Front::take_any`]).
+    /// that makes its answer (see [`Taken`]); `None` leaves it to the
+    /// lifecycle ([`Front::take_any`]).
     /// `http`: the HTTP request that carried it (who sent it, from where);
     /// `stream`: where the notifications about it go, before its answer.
     pub fn take(
@@ -476,7 +478,7 @@ impl Front {
     /// request of a session that began with `initialize`, or a 2026-07-28
     /// request whose `_meta` carries its whole lifecycle. A version sluice
     /// does not know, or `_meta` missing what 2026-07-28 requires, is
-    /// refused elsewhere (by rmcp over HTTP, by the connection's lifecycle).
+    /// refused elsewhere (by the lifecycle, or the HTTP endpoint).
     fn asker(&self, message: &Message) -> Option<Asker> {
         #[derive(serde::Deserialize)]
         struct Params {

@@ -7,22 +7,24 @@
 //! - `POST` carries one JSON-RPC message. `initialize` opens a 2025-11-25
 //!   session, answered with its `Mcp-Session-Id`; a session's later
 //!   messages name it. A 2026-07-28 request stands alone: its `_meta` says
-//!   who asks. A request is answered with an SSE stream (its notifications,
-//!   then its answer), or with one JSON body where the first message is the
-//!   answer of a request standing alone; a notification or a response with
-//!   202.
+//!   who asks. `initialize` and a list are answered with one JSON body, a
+//!   session's other requests with an SSE stream (its notifications, then
+//!   its answer), a request standing alone with one JSON body where its
+//!   first message is its answer, else an SSE stream; a notification or a
+//!   response with 202. A client that goes away cancels its request.
 //! - `GET` opens a session's stream for what belongs to no request (list
 //!   changes, log messages, server→client requests of no call). Its events
 //!   carry no ids, so a `Last-Event-ID` gets an empty stream: there is
 //!   nothing to replay.
-//! - `DELETE` ends a session.
+//! - `DELETE` ends a session (202, also for one already gone).
 //!
 //! The refusals are those of the rmcp server sluice used before, so that
 //! clients see the same answers: 403 for a Host or Origin not allowed, 406
 //! and 415 for the media types, 400 for an unknown `MCP-Protocol-Version`,
 //! a version the body contradicts, SEP-2243 headers that do not say what
 //! the body says (JSON-RPC `-32020`) or a missing session id, 404 for a
-//! session that is not open, 405 for a method the era has not.
+//! session that is not open, 405 for a method the era has not (one
+//! difference: a `DELETE` of a session already gone gets 202, not 404).
 
 use std::sync::Arc;
 
@@ -228,10 +230,10 @@ async fn post(endpoint: &Endpoint, request: Request) -> Response {
         }
         return match message.kind() {
             Kind::Request => answer_alone(&endpoint.stateless, &message, &parts).await,
-            Kind::Notification => {
-                endpoint.stateless.notified(&message);
-                accepted()
-            }
+            // Nothing to act on: a request standing alone is cancelled by
+            // closing its stream, and the stateless front's requests come
+            // from every such client, so an id names none of them.
+            Kind::Notification => accepted(),
             Kind::Response | Kind::Error => error(
                 StatusCode::BAD_REQUEST,
                 None,
@@ -307,21 +309,38 @@ async fn open_session(
     // Server→client requests go on the stream of the call that caused
     // them, or on the session's GET stream.
     front.set_link(Arc::new(ClientLink::per_stream()));
-    let id = endpoint.sessions.insert(front.clone());
+    let id = match endpoint
+        .sessions
+        .insert_within(front.clone(), endpoint.limits.max_sessions)
+    {
+        Ok(id) => id,
+        Err(open) => {
+            front.end();
+            let id = message.id().map_or(serde_json::Value::Null, |id| {
+                serde_json::from_str(id.as_json()).unwrap_or(serde_json::Value::Null)
+            });
+            return super::http_guard::too_many_sessions(id, open);
+        }
+    };
+    // Forgotten unless answered: a client that leaves while its upstreams
+    // start, or an `initialize` that fails, keeps no session.
+    let mut unopened = Unopened {
+        sessions: &endpoint.sessions,
+        id: &id,
+        answered: false,
+    };
     let (stream, notices) = tokio::sync::mpsc::channel(1);
     let Some(taken) = front.take_any(message, Some(parts), stream) else {
-        endpoint.sessions.forget(&id);
         return accepted();
     };
     let Some(answer) = http_front::answer_of(taken, notices).await else {
-        endpoint.sessions.forget(&id);
         return accepted();
     };
     let failed = Message::parse(answer.clone()).is_ok_and(|m| m.error().is_some());
     if failed {
-        endpoint.sessions.forget(&id);
         return json(StatusCode::OK, answer);
     }
+    unopened.answered = true;
     tracing::debug!(session = %id, "HTTP session opened");
     let mut response = json(StatusCode::OK, answer);
     response.headers_mut().insert(
@@ -329,6 +348,21 @@ async fn open_session(
         HeaderValue::from_str(&id).expect("session ids are URL-safe base64"),
     );
     response
+}
+
+/// A session whose `initialize` is not answered yet: forgotten if dropped.
+struct Unopened<'a> {
+    sessions: &'a SessionTable,
+    id: &'a str,
+    answered: bool,
+}
+
+impl Drop for Unopened<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.sessions.forget(self.id);
+        }
+    }
 }
 
 /// `GET`: a session's stream of what belongs to no request.
@@ -376,10 +410,12 @@ fn delete(endpoint: &Endpoint, headers: &HeaderMap) -> Response {
         Ok(id) => id,
         Err(refused) => return *refused,
     };
-    if !endpoint.sessions.forget(id) {
-        return session_not_found();
+    // One already gone (idle, or deleted before) is gone all the same: a
+    // client closing late is not refused (the TypeScript SDK throws on
+    // anything but success or 405).
+    if endpoint.sessions.forget(id) {
+        tracing::info!(session = %id, "HTTP session deleted by its client");
     }
-    tracing::info!(session = %id, "HTTP session deleted by its client");
     accepted()
 }
 

@@ -251,6 +251,7 @@ pub(super) async fn stateless_answer(
 ) -> Response {
     use futures::StreamExt as _;
     let (messages, mut received) = futures::channel::mpsc::channel::<Bytes>(4);
+    let taken_ct = taken.ct.clone();
     // The client going away before the first message cancels the call.
     let cancel_unless_answered = taken.ct.clone().drop_guard();
     tokio::spawn(taken.drive(notices, move |message| {
@@ -275,10 +276,37 @@ pub(super) async fn stateless_answer(
     }
     let messages = futures::stream::once(async move { first }).chain(received);
     let gateway = front.gateway().clone();
-    sse_response(Body::from_stream(sse_events(
-        Box::pin(messages),
-        move || gateway.deadline(KEEP_ALIVE),
-    )))
+    let events = sse_events(Box::pin(messages), move || gateway.deadline(KEEP_ALIVE));
+    sse_response(Body::from_stream(cancelled_if_dropped(events, taken_ct)))
+}
+
+/// `events`, cancelling `ct` if they are dropped before they end: the
+/// client went away (hyper drops a response body whose connection closed)
+/// while its request was still being answered, which may send nothing
+/// for a long time (a quiet call, `subscriptions/listen`).
+fn cancelled_if_dropped<S>(
+    events: S,
+    ct: tokio_util::sync::CancellationToken,
+) -> impl futures::Stream<Item = S::Item> + Send + 'static
+where
+    S: futures::Stream + Send + 'static,
+    S::Item: Send,
+{
+    use futures::StreamExt as _;
+    let guard = Some(ct.drop_guard());
+    futures::stream::unfold(
+        (Box::pin(events), guard),
+        |(mut events, mut guard)| async move {
+            match events.next().await {
+                Some(item) => Some((item, (events, guard))),
+                None => {
+                    // Ended: answered, nothing to cancel.
+                    guard.take().map(tokio_util::sync::DropGuard::disarm);
+                    None
+                }
+            }
+        },
+    )
 }
 
 /// The HTTP status of an answer that is a protocol-level error of the
@@ -462,14 +490,14 @@ pub(super) fn sse_answer(
     notices: tokio::sync::mpsc::Receiver<Bytes>,
 ) -> Response {
     let (messages, received) = futures::channel::mpsc::channel::<Bytes>(4);
+    let ct = taken.ct.clone();
     tokio::spawn(taken.drive(notices, move |message| {
         let mut messages = messages.clone();
         async move { messages.send(message).await.is_ok() }
     }));
     let gateway = front.gateway().clone();
-    sse_response(Body::from_stream(sse_events(received, move || {
-        gateway.deadline(KEEP_ALIVE)
-    })))
+    let events = sse_events(received, move || gateway.deadline(KEEP_ALIVE));
+    sse_response(Body::from_stream(cancelled_if_dropped(events, ct)))
 }
 
 /// How often a quiet SSE stream gets a comment, so that proxies between

@@ -66,25 +66,7 @@ pub async fn guard(State(guard): State<Arc<Endpoint>>, request: Request, next: N
         && guard.sessions.open() >= guard.limits.max_sessions
         && let Some(id) = initialize_id(&bytes)
     {
-        let message = format!(
-            "sluice has {} open sessions, the most allowed (`[http] max_sessions`): close sessions you no longer use (HTTP DELETE with their Mcp-Session-Id), let idle ones expire (`[http] session_idle_s`), or use the 2026-07-28 protocol, which needs no session",
-            group(guard.sessions.open() as u64)
-        );
-        let body = serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": id,
-            "error": {"code": SERVER_BUSY, "message": message},
-        });
-        tracing::warn!(
-            open = guard.sessions.open(),
-            "refused a new session: [http] max_sessions reached"
-        );
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [(http::header::CONTENT_TYPE, "application/json")],
-            body.to_string(),
-        )
-            .into_response();
+        return too_many_sessions(id, guard.sessions.open());
     }
     if let Some(answer) = http_front::answer(
         &guard.sessions,
@@ -99,6 +81,27 @@ pub async fn guard(State(guard): State<Arc<Endpoint>>, request: Request, next: N
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// The refusal of a new session (`initialize` of request `id`) while
+/// `open` sessions, the most allowed, are open.
+pub(super) fn too_many_sessions(id: serde_json::Value, open: usize) -> Response {
+    let message = format!(
+        "sluice has {} open sessions, the most allowed (`[http] max_sessions`): close sessions you no longer use (HTTP DELETE with their Mcp-Session-Id), let idle ones expire (`[http] session_idle_s`), or use the 2026-07-28 protocol, which needs no session",
+        group(open as u64)
+    );
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": SERVER_BUSY, "message": message},
+    });
+    tracing::warn!(open, "refused a new session: [http] max_sessions reached");
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// The id of an `initialize` request, if `body` is one.

@@ -57,17 +57,23 @@ impl SessionTable {
         self.lock().len()
     }
 
-    /// A new session answered by `front`: its id.
-    pub fn insert(&self, front: Arc<Front>) -> SessionId {
+    /// A new session answered by `front`: its id; `Err` with how many are
+    /// open when `max` are (checked under the table's lock, so that
+    /// `initialize`s arriving together cannot pass it).
+    pub fn insert_within(&self, front: Arc<Front>, max: usize) -> Result<SessionId, usize> {
         let id: SessionId = sluice_core::store::random_id("").into();
-        self.lock().insert(
+        let mut entries = self.lock();
+        if entries.len() >= max {
+            return Err(entries.len());
+        }
+        entries.insert(
             id.clone(),
             Entry {
                 front,
                 seen: Instant::now(),
             },
         );
-        id
+        Ok(id)
     }
 
     /// Whether session `id` is open.

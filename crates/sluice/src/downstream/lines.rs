@@ -36,10 +36,10 @@ pub struct ClientLines<R, W> {
     writer: Arc<Mutex<W>>,
     /// Run once when the client's input ends.
     on_end: Option<Box<dyn FnOnce() + Send>>,
-    /// The requests sluice answers itself rather than rmcp.
+    /// Answers the client's requests.
     front: Option<Arc<super::front::Front>>,
-    /// What sluice's own layer sends the client beside rmcp, and the
-    /// client's answers it waits for.
+    /// What sluice sends the client beside the answers to its requests,
+    /// and the client's answers it waits for.
     link: Option<Arc<super::link::ClientLink>>,
     /// The tasks answering the requests the front took.
     answering: tokio_util::task::TaskTracker,
@@ -90,7 +90,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
         self.answering.clone()
     }
 
-    /// Hands the requests `front` takes to it, not to rmcp.
+    /// Hands the client's requests to `front`.
     pub fn with_front(mut self, front: Arc<super::front::Front>) -> Self {
         self.front = Some(front);
         self

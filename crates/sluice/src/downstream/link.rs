@@ -1,15 +1,17 @@
-//! [`ClientLink`]: what sluice's own layer sends a client beside rmcp's
-//! server, as bytes: an upstream's log messages (and the session's other
+//! [`ClientLink`]: what sluice sends a client beside the answers to its
+//! requests, as bytes: an upstream's log messages (and the session's other
 //! notifications, in their order), and the requests an upstream asks the
 //! client (`roots/list`, sampling, elicitation), relayed with ids of
 //! sluice's own and answered with the client's bytes. On a stdio
 //! connection they go on the connection; in an HTTP session, a request on
 //! the stream of the call that caused it, and the rest on the session's
-//! GET stream while the client holds one open ([`ClientLink::attach_standalone`]).
+//! GET stream ([`ClientLink::attach_standalone`]), held while the client
+//! has none open (the last [`HELD`] of them: a client opens its GET stream
+//! only after `initialize`, and an upstream may speak first).
 //!
-//! rmcp's server numbers the requests it sends the client (0, 1, 2, …);
-//! the link's ids are strings (`"sluice-1"`, …), so the client's answers to
-//! either can never be mistaken for the other's ([`ClientLink::answered`]).
+//! The link's ids are strings (`"sluice-1"`, …), so that a client's answer
+//! to one cannot be mistaken for an answer to an id the client chose
+//! ([`ClientLink::answered`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -22,15 +24,27 @@ use crate::jsonrpc::{CallFailed, Id, Kind, Message, Pending};
 /// The prefix of the ids of the requests the link sends.
 const ID_PREFIX: &str = "sluice-";
 
+/// How many messages of no call an HTTP session's link holds while the
+/// client has no GET stream open (the oldest are dropped past it).
+pub const HELD: usize = 64;
+
 /// Messages for one client connection, written in the order given; or,
 /// for an HTTP session ([`ClientLink::per_stream`]), the requests relayed on
 /// the stream of the call that caused them.
 pub struct ClientLink {
     out: Option<mpsc::Sender<Bytes>>,
-    /// An HTTP session's GET stream, while one is open.
-    standalone: std::sync::Mutex<Option<mpsc::Sender<Bytes>>>,
+    /// An HTTP session's GET stream, and what waits for one.
+    standalone: std::sync::Mutex<Standalone>,
     asked: Pending<Message>,
     next: AtomicU64,
+}
+
+/// An HTTP session's GET stream, while one is open, and the messages held
+/// while none is.
+#[derive(Default)]
+struct Standalone {
+    stream: Option<mpsc::Sender<Bytes>>,
+    held: std::collections::VecDeque<Bytes>,
 }
 
 impl std::fmt::Debug for ClientLink {
@@ -60,7 +74,7 @@ impl ClientLink {
     pub fn new(out: mpsc::Sender<Bytes>) -> ClientLink {
         ClientLink {
             out: Some(out),
-            standalone: std::sync::Mutex::new(None),
+            standalone: std::sync::Mutex::default(),
             asked: Pending::new(),
             next: AtomicU64::new(1),
         }
@@ -71,7 +85,7 @@ impl ClientLink {
     pub fn per_stream() -> ClientLink {
         ClientLink {
             out: None,
-            standalone: std::sync::Mutex::new(None),
+            standalone: std::sync::Mutex::default(),
             asked: Pending::new(),
             next: AtomicU64::new(1),
         }
@@ -82,48 +96,71 @@ impl ClientLink {
         self.out.is_some()
     }
 
+    fn standalone(&self) -> std::sync::MutexGuard<'_, Standalone> {
+        self.standalone.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Makes `stream` (an HTTP session's GET stream) where the session's
-    /// messages go that belong to no call, in place of the one before.
+    /// messages go that belong to no call, in place of the one before
+    /// (which ends); what was held for it goes first. `stream` needs room
+    /// for [`HELD`] messages.
     pub fn attach_standalone(&self, stream: mpsc::Sender<Bytes>) {
-        *self.standalone.lock().unwrap_or_else(|p| p.into_inner()) = Some(stream);
+        let mut standalone = self.standalone();
+        while let Some(message) = standalone.held.pop_front() {
+            if stream.try_send(message).is_err() {
+                break;
+            }
+        }
+        standalone.stream = Some(stream);
     }
 
-    /// Where a message that belongs to no call goes: the connection, or
-    /// an HTTP session's GET stream while the client holds it open. `None`:
-    /// nowhere of the link's (rmcp's server sends it).
-    pub fn sender(&self) -> Option<mpsc::Sender<Bytes>> {
-        if let Some(out) = &self.out {
-            return Some(out.clone());
-        }
-        let mut standalone = self.standalone.lock().unwrap_or_else(|p| p.into_inner());
-        if standalone.as_ref().is_some_and(mpsc::Sender::is_closed) {
-            *standalone = None;
-        }
-        standalone.clone()
-    }
-
-    /// Sends one message (its bytes as they are) on the connection, or an
-    /// HTTP session's GET stream.
+    /// Sends one message (its bytes as they are) on the connection, or
+    /// towards an HTTP session's GET stream: on it while one is open (a
+    /// client that does not read it loses what its stream has no room
+    /// for, rather than stalling sluice), else held for the next one.
     pub async fn send(&self, message: Bytes) -> Result<(), AskError> {
-        match self.sender() {
-            Some(out) => out.send(message).await.map_err(|_| AskError::Gone),
-            None => Err(AskError::Gone),
+        if let Some(out) = &self.out {
+            return out.send(message).await.map_err(|_| AskError::Gone);
         }
+        let mut standalone = self.standalone();
+        if let Some(stream) = &standalone.stream {
+            match stream.try_send(message) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    tracing::debug!(
+                        "a message of no call was dropped: the client does not read its GET stream"
+                    );
+                    return Ok(());
+                }
+                Err(mpsc::error::TrySendError::Closed(message)) => {
+                    standalone.stream = None;
+                    standalone.held.push_back(message);
+                }
+            }
+        } else {
+            standalone.held.push_back(message);
+        }
+        if standalone.held.len() > HELD {
+            standalone.held.pop_front();
+            tracing::debug!(
+                "a message of no call was dropped: the client has held no GET stream open for {HELD} of them"
+            );
+        }
+        Ok(())
     }
 
     /// Relays `request` (an upstream's, as it sent it) to the client under
-    /// an id of the link's own, on the connection; gives the client's answer
-    /// as it sent it (a result or an error, under that id). When `ct` fires
+    /// an id of the link's own, on the connection (or towards an HTTP
+    /// session's GET stream: [`Self::send`]); gives the client's answer as
+    /// it sent it (a result or an error, under that id). When `ct` fires
     /// first, the client is told (`notifications/cancelled`).
     pub async fn ask(
         &self,
         request: &Message,
         ct: &CancellationToken,
     ) -> Result<Message, AskError> {
-        match self.sender() {
-            Some(out) => self.ask_on(&out, request, ct).await,
-            None => Err(AskError::Gone),
-        }
+        self.ask_with(request, ct, |message| self.send(message))
+            .await
     }
 
     /// [`Self::ask`], on `stream` (an HTTP response stream).
@@ -133,11 +170,26 @@ impl ClientLink {
         request: &Message,
         ct: &CancellationToken,
     ) -> Result<Message, AskError> {
+        self.ask_with(request, ct, |message: Bytes| async move {
+            stream.send(message).await.map_err(|_| AskError::Gone)
+        })
+        .await
+    }
+
+    /// [`Self::ask`], each message written by `send`.
+    async fn ask_with<F, Fut>(
+        &self,
+        request: &Message,
+        ct: &CancellationToken,
+        send: F,
+    ) -> Result<Message, AskError>
+    where
+        F: Fn(Bytes) -> Fut,
+        Fut: Future<Output = Result<(), AskError>>,
+    {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let id = Id::string(&format!("{ID_PREFIX}{n}"));
         let waiter = self.asked.register_id(id.clone())?;
-        let send =
-            |message: Bytes| async move { stream.send(message).await.map_err(|_| AskError::Gone) };
         send(request.with_id(&id).into_bytes()).await?;
         tokio::select! {
             answer = waiter => Ok(answer?),
@@ -152,7 +204,7 @@ impl ClientLink {
     }
 
     /// Takes `message` if it is the client's answer to a request the link
-    /// relayed; `false` leaves it to rmcp.
+    /// relayed.
     pub fn answered(&self, message: &Message) -> bool {
         if !matches!(message.kind(), Kind::Response | Kind::Error) {
             return false;
@@ -161,14 +213,15 @@ impl ClientLink {
         if !id.is_string() || !id.as_json().starts_with(&format!("\"{ID_PREFIX}")) {
             return false;
         }
-        // An answer nobody waits for any more (cancelled) is dropped here
-        // too: rmcp never sent that id.
+        // An answer nobody waits for any more (cancelled) is dropped here.
         self.asked.complete(&id, message.clone());
         true
     }
 
-    /// The client left: every relayed request fails.
+    /// The client left: every relayed request fails, and the GET stream
+    /// ends.
     pub fn end(&self) {
+        *self.standalone() = Standalone::default();
         self.asked.fail_all(&CallFailed::ConnectionLost {
             reason: "the client left".to_owned(),
         });
@@ -201,7 +254,7 @@ mod tests {
             sent.as_ref(),
             br#"{"jsonrpc":"2.0","id":"sluice-1","method":"roots/list","params":{"x-n":1.50}}"#
         );
-        // rmcp's own answers (numbers) are not the link's.
+        // Answers to ids the link did not choose (numbers) are not its.
         assert!(!link.answered(&message(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#)));
         let answer = r#"{"jsonrpc":"2.0","id":"sluice-1","result":{"roots":[], "x-r":-0}}"#;
         assert!(link.answered(&message(answer)));
@@ -249,31 +302,61 @@ mod tests {
         assert!(matches!(asking.await.unwrap(), Err(AskError::Failed(_))));
     }
 
-    /// An HTTP session's GET stream: messages of no call go on it while the
-    /// client holds it open; a new GET stream replaces the old one; once
-    /// the client let it go, the link has nowhere to send (rmcp's server
-    /// does, typed) and says so instead of failing later.
+    /// An HTTP session's GET stream: messages of no call wait for one
+    /// (the last [`HELD`]), go on it while the client holds it open, and
+    /// wait again once it let it go; a new GET stream replaces the old one,
+    /// which ends; a request of no call waits for one too.
     #[tokio::test]
-    async fn an_http_sessions_get_stream_carries_messages_while_it_is_open() {
-        let link = ClientLink::per_stream();
-        assert!(link.sender().is_none());
-        assert!(matches!(
-            link.send(Bytes::from_static(b"{}")).await,
-            Err(AskError::Gone)
-        ));
-        let (first, mut first_rx) = mpsc::channel(4);
+    async fn an_http_sessions_messages_of_no_call_wait_for_its_get_stream() {
+        let link = std::sync::Arc::new(ClientLink::per_stream());
+        assert!(!link.writes());
+        for n in 0..HELD + 3 {
+            link.send(Bytes::from(format!("early {n}"))).await.unwrap();
+        }
+        let (first, mut first_rx) = mpsc::channel(HELD + 4);
         link.attach_standalone(first);
+        // The oldest three were dropped; the rest come first, in order.
+        for n in 3..HELD + 3 {
+            assert_eq!(first_rx.recv().await.unwrap(), format!("early {n}"));
+        }
         link.send(Bytes::from_static(b"one")).await.unwrap();
         assert_eq!(first_rx.recv().await.unwrap().as_ref(), b"one");
         // The client opened another GET stream: messages go there.
-        let (second, mut second_rx) = mpsc::channel(4);
+        let (second, mut second_rx) = mpsc::channel(HELD + 4);
         link.attach_standalone(second);
         link.send(Bytes::from_static(b"two")).await.unwrap();
         assert_eq!(second_rx.recv().await.unwrap().as_ref(), b"two");
         assert!(first_rx.recv().await.is_none(), "the old stream ends");
-        // The client went away.
+        // The client let it go: held again, and a request waits too.
         drop(second_rx);
-        assert!(link.sender().is_none());
-        assert!(!link.writes());
+        link.send(Bytes::from_static(b"three")).await.unwrap();
+        let asking = {
+            let link = link.clone();
+            tokio::spawn(async move {
+                link.ask(
+                    &message(r#"{"jsonrpc":"2.0","id":9,"method":"roots/list"}"#),
+                    &CancellationToken::new(),
+                )
+                .await
+            })
+        };
+        tokio::task::yield_now().await;
+        let (third, mut third_rx) = mpsc::channel(HELD + 4);
+        link.attach_standalone(third);
+        assert_eq!(third_rx.recv().await.unwrap().as_ref(), b"three");
+        let request = third_rx.recv().await.unwrap();
+        assert_eq!(
+            request.as_ref(),
+            br#"{"jsonrpc":"2.0","id":"sluice-1","method":"roots/list"}"#
+        );
+        let answer = r#"{"jsonrpc":"2.0","id":"sluice-1","result":{"roots":[]}}"#;
+        assert!(link.answered(&message(answer)));
+        assert_eq!(
+            asking.await.unwrap().unwrap().as_bytes().as_ref(),
+            answer.as_bytes()
+        );
+        // The session ended: its GET stream ends.
+        link.end();
+        assert!(third_rx.recv().await.is_none());
     }
 }

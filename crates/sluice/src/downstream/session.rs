@@ -17,8 +17,7 @@ use crate::gateway::Gateway;
 use crate::hub::{Event, FirstClient, SessionEntry, SessionId};
 
 /// The [`Caller`] of one request of session `id` (`connection`: the whole
-/// connection is the session, as stdio's is), whichever layer read it
-/// (rmcp's server, or sluice's own for the methods it has taken over).
+/// connection is the session, as stdio's is, or an HTTP session's).
 pub(crate) fn caller_of(
     gateway: &Arc<Gateway>,
     id: SessionId,
@@ -145,7 +144,7 @@ pub(crate) async fn open(
 
 /// Forwards the gateway's events to a legacy (initialize) session until it
 /// closes, through its link: a stdio connection, or an HTTP session's GET
-/// stream while one is open (they are dropped while none is).
+/// stream (held by the link while none is open).
 async fn forward_events(
     gateway: Arc<Gateway>,
     id: SessionId,
@@ -153,11 +152,12 @@ async fn forward_events(
 ) {
     use tokio::sync::broadcast::error::RecvError;
     let mut events = gateway.hub().subscribe();
-    // Where sluice's own layer writes the session's messages that belong to
-    // no call, if anywhere: the link's sender, asked per event (an HTTP
-    // session's GET stream comes and goes).
-    let link = gateway.hub().session(id).and_then(|s| s.link);
-    let link_sender = || link.as_ref().and_then(|link| link.sender());
+    // Where the session's messages that belong to no call go: its link
+    // (a stdio connection, or an HTTP session's GET stream, which comes and
+    // goes: the link holds them meanwhile).
+    let Some(link) = gateway.hub().session(id).and_then(|s| s.link) else {
+        return;
+    };
     loop {
         let received = tokio::select! {
             () = closed.cancelled() => return,
@@ -205,11 +205,9 @@ async fn forward_events(
                 // Where sluice's own layer writes to the client (a stdio
                 // connection, an HTTP session's GET stream), as the
                 // upstream sent it.
-                if let Some(raw) = &logged.raw
-                    && let Some(out) = link_sender()
-                {
-                    if out.send(raw.as_bytes().clone()).await.is_err() {
-                        tracing::debug!(session = id, "log message not delivered: stream closed");
+                if let Some(raw) = &logged.raw {
+                    if link.send(raw.as_bytes().clone()).await.is_err() {
+                        tracing::debug!(session = id, "log message not delivered: the client left");
                     }
                     continue;
                 }
@@ -218,15 +216,11 @@ async fn forward_events(
                 )
             }
         };
-        // In order with the log messages sluice's layer writes.
-        let Some(out) = link_sender() else {
-            tracing::debug!(session = id, "notification not delivered: no stream open");
-            continue;
-        };
+        // In order with the log messages.
         let message = rmcp::model::ServerJsonRpcMessage::notification(notification);
         let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
-        if out.send(bytes::Bytes::from(bytes)).await.is_err() {
-            tracing::debug!(session = id, "notification not delivered: stream closed");
+        if link.send(bytes::Bytes::from(bytes)).await.is_err() {
+            tracing::debug!(session = id, "notification not delivered: the client left");
         }
     }
 }

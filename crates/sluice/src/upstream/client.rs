@@ -51,9 +51,11 @@ impl UpstreamClient {
             Some(id) => self.hub.call_origin(&self.upstream, id),
             None => self.hub.latest_call(&self.upstream),
         };
-        if let Some(origin) = origin
-            && let Some(session) = origin.session.and_then(|id| self.hub.session(id))
-        {
+        if let Some(origin) = origin {
+            // A call of no session (a 2026-07-28 request standing alone,
+            // which answers no server→client request) is asked of no
+            // other client: whoever that is may not see its data.
+            let session = self.hub.session(origin.session?)?;
             return Some((session, Some(origin)));
         }
         self.hub
@@ -102,25 +104,21 @@ impl UpstreamClient {
         // the stream of the call that caused it, when sluice's own layer
         // answers that call.
         let stream = origin.as_ref().and_then(|o| o.stream.clone());
-        let asked = match (&session.link, &stream) {
-            (Some(link), _) if link.writes() => Some(link.ask(raw, &ct).await),
-            (Some(link), Some(stream)) => Some(link.ask_on(stream, raw, &ct).await),
-            // An HTTP session's GET stream, for a request of no call's.
-            (Some(link), None) => match link.sender() {
-                Some(out) => Some(link.ask_on(&out, raw, &ct).await),
-                None => None,
-            },
-            _ => None,
+        let Some(link) = &session.link else {
+            return Err(ErrorData::internal_error(
+                "the client cannot be asked now: it holds no stream open",
+                None,
+            ));
         };
-        if let Some(asked) = asked {
-            return asked.map(ClientAnswer::Relayed).map_err(|e| {
-                ErrorData::internal_error(format!("the client did not answer: {e}"), None)
-            });
-        }
-        Err(ErrorData::internal_error(
-            "the client cannot be asked now: it holds no stream open",
-            None,
-        ))
+        let asked = match &stream {
+            Some(stream) if !link.writes() => link.ask_on(stream, raw, &ct).await,
+            // The connection; or an HTTP session's GET stream, for a
+            // request of no call's (held until the client opens one).
+            _ => link.ask(raw, &ct).await,
+        };
+        asked
+            .map(ClientAnswer::Relayed)
+            .map_err(|e| ErrorData::internal_error(format!("the client did not answer: {e}"), None))
     }
 }
 

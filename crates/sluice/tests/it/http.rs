@@ -260,7 +260,25 @@ async fn raw_session(addr: &str) -> String {
 /// the client going away mid-call cancels it upstream too.
 #[tokio::test]
 async fn a_session_client_that_disconnects_mid_call_cancels_it_upstream() {
-    let dir = TempDir::new("http-session-disconnect");
+    leave_mid_call(true).await;
+}
+
+/// The same for a call that sends nothing until its answer (no progress
+/// token): the client's leaving is noticed when its response is dropped,
+/// not at the next message sluice would write.
+#[tokio::test]
+async fn a_session_client_that_leaves_a_quiet_call_cancels_it_upstream() {
+    leave_mid_call(false).await;
+}
+
+/// A session's client starts a 30 s call (asking for progress or not) and
+/// leaves after 1.5 s: the upstream hears the cancellation.
+async fn leave_mid_call(progress: bool) {
+    let dir = TempDir::new(if progress {
+        "http-session-disconnect"
+    } else {
+        "http-session-quiet-disconnect"
+    });
     let marker = dir.0.join("marker");
     let sluice = HttpSluice::start(&[], &py_server()).await;
     let addr = sluice
@@ -274,7 +292,7 @@ async fn a_session_client_that_disconnects_mid_call_cancels_it_upstream() {
         "params": {
             "name": "sleep",
             "arguments": {"seconds": 30, "marker": marker},
-            "_meta": {"progressToken": "p1"}
+            "_meta": if progress { serde_json::json!({"progressToken": "p1"}) } else { serde_json::json!({}) }
         }
     })
     .to_string();
@@ -529,9 +547,10 @@ async fn the_http_endpoint_answers_each_kind_of_request_as_the_spec_says() {
         .expect("the GET stream ends with its session");
     assert!(rest.is_ok());
     assert_eq!(post(in_session(vec![]), list.clone()).await.status, 404);
+    // Deleting it again is no error (a client closing late).
     assert_eq!(
         exchange(Method::DELETE, url, &[sse[1]], "").await.status,
-        404
+        202
     );
 
     // Requests that stand alone (2026-07-28).
@@ -582,4 +601,60 @@ async fn the_http_endpoint_answers_each_kind_of_request_as_the_spec_says() {
     .await;
     assert_eq!(mismatched.status, 400, "{}", mismatched.body);
     assert_eq!(mismatched.message()["error"]["code"], -32020);
+}
+
+/// A request standing alone is cancelled by closing its stream: a
+/// `notifications/cancelled` standing alone names an id that any client
+/// may use, so it cancels nothing (another client's call with that id
+/// runs on).
+#[tokio::test]
+async fn a_cancellation_standing_alone_cancels_no_other_clients_call() {
+    let sluice = HttpSluice::start(&[], &sample()).await;
+    let url = sluice.url.clone();
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"slow_task","arguments":{{"seconds":1.5,"quiet":true}},{meta}}}}}"#
+    );
+    let running = tokio::spawn({
+        let url = url.clone();
+        async move {
+            exchange(
+                reqwest::Method::POST,
+                &url,
+                &[
+                    JSON_AND_SSE[0],
+                    JSON_AND_SSE[1],
+                    ("mcp-protocol-version", "2026-07-28"),
+                    ("mcp-method", "tools/call"),
+                    ("mcp-name", "slow_task"),
+                ],
+                &call,
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"another client's"}}"#;
+    let told = exchange(
+        reqwest::Method::POST,
+        &url,
+        &[
+            JSON_AND_SSE[0],
+            JSON_AND_SSE[1],
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "notifications/cancelled"),
+        ],
+        cancel,
+    )
+    .await;
+    assert_eq!(told.status, 202, "{}", told.body);
+    let answered = running.await.unwrap();
+    assert_eq!(answered.status, 200, "{}", answered.body);
+    assert!(
+        answered.message()["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("done after")),
+        "{}",
+        answered.body
+    );
 }

@@ -1,16 +1,15 @@
-//! What a connection's front answers besides the lists and the routed
-//! requests: the lifecycle (`initialize`, `ping`, `server/discover`), the
+//! What a front answers besides the lists and the routed requests: the lifecycle (`initialize`, `ping`, `server/discover`), the
 //! session's settings (`logging/setLevel`, resource subscriptions), tasks
 //! (`tasks/get`, `tasks/update`, `tasks/cancel`), `subscriptions/listen`,
 //! and an error that says what is wrong for every other request.
 //!
-//! On a connection whose every message sluice's own layer reads (stdio,
-//! and the in-memory connections of the demo and the test harness), no
-//! request reaches rmcp's server: these rules are the ones it applied, kept
-//! so that clients see the same answers (one exception: a request standing
-//! alone whose `_meta` names a version before 2026-07-28, which rmcp served
-//! as a session of that version, is refused with "send `initialize`
-//! first"):
+//! Every client's request comes here (stdio, the in-memory connections of
+//! the demo and the test harness, HTTP sessions and the HTTP requests that
+//! stand alone; no rmcp server answers any): these rules are the ones
+//! rmcp's server applied, kept so that clients see the same answers (one
+//! exception: a request standing alone whose `_meta` names a version before
+//! 2026-07-28, which rmcp served as a session of that version, is refused
+//! with "send `initialize` first"):
 //! - before `initialize`, a request stands alone only with the whole
 //!   2026-07-28 lifecycle in its `_meta` (version, client info and
 //!   capabilities), else `-32602` names what its `_meta` lacks; a `ping`
@@ -247,9 +246,9 @@ impl Front {
     }
 
     /// Takes `message` if it is a notification the front acts on: a
-    /// cancellation (of a request running here; rmcp's, for an HTTP
-    /// session, is told too), and on a connection `initialized` (nothing to
-    /// do) and the client's roots changing (told to every upstream).
+    /// cancellation (of a request running here), and in a session
+    /// `initialized` (nothing to do) and the client's roots changing (told
+    /// to every upstream).
     pub fn notified(self: &Arc<Self>, message: &Message) -> bool {
         if message.kind() != crate::jsonrpc::Kind::Notification {
             return false;
