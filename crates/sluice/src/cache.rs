@@ -16,8 +16,8 @@
 //!
 //! The cache stores the upstream's result before governing: each answer
 //! from it is governed for its caller like a fresh one. An entry keeps the
-//! bytes the upstream sent when its answer came as one plain response (a
-//! task's result, which sluice assembled, is kept decoded), never decoded:
+//! bytes the upstream sent (a task's result too, `tasks/result`), never
+//! decoded:
 //! the call that fills it and every hit are governed from those bytes (a
 //! hit's are a reference-counted clone), a hit marked as one in `_meta`.
 
@@ -53,8 +53,8 @@ pub enum Fetched {
         /// The result says it is an error (`isError`): it is not kept.
         is_error: bool,
     },
-    /// A result sluice decoded: a task's, which sluice assembled, or one
-    /// whose bytes do not read as a tool's result. Boxed: rmcp's results
+    /// A result sluice decoded: one whose bytes do not read as a tool's
+    /// result (or a task call's immediate answer). Boxed: rmcp's results
     /// are large.
     Decoded(Box<ServerResult>),
 }

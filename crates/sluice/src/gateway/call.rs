@@ -435,10 +435,7 @@ impl Gateway {
         // The paths a plain call does not take are boxed: inline, their
         // state would size every call's future (call_as_task's is 11 KB).
         if lock(&self.task_tools).contains(source) {
-            return Fetched::decoded(
-                Box::pin(self.call_as_task(upstream, params, caller)).await,
-                None,
-            );
+            return Box::pin(self.call_as_task(upstream, params, caller)).await;
         }
         // A 2025-11-25 upstream may refuse a plain call to a tool that
         // needs a task: the call is kept to make it again as one.
@@ -480,10 +477,7 @@ impl Gateway {
             "the tool must be called as a task: sluice calls it as one and polls"
         );
         lock(&self.task_tools).insert(source.to_owned());
-        Fetched::decoded(
-            Box::pin(self.call_as_task(upstream, params, caller)).await,
-            None,
-        )
+        Box::pin(self.call_as_task(upstream, params, caller)).await
     }
 
     /// [`Self::fetch_keeping_raw`] as the cache calls it: for `caller`, or for a
@@ -751,8 +745,7 @@ pub(super) enum Fetched {
     /// [`crate::upstream::rpc::Decoded`]).
     Sent(crate::upstream::rpc::Decoded),
     /// Decoded, with the response it came in when the result is that
-    /// response's own (not a task's, which sluice assembled). Boxed: rmcp's
-    /// results are large.
+    /// response's own. Boxed: rmcp's results are large.
     Decoded(
         Box<(
             Result<ServerResult, CallError>,
@@ -762,7 +755,7 @@ pub(super) enum Fetched {
 }
 
 impl Fetched {
-    fn decoded(
+    pub(super) fn decoded(
         result: Result<ServerResult, CallError>,
         raw: Option<crate::jsonrpc::Message>,
     ) -> Fetched {

@@ -1,6 +1,8 @@
 //! Tools that must be called as MCP tasks (SEP-1686, protocol 2025-11-25,
 //! `execution.taskSupport: "required"`): sluice calls them as tasks and
-//! polls, so that every client sees an ordinary call, or an operation.
+//! polls, so that every client sees an ordinary call, or an operation; the
+//! task's result reaches it as the upstream sent it (`tasks/result`), but
+//! for the `_meta` key that ties it to the upstream's task.
 //!
 //! rmcp models only the later tasks extension (SEP-2663) and drops a listed
 //! tool's `execution`, so such a tool is recognised by its refusal of a
@@ -14,7 +16,10 @@ use rmcp::model::{CallToolRequestParams, ClientRequest, CustomRequest, ServerRes
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::call::Fetched;
 use super::{Caller, Gateway};
+use crate::jsonrpc::Message;
+use crate::upstream::rpc::Decoded;
 use crate::upstream::{CallError, Upstream};
 
 /// How long sluice asks the upstream to keep a task (SEP-1686 `ttl`).
@@ -52,6 +57,29 @@ pub(super) fn says_task(text: &str) -> bool {
     text.contains("task augmentation") || (text.contains("-32601") && text.contains("tasksupport"))
 }
 
+/// The response `sent` (a task's result) without the `_meta` key that ties
+/// it to the upstream's task (and without `_meta` if nothing else is in
+/// it), every other member as sent; `None` if its result or `_meta` is not
+/// an object.
+fn without_related_task(sent: &Message) -> Option<Message> {
+    let mut result = crate::jsonrpc::RawObject::parse(sent.result()?).ok()?;
+    let mut emptied = false;
+    let removed = result
+        .edit_path(&["_meta"], |meta| {
+            let removed = meta.remove(RELATED_TASK).is_some();
+            emptied = meta.is_empty();
+            removed
+        })
+        .ok()?;
+    if removed != Some(true) {
+        return Some(sent.clone());
+    }
+    if emptied {
+        result.remove("_meta");
+    }
+    sent.with_result(&result.to_json()).ok()
+}
+
 /// The JSON of an upstream's answer, whichever of rmcp's types it parsed as.
 fn raw(result: &ServerResult) -> Value {
     serde_json::to_value(result).unwrap_or(Value::Null)
@@ -73,14 +101,28 @@ fn poll_interval(task: &Value) -> Duration {
 impl Gateway {
     /// Calls a tool as an upstream task: creates it, polls `tasks/get`
     /// (keeping its status message as the call's partial result), and
-    /// answers with `tasks/result` once it ends. The caller's cancellation
-    /// cancels the task.
+    /// answers with `tasks/result` once it ends: as the upstream sent it,
+    /// but for the `_meta` key that ties it to the upstream's task (decoded
+    /// only if that key cannot be taken out of its bytes). The caller's
+    /// cancellation cancels the task.
     pub(super) async fn call_as_task(
         &self,
         upstream: &Arc<Upstream>,
         params: CallToolRequestParams,
         caller: &Caller,
-    ) -> Result<ServerResult, CallError> {
+    ) -> Fetched {
+        match self.task_call(upstream, params, caller).await {
+            Ok(fetched) => fetched,
+            Err(e) => Fetched::decoded(Err(e), None),
+        }
+    }
+
+    async fn task_call(
+        &self,
+        upstream: &Arc<Upstream>,
+        params: CallToolRequestParams,
+        caller: &Caller,
+    ) -> Result<Fetched, CallError> {
         let mut request = serde_json::to_value(&params).unwrap_or_else(|_| json!({}));
         request["task"] = json!({"ttl": TASK_TTL_MS});
         let created = self
@@ -91,7 +133,7 @@ impl Gateway {
             // An upstream may still answer at once: that is the result.
             return match created.get("content") {
                 Some(_) => serde_json::from_value(created)
-                    .map(ServerResult::CallToolResult)
+                    .map(|result| Fetched::decoded(Ok(ServerResult::CallToolResult(result)), None))
                     .map_err(|e| CallError::Unavailable(format!("upstream `{}` answered a task call with a result sluice cannot read: {e}", upstream.name()))),
                 None => Err(CallError::Unavailable(format!(
                     "upstream `{}` refused `{}` without a task, but answered the task call without one: {created}",
@@ -121,11 +163,15 @@ impl Gateway {
             }
             match status.get("status").and_then(Value::as_str) {
                 Some("completed" | "failed") => {
-                    let mut answer = self
-                        .task_request(upstream, "tasks/result", &id, &caller.ct)
-                        .await;
+                    let answer = self
+                        .task_answer(upstream, "tasks/result", &id, &caller.ct)
+                        .await?;
                     // The upstream's task is sluice's business: its id means
                     // nothing to the client.
+                    if let Some(sent) = without_related_task(&answer.raw) {
+                        return Ok(Fetched::Sent(Decoded::sent(sent)));
+                    }
+                    let mut answer = upstream.decoded(answer).map(|(result, _)| result);
                     if let Ok(ServerResult::CallToolResult(result)) = &mut answer
                         && let Some(meta) = result.meta.as_mut()
                     {
@@ -134,7 +180,7 @@ impl Gateway {
                             result.meta = None;
                         }
                     }
-                    return answer;
+                    return Ok(Fetched::decoded(answer, None));
                 }
                 Some("cancelled") => {
                     return Err(CallError::Unavailable(format!(
@@ -180,7 +226,7 @@ impl Gateway {
         }
     }
 
-    /// `method` (`tasks/get`, `tasks/result`) about task `id`.
+    /// `method` (`tasks/get`, `tasks/cancel`) about task `id`, decoded.
     async fn task_request(
         &self,
         upstream: &Upstream,
@@ -188,6 +234,20 @@ impl Gateway {
         id: &str,
         ct: &CancellationToken,
     ) -> Result<ServerResult, CallError> {
+        self.task_answer(upstream, method, id, ct)
+            .await
+            .and_then(|answer| upstream.decoded(answer))
+            .map(|(result, _)| result)
+    }
+
+    /// `method` about task `id`, its answer as the upstream sent it.
+    async fn task_answer(
+        &self,
+        upstream: &Upstream,
+        method: &str,
+        id: &str,
+        ct: &CancellationToken,
+    ) -> Result<Decoded, CallError> {
         upstream
             .send(
                 custom(method, json!({"taskId": id})),
@@ -197,8 +257,6 @@ impl Gateway {
                 |_| Vec::new(),
             )
             .await
-            .and_then(|answer| upstream.decoded(answer))
-            .map(|(result, _)| result)
     }
 
     /// Asks the upstream to cancel task `id`; failures are only logged.

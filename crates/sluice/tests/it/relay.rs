@@ -1189,6 +1189,33 @@ async fn arrives_as_sent_then_ok(tool: &str, odd: &str) {
     .await;
 }
 
+/// A tool its upstream runs only as a task (SEP-1686): sluice calls it as
+/// one and polls, and its result (`tasks/result`) reaches the client as the
+/// upstream sent it, but for the `_meta` key that ties it to the upstream's
+/// task (decoding it dropped the unknown members and respelled numbers).
+#[tokio::test]
+async fn a_task_only_tools_result_arrives_as_sent_but_for_its_task() {
+    let script = [tool_call(2, "tasked", "{}"), tool_call(3, "ok", "{}")];
+    on_paths(&OWN_LAYER, "tasked", false, "", &script, |run| {
+        let sent = run.server_result("tasks/result");
+        let tie = r#""io.modelcontextprotocol/related-task":{"taskId":"raw-task-1"},"#;
+        assert!(sent.contains(tie), "the raw server sent {sent}");
+        assert_eq!(
+            run.client_result("2"),
+            sent.replace(tie, ""),
+            "{}",
+            run.transcript()
+        );
+        assert_eq!(
+            run.client_result("3"),
+            r#"{"content":[{"type":"text","text":"ok"}]}"#,
+            "{}",
+            run.transcript()
+        );
+    })
+    .await;
+}
+
 /// A cached tool's result crosses sluice as the upstream sent it: on the
 /// call that fills the cache, byte for byte; on a hit (the upstream not
 /// called again), every member as sent, with `_meta["sluice/cache"]` added.
