@@ -2,8 +2,9 @@
 //! `Mcp-Session-Id`, counted (for `[http] max_sessions`), closed when idle,
 //! and emptied as sessions end.
 //!
-//! A session is made when its `initialize` is answered
-//! ([`super::http_endpoint`]) and ends when its client deletes it (HTTP
+//! A session is made when its `initialize` arrives, within
+//! `[http] max_sessions` ([`SessionTable::insert_within`]), and is kept
+//! once that is answered ([`super::http_endpoint`]); it ends when its client deletes it (HTTP
 //! `DELETE`), when no request names it for `[http] session_idle_s`
 //! ([`SessionTable::close_idle`]), or when sluice stops
 //! ([`SessionTable::close_all`]). Ending it ends its front: its calls stop,

@@ -25,8 +25,41 @@ use crate::jsonrpc::{CallFailed, Id, Kind, Message, Pending};
 const ID_PREFIX: &str = "sluice-";
 
 /// How many messages of no call an HTTP session's link holds while the
-/// client has no GET stream open (the oldest are dropped past it).
+/// client has no GET stream open (the oldest notifications are dropped
+/// past it).
 pub const HELD: usize = 64;
+
+/// How many bytes of notifications an HTTP session's link holds at most
+/// (the oldest go past it; an upstream's log message may be large).
+pub const HELD_BYTES: usize = 4 << 20;
+
+/// How long a request of no call waits, held, for the client to open a
+/// GET stream (it opens one right after `initialize`, if ever).
+pub const HELD_REQUEST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The notification that tells the client request `id` is cancelled.
+fn cancel_notice(id: &Id) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id},"reason":"cancelled by the upstream"}}}}"#
+    ))
+}
+
+/// Where [`ClientLink::deliver`] put a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// On the connection or the GET stream (or dropped, for a notification
+    /// the GET stream had no room for).
+    Sent,
+    /// Held for the next GET stream.
+    Held,
+}
+
+/// A message held for the next GET stream, and the id of the request it
+/// is, if it is one.
+struct Held {
+    message: Bytes,
+    request: Option<Id>,
+}
 
 /// Messages for one client connection, written in the order given; or,
 /// for an HTTP session ([`ClientLink::per_stream`]), the requests relayed on
@@ -44,7 +77,11 @@ pub struct ClientLink {
 #[derive(Default)]
 struct Standalone {
     stream: Option<mpsc::Sender<Bytes>>,
-    held: std::collections::VecDeque<Bytes>,
+    held: std::collections::VecDeque<Held>,
+    /// The bytes of the notifications held.
+    held_bytes: usize,
+    /// The session ended: nothing is held or sent any more.
+    ended: bool,
 }
 
 impl std::fmt::Debug for ClientLink {
@@ -64,6 +101,12 @@ pub enum AskError {
     /// The request was cancelled before the client answered.
     #[error("cancelled before the client answered")]
     Cancelled,
+    /// An HTTP session's client held no GET stream open to be asked on.
+    #[error(
+        "the client held no GET stream open within {} s to be asked on (a Streamable HTTP client opens one after initialize to receive requests outside its calls)",
+        HELD_REQUEST_WAIT.as_secs()
+    )]
+    NoStream,
     /// The client's answer could not be read, or the connection ended.
     #[error("{0}")]
     Failed(#[from] CallFailed),
@@ -103,11 +146,27 @@ impl ClientLink {
     /// Makes `stream` (an HTTP session's GET stream) where the session's
     /// messages go that belong to no call, in place of the one before
     /// (which ends); what was held for it goes first. `stream` needs room
-    /// for [`HELD`] messages.
+    /// for [`HELD`] messages. After [`Self::end`], `stream` is dropped at
+    /// once (the GET stream of a session that ended ends).
     pub fn attach_standalone(&self, stream: mpsc::Sender<Bytes>) {
         let mut standalone = self.standalone();
-        while let Some(message) = standalone.held.pop_front() {
-            if stream.try_send(message).is_err() {
+        if standalone.ended {
+            return;
+        }
+        while let Some(held) = standalone.held.pop_front() {
+            if held.request.is_none() {
+                standalone.held_bytes -= held.message.len();
+            }
+            if let Err(e) = stream.try_send(held.message) {
+                let message = e.into_inner();
+                if held.request.is_none() {
+                    standalone.held_bytes += message.len();
+                }
+                // No room: it and the rest wait for the next stream.
+                standalone.held.push_front(Held {
+                    message,
+                    request: held.request,
+                });
                 break;
             }
         }
@@ -117,50 +176,127 @@ impl ClientLink {
     /// Sends one message (its bytes as they are) on the connection, or
     /// towards an HTTP session's GET stream: on it while one is open (a
     /// client that does not read it loses what its stream has no room
-    /// for, rather than stalling sluice), else held for the next one.
+    /// for, rather than stalling sluice), else held for the next one (the
+    /// oldest notification held goes past [`HELD`]).
     pub async fn send(&self, message: Bytes) -> Result<(), AskError> {
+        self.deliver(message, None).await.map(|_| ())
+    }
+
+    /// [`Self::send`] of a notification (`request`: `None`) or of the
+    /// request `request`, which is never dropped: one the GET stream has no
+    /// room for, or that finds [`HELD`] requests held, is refused.
+    async fn deliver(&self, message: Bytes, request: Option<&Id>) -> Result<Delivery, AskError> {
         if let Some(out) = &self.out {
-            return out.send(message).await.map_err(|_| AskError::Gone);
+            out.send(message).await.map_err(|_| AskError::Gone)?;
+            return Ok(Delivery::Sent);
         }
         let mut standalone = self.standalone();
+        if standalone.ended {
+            return Err(AskError::Gone);
+        }
+        let mut message = message;
         if let Some(stream) = &standalone.stream {
             match stream.try_send(message) {
-                Ok(()) => return Ok(()),
+                Ok(()) => return Ok(Delivery::Sent),
+                Err(mpsc::error::TrySendError::Full(_)) if request.is_some() => {
+                    return Err(AskError::Gone);
+                }
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     tracing::debug!(
                         "a message of no call was dropped: the client does not read its GET stream"
                     );
-                    return Ok(());
+                    return Ok(Delivery::Sent);
                 }
-                Err(mpsc::error::TrySendError::Closed(message)) => {
+                Err(mpsc::error::TrySendError::Closed(unsent)) => {
                     standalone.stream = None;
-                    standalone.held.push_back(message);
+                    message = unsent;
                 }
             }
-        } else {
-            standalone.held.push_back(message);
         }
-        if standalone.held.len() > HELD {
-            standalone.held.pop_front();
+        let bytes = if request.is_none() { message.len() } else { 0 };
+        if bytes > HELD_BYTES {
+            tracing::debug!("a message of no call was dropped: too large to hold");
+            return Ok(Delivery::Sent);
+        }
+        while standalone.held.len() >= HELD || standalone.held_bytes + bytes > HELD_BYTES {
+            // Room is made by the oldest notification: a request dropped
+            // would leave its upstream waiting.
+            let oldest = standalone.held.iter().position(|h| h.request.is_none());
+            let Some(dropped) = oldest.and_then(|i| standalone.held.remove(i)) else {
+                // Only requests held, as many as may be.
+                if request.is_some() {
+                    return Err(AskError::Gone);
+                }
+                tracing::debug!("a message of no call was dropped: {HELD} requests wait");
+                return Ok(Delivery::Sent);
+            };
+            standalone.held_bytes -= dropped.message.len();
             tracing::debug!(
-                "a message of no call was dropped: the client has held no GET stream open for {HELD} of them"
+                "a message of no call was dropped: the client has held no GET stream open for {HELD} of them ({} MiB at most)",
+                HELD_BYTES >> 20
             );
         }
-        Ok(())
+        standalone.held_bytes += bytes;
+        standalone.held.push_back(Held {
+            message,
+            request: request.cloned(),
+        });
+        Ok(Delivery::Held)
+    }
+
+    /// Takes request `id` back if it is still held (no GET stream took
+    /// it): whether it was.
+    fn unhold(&self, id: &Id) -> bool {
+        let mut standalone = self.standalone();
+        let before = standalone.held.len();
+        standalone.held.retain(|h| h.request.as_ref() != Some(id));
+        standalone.held.len() != before
     }
 
     /// Relays `request` (an upstream's, as it sent it) to the client under
     /// an id of the link's own, on the connection (or towards an HTTP
-    /// session's GET stream: [`Self::send`]); gives the client's answer as
-    /// it sent it (a result or an error, under that id). When `ct` fires
-    /// first, the client is told (`notifications/cancelled`).
+    /// session's GET stream: held up to [`HELD_REQUEST_WAIT`] while none is
+    /// open); gives the client's answer as it sent it (a result or an
+    /// error, under that id). When `ct` fires first, the client is told
+    /// (`notifications/cancelled`; a request still held is taken back).
     pub async fn ask(
         &self,
         request: &Message,
         ct: &CancellationToken,
     ) -> Result<Message, AskError> {
-        self.ask_with(request, ct, |message| self.send(message))
-            .await
+        if let Some(out) = &self.out {
+            return self.ask_on(out, request, ct).await;
+        }
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let id = Id::string(&format!("{ID_PREFIX}{n}"));
+        let waiter = self.asked.register_id(id.clone())?;
+        let delivery = self
+            .deliver(request.with_id(&id).into_bytes(), Some(&id))
+            .await?;
+        let mut waiter = std::pin::pin!(waiter);
+        if delivery == Delivery::Held {
+            tokio::select! {
+                answer = &mut waiter => return Ok(answer?),
+                () = ct.cancelled() => {
+                    if !self.unhold(&id) {
+                        let _ = self.send(cancel_notice(&id)).await;
+                    }
+                    return Err(AskError::Cancelled);
+                }
+                () = tokio::time::sleep(HELD_REQUEST_WAIT) => {
+                    if self.unhold(&id) {
+                        return Err(AskError::NoStream);
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            answer = waiter => Ok(answer?),
+            () = ct.cancelled() => {
+                let _ = self.send(cancel_notice(&id)).await;
+                Err(AskError::Cancelled)
+            }
+        }
     }
 
     /// [`Self::ask`], on `stream` (an HTTP response stream).
@@ -194,10 +330,7 @@ impl ClientLink {
         tokio::select! {
             answer = waiter => Ok(answer?),
             () = ct.cancelled() => {
-                let cancel = format!(
-                    r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id},"reason":"cancelled by the upstream"}}}}"#
-                );
-                let _ = send(Bytes::from(cancel)).await;
+                let _ = send(cancel_notice(&id)).await;
                 Err(AskError::Cancelled)
             }
         }
@@ -221,7 +354,10 @@ impl ClientLink {
     /// The client left: every relayed request fails, and the GET stream
     /// ends.
     pub fn end(&self) {
-        *self.standalone() = Standalone::default();
+        *self.standalone() = Standalone {
+            ended: true,
+            ..Standalone::default()
+        };
         self.asked.fail_all(&CallFailed::ConnectionLost {
             reason: "the client left".to_owned(),
         });
@@ -340,7 +476,10 @@ mod tests {
                 .await
             })
         };
-        tokio::task::yield_now().await;
+        // Held: it was asked before the stream opened.
+        while link.standalone().held.len() < 2 {
+            tokio::task::yield_now().await;
+        }
         let (third, mut third_rx) = mpsc::channel(HELD + 4);
         link.attach_standalone(third);
         assert_eq!(third_rx.recv().await.unwrap().as_ref(), b"three");
@@ -355,8 +494,79 @@ mod tests {
             asking.await.unwrap().unwrap().as_bytes().as_ref(),
             answer.as_bytes()
         );
-        // The session ended: its GET stream ends.
+        // The session ended: its GET stream ends, and nothing is held or
+        // attached any more.
         link.end();
         assert!(third_rx.recv().await.is_none());
+        assert!(matches!(
+            link.send(Bytes::from_static(b"late")).await,
+            Err(AskError::Gone)
+        ));
+        let (fourth, mut fourth_rx) = mpsc::channel(4);
+        link.attach_standalone(fourth);
+        assert!(
+            fourth_rx.recv().await.is_none(),
+            "an ended link takes no stream"
+        );
+    }
+
+    /// A request of no call is never dropped quietly: one a full GET stream
+    /// has no room for is refused at once, and one held while no GET stream
+    /// opens is refused after [`HELD_REQUEST_WAIT`], taken back (the next
+    /// stream does not get it); notifications make room for requests.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_of_no_call_is_refused_rather_than_lost() {
+        let roots = || message(r#"{"jsonrpc":"2.0","id":1,"method":"roots/list"}"#);
+        let link = ClientLink::per_stream();
+        let (full, _unread) = mpsc::channel(1);
+        full.try_send(Bytes::from_static(b"filler")).unwrap();
+        link.attach_standalone(full);
+        assert!(matches!(
+            link.ask(&roots(), &CancellationToken::new()).await,
+            Err(AskError::Gone)
+        ));
+        // A notification the full stream has no room for is dropped.
+        link.send(Bytes::from_static(b"lost")).await.unwrap();
+
+        let link = ClientLink::per_stream();
+        for n in 0..HELD {
+            link.send(Bytes::from(format!("note {n}"))).await.unwrap();
+        }
+        let started = tokio::time::Instant::now();
+        assert!(matches!(
+            link.ask(&roots(), &CancellationToken::new()).await,
+            Err(AskError::NoStream)
+        ));
+        assert_eq!(started.elapsed(), HELD_REQUEST_WAIT);
+        let (stream, mut received) = mpsc::channel(HELD + 4);
+        link.attach_standalone(stream);
+        drop(link);
+        let mut got = Vec::new();
+        while let Some(message) = received.recv().await {
+            got.push(String::from_utf8(message.to_vec()).unwrap());
+        }
+        // The request made room by pushing out the oldest notification,
+        // then was taken back.
+        assert_eq!(got.len(), HELD - 1);
+        assert_eq!(got[0], "note 1");
+        assert!(got.iter().all(|m| !m.contains("roots/list")), "{got:?}");
+
+        // Held notifications are bounded in bytes too: the oldest go.
+        let link = ClientLink::per_stream();
+        let half = Bytes::from(vec![b'h'; HELD_BYTES / 2 + 1]);
+        link.send(half.clone()).await.unwrap();
+        link.send(half).await.unwrap();
+        link.send(Bytes::from(vec![b'x'; HELD_BYTES + 1]))
+            .await
+            .unwrap();
+        link.send(Bytes::from_static(b"small")).await.unwrap();
+        let (stream, mut received) = mpsc::channel(HELD + 4);
+        link.attach_standalone(stream);
+        drop(link);
+        let mut sizes = Vec::new();
+        while let Some(message) = received.recv().await {
+            sizes.push(message.len());
+        }
+        assert_eq!(sizes, [HELD_BYTES / 2 + 1, 5]);
     }
 }

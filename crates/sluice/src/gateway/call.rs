@@ -423,8 +423,9 @@ impl Gateway {
 
     /// Makes the upstream call of a tool: as a task if the tool needs one,
     /// with sluice answering `input_required` for a client that cannot.
-    /// The answer of one plain call comes as the upstream gave it (its
-    /// result not decoded yet, see [`Fetched::Sent`]); the others decoded.
+    /// The answer of one plain call, or of a task's `tasks/result`, comes as
+    /// the upstream gave it (its result not decoded yet, see
+    /// [`Fetched::Sent`]); the others decoded.
     pub(super) async fn fetch_keeping_raw(
         &self,
         upstream: &Arc<Upstream>,
@@ -847,7 +848,7 @@ pub struct Relayed<R = CallAnswer> {
     /// The answer.
     pub response: R,
     /// The upstream's response, when `response` is its result unchanged
-    /// (within the budget, not a task's): the client gets its `result` as
+    /// (within the budget): the client gets its `result` as
     /// the bytes the upstream sent, shaped for the client's era by whoever
     /// writes it (`resultType`, cache hints).
     pub raw: Option<crate::jsonrpc::Message>,

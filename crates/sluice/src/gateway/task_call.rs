@@ -59,19 +59,18 @@ pub(super) fn says_task(text: &str) -> bool {
 
 /// The response `sent` (a task's result) without the `_meta` key that ties
 /// it to the upstream's task (and without `_meta` if nothing else is in
-/// it), every other member as sent; `None` if its result or `_meta` is not
-/// an object.
+/// it), every other member as sent; `None` if its result is not an
+/// object.
 fn without_related_task(sent: &Message) -> Option<Message> {
     let mut result = crate::jsonrpc::RawObject::parse(sent.result()?).ok()?;
     let mut emptied = false;
-    let removed = result
-        .edit_path(&["_meta"], |meta| {
-            let removed = meta.remove(RELATED_TASK).is_some();
-            emptied = meta.is_empty();
-            removed
-        })
-        .ok()?;
-    if removed != Some(true) {
+    let removed = result.edit_path(&["_meta"], |meta| {
+        let removed = meta.remove(RELATED_TASK).is_some();
+        emptied = meta.is_empty();
+        removed
+    });
+    // A `_meta` that is not an object holds no key to take out.
+    if !matches!(removed, Ok(Some(true))) {
         return Some(sent.clone());
     }
     if emptied {

@@ -641,8 +641,9 @@ async fn decode_answer(message: Message, expect: Expect) -> Result<Decoded, RpcE
 /// variant in turn: a tenth of sluice's time on a small call.
 #[derive(Debug, Clone, Copy)]
 enum Expect {
-    /// `tools/call`: a `CallToolResult`, unless the text may be one of the
-    /// other answers a call can get (a task, `input_required`).
+    /// `tools/call` (and `tasks/result`, a task's): a `CallToolResult`,
+    /// unless the text may be one of the other answers a call can get (a
+    /// task, `input_required`); left as sent until someone needs it typed.
     CallTool,
     /// `tools/list`.
     ListTools,
@@ -653,7 +654,8 @@ enum Expect {
 impl Expect {
     fn of(method: Option<&str>) -> Expect {
         match method {
-            Some("tools/call") => Expect::CallTool,
+            // A task's result (SEP-1686) is the tool's: relayed as sent.
+            Some("tools/call" | "tasks/result") => Expect::CallTool,
             Some("tools/list") => Expect::ListTools,
             _ => Expect::Any,
         }
