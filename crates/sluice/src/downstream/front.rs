@@ -140,7 +140,7 @@ impl Front {
 
     /// A client's `notifications/cancelled`: stops the call it names if it
     /// runs here.
-    pub fn cancelled(&self, message: &Message) {
+    fn cancelled(&self, message: &Message) {
         let id = message.cancelled_request();
         if let Some(ct) = id.and_then(|id| lock(&self.running).remove(&id)) {
             ct.cancel();

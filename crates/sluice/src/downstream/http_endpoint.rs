@@ -138,9 +138,13 @@ async fn post(endpoint: &Endpoint, request: Request) -> Response {
     let message = match Message::parse(body) {
         Ok(message) => message,
         Err(e) => {
+            // As stdio answers a line (`downstream::lines`): what is not
+            // JSON is a parse error, JSON that is not a message an invalid
+            // request.
             let code = match e {
-                crate::jsonrpc::MessageError::NotJsonRpc { .. } => ErrorCode::INVALID_REQUEST,
-                _ => ErrorCode::PARSE_ERROR,
+                crate::jsonrpc::MessageError::NotJson { .. }
+                | crate::jsonrpc::MessageError::NotUtf8 { .. } => ErrorCode::PARSE_ERROR,
+                _ => ErrorCode::INVALID_REQUEST,
             };
             return error(StatusCode::BAD_REQUEST, None, code, &e.to_string());
         }
@@ -160,14 +164,16 @@ async fn post(endpoint: &Endpoint, request: Request) -> Response {
     let id = message.id();
     // An `initialize` that reads as one (one that does not is a request of
     // a method 2026-07-28 removed, as rmcp's server read it).
-    let initialize = request
-        && method == "initialize"
-        && message.params().is_some_and(|params| {
-            serde_json::from_str::<rmcp::model::InitializeRequestParams>(params).is_ok()
+    let hello = (request && method == "initialize")
+        .then(|| message.params())
+        .flatten()
+        .and_then(|params| {
+            serde_json::from_str::<rmcp::model::InitializeRequestParams>(params).ok()
         });
-    if initialize {
+    let initialize = hello.is_some();
+    if let Some(hello) = &hello {
+        let body = hello.protocol_version.as_str();
         if let Some(header) = version
-            && let Some(body) = initialize_version(&message)
             && header != body
         {
             return error(
@@ -466,18 +472,6 @@ fn request_meta(message: &Message) -> RequestMetaObject {
         .and_then(|params| serde_json::from_str::<Params>(params).ok())
         .and_then(|params| params.meta)
         .unwrap_or_default()
-}
-
-/// The version an `initialize` asks for.
-fn initialize_version(message: &Message) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Params {
-        #[serde(rename = "protocolVersion")]
-        protocol_version: String,
-    }
-    serde_json::from_str::<Params>(message.params()?)
-        .ok()
-        .map(|p| p.protocol_version)
 }
 
 fn plain(status: StatusCode, text: impl Into<String>) -> Response {

@@ -65,77 +65,83 @@ impl AllowedHosts {
         }
     }
 
-    /// The refusal of a request whose Host or Origin is not allowed (a
-    /// DNS rebinding attack, a page of another site): 400 without a Host
-    /// that reads, 403 for one not allowed.
-    pub fn refusal(&self, headers: &HeaderMap) -> Option<axum::response::Response> {
-        use axum::response::IntoResponse as _;
-        self.0.as_ref()?;
-        let refuse = |status: StatusCode, why: &str| Some((status, why.to_owned()).into_response());
-        let Some(host) = headers.get(header::HOST) else {
-            return refuse(StatusCode::BAD_REQUEST, "Bad Request: missing Host header");
-        };
-        let Ok(host) = host.to_str() else {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                "Bad Request: Invalid Host header encoding",
-            );
-        };
-        if !self.allows(host) {
-            tracing::warn!(
-                host,
-                "refused a request whose Host is not allowed (a DNS rebinding attempt?): `--allow-host` adds hosts"
-            );
-            return refuse(
-                StatusCode::FORBIDDEN,
-                "Forbidden: Host header is not allowed",
-            );
+    /// What is wrong with the request's Host or Origin, if anything.
+    fn check(&self, headers: &HeaderMap) -> Result<(), Refused> {
+        if self.0.is_none() {
+            return Ok(());
         }
-        let origin = headers.get(header::ORIGIN)?;
-        let Some(rest) = origin
+        let host = headers.get(header::HOST).ok_or(Refused::NoHost)?;
+        let host = host.to_str().map_err(|_| Refused::HostNotText)?;
+        if !self.allows(host) {
+            return Err(Refused::Host);
+        }
+        let Some(origin) = headers.get(header::ORIGIN) else {
+            return Ok(());
+        };
+        let rest = origin
             .to_str()
             .ok()
             .and_then(|o| o.split_once("://"))
             .filter(|(scheme, rest)| matches!(*scheme, "http" | "https") && !rest.contains('/'))
             .map(|(_, rest)| rest)
-        else {
-            return refuse(StatusCode::FORBIDDEN, "Forbidden: Invalid Origin header");
-        };
+            .ok_or(Refused::OriginMalformed)?;
         if !self.allows(rest) {
-            tracing::warn!(
-                origin = rest,
-                "refused a request from a page whose Origin is not allowed: `--allow-host` adds hosts"
-            );
-            return refuse(
-                StatusCode::FORBIDDEN,
-                "Forbidden: Origin header is not allowed",
-            );
+            return Err(Refused::Origin);
         }
-        None
+        Ok(())
+    }
+
+    /// The refusal of a request whose Host or Origin is not allowed (a
+    /// DNS rebinding attack, a page of another site): 400 without a Host
+    /// that reads, 403 for one not allowed.
+    pub fn refusal(&self, headers: &HeaderMap) -> Option<axum::response::Response> {
+        use axum::response::IntoResponse as _;
+        let refused = self.check(headers).err()?;
+        let (status, why) = match refused {
+            Refused::NoHost => (StatusCode::BAD_REQUEST, "Bad Request: missing Host header"),
+            Refused::HostNotText => (
+                StatusCode::BAD_REQUEST,
+                "Bad Request: Invalid Host header encoding",
+            ),
+            Refused::Host => {
+                tracing::warn!(
+                    host = ?headers.get(header::HOST),
+                    "refused a request whose Host is not allowed (a DNS rebinding attempt?): `--allow-host` adds hosts"
+                );
+                (
+                    StatusCode::FORBIDDEN,
+                    "Forbidden: Host header is not allowed",
+                )
+            }
+            Refused::OriginMalformed => (StatusCode::FORBIDDEN, "Forbidden: Invalid Origin header"),
+            Refused::Origin => {
+                tracing::warn!(
+                    origin = ?headers.get(header::ORIGIN),
+                    "refused a request from a page whose Origin is not allowed: `--allow-host` adds hosts"
+                );
+                (
+                    StatusCode::FORBIDDEN,
+                    "Forbidden: Origin header is not allowed",
+                )
+            }
+        };
+        Some((status, why).into_response())
     }
 
     /// Whether the request's Host and Origin are plainly allowed.
     fn plainly_allowed(&self, headers: &HeaderMap) -> bool {
-        if self.0.is_none() {
-            return true;
-        }
-        let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
-            return false;
-        };
-        if !self.allows(host) {
-            return false;
-        }
-        match headers.get(header::ORIGIN) {
-            None => true,
-            Some(origin) => origin
-                .to_str()
-                .ok()
-                .and_then(|o| o.split_once("://"))
-                .is_some_and(|(scheme, rest)| {
-                    matches!(scheme, "http" | "https") && !rest.contains('/') && self.allows(rest)
-                }),
-        }
+        self.check(headers).is_ok()
     }
+}
+
+/// Why a request's Host or Origin is refused ([`AllowedHosts::refusal`]).
+#[derive(Debug, Clone, Copy)]
+enum Refused {
+    NoHost,
+    HostNotText,
+    Host,
+    OriginMalformed,
+    Origin,
 }
 
 /// The host of `host` or `host:port` (an IPv6 address without brackets).
@@ -169,17 +175,9 @@ pub async fn answer(
         return None;
     }
     let message = Message::parse(body.clone()).ok()?;
-    if front.answered(&message) {
-        // The client's answer to a request relayed on a call's stream.
-        return Some(
-            Response::builder()
-                .status(StatusCode::ACCEPTED)
-                .body(Body::empty())
-                .expect("a valid response"),
-        );
-    }
-    if message.kind() == Kind::Notification {
-        // The endpoint's (`http_endpoint`).
+    if message.kind() != Kind::Request {
+        // The endpoint's (`http_endpoint`): notifications, the client's
+        // answers to requests relayed on a call's stream.
         return None;
     }
     let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
@@ -251,16 +249,14 @@ pub(super) async fn stateless_answer(
 ) -> Response {
     use futures::StreamExt as _;
     let (messages, mut received) = futures::channel::mpsc::channel::<Bytes>(4);
-    let taken_ct = taken.ct.clone();
-    // The client going away before the first message cancels the call.
+    // The client going away before the answer ends cancels the call: while
+    // the first message is awaited here, then with the stream's body.
     let cancel_unless_answered = taken.ct.clone().drop_guard();
     tokio::spawn(taken.drive(notices, move |message| {
         let mut messages = messages.clone();
         async move { messages.send(message).await.is_ok() }
     }));
-    let first = received.next().await;
-    cancel_unless_answered.disarm();
-    let Some(first) = first else {
+    let Some(first) = received.next().await else {
         // Cancelled: no answer.
         return Response::builder()
             .status(StatusCode::ACCEPTED)
@@ -268,6 +264,7 @@ pub(super) async fn stateless_answer(
             .expect("a valid response");
     };
     if let Some(status) = error_status(&first) {
+        cancel_unless_answered.disarm();
         return Response::builder()
             .status(status)
             .header(header::CONTENT_TYPE, "application/json")
@@ -277,23 +274,26 @@ pub(super) async fn stateless_answer(
     let messages = futures::stream::once(async move { first }).chain(received);
     let gateway = front.gateway().clone();
     let events = sse_events(Box::pin(messages), move || gateway.deadline(KEEP_ALIVE));
-    sse_response(Body::from_stream(cancelled_if_dropped(events, taken_ct)))
+    sse_response(Body::from_stream(cancelled_if_dropped(
+        events,
+        cancel_unless_answered,
+    )))
 }
 
-/// `events`, cancelling `ct` if they are dropped before they end: the
+/// `events`, cancelling `guard`'s token if they are dropped before they end: the
 /// client went away (hyper drops a response body whose connection closed)
 /// while its request was still being answered, which may send nothing
 /// for a long time (a quiet call, `subscriptions/listen`).
 fn cancelled_if_dropped<S>(
     events: S,
-    ct: tokio_util::sync::CancellationToken,
+    guard: tokio_util::sync::DropGuard,
 ) -> impl futures::Stream<Item = S::Item> + Send + 'static
 where
     S: futures::Stream + Send + 'static,
     S::Item: Send,
 {
     use futures::StreamExt as _;
-    let guard = Some(ct.drop_guard());
+    let guard = Some(guard);
     futures::stream::unfold(
         (Box::pin(events), guard),
         |(mut events, mut guard)| async move {
@@ -311,13 +311,13 @@ where
 
 /// The HTTP status of an answer that is a protocol-level error of the
 /// request (see [`stateless_answer`]).
-fn error_status(message: &[u8]) -> Option<StatusCode> {
+fn error_status(message: &Bytes) -> Option<StatusCode> {
     use rmcp::model::ErrorCode;
     #[derive(serde::Deserialize)]
     struct Error {
         code: i32,
     }
-    let message = Message::parse(Bytes::copy_from_slice(message)).ok()?;
+    let message = Message::parse(message.clone()).ok()?;
     let code = serde_json::from_str::<Error>(message.error()?).ok()?.code;
     match ErrorCode(code) {
         ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
@@ -497,7 +497,10 @@ pub(super) fn sse_answer(
     }));
     let gateway = front.gateway().clone();
     let events = sse_events(received, move || gateway.deadline(KEEP_ALIVE));
-    sse_response(Body::from_stream(cancelled_if_dropped(events, ct)))
+    sse_response(Body::from_stream(cancelled_if_dropped(
+        events,
+        ct.drop_guard(),
+    )))
 }
 
 /// How often a quiet SSE stream gets a comment, so that proxies between

@@ -147,17 +147,7 @@ impl Gateway {
     /// last tool listing: its calls' headers must be checked against their
     /// arguments.
     pub fn tool_has_param_headers(&self, name: &str) -> bool {
-        fn marks(value: &serde_json::Value) -> bool {
-            match value {
-                serde_json::Value::Object(map) => {
-                    map.contains_key("x-mcp-header") || map.values().any(marks)
-                }
-                serde_json::Value::Array(items) => items.iter().any(marks),
-                _ => false,
-            }
-        }
-        let schema = lock(&self.input_schemas).get(name).cloned();
-        schema.is_some_and(|schema| schema.values().any(marks))
+        lock(&self.param_header_tools).contains(name)
     }
 
     async fn listed_tools(&self) -> Result<Vec<Listed>, ErrorData> {
@@ -221,6 +211,12 @@ impl Gateway {
             let sent = sent.and_then(|sent| edited_as_sent(&sent, &tool.name, passthrough, cached));
             listed.push(Listed { tool, sent });
         }
+        let marked = schemas
+            .iter()
+            .filter(|(_, schema)| schema.values().any(marks_param_header))
+            .map(|(name, _)| name.clone())
+            .collect();
+        *lock(&self.param_header_tools) = marked;
         *lock(&self.input_schemas) = schemas;
         listed.extend(
             crate::tools::list(self.operations.settings())
@@ -578,4 +574,16 @@ pub(super) fn unexpected(upstream: &Upstream, method: &str, result: &ServerResul
 struct Listed {
     tool: Tool,
     sent: Option<String>,
+}
+
+/// Whether `value` (part of an input schema) holds an `x-mcp-header`
+/// annotation anywhere.
+fn marks_param_header(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.contains_key("x-mcp-header") || map.values().any(marks_param_header)
+        }
+        serde_json::Value::Array(items) => items.iter().any(marks_param_header),
+        _ => false,
+    }
 }

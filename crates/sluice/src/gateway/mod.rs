@@ -67,6 +67,9 @@ pub struct Gateway {
     /// The input schema of every listed tool, by exposed name (for the
     /// arguments that narrow a result).
     input_schemas: Mutex<HashMap<String, Arc<rmcp::model::JsonObject>>>,
+    /// The listed tools whose schemas mark arguments with `x-mcp-header`
+    /// (found once per listing, not per call: the HTTP fast path asks).
+    param_header_tools: Mutex<std::collections::HashSet<String>>,
     /// Tools (by exposed name) that refused a plain call: they are called
     /// as upstream tasks ([`task_call`]).
     task_tools: Mutex<std::collections::HashSet<String>>,
@@ -115,6 +118,7 @@ impl Gateway {
             governor: Governor::new(config),
             operations: crate::operations::Operations::new(config.operations),
             input_schemas: Mutex::default(),
+            param_header_tools: Mutex::default(),
             task_tools: Mutex::default(),
             cache: crate::cache::ResultCache::new(config.cache),
             annotated_idempotent: Mutex::default(),

@@ -417,6 +417,10 @@ async fn the_http_endpoint_answers_each_kind_of_request_as_the_spec_says() {
     )
     .await;
     assert_eq!(text.status, 415, "{}", text.body);
+    // A batch (JSON-RPC arrays are not MCP) is not a message.
+    let batch = post(vec![], format!("[{list}]")).await;
+    assert_eq!(batch.status, 400, "{}", batch.body);
+    assert_eq!(batch.message()["error"]["code"], -32600, "{}", batch.body);
     let garbage = post(vec![], "{not json".to_owned()).await;
     assert_eq!(garbage.status, 400);
     assert_eq!(
@@ -475,6 +479,13 @@ async fn the_http_endpoint_answers_each_kind_of_request_as_the_spec_says() {
     )
     .await;
     assert_eq!(initialized.status, 202);
+    // An answer to nothing sluice asked is dropped, and the session goes on.
+    let stray = post(
+        in_session(vec![]),
+        r#"{"jsonrpc":"2.0","id":"sluice-99","result":{}}"#.to_owned(),
+    )
+    .await;
+    assert_eq!(stray.status, 202);
     for (request, expect) in [
         (r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#, r#"{}"#),
         (

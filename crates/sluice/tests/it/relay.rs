@@ -1173,12 +1173,26 @@ async fn a_result_with_a_content_block_no_sdk_knows_arrives_as_sent() {
 /// server sent it on every path of sluice's own layer, and the next call
 /// (`ok`) works.
 async fn arrives_as_sent_then_ok(tool: &str, odd: &str) {
+    arrives_then_ok(tool, |run| {
+        let sent = run.server_answer(&run.server_call(tool));
+        let sent = member(&sent, "result").unwrap().to_owned();
+        assert!(sent.contains(odd), "the raw server sent {sent}");
+        sent
+    })
+    .await;
+}
+
+/// `tool`'s result reaches the client as `expected` says on every path of
+/// sluice's own layer, and the next call (`ok`) works.
+async fn arrives_then_ok(tool: &str, expected: impl Fn(&Run) -> String) {
     let script = [tool_call(2, tool, "{}"), tool_call(3, "ok", "{}")];
     on_paths(&OWN_LAYER, tool, false, "", &script, |run| {
-        let sent = run.server_answer(&run.server_call(tool));
-        let sent = member(&sent, "result").unwrap();
-        assert!(sent.contains(odd), "the raw server sent {sent}");
-        assert_eq!(run.client_result("2"), sent, "{}", run.transcript());
+        assert_eq!(
+            run.client_result("2"),
+            expected(run),
+            "{}",
+            run.transcript()
+        );
         assert_eq!(
             run.client_result("3"),
             r#"{"content":[{"type":"text","text":"ok"}]}"#,
@@ -1195,23 +1209,11 @@ async fn arrives_as_sent_then_ok(tool: &str, odd: &str) {
 /// task (decoding it dropped the unknown members and respelled numbers).
 #[tokio::test]
 async fn a_task_only_tools_result_arrives_as_sent_but_for_its_task() {
-    let script = [tool_call(2, "tasked", "{}"), tool_call(3, "ok", "{}")];
-    on_paths(&OWN_LAYER, "tasked", false, "", &script, |run| {
+    arrives_then_ok("tasked", |run| {
         let sent = run.server_result("tasks/result");
         let tie = r#""io.modelcontextprotocol/related-task":{"taskId":"raw-task-1"},"#;
         assert!(sent.contains(tie), "the raw server sent {sent}");
-        assert_eq!(
-            run.client_result("2"),
-            sent.replace(tie, ""),
-            "{}",
-            run.transcript()
-        );
-        assert_eq!(
-            run.client_result("3"),
-            r#"{"content":[{"type":"text","text":"ok"}]}"#,
-            "{}",
-            run.transcript()
-        );
+        sent.replace(tie, "")
     })
     .await;
 }
