@@ -39,6 +39,17 @@
 //!    root entries are larger than a page, planned (sluice descends into
 //!    them) and served; and 120 levels of nesting around 10 MB, planned.
 //!
+//! 8. Stores (`-- --store` alone): 1 and 100 MB documents stored in a
+//!    `MemoryStore` and in a `DiskStore` (zstd frames, and uncompressed):
+//!    what `put` takes (ingest throughput: compressing, writing, syncing)
+//!    and the bytes on disk; then the middle page read through the store
+//!    (`get` + `plan` + `serve`), median of 21, from memory and from disk
+//!    once read back (warm); and the first read after the store is opened
+//!    again (cold: the document is read back whole). Then resident memory:
+//!    `VmRSS` of a child process that opens a disk store holding 20 ×
+//!    10 MB before and after reading its ledger, and after reading one
+//!    document back.
+//!
 //! Run with `cargo bench -p sluice-core --bench pages` (`-- --search` for
 //! section 6 alone). Figures vary with the
 //! machine: compare the ratios, measured in one run. Timings are reported,
@@ -454,6 +465,13 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--rss") {
         return rss_child(args[i + 1].parse().unwrap());
     }
+    if let Some(i) = args.iter().position(|a| a == "--store-rss") {
+        return store_rss_child(std::path::Path::new(&args[i + 1]));
+    }
+    if args.iter().any(|a| a == "--store") {
+        budget::warm_up();
+        return store_bench();
+    }
     if args.iter().any(|a| a == "--tree") {
         budget::warm_up();
         return tree_bench();
@@ -701,4 +719,170 @@ fn search_bench(compact: String) {
         );
     }
     let _ = std::fs::remove_file(path);
+}
+
+/// A directory of its own for section 8, removed when dropped.
+struct BenchDir(std::path::PathBuf);
+
+impl Drop for BenchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn bench_dir(name: &str) -> BenchDir {
+    let dir = std::env::temp_dir().join(format!("sluice-bench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    BenchDir(dir)
+}
+
+/// `doc` put in `store` for an anonymous owner, and how long that took.
+fn put_timed(
+    store: &dyn sluice_core::store::Store,
+    doc: Document,
+) -> (Arc<sluice_core::store::Stored>, Duration) {
+    let bytes = doc.bytes();
+    let t = Instant::now();
+    let stored = store
+        .put(
+            &sluice_core::store::Owner::Anonymous,
+            doc,
+            info(bytes, Overview::of(&Document::text(String::new()))),
+        )
+        .unwrap();
+    (stored, t.elapsed())
+}
+
+/// The middle page of `handle`, read through `store` as `sluice_read` does.
+fn page_through(store: &dyn sluice_core::store::Store, handle: &str) -> usize {
+    let stored = store
+        .get(&sluice_core::store::Owner::Anonymous, handle)
+        .unwrap()
+        .stored;
+    let plan = stored.doc.plan(None, page_budget()).unwrap();
+    let page = plan.serve(
+        &stored.doc,
+        plan.start_of(plan.pages().div_ceil(2) as u64).unwrap(),
+    );
+    black_box(page).data.len()
+}
+
+/// Section 8.
+fn store_bench() {
+    use sluice_core::store::{DiskStore, MemoryStore, Store, StoreLimits};
+    let limits = StoreLimits {
+        max_bytes: 4 << 30,
+        ttl: Duration::from_secs(3600),
+    };
+    println!(
+        "8. stores: put (ingest: compress, write, sync), bytes kept, the middle page through the store (get + plan + serve, median of 21)"
+    );
+    println!(
+        "{:<8} {:<16} {:>10} {:>10} {:>12} {:>12} {:>14}",
+        "size", "backend", "put ms", "MB/s", "kept MB", "page µs", "cold read ms"
+    );
+    for target in [SIZES[0], SIZES[2]] {
+        let doc = Document::json(generate(target)).unwrap();
+        let text = doc.text_str().to_owned();
+        let bytes = text.len();
+        let page_median = |store: &dyn Store, handle: &str| {
+            let mut times: Vec<Duration> = (0..21)
+                .map(|_| {
+                    let t = Instant::now();
+                    page_through(store, handle);
+                    t.elapsed()
+                })
+                .collect();
+            median(&mut times)
+        };
+        let memory = MemoryStore::new(limits);
+        let (stored, put) = put_timed(&memory, doc);
+        let mem_page = page_median(&memory, &stored.handle);
+        println!(
+            "{:<8} {:<16} {:>10.1} {:>10.0} {:>12.1} {:>12.1} {:>14}",
+            label(bytes),
+            "memory",
+            ms(put),
+            mb_per_s(bytes, put),
+            memory.usage().1 as f64 / 1e6,
+            micros(mem_page),
+            "-"
+        );
+        drop((memory, stored));
+        for (name, compress) in [("disk (zstd)", true), ("disk (plain)", false)] {
+            let dir = bench_dir("store");
+            let store = DiskStore::open(&dir.0, limits, compress).unwrap();
+            let (stored, put) = put_timed(&store, Document::json(text.clone()).unwrap());
+            let handle = stored.handle.clone();
+            drop(stored);
+            let kept = store.usage().1;
+            drop(store);
+            let store = DiskStore::open(&dir.0, limits, compress).unwrap();
+            let t = Instant::now();
+            page_through(&store, &handle);
+            let cold = t.elapsed();
+            let warm = page_median(&store, &handle);
+            println!(
+                "{:<8} {:<16} {:>10.1} {:>10.0} {:>12.1} {:>12.1} {:>14.1}   warm page {:.2}× memory's",
+                label(bytes),
+                name,
+                ms(put),
+                mb_per_s(bytes, put),
+                kept as f64 / 1e6,
+                micros(warm),
+                ms(cold),
+                warm.as_secs_f64() / mem_page.as_secs_f64()
+            );
+        }
+    }
+    // Resident memory: a child opens a store of 10, then 40 documents of
+    // 10 MB (pretty; ~7 MB compact): what it holds must not grow with them.
+    let text = Document::json(generate(SIZES[1]))
+        .unwrap()
+        .text_str()
+        .to_owned();
+    for count in [10, 40] {
+        let dir = bench_dir("store-rss");
+        {
+            let store = DiskStore::open(&dir.0, limits, true).unwrap();
+            let mut handles = String::new();
+            for _ in 0..count {
+                let (stored, _) = put_timed(&store, Document::json(text.clone()).unwrap());
+                handles.push_str(&stored.handle);
+                handles.push('\n');
+            }
+            std::fs::write(dir.0.join("handles"), handles).unwrap();
+        }
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--store-rss", dir.0.to_str().unwrap()])
+            .output()
+            .unwrap();
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+    }
+}
+
+/// Section 8's child: `VmRSS` before and after opening the disk store in
+/// `dir`, and after reading one document back.
+fn store_rss_child(dir: &std::path::Path) {
+    use sluice_core::store::{DiskStore, Owner, Store, StoreLimits};
+    let limits = StoreLimits {
+        max_bytes: 4 << 30,
+        ttl: Duration::from_secs(3600),
+    };
+    let before = proc_status("VmRSS");
+    let store = DiskStore::open(dir, limits, true).unwrap();
+    let opened = proc_status("VmRSS");
+    let (entries, kept) = store.usage();
+    let handles = std::fs::read_to_string(dir.join("handles")).unwrap();
+    let first = handles.lines().next().unwrap();
+    let stored = store.get(&Owner::Anonymous, first).unwrap().stored;
+    let read = proc_status("VmRSS");
+    println!(
+        "resident memory, a disk store of {entries} documents of {:.0} MB ({:.0} MB on disk): {:.1} MB before opening, +{:.1} MB once open (its ledger), +{:.1} MB more after reading one back",
+        stored.doc.bytes() as f64 / 1e6,
+        kept as f64 / 1e6,
+        before as f64 / 1e6,
+        (opened.saturating_sub(before)) as f64 / 1e6,
+        (read.saturating_sub(opened)) as f64 / 1e6,
+    );
 }

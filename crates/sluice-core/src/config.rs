@@ -35,6 +35,11 @@
 //! [store]
 //! max_bytes = 1073741824                 # 1 GiB of stored results
 //! ttl_s = 1800                           # kept 30 min after their last use
+//! backend = "memory"                     # "memory" | "disk" | "redis"
+//! path = "/var/lib/sluice"               # disk: a directory
+//! url = "redis://127.0.0.1:6379/0"       # redis (or SLUICE_REDIS_URL)
+//! secret_file = "/etc/sluice/secret"     # the key that seals cursors
+//! compress = true                        # zstd frames (disk, redis)
 //!
 //! [query]                                # jq over stored results
 //! timeout_s = 10                         # then the filter is stopped
@@ -87,7 +92,7 @@ use crate::limits::MessageLimits;
 use crate::naming::SEPARATOR;
 use crate::operation::OperationSettings;
 use crate::query::QuerySettings;
-use crate::store::StoreLimits;
+use crate::store::{StoreBackend, StoreSettings};
 
 /// A validated configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,8 +101,8 @@ pub struct Config {
     pub upstreams: Vec<UpstreamSpec>,
     /// Budgets: the default and the per-client presets.
     pub budget: BudgetConfig,
-    /// Bounds of the result store.
-    pub store: StoreLimits,
+    /// The result store: its backend and bounds (`[store]`).
+    pub store: StoreSettings,
     /// jq queries: limits and workers.
     pub query: QuerySettings,
     /// Slow calls as operations.
@@ -735,6 +740,86 @@ impl RawQuery {
 struct RawStore {
     max_bytes: Option<u64>,
     ttl_s: Option<u64>,
+    backend: Option<String>,
+    path: Option<PathBuf>,
+    url: Option<String>,
+    secret_file: Option<PathBuf>,
+    compress: Option<bool>,
+}
+
+/// The platform's directory for state that survives restarts, for the
+/// disk store when `[store] path` is not given: `$XDG_STATE_HOME/sluice`,
+/// else `~/.local/state/sluice` (on macOS, `~/Library/Application
+/// Support/sluice`).
+pub fn default_store_dir() -> Option<PathBuf> {
+    if let Some(state) = std::env::var_os("XDG_STATE_HOME").filter(|s| !s.is_empty()) {
+        return Some(PathBuf::from(state).join("sluice"));
+    }
+    let home = PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?);
+    Some(if cfg!(target_os = "macos") {
+        home.join("Library/Application Support/sluice")
+    } else {
+        home.join(".local/state/sluice")
+    })
+}
+
+impl RawStore {
+    /// The backend and its settings; `dir` is the config file's folder, for
+    /// relative paths.
+    fn backend(&self, dir: &Path) -> Result<(StoreBackend, bool, Option<PathBuf>), String> {
+        let name = self.backend.as_deref().unwrap_or("memory");
+        let url = self.url.clone().or_else(|| {
+            std::env::var("SLUICE_REDIS_URL")
+                .ok()
+                .filter(|u| !u.is_empty())
+        });
+        let backend = match name {
+            "memory" => StoreBackend::Memory,
+            "disk" => StoreBackend::Disk {
+                path: match &self.path {
+                    Some(path) => dir.join(path),
+                    None => default_store_dir().ok_or(
+                        "[store]: backend = \"disk\" needs `path = \"/var/lib/sluice\"` (no HOME or XDG_STATE_HOME to default to)",
+                    )?,
+                },
+            },
+            "redis" => {
+                let Some(url) = url else {
+                    return Err("[store]: backend = \"redis\" needs `url = \"redis://127.0.0.1:6379/0\"` (or SLUICE_REDIS_URL)".into());
+                };
+                if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                    return Err(format!(
+                        "[store]: `url = {url:?}` is not a Redis URL: it starts with redis:// (or rediss:// for TLS)"
+                    ));
+                }
+                StoreBackend::Redis { url }
+            }
+            other => {
+                return Err(format!(
+                    "[store]: `backend = {other:?}` is not a store: use \"memory\" (the default), \"disk\" or \"redis\""
+                ));
+            }
+        };
+        if self.path.is_some() && !matches!(backend, StoreBackend::Disk { .. }) {
+            return Err(format!(
+                "[store]: `path` is where the disk store lives; it means nothing with backend = {name:?} (set backend = \"disk\", or remove it)"
+            ));
+        }
+        if self.url.is_some() && !matches!(backend, StoreBackend::Redis { .. }) {
+            return Err(format!(
+                "[store]: `url` is the Redis server of backend = \"redis\"; it means nothing with backend = {name:?}"
+            ));
+        }
+        if self.compress == Some(true) && backend == StoreBackend::Memory {
+            return Err("[store]: `compress` applies to backend = \"disk\" or \"redis\"; the memory store keeps results as they are".into());
+        }
+        let secret_file = self.secret_file.as_ref().map(|f| dir.join(f));
+        if matches!(backend, StoreBackend::Redis { .. }) && secret_file.is_none() {
+            return Err("[store]: backend = \"redis\" needs `secret_file = \"/etc/sluice/secret\"`: every instance must seal cursors with the same key (a file of at least 32 random bytes, e.g. `head -c 32 /dev/urandom > /etc/sluice/secret`)".into());
+        }
+        let compress = self.compress.unwrap_or(backend != StoreBackend::Memory);
+        Ok((backend, compress, secret_file))
+    }
 }
 
 impl RawBudgetFields {
@@ -980,10 +1065,13 @@ impl Config {
                 *entry = merge(entry, &o);
             }
         }
-        let mut store = StoreLimits::default();
+        let mut store = StoreSettings::default();
         if let Some(raw) = raw.store {
             let span = raw.span();
             let raw = raw.into_inner();
+            let dir = path.parent().unwrap_or(Path::new(""));
+            (store.backend, store.compress, store.secret_file) =
+                raw.backend(dir).map_err(|e| at(span.clone(), e))?;
             if let Some(b) = raw.max_bytes {
                 if b < 1 << 20 {
                     return Err(at(
@@ -993,7 +1081,7 @@ impl Config {
                         ),
                     ));
                 }
-                store.max_bytes = b;
+                store.limits.max_bytes = b;
             }
             if let Some(t) = raw.ttl_s {
                 // At most a year: an expiry past what the clock holds would
@@ -1006,7 +1094,7 @@ impl Config {
                         ),
                     ));
                 }
-                store.ttl = std::time::Duration::from_secs(t);
+                store.limits.ttl = std::time::Duration::from_secs(t);
             }
         }
         let query = match raw.query {
@@ -1103,7 +1191,7 @@ impl Config {
                 tools: BTreeMap::new(),
             }],
             budget: BudgetConfig::default(),
-            store: StoreLimits::default(),
+            store: StoreSettings::default(),
             query: QuerySettings::default(),
             operations: OperationSettings::default(),
             cache: CacheSettings::default(),
@@ -1356,7 +1444,7 @@ cache_mb = 0
         let tool = &config.upstreams[0].tools["tree"];
         assert_eq!(tool.mode, Some(Mode::Truncate));
         assert_eq!(mine.narrowed(&tool.budget()).max_tokens, 4000);
-        assert_eq!(config.store.ttl.as_secs(), 60);
+        assert_eq!(config.store.limits.ttl.as_secs(), 60);
         let q = config.query;
         assert_eq!(q.timeout, std::time::Duration::from_millis(2500));
         assert_eq!(
@@ -1544,6 +1632,68 @@ cache_mb = 0
     }
 
     #[test]
+    fn the_store_backend_is_chosen_and_checked() {
+        let up = "[upstreams.a]\ncommand = \"x\"\n";
+        let store = |lines: &str| {
+            Config::parse(
+                &format!("{up}[store]\n{lines}\n"),
+                Path::new("/etc/sluice/sluice.toml"),
+            )
+            .map(|c| c.store)
+            .map_err(|e| e.to_string())
+        };
+        let memory = store("max_bytes = 1048576").unwrap();
+        assert_eq!(
+            (memory.backend, memory.compress),
+            (StoreBackend::Memory, false)
+        );
+        // A relative path is the config file's folder's; compressed by default.
+        let disk = store("backend = \"disk\"\npath = \"state\"").unwrap();
+        assert_eq!(
+            disk.backend,
+            StoreBackend::Disk {
+                path: PathBuf::from("/etc/sluice/state")
+            }
+        );
+        assert!(disk.compress);
+        let plain = store(
+            "backend = \"disk\"\npath = \"/var/lib/s\"\ncompress = false\nsecret_file = \"k\"",
+        )
+        .unwrap();
+        assert!(!plain.compress);
+        assert_eq!(plain.secret_file, Some(PathBuf::from("/etc/sluice/k")));
+        let redis = store("backend = \"redis\"\nurl = \"rediss://r:6380/1\"\nsecret_file = \"/s\"")
+            .unwrap();
+        assert_eq!(
+            redis.backend,
+            StoreBackend::Redis {
+                url: "rediss://r:6380/1".into()
+            }
+        );
+        for (lines, expected) in [
+            ("backend = \"s3\"", "`backend = \"s3\"` is not a store"),
+            ("path = \"/x\"", "`path` is where the disk store lives"),
+            (
+                "backend = \"disk\"\nurl = \"redis://x\"",
+                "`url` is the Redis server",
+            ),
+            ("compress = true", "`compress` applies to backend"),
+            (
+                "backend = \"redis\"\nurl = \"http://x\"\nsecret_file = \"/s\"",
+                "is not a Redis URL",
+            ),
+            (
+                "backend = \"redis\"\nurl = \"redis://x\"",
+                "needs `secret_file",
+            ),
+            ("backend = \"disk\"\ncompress = \"yes\"", "invalid type"),
+        ] {
+            let err = store(lines).unwrap_err();
+            assert!(err.contains(expected), "{lines}: {err}");
+        }
+    }
+
+    #[test]
     fn bad_budget_values_are_refused() {
         let up = "[upstreams.a]\ncommand = \"x\"\n";
         let err = parse(&format!("{up}[budget]\nmax_tokens = 10\n")).unwrap_err();
@@ -1617,7 +1767,7 @@ cache_mb = 0
             "{up}[upstreams.a.tools.t]\ntimeout_s = 86400\n[store]\nttl_s = 31536000\n[query]\ncache_mb = 1048576\n"
         ))
         .unwrap();
-        assert_eq!(longest.store.ttl.as_secs(), 31_536_000);
+        assert_eq!(longest.store.limits.ttl.as_secs(), 31_536_000);
         assert_eq!(longest.query.cache_bytes, 1 << 40);
     }
 

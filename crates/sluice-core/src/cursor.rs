@@ -89,6 +89,13 @@ impl CursorKey {
         Self(key)
     }
 
+    /// The key derived from a secret of any length (`[store]
+    /// secret_file`): its SHA-256.
+    pub fn from_secret(secret: &[u8]) -> Self {
+        use sha2::Digest as _;
+        Self(sha2::Sha256::digest(secret).into())
+    }
+
     fn mac(&self) -> Hmac<Sha256> {
         <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes any key length")
     }

@@ -37,6 +37,13 @@ impl Kind {
             Kind::Blocks => "blocks",
         }
     }
+
+    /// The kind named `name` (see [`Kind::as_str`]).
+    pub fn parse(name: &str) -> Option<Kind> {
+        [Kind::Json, Kind::Text, Kind::Blocks]
+            .into_iter()
+            .find(|k| k.as_str() == name)
+    }
 }
 
 /// How many of a document's largest arrays are remembered.
@@ -156,6 +163,31 @@ impl Items {
     }
 }
 
+/// A document's index as a store keeps it ([`Document::saved_index`]):
+/// its characters and its largest arrays (pointer, start, end, items).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SavedIndex {
+    /// Characters of the text.
+    pub chars: u64,
+    /// The largest arrays: pointer, byte range, items.
+    pub arrays: Vec<(String, usize, usize, usize)>,
+}
+
+impl SavedIndex {
+    /// Whether it can be the index of `text`: every array within it, where
+    /// an array starts and ends.
+    fn fits(&self, text: &str) -> bool {
+        let bytes = text.as_bytes();
+        self.chars <= text.len() as u64
+            && self.arrays.iter().all(|(_, start, end, _)| {
+                start < end
+                    && *end <= bytes.len()
+                    && bytes[*start] == b'['
+                    && bytes[*end - 1] == b']'
+            })
+    }
+}
+
 /// Why a JSON text could not be stored as JSON.
 #[derive(Debug, thiserror::Error)]
 #[error("not JSON: {0}")]
@@ -190,6 +222,51 @@ impl Document {
     fn json_kind(text: String, kind: Kind) -> Result<Self, NotJson> {
         serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| NotJson(e.to_string()))?;
         Ok(Self::valid_json(text, kind))
+    }
+
+    /// A document read back from a store: `text` is what
+    /// [`Document::text_str`] gave when it was stored (JSON already
+    /// validated and minified), with the index [`Document::saved_index`]
+    /// gave then: taken as it is where it fits the text, made again where
+    /// it does not (or is `None`).
+    pub fn restored(kind: Kind, text: String, saved: Option<SavedIndex>) -> Self {
+        let mut doc = match (kind, saved) {
+            (Kind::Text, _) => Self::text(text),
+            (Kind::Json | Kind::Blocks, Some(saved)) if saved.fits(&text) => Self {
+                kind,
+                chars: saved.chars,
+                arrays: saved
+                    .arrays
+                    .into_iter()
+                    .map(|(pointer, start, end, items)| ArraySpan {
+                        pointer,
+                        range: start..end,
+                        items,
+                    })
+                    .collect(),
+                text,
+                line_starts: Vec::new(),
+                items: Mutex::new(Recent::new(ITEMS_KEPT)),
+                plans: Mutex::new(Recent::new(PLANS_KEPT)),
+                index_bytes: AtomicUsize::new(0),
+            },
+            (Kind::Json | Kind::Blocks, _) => Self::valid_json(text, kind),
+        };
+        doc.kind = kind;
+        doc
+    }
+
+    /// What a store keeps of this document's index beside its text, so
+    /// that reading it back skips the scans that made it.
+    pub fn saved_index(&self) -> SavedIndex {
+        SavedIndex {
+            chars: self.chars,
+            arrays: self
+                .arrays
+                .iter()
+                .map(|a| (a.pointer.clone(), a.range.start, a.range.end, a.items))
+                .collect(),
+        }
     }
 
     /// A JSON document of `text`, which is known to be valid JSON.
@@ -468,6 +545,28 @@ mod tests {
         let counted: usize = doc.lock_items().entries.iter().map(|e| e.2).sum::<usize>()
             + doc.lock_plans().entries.iter().map(|e| e.2).sum::<usize>();
         assert_eq!(kept, counted, "what is kept is what is counted");
+    }
+
+    #[test]
+    fn a_document_read_back_keeps_its_saved_index_only_where_it_fits() {
+        let doc = Document::json(r#"{"a": [1, 2, 3], "b": {"c": [[4], [5, 6]]}, "é": "x"}"#.into())
+            .unwrap();
+        let saved = doc.saved_index();
+        let text = doc.text_str().to_owned();
+        let again = Document::restored(Kind::Json, text.clone(), Some(saved.clone()));
+        assert_eq!(again.arrays(), doc.arrays());
+        assert_eq!(again.chars(), doc.chars());
+        assert_eq!(again.kind(), Kind::Json);
+        // An index that does not fit the text is made again.
+        let mut wrong = saved.clone();
+        wrong.arrays[1].1 += 1; // `/a` from its first item, not its `[`
+        let made = Document::restored(Kind::Blocks, text.clone(), Some(wrong));
+        assert_eq!(made.arrays(), doc.arrays());
+        assert_eq!(made.kind(), Kind::Blocks);
+        let made = Document::restored(Kind::Json, text, None);
+        assert_eq!(made.arrays(), doc.arrays());
+        let lines = Document::restored(Kind::Text, "a\nb".into(), Some(saved));
+        assert_eq!(lines.line_starts(), [0, 2]);
     }
 
     #[test]

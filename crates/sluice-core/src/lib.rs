@@ -21,7 +21,8 @@
 //! - [`summary`]: the answer a model gets instead of a result too large.
 //! - [`pager`]: page plans and pages, lossless and O(page).
 //! - [`cursor`]: sealed (HMAC) positions of the next page.
-//! - [`store`]: where results live: handles, owners, expiry, LRU bound.
+//! - [`store`]: where results live: handles, owners, expiry, LRU bound; in
+//!   memory or on disk (an embedded database, zstd frames).
 //! - [`search`]: literal / regex search over stored documents.
 //! - [`format`]: numbers, sizes and times for people.
 //! - [`http`]: `[http]`, the limits of the HTTP listener.

@@ -14,7 +14,7 @@ pub async fn run(
     tool: String,
     arguments: serde_json::Map<String, serde_json::Value>,
 ) -> anyhow::Result<bool> {
-    let gateway = Gateway::new(&config);
+    let gateway = Gateway::open(&config)?;
     gateway.begin_and_wait(&Default::default()).await;
     let tools = gateway.list_tools().await;
     if let Ok(tools) = &tools

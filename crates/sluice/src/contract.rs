@@ -42,6 +42,8 @@ pub mod meta {
     /// `sluice_info`'s cache figures.
     pub const CACHE_FIGURES: &str = "sluice/cache_figures";
     /// A jq worker's figures in `sluice_query`'s answer.
+    /// `sluice_info {}`: the store's backend and health.
+    pub const STORE: &str = "sluice/store";
     pub const JQ: &str = "sluice/jq";
 }
 

@@ -111,6 +111,10 @@ pub struct Hub {
     calls: Mutex<HashMap<(String, RequestId), CallOrigin>>,
     events: broadcast::Sender<Event>,
     next_session: AtomicU64,
+    /// Random, per process: mixed into the owner of each session's
+    /// results, so that a restarted sluice's sessions (numbered from 1
+    /// again) own nothing an earlier process stored in a durable store.
+    owner_base: u64,
     clock: AtomicU64,
     first_client: OnceLock<FirstClient>,
 }
@@ -123,6 +127,11 @@ impl Default for Hub {
             calls: Mutex::default(),
             events: broadcast::channel(1024).0,
             next_session: AtomicU64::new(1),
+            owner_base: {
+                let mut bytes = [0u8; 8];
+                sluice_core::store::random_bytes(&mut bytes);
+                u64::from_le_bytes(bytes)
+            },
             clock: AtomicU64::new(1),
             first_client: OnceLock::new(),
         }
@@ -160,6 +169,14 @@ impl Hub {
     /// A new session id.
     pub fn new_session_id(&self) -> SessionId {
         self.next_session.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Who owns the results of session `id` ([`Owner::Session`]): unique
+    /// in this process, and unlike any other process's.
+    ///
+    /// [`Owner::Session`]: sluice_core::store::Owner::Session
+    pub fn session_owner(&self, id: SessionId) -> u64 {
+        self.owner_base ^ id
     }
 
     /// Registers a session that completed `initialize`.

@@ -46,6 +46,8 @@
 //!   [`deadlines`]: every call's timeout kept by one timer.
 //! - [`call`], [`demo`], [`sample_server`]: `sluice call`, `sluice demo`,
 //!   and the built-in server they use.
+//! - [`state`]: `[store]` opened at start: the result store's backend and
+//!   the key that seals cursors.
 //! - [`clock`]: the runtime's clocks, which every lifetime is measured by
 //!   (a paused test clock moves them); `testing` (hidden from the docs):
 //!   the in-process test harness.
@@ -82,6 +84,7 @@ pub mod jq;
 pub mod jsonrpc;
 pub mod operations;
 pub mod sample_server;
+pub mod state;
 #[doc(hidden)]
 pub mod testing;
 pub mod tools;

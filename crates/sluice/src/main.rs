@@ -71,7 +71,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ExitCode::FAILURE
         }),
         Command::Stdio(config) => {
-            let gateway = Gateway::new(&config);
+            let gateway = Gateway::open(&config)?;
             let shutdown = shutdown_on_signal();
             let result = sluice::downstream::stdio::serve(gateway.clone(), shutdown).await;
             gateway.shutdown().await;
@@ -83,7 +83,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
                     "--no-auth: serving {addr} without authentication: anyone who reaches it can call every upstream tool"
                 );
             }
-            let gateway = Gateway::new(&config);
+            let gateway = Gateway::open(&config)?;
             let shutdown = shutdown_on_signal();
             let result = sluice::downstream::http::serve(
                 gateway.clone(),

@@ -67,7 +67,7 @@ fn check_usable(config: &Config) -> Result<(), TestCaseError> {
     let now = Instant::now();
     let wall = SystemTime::now();
     let mut durations: Vec<(&str, Duration)> = vec![
-        ("[store] ttl_s", config.store.ttl),
+        ("[store] ttl_s", config.store.limits.ttl),
         ("[query] timeout_s", config.query.timeout),
         (
             "[operations] default_timeout_s",
@@ -498,7 +498,7 @@ fn check_model(model: &Model, config: &Config) -> Result<(), TestCaseError> {
     }
     if let Some((bytes, ttl)) = model.store {
         prop_assert_eq!(
-            (config.store.max_bytes, config.store.ttl),
+            (config.store.limits.max_bytes, config.store.limits.ttl),
             (bytes, Duration::from_secs(ttl))
         );
     }

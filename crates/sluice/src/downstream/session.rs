@@ -41,7 +41,7 @@ pub(crate) fn caller_of(
     let owner = if let Some(principal) = asking.principal {
         Owner::Principal(principal.0.clone())
     } else if session.is_some() || connection {
-        Owner::Session(id)
+        Owner::Session(gateway.hub().session_owner(id))
     } else {
         Owner::Anonymous
     };

@@ -280,10 +280,11 @@ impl Gateway {
                     crate::cache::Served::Hit(entry) => {
                         // A large result this owner had stored with this
                         // budget: the same answer, while its handle lives.
-                        if let Some(answer) = entry
-                            .governed_for(&governed_key)
-                            .and_then(|a| self.governor.renewed(a, &policy.owner))
-                        {
+                        let renewed = match entry.governed_for(&governed_key) {
+                            Some(answer) => self.governor.renewed(answer, &policy.owner).await,
+                            None => None,
+                        };
+                        if let Some(answer) = renewed {
                             return Done::Answer(Box::new(Ok(Relayed::made(
                                 CallToolResponse::Complete(with_hit(answer, &entry)),
                             ))));

@@ -99,6 +99,20 @@ impl Gateway {
 
     /// A gateway over the configured upstreams (nothing started yet).
     pub fn new(config: &Config) -> Arc<Self> {
+        Self::with_governor(config, Governor::new(config))
+    }
+
+    /// The gateway of `config`, its `[store]` opened (a disk store, its
+    /// cursor key): what sluice's commands serve with.
+    pub fn open(config: &Config) -> Result<Arc<Self>, crate::state::StateError> {
+        let state = crate::state::open(&config.store)?;
+        Ok(Self::with_governor(
+            config,
+            Governor::with_state(config, state),
+        ))
+    }
+
+    fn with_governor(config: &Config, governor: Governor) -> Arc<Self> {
         let hub = Arc::new(Hub::default());
         let upstreams = config
             .upstreams
@@ -115,7 +129,7 @@ impl Gateway {
             starting: Mutex::new(None),
             info: RwLock::new(Self::everything_declared()),
             limits: config.limits,
-            governor: Governor::new(config),
+            governor,
             operations: crate::operations::Operations::new(config.operations),
             input_schemas: Mutex::default(),
             param_header_tools: Mutex::default(),
@@ -147,19 +161,47 @@ impl Gateway {
         config
     }
 
-    /// Drops expired stored results every 30 s while the gateway lives.
+    /// Drops expired stored results every 30 s while the gateway lives
+    /// (on a blocking thread where the backend writes files), and says
+    /// once when the store starts failing and once when it recovers.
     fn spawn_store_sweeper(self: &Arc<Self>) {
         let gateway = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(30));
+            let mut failing = false;
             loop {
                 tick.tick().await;
                 let Some(gateway) = gateway.upgrade() else {
                     return;
                 };
-                let purged = gateway.governor.store().purge_expired();
+                let store = gateway.governor.store().clone();
+                drop(gateway);
+                let (purged, health) = if store.backend() == "memory" {
+                    (store.purge_expired(), store.health())
+                } else {
+                    let swept = store.clone();
+                    match tokio::task::spawn_blocking(move || {
+                        (swept.purge_expired(), swept.health())
+                    })
+                    .await
+                    {
+                        Ok(swept) => swept,
+                        Err(e) => (0, Err(format!("sweeping failed: {e}"))),
+                    }
+                };
                 if purged > 0 {
                     tracing::debug!("dropped {purged} expired stored results");
+                }
+                match health {
+                    Err(why) if !failing => {
+                        tracing::error!("the {} store is failing: {why}", store.backend());
+                        failing = true;
+                    }
+                    Ok(()) if failing => {
+                        tracing::info!("the {} store works again", store.backend());
+                        failing = false;
+                    }
+                    _ => {}
                 }
             }
         });
@@ -277,6 +319,10 @@ impl Gateway {
     /// Stops every upstream.
     pub async fn shutdown(&self) {
         futures::future::join_all(self.upstreams.iter().map(|u| u.shutdown())).await;
+        let store = self.governor.store().clone();
+        if store.backend() != "memory" {
+            let _ = tokio::task::spawn_blocking(move || store.flush()).await;
+        }
         let (total, by_tool) = self.cache.figures().await;
         if !by_tool.is_empty() {
             tracing::info!("cache: {}", total.line());

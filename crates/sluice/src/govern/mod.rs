@@ -21,7 +21,7 @@ use sluice_core::cursor::CursorKey;
 use sluice_core::document::{Document, Kind};
 use sluice_core::format::timestamp;
 use sluice_core::search::{Hits, Query};
-use sluice_core::store::{MemoryStore, Owner, Store, Stored, StoredInfo};
+use sluice_core::store::{Listed, MemoryStore, Owner, Store, StoreError, Stored, StoredInfo};
 use sluice_core::summary::{self, Answer, Overview, Style};
 
 mod sent;
@@ -145,14 +145,26 @@ fn store_failed(source: &str, why: &str) -> CallToolResult {
 }
 
 impl Governor {
-    /// A governor with the configured budgets and store.
+    /// A governor with the configured budgets, a memory store and a fresh
+    /// cursor key (`[store]`'s other backends: [`Governor::with_state`]).
     pub fn new(config: &Config) -> Self {
+        Self::with_state(
+            config,
+            crate::state::State {
+                store: Arc::new(MemoryStore::with_clock(
+                    config.store.limits,
+                    Arc::new(crate::clock::RuntimeClock),
+                )),
+                key: CursorKey::random(),
+            },
+        )
+    }
+
+    /// A governor with the configured budgets, keeping results in `state`.
+    pub fn with_state(config: &Config, state: crate::state::State) -> Self {
         Self {
-            store: Arc::new(MemoryStore::with_clock(
-                config.store,
-                Arc::new(crate::clock::RuntimeClock),
-            )),
-            key: CursorKey::random(),
+            store: state.store,
+            key: state.key,
             budgets: config.budget.clone(),
             searches: Default::default(),
             jq: crate::jq::pool::JqPool::new(config.query),
@@ -171,9 +183,13 @@ impl Governor {
 
     /// `answer`, a stored answer made earlier, if `owner` can still read
     /// its handle; with the handle's new expiry (reading it counts as a use).
-    pub fn renewed(&self, mut answer: CallToolResult, owner: &Owner) -> Option<CallToolResult> {
+    pub async fn renewed(
+        &self,
+        mut answer: CallToolResult,
+        owner: &Owner,
+    ) -> Option<CallToolResult> {
         let handle = stored_handle(&answer)?.to_owned();
-        let listed = self.store.get(owner, &handle).ok()?;
+        let listed = self.stored(owner, &handle).await.ok()?;
         if let Some(stored) = answer
             .meta
             .as_mut()
@@ -187,6 +203,49 @@ impl Governor {
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// `owner`'s stored result `handle`, its life renewed; read on a
+    /// blocking thread where the backend reads files (a document is read
+    /// back whole on its first use after a restart).
+    pub async fn stored(&self, owner: &Owner, handle: &str) -> Result<Listed, StoreError> {
+        if self.store.backend() == "memory" {
+            return self.store.get(owner, handle);
+        }
+        let (store, owner, handle) = (self.store.clone(), owner.clone(), handle.to_owned());
+        let backend = store.backend();
+        tokio::task::spawn_blocking(move || store.get(&owner, &handle))
+            .await
+            .unwrap_or_else(|e| {
+                Err(StoreError::Unavailable {
+                    backend,
+                    why: format!("reading failed: {e}"),
+                })
+            })
+    }
+
+    /// Stores `doc` for `owner`: written on a blocking thread where the
+    /// backend writes files (compressed and synced before the handle is
+    /// given).
+    async fn put(
+        &self,
+        owner: &Owner,
+        doc: Document,
+        info: StoredInfo,
+    ) -> Result<Arc<Stored>, StoreError> {
+        if self.store.backend() == "memory" {
+            return self.store.put(owner, doc, info);
+        }
+        let (store, owner) = (self.store.clone(), owner.clone());
+        let backend = store.backend();
+        tokio::task::spawn_blocking(move || store.put(&owner, doc, info))
+            .await
+            .unwrap_or_else(|e| {
+                Err(StoreError::Unavailable {
+                    backend,
+                    why: format!("writing failed: {e}"),
+                })
+            })
     }
 
     /// The hits of a recent search.
@@ -465,7 +524,7 @@ impl Governor {
         };
         // A stored result is often queried next: have a worker ready.
         self.jq.warm();
-        self.store.put(&policy.owner, doc, info).map_err(|e| {
+        self.put(&policy.owner, doc, info).await.map_err(|e| {
             format!(
                 "{} returned a result too large to show, and sluice could not store it: {e}. Call {} with arguments that narrow the result.",
                 policy.source, policy.source

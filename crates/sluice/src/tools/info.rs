@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_core::budget::Budget;
 use sluice_core::format::{age, bytes, group, timestamp};
-use sluice_core::store::{Listed, Owner};
+use sluice_core::store::{Brief, Owner};
 
 use crate::govern::{Governor, bulk_path, page_budget, stored_meta, with_meta};
 
@@ -34,7 +34,7 @@ pub(super) async fn run(
     budget: Budget,
 ) -> Result<CallToolResult, ToolError> {
     let listing = arguments.as_ref().is_none_or(|a| a.is_empty());
-    let mut result = context.governor.info(arguments, owner, budget)?;
+    let mut result = context.governor.info(arguments, owner, budget).await?;
     if !listing {
         return Ok(result);
     }
@@ -86,7 +86,7 @@ struct InfoArgs {
 
 impl Governor {
     /// `sluice_info`.
-    pub fn info(
+    pub async fn info(
         &self,
         arguments: Option<JsonObject>,
         owner: &Owner,
@@ -99,7 +99,7 @@ impl Governor {
         let Some(handle) = args.handle else {
             return Ok(self.list_handles(owner));
         };
-        let listed = match self.store().get(owner, &handle) {
+        let listed = match self.stored(owner, &handle).await {
             Ok(listed) => listed,
             Err(e) => {
                 return Err(ToolError::Model(format!(
@@ -178,10 +178,17 @@ impl Governor {
         for l in &listed {
             text.push_str(&format!("  {}\n", describe(l)));
         }
+        let store = self.store();
+        let health = store.health();
         text.push_str(&format!(
-            "The store holds {} results, {}.\n",
+            "The store ({} backend) holds {} results, {}{}.\n",
+            store.backend(),
             group(entries as u64),
-            bytes(held)
+            bytes(held),
+            match &health {
+                Ok(()) => String::new(),
+                Err(why) => format!("; it is failing: {why}"),
+            }
         ));
         let jq = self.jq().stats();
         text.push_str(&format!(
@@ -196,17 +203,26 @@ impl Governor {
             .iter()
             .map(|l| {
                 json!({
-                    "handle": l.stored.handle,
-                    "source": l.stored.info.source,
-                    "kind": l.stored.doc.kind().as_str(),
-                    "tokens": l.stored.info.tokens,
-                    "bytes": l.stored.info.bytes,
+                    "handle": l.handle,
+                    "source": l.source,
+                    "kind": l.kind.as_str(),
+                    "tokens": l.tokens,
+                    "bytes": l.bytes,
                     "expires_at": timestamp(l.expires_at),
                 })
             })
             .collect();
         let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
         let meta = with_meta(None, crate::contract::meta::HANDLES, Value::Array(list));
+        let meta = with_meta(
+            Some(meta),
+            crate::contract::meta::STORE,
+            json!({
+                "backend": store.backend(),
+                "healthy": health.is_ok(),
+                "problem": health.err(),
+            }),
+        );
         result.meta = Some(with_meta(Some(meta), crate::contract::meta::JQ, json!(jq)));
         result
     }
@@ -225,17 +241,16 @@ impl Governor {
     }
 }
 
-pub(super) fn describe(l: &Listed) -> String {
-    let s = &l.stored;
+pub(super) fn describe(l: &Brief) -> String {
     format!(
         "{} — {}, {} {}, {}{} tokens, stored {} ago",
-        s.handle,
-        s.info.source,
-        bytes(s.info.bytes),
-        s.doc.kind().as_str(),
-        if s.info.tokens_estimated { "≈" } else { "" },
-        group(s.info.tokens),
-        age(since(s.created))
+        l.handle,
+        l.source,
+        bytes(l.bytes),
+        l.kind.as_str(),
+        if l.tokens_estimated { "≈" } else { "" },
+        group(l.tokens),
+        age(since(l.created))
     )
 }
 

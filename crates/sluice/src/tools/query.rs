@@ -69,7 +69,7 @@ impl Governor {
             Ok(budget) => budget,
             Err(message) => return Err(ToolError::Model(message)),
         };
-        let stored = match self.store().get(owner, &args.handle) {
+        let stored = match self.stored(owner, &args.handle).await {
             Ok(listed) => listed.stored,
             Err(e) => {
                 return Err(ToolError::Model(format!(

@@ -127,7 +127,7 @@ impl Governor {
             }
         };
         let via_cursor = matches!(request.from, From::At(_));
-        let stored = match self.store().get(owner, &request.handle) {
+        let stored = match self.stored(owner, &request.handle).await {
             Ok(listed) => listed.stored,
             Err(StoreError::Unknown(_)) if via_cursor => {
                 return Err(invalid_cursor(

@@ -172,7 +172,7 @@ impl Governor {
             }
         };
         let via_cursor = cursor.start > 0;
-        let stored = match self.store().get(owner, &cursor.handle) {
+        let stored = match self.stored(owner, &cursor.handle).await {
             Ok(listed) => listed.stored,
             Err(StoreError::Unknown(_)) if via_cursor => {
                 return Err(invalid_search_cursor(

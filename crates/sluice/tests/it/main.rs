@@ -10,6 +10,7 @@ mod auth;
 mod cache;
 mod config_errors;
 mod conformance;
+mod durable;
 mod eras;
 mod faults;
 mod framing_fuzz;

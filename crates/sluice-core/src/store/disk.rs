@@ -1,0 +1,840 @@
+//! Stored results in an embedded database on disk (`[store] backend =
+//! "disk"`): they survive a restart, and a crash (`kill -9`) too.
+//!
+//! The database is one [redb] file, `store.redb`, in the store's directory.
+//! redb commits are atomic and, at the durability used for results,
+//! synced to disk before [`Store::put`] returns: a handle a client was
+//! given is never lost by a crash that follows. The file is checked whole
+//! when it is opened, so a damaged or truncated file is refused with an
+//! error that names it, never trusted.
+//!
+//! Three tables:
+//! - `results`: handle → what is known of the result ([`Meta`], JSON);
+//! - `frames`: (handle, n) → the n-th 64 KiB of its document's text,
+//!   compressed with zstd (one frame each, with zstd's checksum) unless
+//!   `[store] compress = false`;
+//! - `expiry`: handle → when it expires (Unix milliseconds): renewed
+//!   expiries are written in batches, when expired entries are purged.
+//!
+//! What is in memory is the ledger (owner, size and expiry of every entry,
+//! a few bytes each) and the documents read lately (at most
+//! [`LOADED_BYTES`], and at least the last one): what the store holds does
+//! not grow the process. A document is read back whole when it is first
+//! used after a restart or after it left that set; its index and overview
+//! are made again then.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redb::{Database, ReadableDatabase as _, ReadableTable as _, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+use super::ledger::{Held, Ledger};
+use super::{Brief, Clock, Listed, Owner, Store, StoreError, StoreLimits, Stored, SystemClock};
+use crate::document::{Document, Kind, SavedIndex};
+use crate::summary::{Overview, StoredInfo};
+
+/// handle → [`Meta`] as JSON.
+const RESULTS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("results");
+/// (handle, frame number) → the frame.
+const FRAMES: TableDefinition<'_, (&str, u32), &[u8]> = TableDefinition::new("frames");
+/// handle → when it expires, in Unix milliseconds.
+const EXPIRY: TableDefinition<'_, &str, u64> = TableDefinition::new("expiry");
+
+/// The database file in the store's directory.
+pub const FILE: &str = "store.redb";
+/// Bytes of a document's text per frame.
+pub const FRAME_BYTES: usize = 64 << 10;
+/// The zstd level of frames: fast, and JSON still shrinks 4–10×.
+const LEVEL: i32 = 3;
+/// The documents read back that are kept in memory, in bytes (the most
+/// recent one is kept whatever its size).
+pub const LOADED_BYTES: u64 = 256 << 20;
+/// redb's page cache (its default is 1 GiB, filled by the check at open:
+/// the process would grow with the store). Frames are read once per
+/// document read back, which is then kept decoded.
+const DB_CACHE_BYTES: usize = 16 << 20;
+/// The version of [`Meta`]'s layout.
+const FORMAT: u32 = 1;
+
+/// Why the disk store cannot be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum DiskStoreError {
+    /// The directory cannot be made or used.
+    #[error("[store] path {}: cannot use the directory: {source}", .path.display())]
+    Directory {
+        /// The directory.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// Another process has the file open.
+    #[error(
+        "[store] path {}: the store is in use by another sluice process; give each instance its own `[store] path`, or share results between instances with `backend = \"redis\"`",
+        .path.display()
+    )]
+    InUse {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is damaged, truncated or not a store.
+    #[error(
+        "[store] path {}: the store file is damaged or is not a sluice store ({why}); move it away to start with an empty store",
+        .path.display()
+    )]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// What the database said.
+        why: String,
+    },
+}
+
+/// What the `results` table keeps of a stored result.
+#[derive(Debug, Serialize, Deserialize)]
+struct Meta {
+    format: u32,
+    owner: String,
+    created_ms: u64,
+    kind: String,
+    /// Bytes of the document's text.
+    text_bytes: u64,
+    frames: u32,
+    compressed: bool,
+    /// Bytes of its frames on disk.
+    stored_bytes: u64,
+    /// The document's index, so that reading it back skips its scans.
+    #[serde(default)]
+    index: Option<SavedIndex>,
+    source: String,
+    bytes: u64,
+    chars: u64,
+    tokens: u64,
+    tokens_estimated: bool,
+    is_error: bool,
+    sent_twice: bool,
+}
+
+/// A ledger entry: what it weighs on disk, and what a listing shows.
+#[derive(Debug)]
+struct OnDisk {
+    owner: Owner,
+    stored_bytes: u64,
+    /// Its brief (`expires_at` aside: the ledger keeps the expiry).
+    brief: Brief,
+}
+
+impl Held for OnDisk {
+    fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    fn bytes(&self) -> u64 {
+        self.stored_bytes
+    }
+}
+
+/// Stored results on disk.
+pub struct DiskStore {
+    limits: StoreLimits,
+    compress: bool,
+    path: PathBuf,
+    db: Database,
+    ledger: Mutex<Ledger<OnDisk>>,
+    /// Documents read back lately, the most recent last.
+    loaded: Mutex<VecDeque<Arc<Stored>>>,
+    /// Expiries renewed since they were last written, by handle.
+    renewed: Mutex<HashMap<String, u64>>,
+    /// The last write that failed, until one succeeds.
+    failing: Mutex<Option<String>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for DiskStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn at_millis(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+impl DiskStore {
+    /// Opens (or creates) the store in directory `dir`, on the system's
+    /// clocks.
+    pub fn open(dir: &Path, limits: StoreLimits, compress: bool) -> Result<Self, DiskStoreError> {
+        Self::open_with_clock(dir, limits, compress, Arc::new(SystemClock))
+    }
+
+    /// [`Self::open`], reading the time from `clock`.
+    pub fn open_with_clock(
+        dir: &Path,
+        limits: StoreLimits,
+        compress: bool,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, DiskStoreError> {
+        std::fs::create_dir_all(dir).map_err(|source| DiskStoreError::Directory {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let path = dir.join(FILE);
+        let damaged = |why: String| DiskStoreError::Damaged {
+            path: path.clone(),
+            why,
+        };
+        // A damaged file fails the check as `Corrupted`; a plain open may
+        // panic on one, so the check is caught too.
+        let opened = std::panic::catch_unwind(|| {
+            Database::builder()
+                .set_cache_size(DB_CACHE_BYTES)
+                .set_check_integrity_on_open(true)
+                .create(&path)
+        });
+        let db = match opened {
+            Ok(Ok(db)) => db,
+            Ok(Err(redb::DatabaseError::DatabaseAlreadyOpen)) => {
+                return Err(DiskStoreError::InUse { path });
+            }
+            Ok(Err(redb::DatabaseError::Storage(redb::StorageError::Io(source))))
+                if !matches!(
+                    source.kind(),
+                    std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+                ) =>
+            {
+                return Err(DiskStoreError::Directory { path, source });
+            }
+            Ok(Err(e)) => return Err(damaged(e.to_string())),
+            Err(_) => return Err(damaged("reading it failed".into())),
+        };
+        let store = Self {
+            limits,
+            compress,
+            path: path.clone(),
+            db,
+            ledger: Mutex::default(),
+            loaded: Mutex::default(),
+            renewed: Mutex::default(),
+            failing: Mutex::default(),
+            clock,
+        };
+        store.load().map_err(damaged)?;
+        Ok(store)
+    }
+
+    /// Reads the ledger back from the file; drops what expired meanwhile.
+    fn load(&self) -> Result<(), String> {
+        let txn = self.db.begin_write().map_err(|e| e.to_string())?;
+        let now = self.clock.now();
+        let wall = self.clock.wall();
+        let mut expired = Vec::new();
+        {
+            let results = txn.open_table(RESULTS).map_err(|e| e.to_string())?;
+            let expiry = txn.open_table(EXPIRY).map_err(|e| e.to_string())?;
+            txn.open_table(FRAMES).map_err(|e| e.to_string())?;
+            let mut ledger = self.lock();
+            for row in results.iter().map_err(|e| e.to_string())? {
+                let (handle, meta) = row.map_err(|e| e.to_string())?;
+                let handle = handle.value().to_owned();
+                let meta: Meta = serde_json::from_slice(meta.value())
+                    .map_err(|e| format!("the entry of {handle} does not read: {e}"))?;
+                let owner = Owner::from_key(&meta.owner).ok_or_else(|| {
+                    format!(
+                        "the entry of {handle} has an unknown owner {:?}",
+                        meta.owner
+                    )
+                })?;
+                if meta.format != FORMAT {
+                    return Err(format!(
+                        "the entry of {handle} is in format {}, not {FORMAT}",
+                        meta.format
+                    ));
+                }
+                let expires_ms = expiry
+                    .get(handle.as_str())
+                    .map_err(|e| e.to_string())?
+                    .map_or(0, |v| v.value());
+                let expires = at_millis(expires_ms);
+                let Ok(left) = expires.duration_since(wall) else {
+                    expired.push(handle);
+                    continue;
+                };
+                let brief = Brief {
+                    handle: handle.clone(),
+                    kind: Kind::parse(&meta.kind).ok_or_else(|| {
+                        format!("the entry of {handle} has an unknown kind {:?}", meta.kind)
+                    })?,
+                    source: meta.source,
+                    bytes: meta.bytes,
+                    tokens: meta.tokens,
+                    tokens_estimated: meta.tokens_estimated,
+                    created: at_millis(meta.created_ms),
+                    expires_at: expires,
+                };
+                ledger.insert(
+                    handle,
+                    OnDisk {
+                        owner,
+                        stored_bytes: meta.stored_bytes,
+                        brief,
+                    },
+                    now + left,
+                );
+            }
+        }
+        for handle in &expired {
+            delete(&txn, handle).map_err(|e| e.to_string())?;
+        }
+        txn.commit().map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// Where the store's file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Records how the last write went (see [`Store::health`]).
+    fn note(&self, outcome: Result<(), String>) {
+        *self.failing.lock().unwrap_or_else(|p| p.into_inner()) = outcome.err();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Ledger<OnDisk>> {
+        self.ledger.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn unavailable(&self, why: impl std::fmt::Display) -> StoreError {
+        StoreError::Unavailable {
+            backend: "disk",
+            why: format!("{} ({why})", self.path.display()),
+        }
+    }
+
+    /// Deletes `handles` from the file (evicted or expired).
+    fn delete_all(&self, handles: &[String]) {
+        if handles.is_empty() {
+            return;
+        }
+        let deleted = (|| -> Result<(), redb::Error> {
+            let txn = self.db.begin_write()?;
+            for handle in handles {
+                delete(&txn, handle)?;
+            }
+            txn.commit()?;
+            Ok(())
+        })();
+        // Out of the ledger either way: a later start finds what was not
+        // deleted and, expired, deletes it then.
+        self.note(deleted.map_err(|e| format!("deleting {} results failed: {e}", handles.len())));
+        let mut loaded = self.lock_loaded();
+        loaded.retain(|s| !handles.contains(&s.handle));
+    }
+
+    fn lock_loaded(&self) -> std::sync::MutexGuard<'_, VecDeque<Arc<Stored>>> {
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps `stored` among the documents read lately.
+    fn keep_loaded(&self, stored: Arc<Stored>) {
+        let mut loaded = self.lock_loaded();
+        loaded.retain(|s| s.handle != stored.handle);
+        loaded.push_back(stored);
+        let mut total: u64 = loaded.iter().map(|s| s.doc.memory() as u64).sum();
+        while total > LOADED_BYTES && loaded.len() > 1 {
+            if let Some(old) = loaded.pop_front() {
+                total -= old.doc.memory() as u64;
+            }
+        }
+    }
+
+    /// Reads `handle` back from the file.
+    fn read(&self, handle: &str) -> Result<Arc<Stored>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| self.unavailable(e))?;
+        let results = txn.open_table(RESULTS).map_err(|e| self.unavailable(e))?;
+        let meta = results
+            .get(handle)
+            .map_err(|e| self.unavailable(e))?
+            .ok_or_else(|| self.unavailable(format!("{handle} is missing from the file")))?;
+        let meta: Meta = serde_json::from_slice(meta.value()).map_err(|e| self.unavailable(e))?;
+        let frames = txn.open_table(FRAMES).map_err(|e| self.unavailable(e))?;
+        let mut text = Vec::with_capacity(meta.text_bytes as usize);
+        for n in 0..meta.frames {
+            let frame = frames
+                .get((handle, n))
+                .map_err(|e| self.unavailable(e))?
+                .ok_or_else(|| self.unavailable(format!("frame {n} of {handle} is missing")))?;
+            if meta.compressed {
+                let mut decoder = zstd::stream::read::Decoder::new(frame.value())
+                    .map_err(|e| self.unavailable(e))?;
+                std::io::copy(&mut decoder, &mut text)
+                    .map_err(|e| self.unavailable(format!("frame {n} of {handle}: {e}")))?;
+            } else {
+                text.extend_from_slice(frame.value());
+            }
+        }
+        if text.len() as u64 != meta.text_bytes {
+            return Err(self.unavailable(format!(
+                "{handle} read back as {} bytes, not {}",
+                text.len(),
+                meta.text_bytes
+            )));
+        }
+        let text = String::from_utf8(text).map_err(|e| self.unavailable(e))?;
+        let kind = Kind::parse(&meta.kind)
+            .ok_or_else(|| self.unavailable(format!("unknown kind {:?}", meta.kind)))?;
+        let owner = Owner::from_key(&meta.owner)
+            .ok_or_else(|| self.unavailable(format!("unknown owner {:?}", meta.owner)))?;
+        let doc = Document::restored(kind, text, meta.index);
+        let overview = Overview::of(&doc);
+        Ok(Arc::new(Stored {
+            handle: handle.to_owned(),
+            owner,
+            doc,
+            info: StoredInfo {
+                source: meta.source,
+                bytes: meta.bytes,
+                chars: meta.chars,
+                tokens: meta.tokens,
+                tokens_estimated: meta.tokens_estimated,
+                is_error: meta.is_error,
+                sent_twice: meta.sent_twice,
+                overview,
+            },
+            created: at_millis(meta.created_ms),
+        }))
+    }
+
+    /// Writes `stored` to the file, synced: its frames, what is known of
+    /// it, and its expiry.
+    fn write(&self, stored: &Stored, expires: SystemTime) -> Result<u64, StoreError> {
+        let text = stored.doc.text_str().as_bytes();
+        let mut frames = Vec::with_capacity(text.len().div_ceil(FRAME_BYTES));
+        for chunk in text.chunks(FRAME_BYTES) {
+            frames.push(if self.compress {
+                compress(chunk).map_err(|e| self.unavailable(e))?
+            } else {
+                chunk.to_vec()
+            });
+        }
+        let stored_bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
+        let info = &stored.info;
+        let meta = Meta {
+            format: FORMAT,
+            owner: stored.owner.key(),
+            created_ms: millis(stored.created),
+            kind: stored.doc.kind().as_str().to_owned(),
+            text_bytes: text.len() as u64,
+            frames: frames.len() as u32,
+            compressed: self.compress,
+            stored_bytes,
+            index: Some(stored.doc.saved_index()),
+            source: info.source.clone(),
+            bytes: info.bytes,
+            chars: info.chars,
+            tokens: info.tokens,
+            tokens_estimated: info.tokens_estimated,
+            is_error: info.is_error,
+            sent_twice: info.sent_twice,
+        };
+        let meta = serde_json::to_vec(&meta).map_err(|e| self.unavailable(e))?;
+        let written = (|| -> Result<(), redb::Error> {
+            let txn = self.db.begin_write()?;
+            {
+                let mut table = txn.open_table(FRAMES)?;
+                for (n, frame) in frames.iter().enumerate() {
+                    table.insert((stored.handle.as_str(), n as u32), frame.as_slice())?;
+                }
+                txn.open_table(RESULTS)?
+                    .insert(stored.handle.as_str(), meta.as_slice())?;
+                txn.open_table(EXPIRY)?
+                    .insert(stored.handle.as_str(), millis(expires))?;
+            }
+            txn.commit()?;
+            Ok(())
+        })();
+        self.note(
+            written
+                .as_ref()
+                .map(|_| ())
+                .map_err(|e| format!("storing a result failed: {e}")),
+        );
+        written.map_err(|e| self.unavailable(e))?;
+        Ok(stored_bytes)
+    }
+
+    /// Writes the expiries renewed since the last time.
+    pub fn flush(&self) {
+        let renewed = std::mem::take(&mut *self.renewed.lock().unwrap_or_else(|p| p.into_inner()));
+        if renewed.is_empty() {
+            return;
+        }
+        let written = (|| -> Result<(), redb::Error> {
+            let txn = self.db.begin_write()?;
+            {
+                let results = txn.open_table(RESULTS)?;
+                let mut expiry = txn.open_table(EXPIRY)?;
+                for (handle, ms) in &renewed {
+                    // Not one deleted meanwhile.
+                    if results.get(handle.as_str())?.is_some() {
+                        expiry.insert(handle.as_str(), *ms)?;
+                    }
+                }
+            }
+            txn.commit()?;
+            Ok(())
+        })();
+        self.note(written.map_err(|e| format!("writing renewed expiries failed: {e}")));
+    }
+}
+
+/// One frame, compressed, with zstd's checksum.
+fn compress(chunk: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), LEVEL)?;
+    encoder.include_checksum(true)?;
+    encoder.include_contentsize(true)?;
+    std::io::Write::write_all(&mut encoder, chunk)?;
+    encoder.finish()
+}
+
+/// Deletes `handle`'s rows.
+fn delete(txn: &redb::WriteTransaction, handle: &str) -> Result<(), redb::Error> {
+    let mut results = txn.open_table(RESULTS)?;
+    let Some(meta) = results.remove(handle)? else {
+        return Ok(());
+    };
+    let frames_count = serde_json::from_slice::<Meta>(meta.value())
+        .map(|m| m.frames)
+        .unwrap_or(0);
+    drop(meta);
+    let mut frames = txn.open_table(FRAMES)?;
+    for n in 0..frames_count {
+        frames.remove((handle, n))?;
+    }
+    txn.open_table(EXPIRY)?.remove(handle)?;
+    Ok(())
+}
+
+impl Store for DiskStore {
+    fn backend(&self) -> &'static str {
+        "disk"
+    }
+
+    fn put(
+        &self,
+        owner: &Owner,
+        doc: Document,
+        info: StoredInfo,
+    ) -> Result<Arc<Stored>, StoreError> {
+        let stored = Arc::new(Stored::new(owner, doc, info, self.clock.wall()));
+        let stored_bytes = self.write(&stored, self.clock.wall() + self.limits.ttl)?;
+        if stored_bytes > self.limits.max_bytes {
+            self.delete_all(std::slice::from_ref(&stored.handle));
+            return Err(StoreError::TooLarge {
+                bytes: stored_bytes,
+                max: self.limits.max_bytes,
+            });
+        }
+        let evicted = {
+            let mut ledger = self.lock();
+            let evicted = ledger.make_room(self.limits.max_bytes, stored_bytes, None);
+            ledger.insert(
+                stored.handle.clone(),
+                OnDisk {
+                    owner: owner.clone(),
+                    stored_bytes,
+                    brief: Brief::of(&stored, stored.created),
+                },
+                self.clock.now() + self.limits.ttl,
+            );
+            evicted
+        };
+        let evicted: Vec<String> = evicted.into_iter().map(|(h, _)| h).collect();
+        self.delete_all(&evicted);
+        self.keep_loaded(stored.clone());
+        Ok(stored)
+    }
+
+    fn get(&self, owner: &Owner, handle: &str) -> Result<Listed, StoreError> {
+        let now = self.clock.now();
+        let used = self
+            .lock()
+            .use_entry(
+                owner,
+                handle,
+                now,
+                now + self.limits.ttl,
+                self.limits.ttl.as_secs(),
+            )
+            .map(|_| ())
+            .map_err(|(e, dropped)| (e, dropped.is_some()));
+        if let Err((e, dropped)) = used {
+            if dropped {
+                self.delete_all(&[handle.to_owned()]);
+            }
+            return Err(e);
+        }
+        let expires_at = self.clock.wall() + self.limits.ttl;
+        self.renewed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(handle.to_owned(), millis(expires_at));
+        let cached = self
+            .lock_loaded()
+            .iter()
+            .find(|s| s.handle == handle)
+            .cloned();
+        let stored = match cached {
+            Some(stored) => stored,
+            None => self.read(handle)?,
+        };
+        self.keep_loaded(stored.clone());
+        Ok(Listed { stored, expires_at })
+    }
+
+    fn list(&self, owner: &Owner, limit: usize) -> Vec<Brief> {
+        let when = (self.clock.now(), self.clock.wall());
+        self.lock()
+            .briefs(owner, when, limit, |entry, expires_at| Brief {
+                expires_at,
+                ..entry.brief.clone()
+            })
+    }
+
+    fn purge_expired(&self) -> usize {
+        let now = self.clock.now();
+        let purged: Vec<String> = self.lock().purge(now).into_iter().map(|(h, _)| h).collect();
+        self.delete_all(&purged);
+        self.flush();
+        purged.len()
+    }
+
+    fn usage(&self) -> (usize, u64) {
+        self.lock().usage()
+    }
+
+    fn health(&self) -> Result<(), String> {
+        match &*self.failing.lock().unwrap_or_else(|p| p.into_inner()) {
+            None => Ok(()),
+            Some(why) => Err(format!("{}: {why}", self.path.display())),
+        }
+    }
+
+    fn flush(&self) {
+        DiskStore::flush(self);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing::ManualClock;
+
+    /// A directory of its own for one test, removed when dropped.
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new() -> Self {
+            Self(std::env::temp_dir().join(super::super::random_id("sluice-disk-test-")))
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn limits(max_bytes: u64) -> StoreLimits {
+        StoreLimits {
+            max_bytes,
+            ttl: Duration::from_secs(30),
+        }
+    }
+
+    fn info(source: &str, doc: &Document) -> StoredInfo {
+        StoredInfo {
+            source: source.into(),
+            bytes: 1234,
+            chars: 1200,
+            tokens: 300,
+            tokens_estimated: true,
+            is_error: false,
+            sent_twice: true,
+            overview: Overview::of(doc),
+        }
+    }
+
+    fn rows(n: usize) -> Document {
+        let rows: Vec<String> = (0..n)
+            .map(|i| format!(r#"{{"id": {i}, "name": "row {i}", "tags": ["a", "b"]}}"#))
+            .collect();
+        Document::json(format!(r#"{{"rows": [{}], "n": {n}}}"#, rows.join(", "))).unwrap()
+    }
+
+    fn put(store: &DiskStore, owner: &Owner, doc: Document) -> Arc<Stored> {
+        let info = info("t", &doc);
+        store.put(owner, doc, info).unwrap()
+    }
+
+    #[test]
+    fn results_survive_reopening_with_their_owner_and_what_is_known_of_them() {
+        let dir = Dir::new();
+        let alice = Owner::Principal("alice".into());
+        let clock = ManualClock::new();
+        let open = |compress| {
+            DiskStore::open_with_clock(&dir.0, limits(1 << 30), compress, clock.clone()).unwrap()
+        };
+        for compress in [true, false] {
+            let store = open(compress);
+            // Over several frames.
+            let json = put(&store, &alice, rows(5000));
+            assert!(json.doc.bytes() > 3 * FRAME_BYTES);
+            let text = put(
+                &store,
+                &Owner::Anonymous,
+                Document::text("é line\n".repeat(20_000)),
+            );
+            let (json_handle, text_handle) = (json.handle.clone(), text.handle.clone());
+            let (json_text, text_text) = (
+                json.doc.text_str().to_owned(),
+                text.doc.text_str().to_owned(),
+            );
+            let on_disk = store.usage().1;
+            drop((store, json, text));
+
+            let store = open(compress);
+            assert_eq!(store.usage(), (2, on_disk));
+            let again = store.get(&alice, &json_handle).unwrap().stored;
+            assert_eq!(again.doc.text_str(), json_text);
+            assert_eq!(again.doc.kind(), Kind::Json);
+            assert_eq!(again.owner, alice);
+            assert_eq!(again.info.source, "t");
+            assert_eq!((again.info.bytes, again.info.tokens), (1234, 300));
+            assert!(again.info.tokens_estimated && again.info.sent_twice);
+            assert_eq!(again.info.overview, Overview::of(&rows(5000)));
+            assert_eq!(again.doc.items("/rows").unwrap().unwrap().len(), 5000);
+            let text_again = store.get(&Owner::Anonymous, &text_handle).unwrap().stored;
+            assert_eq!(text_again.doc.text_str(), text_text);
+            assert_eq!(text_again.doc.kind(), Kind::Text);
+            // Still bound to its owner.
+            assert!(matches!(
+                store.get(&Owner::Principal("bob".into()), &json_handle),
+                Err(StoreError::Unknown(_))
+            ));
+            assert_eq!(store.list(&alice, 10).len(), 1);
+            if compress {
+                assert!(
+                    on_disk * 4 < (json_text.len() + text_text.len()) as u64,
+                    "{on_disk} bytes on disk"
+                );
+            } else {
+                assert_eq!(on_disk, (json_text.len() + text_text.len()) as u64);
+            }
+            drop(store);
+            std::fs::remove_file(dir.0.join(FILE)).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_damaged_truncated_or_foreign_file_is_refused_when_opened() {
+        let dir = Dir::new();
+        let clock = ManualClock::new();
+        // Uncompressed, so that the document can be found in the file.
+        let store =
+            DiskStore::open_with_clock(&dir.0, limits(1 << 30), false, clock.clone()).unwrap();
+        put(&store, &Owner::Anonymous, rows(3000));
+        drop(store);
+        let file = dir.0.join(FILE);
+        let whole = std::fs::read(&file).unwrap();
+        let damaged = |bytes: &[u8]| {
+            std::fs::write(&file, bytes).unwrap();
+            match DiskStore::open_with_clock(&dir.0, limits(1 << 30), false, clock.clone()) {
+                Err(e @ DiskStoreError::Damaged { .. }) => e.to_string(),
+                Err(e) => panic!("not refused as damaged: {e}"),
+                Ok(_) => panic!("a damaged file was opened"),
+            }
+        };
+        // Bytes of the stored document itself changed.
+        let needle = br#"{"id":1500,"name":"row 1500""#;
+        let at = whole
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .expect("the document is in the file");
+        let mut flipped = whole.clone();
+        for byte in &mut flipped[at..at + needle.len()] {
+            *byte ^= 0x5a;
+        }
+        let message = damaged(&flipped);
+        assert!(
+            message.contains("store.redb") && message.contains("move it away"),
+            "{message}"
+        );
+        damaged(&whole[..whole.len() / 2]);
+        damaged(b"this is not a database, it is a text file that happens to sit here");
+        // The file as it was opens again, and reads.
+        std::fs::write(&file, &whole).unwrap();
+        let store = DiskStore::open_with_clock(&dir.0, limits(1 << 30), false, clock).unwrap();
+        assert_eq!(store.usage().0, 1);
+    }
+
+    #[test]
+    fn one_process_at_a_time_uses_a_directory() {
+        let dir = Dir::new();
+        let _first = DiskStore::open(&dir.0, limits(1 << 30), true).unwrap();
+        let second = DiskStore::open(&dir.0, limits(1 << 30), true).unwrap_err();
+        assert!(matches!(second, DiskStoreError::InUse { .. }), "{second}");
+        assert!(second.to_string().contains("backend = \"redis\""));
+    }
+
+    #[test]
+    fn expired_and_evicted_results_leave_the_file_and_renewals_are_kept() {
+        let dir = Dir::new();
+        let clock = ManualClock::new();
+        let one = {
+            let probe = Dir::new();
+            let store = DiskStore::open(&probe.0, limits(1 << 30), false).unwrap();
+            put(&store, &Owner::Anonymous, rows(100));
+            store.usage().1
+        };
+        let open = || {
+            DiskStore::open_with_clock(&dir.0, limits(2 * one + one / 2), false, clock.clone())
+                .unwrap()
+        };
+        let store = open();
+        let owner = Owner::Session(7);
+        let a = put(&store, &owner, rows(100)).handle.clone();
+        let b = put(&store, &owner, rows(100)).handle.clone();
+        clock.advance(Duration::from_secs(20));
+        // A use renews a's life; written when expired results are purged.
+        store.get(&owner, &a).unwrap();
+        assert_eq!(store.purge_expired(), 0);
+        let c = put(&store, &owner, rows(100)).handle.clone();
+        assert_eq!(
+            store.get(&owner, &b).unwrap_err(),
+            StoreError::Evicted(b.clone()),
+            "b was used least recently"
+        );
+        drop(store);
+        // 35 s after a and b were stored, 15 s after a was used.
+        clock.advance(Duration::from_secs(15));
+        let store = open();
+        assert_eq!(store.usage().0, 2, "a and c; b was evicted from the file");
+        assert!(store.get(&owner, &a).is_ok(), "its renewal was kept");
+        assert!(matches!(store.get(&owner, &b), Err(StoreError::Unknown(_))));
+        clock.advance(Duration::from_secs(31));
+        assert_eq!(store.purge_expired(), 2);
+        drop(store);
+        let store = open();
+        assert_eq!(store.usage(), (0, 0));
+        assert!(matches!(store.get(&owner, &c), Err(StoreError::Unknown(_))));
+    }
+}

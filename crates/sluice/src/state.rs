@@ -1,0 +1,140 @@
+//! Where sluice keeps what outlives a call (`[store]`): the configured
+//! result store, opened before anything is served, and the key that seals
+//! cursors.
+//!
+//! The key comes from `[store] secret_file` when it is given (every
+//! instance that shares a store must seal with the same key); else the
+//! disk store keeps one beside its database (`secret`, made on first
+//! start), so that cursors survive a restart; else it is made at start.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sluice_core::cursor::CursorKey;
+use sluice_core::store::{
+    DiskStore, DiskStoreError, MemoryStore, Store, StoreBackend, StoreSettings,
+};
+
+/// The file in the disk store's directory holding its cursor key.
+pub const SECRET_FILE: &str = "secret";
+/// The fewest bytes a secret may have.
+pub const SECRET_MIN_BYTES: usize = 32;
+
+/// Why the configured store cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The disk store cannot be opened.
+    #[error(transparent)]
+    Disk(#[from] DiskStoreError),
+    /// The secret file cannot be read or made.
+    #[error("[store] secret_file {}: {why}", .path.display())]
+    Secret {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, and what to do.
+        why: String,
+    },
+    /// The Redis backend is configured, but not built yet.
+    #[error(
+        "[store] backend = \"redis\" is not available in this version of sluice yet: use backend = \"disk\" (one instance) or \"memory\""
+    )]
+    RedisNotAvailable,
+}
+
+/// The configured store and cursor key, opened.
+pub struct State {
+    /// Where stored results live.
+    pub store: Arc<dyn Store>,
+    /// The key that seals cursors.
+    pub key: CursorKey,
+}
+
+/// Opens the store `settings` configure.
+pub fn open(settings: &StoreSettings) -> Result<State, StateError> {
+    let clock = Arc::new(crate::clock::RuntimeClock);
+    let (store, kept_secret): (Arc<dyn Store>, Option<PathBuf>) = match &settings.backend {
+        StoreBackend::Memory => (
+            Arc::new(MemoryStore::with_clock(settings.limits, clock)),
+            None,
+        ),
+        StoreBackend::Disk { path } => (
+            Arc::new(DiskStore::open_with_clock(
+                path,
+                settings.limits,
+                settings.compress,
+                clock,
+            )?),
+            Some(path.join(SECRET_FILE)),
+        ),
+        StoreBackend::Redis { .. } => return Err(StateError::RedisNotAvailable),
+    };
+    let key = match (&settings.secret_file, kept_secret) {
+        (Some(file), _) => read_secret(file)?,
+        (None, Some(file)) => kept_or_made(&file)?,
+        (None, None) => CursorKey::random(),
+    };
+    Ok(State { store, key })
+}
+
+/// The key sealed by the secret in `file`: at least
+/// [`SECRET_MIN_BYTES`], a trailing line break not counted.
+fn read_secret(file: &Path) -> Result<CursorKey, StateError> {
+    let secret = std::fs::read(file).map_err(|e| StateError::Secret {
+        path: file.to_owned(),
+        why: format!("cannot read it: {e}"),
+    })?;
+    let secret = secret.strip_suffix(b"\n").unwrap_or(&secret);
+    if secret.len() < SECRET_MIN_BYTES {
+        return Err(StateError::Secret {
+            path: file.to_owned(),
+            why: format!(
+                "it holds {} bytes; a secret has at least {SECRET_MIN_BYTES} (e.g. `head -c 32 /dev/urandom > {}`)",
+                secret.len(),
+                file.display()
+            ),
+        });
+    }
+    Ok(CursorKey::from_secret(secret))
+}
+
+/// The key in the disk store's `file`, made (readable by its owner only)
+/// if it is not there yet. It is written whole to a file beside and
+/// renamed, so a crash never leaves half a secret.
+fn kept_or_made(file: &Path) -> Result<CursorKey, StateError> {
+    if file.exists() {
+        return read_secret(file);
+    }
+    let failed = |e: std::io::Error| StateError::Secret {
+        path: file.to_owned(),
+        why: format!("cannot make it: {e}"),
+    };
+    let mut secret = [0u8; SECRET_MIN_BYTES];
+    sluice_core::store::random_bytes(&mut secret);
+    let partial = file.with_extension(format!("partial-{}", std::process::id()));
+    let mut made = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode_owner_only()
+        .open(&partial)
+        .map_err(failed)?;
+    made.write_all(&secret)
+        .and_then(|()| made.sync_all())
+        .and_then(|()| std::fs::rename(&partial, file))
+        .map_err(failed)?;
+    Ok(CursorKey::from_secret(&secret))
+}
+
+/// Files only their owner may read (on Unix).
+trait OwnerOnly {
+    fn mode_owner_only(&mut self) -> &mut Self;
+}
+
+impl OwnerOnly for std::fs::OpenOptions {
+    fn mode_owner_only(&mut self) -> &mut Self {
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(self, 0o600);
+        self
+    }
+}
