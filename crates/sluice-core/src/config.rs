@@ -752,8 +752,12 @@ struct RawStore {
 /// else `~/.local/state/sluice` (on macOS, `~/Library/Application
 /// Support/sluice`).
 pub fn default_store_dir() -> Option<PathBuf> {
-    if let Some(state) = std::env::var_os("XDG_STATE_HOME").filter(|s| !s.is_empty()) {
-        return Some(PathBuf::from(state).join("sluice"));
+    // The XDG spec ignores a relative XDG_STATE_HOME.
+    if let Some(state) = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|s| s.is_absolute())
+    {
+        return Some(state.join("sluice"));
     }
     let home = PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?);
     Some(if cfg!(target_os = "macos") {

@@ -71,6 +71,12 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ExitCode::FAILURE
         }),
         Command::Stdio(config) => {
+            if config.store.backend != sluice_core::store::StoreBackend::Memory {
+                tracing::warn!(
+                    "[store] backend = {:?} over stdio: this connection's results belong to it, and a restarted sluice serves a new one that cannot read them (README, Durable state)",
+                    config.store.backend.name()
+                );
+            }
             let gateway = Gateway::open(&config)?;
             let shutdown = shutdown_on_signal();
             let result = sluice::downstream::stdio::serve(gateway.clone(), shutdown).await;

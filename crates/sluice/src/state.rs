@@ -27,8 +27,9 @@ pub enum StateError {
     /// The disk store cannot be opened.
     #[error(transparent)]
     Disk(#[from] DiskStoreError),
-    /// The secret file cannot be read or made.
-    #[error("[store] secret_file {}: {why}", .path.display())]
+    /// The secret file (`[store] secret_file`, or the disk store's own
+    /// `secret`) cannot be read or made.
+    #[error("the key that seals cursors, {}: {why}", .path.display())]
     Secret {
         /// The file.
         path: PathBuf,
@@ -58,15 +59,24 @@ pub fn open(settings: &StoreSettings) -> Result<State, StateError> {
             Arc::new(MemoryStore::with_clock(settings.limits, clock)),
             None,
         ),
-        StoreBackend::Disk { path } => (
-            Arc::new(DiskStore::open_with_clock(
-                path,
-                settings.limits,
-                settings.compress,
-                clock,
-            )?),
-            Some(path.join(SECRET_FILE)),
-        ),
+        StoreBackend::Disk { path } => {
+            let store =
+                DiskStore::open_with_clock(path, settings.limits, settings.compress, clock)?;
+            let (results, bytes) = store.usage();
+            tracing::info!(
+                "stored results are kept on disk in {} ({results} there, {})",
+                store.path().display(),
+                sluice_core::format::bytes(bytes)
+            );
+            if store.dropped_at_open() > 0 {
+                tracing::warn!(
+                    "{}: dropped {} stored results another version of sluice wrote, which this one does not read",
+                    store.path().display(),
+                    store.dropped_at_open()
+                );
+            }
+            (Arc::new(store), Some(path.join(SECRET_FILE)))
+        }
         StoreBackend::Redis { .. } => return Err(StateError::RedisNotAvailable),
     };
     let key = match (&settings.secret_file, kept_secret) {
@@ -102,20 +112,21 @@ fn read_secret(file: &Path) -> Result<CursorKey, StateError> {
 /// if it is not there yet. It is written whole to a file beside and
 /// renamed, so a crash never leaves half a secret.
 fn kept_or_made(file: &Path) -> Result<CursorKey, StateError> {
-    if file.exists() {
-        return read_secret(file);
-    }
     let failed = |e: std::io::Error| StateError::Secret {
         path: file.to_owned(),
-        why: format!("cannot make it: {e}"),
+        why: format!("the disk store's key cannot be made: {e}"),
     };
+    if file.try_exists().map_err(failed)? {
+        return read_secret(file);
+    }
     let mut secret = [0u8; SECRET_MIN_BYTES];
     sluice_core::store::random_bytes(&mut secret);
     let partial = file.with_extension(format!("partial-{}", std::process::id()));
+    // A new file, never one (or a link) already there.
+    let _ = std::fs::remove_file(&partial);
     let mut made = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode_owner_only()
         .open(&partial)
         .map_err(failed)?;
@@ -123,6 +134,12 @@ fn kept_or_made(file: &Path) -> Result<CursorKey, StateError> {
         .and_then(|()| made.sync_all())
         .and_then(|()| std::fs::rename(&partial, file))
         .map_err(failed)?;
+    // The rename itself is durable once the directory is synced.
+    if let Some(dir) = file.parent() {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(failed)?;
+    }
     Ok(CursorKey::from_secret(&secret))
 }
 

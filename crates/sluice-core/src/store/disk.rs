@@ -103,10 +103,12 @@ struct Meta {
     text_bytes: u64,
     frames: u32,
     compressed: bool,
-    /// Bytes of its frames on disk.
+    /// Bytes of its frames on disk (its weight in `max_bytes` adds this
+    /// entry's own bytes).
     stored_bytes: u64,
-    /// The document's index, so that reading it back skips its scans.
-    #[serde(default)]
+    /// The document's index, so that reading it back skips its scans
+    /// (made again if it does not read).
+    #[serde(default, deserialize_with = "lenient")]
     index: Option<SavedIndex>,
     source: String,
     bytes: u64,
@@ -115,6 +117,12 @@ struct Meta {
     tokens_estimated: bool,
     is_error: bool,
     sent_twice: bool,
+}
+
+/// `Some` index if it reads as one, else `None`.
+fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SavedIndex>, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(value).ok())
 }
 
 /// A ledger entry: what it weighs on disk, and what a listing shows.
@@ -149,6 +157,8 @@ pub struct DiskStore {
     renewed: Mutex<HashMap<String, u64>>,
     /// The last write that failed, until one succeeds.
     failing: Mutex<Option<String>>,
+    /// See [`DiskStore::dropped_at_open`].
+    dropped_at_open: std::sync::atomic::AtomicUsize,
     clock: Arc<dyn Clock>,
 }
 
@@ -183,11 +193,11 @@ impl DiskStore {
         compress: bool,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, DiskStoreError> {
-        std::fs::create_dir_all(dir).map_err(|source| DiskStoreError::Directory {
+        let path = dir.join(FILE);
+        owner_only(dir, &path).map_err(|source| DiskStoreError::Directory {
             path: dir.to_owned(),
             source,
         })?;
-        let path = dir.join(FILE);
         let damaged = |why: String| DiskStoreError::Damaged {
             path: path.clone(),
             why,
@@ -225,77 +235,95 @@ impl DiskStore {
             loaded: Mutex::default(),
             renewed: Mutex::default(),
             failing: Mutex::default(),
+            dropped_at_open: Default::default(),
             clock,
         };
         store.load().map_err(damaged)?;
         Ok(store)
     }
 
-    /// Reads the ledger back from the file; drops what expired meanwhile.
+    /// Reads the ledger back from the file, in the order the entries were
+    /// last used (their expiry is last use + ttl), and keeps it within
+    /// `max_bytes`; drops what expired meanwhile, and the entries another
+    /// version of sluice wrote that this one does not read.
     fn load(&self) -> Result<(), String> {
         let txn = self.db.begin_write().map_err(|e| e.to_string())?;
         let now = self.clock.now();
         let wall = self.clock.wall();
-        let mut expired = Vec::new();
+        let mut dropped = Vec::new();
+        let mut kept = Vec::new();
         {
             let results = txn.open_table(RESULTS).map_err(|e| e.to_string())?;
             let expiry = txn.open_table(EXPIRY).map_err(|e| e.to_string())?;
             txn.open_table(FRAMES).map_err(|e| e.to_string())?;
-            let mut ledger = self.lock();
             for row in results.iter().map_err(|e| e.to_string())? {
                 let (handle, meta) = row.map_err(|e| e.to_string())?;
                 let handle = handle.value().to_owned();
-                let meta: Meta = serde_json::from_slice(meta.value())
-                    .map_err(|e| format!("the entry of {handle} does not read: {e}"))?;
-                let owner = Owner::from_key(&meta.owner).ok_or_else(|| {
-                    format!(
-                        "the entry of {handle} has an unknown owner {:?}",
-                        meta.owner
-                    )
-                })?;
-                if meta.format != FORMAT {
-                    return Err(format!(
-                        "the entry of {handle} is in format {}, not {FORMAT}",
-                        meta.format
-                    ));
-                }
                 let expires_ms = expiry
                     .get(handle.as_str())
                     .map_err(|e| e.to_string())?
                     .map_or(0, |v| v.value());
                 let expires = at_millis(expires_ms);
-                let Ok(left) = expires.duration_since(wall) else {
-                    expired.push(handle);
-                    continue;
-                };
-                let brief = Brief {
-                    handle: handle.clone(),
-                    kind: Kind::parse(&meta.kind).ok_or_else(|| {
-                        format!("the entry of {handle} has an unknown kind {:?}", meta.kind)
-                    })?,
-                    source: meta.source,
-                    bytes: meta.bytes,
-                    tokens: meta.tokens,
-                    tokens_estimated: meta.tokens_estimated,
-                    created: at_millis(meta.created_ms),
-                    expires_at: expires,
-                };
-                ledger.insert(
-                    handle,
-                    OnDisk {
-                        owner,
-                        stored_bytes: meta.stored_bytes,
-                        brief,
-                    },
-                    now + left,
-                );
+                let meta_bytes = meta.value().len() as u64;
+                let entry = serde_json::from_slice::<Meta>(meta.value())
+                    .ok()
+                    .filter(|meta| meta.format == FORMAT)
+                    .and_then(|meta| {
+                        let owner = Owner::from_key(&meta.owner)?;
+                        let brief = Brief {
+                            handle: handle.clone(),
+                            kind: Kind::parse(&meta.kind)?,
+                            source: meta.source,
+                            bytes: meta.bytes,
+                            tokens: meta.tokens,
+                            tokens_estimated: meta.tokens_estimated,
+                            created: at_millis(meta.created_ms),
+                            expires_at: expires,
+                        };
+                        Some(OnDisk {
+                            owner,
+                            stored_bytes: meta.stored_bytes + meta_bytes,
+                            brief,
+                        })
+                    });
+                match (entry, expires.duration_since(wall)) {
+                    (Some(entry), Ok(left)) => kept.push((expires_ms, handle, entry, left)),
+                    (None, _) => {
+                        self.dropped_at_open
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        dropped.push(handle);
+                    }
+                    (Some(_), Err(_)) => dropped.push(handle),
+                }
             }
         }
-        for handle in &expired {
+        kept.sort_by_key(|(expires_ms, ..)| *expires_ms);
+        {
+            let mut ledger = self.lock();
+            for (_, handle, entry, left) in kept {
+                // Never longer than a ttl from now: the clock may have gone
+                // back, or `ttl_s` been lowered, since it was written.
+                ledger.insert(handle, entry, now + left.min(self.limits.ttl));
+            }
+            dropped.extend(
+                ledger
+                    .make_room(self.limits.max_bytes, 0, None)
+                    .into_iter()
+                    .map(|(handle, _)| handle),
+            );
+        }
+        for handle in &dropped {
             delete(&txn, handle).map_err(|e| e.to_string())?;
         }
         txn.commit().map_err(|e| e.to_string())?;
         Ok(())
+    }
+
+    /// How many entries the store dropped when it was opened because this
+    /// version of sluice does not read them (written by another).
+    pub fn dropped_at_open(&self) -> usize {
+        self.dropped_at_open
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Where the store's file is.
@@ -349,11 +377,25 @@ impl DiskStore {
         loaded.retain(|s| s.handle != stored.handle);
         loaded.push_back(stored);
         let mut total: u64 = loaded.iter().map(|s| s.doc.memory() as u64).sum();
-        while total > LOADED_BYTES && loaded.len() > 1 {
+        while total > LOADED_BYTES.min(self.limits.max_bytes) && loaded.len() > 1 {
             if let Some(old) = loaded.pop_front() {
                 total -= old.doc.memory() as u64;
             }
         }
+    }
+
+    /// Why `handle` is gone, if it left the ledger (evicted) after it was
+    /// found there.
+    fn gone_meanwhile(&self, owner: &Owner, handle: &str) -> Option<StoreError> {
+        let now = self.clock.now();
+        let mut ledger = self.lock();
+        if ledger.has(handle) {
+            return None;
+        }
+        ledger
+            .use_entry(owner, handle, now, now, self.limits.ttl.as_secs())
+            .err()
+            .map(|(e, _)| e)
     }
 
     /// Reads `handle` back from the file.
@@ -446,6 +488,14 @@ impl DiskStore {
             sent_twice: info.sent_twice,
         };
         let meta = serde_json::to_vec(&meta).map_err(|e| self.unavailable(e))?;
+        // What the entry weighs: its frames and what is known of it.
+        let weight = stored_bytes + meta.len() as u64;
+        if weight > self.limits.max_bytes {
+            return Err(StoreError::TooLarge {
+                bytes: weight,
+                max: self.limits.max_bytes,
+            });
+        }
         let written = (|| -> Result<(), redb::Error> {
             let txn = self.db.begin_write()?;
             {
@@ -468,7 +518,7 @@ impl DiskStore {
                 .map_err(|e| format!("storing a result failed: {e}")),
         );
         written.map_err(|e| self.unavailable(e))?;
-        Ok(stored_bytes)
+        Ok(weight)
     }
 
     /// Writes the expiries renewed since the last time.
@@ -492,7 +542,34 @@ impl DiskStore {
             txn.commit()?;
             Ok(())
         })();
+        if written.is_err() {
+            // Kept for the next time, unless renewed again meanwhile.
+            let mut later = self.renewed.lock().unwrap_or_else(|p| p.into_inner());
+            for (handle, ms) in renewed {
+                let at = later.entry(handle).or_insert(ms);
+                *at = (*at).max(ms);
+            }
+        }
         self.note(written.map_err(|e| format!("writing renewed expiries failed: {e}")));
+    }
+}
+
+/// Makes the store's directory (and its file, if new) readable by their
+/// owner only: they hold every stored tool result.
+fn owner_only(dir: &Path, file: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(file) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -505,20 +582,11 @@ fn compress(chunk: &[u8]) -> std::io::Result<Vec<u8>> {
     encoder.finish()
 }
 
-/// Deletes `handle`'s rows.
+/// Deletes `handle`'s rows: every frame of it, whatever its entry says.
 fn delete(txn: &redb::WriteTransaction, handle: &str) -> Result<(), redb::Error> {
-    let mut results = txn.open_table(RESULTS)?;
-    let Some(meta) = results.remove(handle)? else {
-        return Ok(());
-    };
-    let frames_count = serde_json::from_slice::<Meta>(meta.value())
-        .map(|m| m.frames)
-        .unwrap_or(0);
-    drop(meta);
-    let mut frames = txn.open_table(FRAMES)?;
-    for n in 0..frames_count {
-        frames.remove((handle, n))?;
-    }
+    txn.open_table(RESULTS)?.remove(handle)?;
+    txn.open_table(FRAMES)?
+        .retain_in((handle, 0)..=(handle, u32::MAX), |_, _| false)?;
     txn.open_table(EXPIRY)?.remove(handle)?;
     Ok(())
 }
@@ -536,13 +604,6 @@ impl Store for DiskStore {
     ) -> Result<Arc<Stored>, StoreError> {
         let stored = Arc::new(Stored::new(owner, doc, info, self.clock.wall()));
         let stored_bytes = self.write(&stored, self.clock.wall() + self.limits.ttl)?;
-        if stored_bytes > self.limits.max_bytes {
-            self.delete_all(std::slice::from_ref(&stored.handle));
-            return Err(StoreError::TooLarge {
-                bytes: stored_bytes,
-                max: self.limits.max_bytes,
-            });
-        }
         let evicted = {
             let mut ledger = self.lock();
             let evicted = ledger.make_room(self.limits.max_bytes, stored_bytes, None);
@@ -564,6 +625,28 @@ impl Store for DiskStore {
     }
 
     fn get(&self, owner: &Owner, handle: &str) -> Result<Listed, StoreError> {
+        let expires_at = self.touch(owner, handle)?;
+        let cached = self
+            .lock_loaded()
+            .iter()
+            .find(|s| s.handle == handle)
+            .cloned();
+        let stored = match cached {
+            Some(stored) => stored,
+            None => match self.read(handle) {
+                Ok(stored) => stored,
+                // Evicted by another put since it was found: say so.
+                Err(e) => return Err(self.gone_meanwhile(owner, handle).unwrap_or(e)),
+            },
+        };
+        // Not kept if it was evicted while it was read.
+        if self.lock().has(handle) {
+            self.keep_loaded(stored.clone());
+        }
+        Ok(Listed { stored, expires_at })
+    }
+
+    fn touch(&self, owner: &Owner, handle: &str) -> Result<SystemTime, StoreError> {
         let now = self.clock.now();
         let used = self
             .lock()
@@ -587,17 +670,7 @@ impl Store for DiskStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(handle.to_owned(), millis(expires_at));
-        let cached = self
-            .lock_loaded()
-            .iter()
-            .find(|s| s.handle == handle)
-            .cloned();
-        let stored = match cached {
-            Some(stored) => stored,
-            None => self.read(handle)?,
-        };
-        self.keep_loaded(stored.clone());
-        Ok(Listed { stored, expires_at })
+        Ok(expires_at)
     }
 
     fn list(&self, owner: &Owner, limit: usize) -> Vec<Brief> {
@@ -737,7 +810,12 @@ mod tests {
                     "{on_disk} bytes on disk"
                 );
             } else {
-                assert_eq!(on_disk, (json_text.len() + text_text.len()) as u64);
+                // The texts, and what is known of each.
+                let texts = (json_text.len() + text_text.len()) as u64;
+                assert!(
+                    on_disk > texts && on_disk < texts + 8192,
+                    "{on_disk} vs {texts}"
+                );
             }
             drop(store);
             std::fs::remove_file(dir.0.join(FILE)).unwrap();
@@ -836,5 +914,75 @@ mod tests {
         let store = open();
         assert_eq!(store.usage(), (0, 0));
         assert!(matches!(store.get(&owner, &c), Err(StoreError::Unknown(_))));
+    }
+
+    #[test]
+    fn reopened_entries_keep_their_use_order_and_no_more_than_a_ttl() {
+        let dir = Dir::new();
+        let clock = ManualClock::new();
+        let owner = Owner::Anonymous;
+        let one = {
+            let probe = Dir::new();
+            let store = DiskStore::open(&probe.0, limits(1 << 30), false).unwrap();
+            put(&store, &owner, rows(100));
+            store.usage().1
+        };
+        let open = |max_bytes, ttl_s| {
+            let limits = StoreLimits {
+                max_bytes,
+                ttl: Duration::from_secs(ttl_s),
+            };
+            DiskStore::open_with_clock(&dir.0, limits, false, clock.clone()).unwrap()
+        };
+        let store = open(1 << 30, 30);
+        let handles: Vec<String> = (0..6)
+            .map(|_| {
+                clock.advance(Duration::from_secs(1));
+                put(&store, &owner, rows(100)).handle.clone()
+            })
+            .collect();
+        // The first is now the most recently used.
+        store.get(&owner, &handles[0]).unwrap();
+        store.purge_expired();
+        drop(store);
+        // Room for four: the two least recently used go, whatever their handles.
+        let store = open(4 * one + one / 2, 30);
+        assert_eq!(store.usage().0, 4);
+        for gone in &handles[1..3] {
+            assert!(
+                store.get(&owner, gone).is_err(),
+                "{gone} was used least recently"
+            );
+        }
+        for kept in [&handles[0], &handles[3], &handles[4], &handles[5]] {
+            assert!(store.get(&owner, kept).is_ok());
+        }
+        drop(store);
+        // A lower ttl_s holds for what was stored under a higher one.
+        let store = open(1 << 30, 5);
+        clock.advance(Duration::from_secs(6));
+        assert_eq!(store.purge_expired(), 4);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&dir.0), 0o700);
+            assert_eq!(mode(&dir.0.join(FILE)), 0o600);
+        }
+    }
+
+    #[test]
+    fn a_result_larger_than_the_store_is_refused_before_it_is_written() {
+        let dir = Dir::new();
+        let store = DiskStore::open(&dir.0, limits(4096), false).unwrap();
+        let doc = rows(100);
+        let info = info("t", &doc);
+        assert!(matches!(
+            store.put(&Owner::Anonymous, doc, info),
+            Err(StoreError::TooLarge { .. })
+        ));
+        drop(store);
+        let store = DiskStore::open(&dir.0, limits(1 << 30), false).unwrap();
+        assert_eq!(store.usage(), (0, 0), "nothing of it was written");
     }
 }

@@ -63,6 +63,11 @@ impl<P> Default for Ledger<P> {
 }
 
 impl<P: Held> Ledger<P> {
+    /// Whether `handle` is held.
+    pub(crate) fn has(&self, handle: &str) -> bool {
+        self.entries.contains_key(handle)
+    }
+
     /// Entries and bytes held.
     pub(crate) fn usage(&self) -> (usize, u64) {
         (self.entries.len(), self.bytes)

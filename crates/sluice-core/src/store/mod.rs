@@ -198,6 +198,11 @@ pub trait Store: Send + Sync {
     ) -> Result<Arc<Stored>, StoreError>;
     /// The result `handle` of `owner`, its time-to-live restarted.
     fn get(&self, owner: &Owner, handle: &str) -> Result<Listed, StoreError>;
+    /// Renews `owner`'s result `handle` as [`Store::get`] does, without
+    /// reading it; when it expires now.
+    fn touch(&self, owner: &Owner, handle: &str) -> Result<SystemTime, StoreError> {
+        self.get(owner, handle).map(|listed| listed.expires_at)
+    }
     /// `owner`'s results, most recently stored first, at most `limit`
     /// (never an anonymous owner's: see [`Owner::may_list`]).
     fn list(&self, owner: &Owner, limit: usize) -> Vec<Brief>;

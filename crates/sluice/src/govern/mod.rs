@@ -189,13 +189,22 @@ impl Governor {
         owner: &Owner,
     ) -> Option<CallToolResult> {
         let handle = stored_handle(&answer)?.to_owned();
-        let listed = self.stored(owner, &handle).await.ok()?;
+        // Renewed without reading the document back.
+        let expires_at = if self.store.backend() == "memory" {
+            self.store.touch(owner, &handle).ok()?
+        } else {
+            let (store, owner) = (self.store.clone(), owner.clone());
+            tokio::task::spawn_blocking(move || store.touch(&owner, &handle))
+                .await
+                .ok()?
+                .ok()?
+        };
         if let Some(stored) = answer
             .meta
             .as_mut()
             .and_then(|m| m.0.get_mut(crate::contract::meta::STORED))
         {
-            stored["expires_at"] = Value::String(timestamp(listed.expires_at));
+            stored["expires_at"] = Value::String(timestamp(expires_at));
         }
         Some(answer)
     }
