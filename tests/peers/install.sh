@@ -2,7 +2,7 @@
 # Installs the real MCP peers the integration tests talk to, into one folder
 # ($SLUICE_PEERS, default: <cargo target dir>/peers). Idempotent: work already
 # done is skipped, so reruns take a second. Needs only Node (any), npm, Python 3,
-# and apt-get (as root, or sudo) for jq.
+# and apt-get (as root, or sudo) for jq and redis-server.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -49,13 +49,17 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-# Debian's jq (1.6) for the jq differential test.
-if ! command -v jq >/dev/null; then
-  log "installing jq"
+# Debian's jq (1.6) for the jq differential test, and redis-server for the
+# tests of `[store] backend = "redis"` (they start their own on a free port).
+debs=()
+command -v jq >/dev/null || debs+=(jq)
+command -v redis-server >/dev/null || debs+=(redis-server)
+if [ "${#debs[@]}" -gt 0 ]; then
+  log "installing ${debs[*]}"
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${debs[@]}" >/dev/null
 fi
 
 # Tell the tests where everything is.

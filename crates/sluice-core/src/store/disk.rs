@@ -18,23 +18,25 @@
 //!
 //! What is in memory is the ledger (owner, size and expiry of every entry,
 //! a few bytes each) and the documents read lately (at most
-//! [`LOADED_BYTES`], and at least the last one): what the store holds does
+//! [`super::LOADED_BYTES`], and at least the last one): what the store holds does
 //! not grow the process. A document is read back whole when it is first
 //! used after a restart or after it left that set; its index and overview
 //! are made again then.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use redb::{Database, ReadableDatabase as _, ReadableTable as _, TableDefinition};
-use serde::{Deserialize, Serialize};
 
+use super::framed::{self, Encoded, Meta, at_millis, millis};
 use super::ledger::{Held, Ledger};
-use super::{Brief, Clock, Listed, Owner, Store, StoreError, StoreLimits, Stored, SystemClock};
-use crate::document::{Document, Kind, SavedIndex};
-use crate::summary::{Overview, StoredInfo};
+use super::{
+    Brief, Clock, Listed, Loaded, Owner, Store, StoreError, StoreLimits, Stored, SystemClock,
+};
+use crate::document::Document;
+use crate::summary::StoredInfo;
 
 /// handle → [`Meta`] as JSON.
 const RESULTS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("results");
@@ -45,19 +47,10 @@ const EXPIRY: TableDefinition<'_, &str, u64> = TableDefinition::new("expiry");
 
 /// The database file in the store's directory.
 pub const FILE: &str = "store.redb";
-/// Bytes of a document's text per frame.
-pub const FRAME_BYTES: usize = 64 << 10;
-/// The zstd level of frames: fast, and JSON still shrinks 4–10×.
-const LEVEL: i32 = 3;
-/// The documents read back that are kept in memory, in bytes (the most
-/// recent one is kept whatever its size).
-pub const LOADED_BYTES: u64 = 256 << 20;
 /// redb's page cache (its default is 1 GiB, filled by the check at open:
 /// the process would grow with the store). Frames are read once per
 /// document read back, which is then kept decoded.
 const DB_CACHE_BYTES: usize = 16 << 20;
-/// The version of [`Meta`]'s layout.
-const FORMAT: u32 = 1;
 
 /// Why the disk store cannot be opened.
 #[derive(Debug, thiserror::Error)]
@@ -92,39 +85,6 @@ pub enum DiskStoreError {
     },
 }
 
-/// What the `results` table keeps of a stored result.
-#[derive(Debug, Serialize, Deserialize)]
-struct Meta {
-    format: u32,
-    owner: String,
-    created_ms: u64,
-    kind: String,
-    /// Bytes of the document's text.
-    text_bytes: u64,
-    frames: u32,
-    compressed: bool,
-    /// Bytes of its frames on disk (its weight in `max_bytes` adds this
-    /// entry's own bytes).
-    stored_bytes: u64,
-    /// The document's index, so that reading it back skips its scans
-    /// (made again if it does not read).
-    #[serde(default, deserialize_with = "lenient")]
-    index: Option<SavedIndex>,
-    source: String,
-    bytes: u64,
-    chars: u64,
-    tokens: u64,
-    tokens_estimated: bool,
-    is_error: bool,
-    sent_twice: bool,
-}
-
-/// `Some` index if it reads as one, else `None`.
-fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SavedIndex>, D::Error> {
-    let value = serde_json::Value::deserialize(d)?;
-    Ok(serde_json::from_value(value).ok())
-}
-
 /// A ledger entry: what it weighs on disk, and what a listing shows.
 #[derive(Debug)]
 struct OnDisk {
@@ -152,7 +112,7 @@ pub struct DiskStore {
     db: Database,
     ledger: Mutex<Ledger<OnDisk>>,
     /// Documents read back lately, the most recent last.
-    loaded: Mutex<VecDeque<Arc<Stored>>>,
+    loaded: Loaded,
     /// Expiries renewed since they were last written, by handle.
     renewed: Mutex<HashMap<String, u64>>,
     /// The last write that failed, until one succeeds.
@@ -168,15 +128,6 @@ impl std::fmt::Debug for DiskStore {
             .field("path", &self.path)
             .finish_non_exhaustive()
     }
-}
-
-fn millis(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-fn at_millis(ms: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(ms)
 }
 
 impl DiskStore {
@@ -232,7 +183,7 @@ impl DiskStore {
             path: path.clone(),
             db,
             ledger: Mutex::default(),
-            loaded: Mutex::default(),
+            loaded: Loaded::new(limits.max_bytes),
             renewed: Mutex::default(),
             failing: Mutex::default(),
             dropped_at_open: Default::default(),
@@ -265,27 +216,14 @@ impl DiskStore {
                     .map_or(0, |v| v.value());
                 let expires = at_millis(expires_ms);
                 let meta_bytes = meta.value().len() as u64;
-                let entry = serde_json::from_slice::<Meta>(meta.value())
-                    .ok()
-                    .filter(|meta| meta.format == FORMAT)
-                    .and_then(|meta| {
-                        let owner = Owner::from_key(&meta.owner)?;
-                        let brief = Brief {
-                            handle: handle.clone(),
-                            kind: Kind::parse(&meta.kind)?,
-                            source: meta.source,
-                            bytes: meta.bytes,
-                            tokens: meta.tokens,
-                            tokens_estimated: meta.tokens_estimated,
-                            created: at_millis(meta.created_ms),
-                            expires_at: expires,
-                        };
-                        Some(OnDisk {
-                            owner,
-                            stored_bytes: meta.stored_bytes + meta_bytes,
-                            brief,
-                        })
-                    });
+                let entry = Meta::parse(meta.value()).and_then(|meta| {
+                    let (owner, brief) = meta.brief(&handle, expires)?;
+                    Some(OnDisk {
+                        owner,
+                        stored_bytes: meta.stored_bytes + meta_bytes,
+                        brief,
+                    })
+                });
                 match (entry, expires.duration_since(wall)) {
                     (Some(entry), Ok(left)) => kept.push((expires_ms, handle, entry, left)),
                     (None, _) => {
@@ -363,25 +301,7 @@ impl DiskStore {
         // Out of the ledger either way: a later start finds what was not
         // deleted and, expired, deletes it then.
         self.note(deleted.map_err(|e| format!("deleting {} results failed: {e}", handles.len())));
-        let mut loaded = self.lock_loaded();
-        loaded.retain(|s| !handles.contains(&s.handle));
-    }
-
-    fn lock_loaded(&self) -> std::sync::MutexGuard<'_, VecDeque<Arc<Stored>>> {
-        self.loaded.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Keeps `stored` among the documents read lately.
-    fn keep_loaded(&self, stored: Arc<Stored>) {
-        let mut loaded = self.lock_loaded();
-        loaded.retain(|s| s.handle != stored.handle);
-        loaded.push_back(stored);
-        let mut total: u64 = loaded.iter().map(|s| s.doc.memory() as u64).sum();
-        while total > LOADED_BYTES.min(self.limits.max_bytes) && loaded.len() > 1 {
-            if let Some(old) = loaded.pop_front() {
-                total -= old.doc.memory() as u64;
-            }
-        }
+        self.loaded.forget(handles);
     }
 
     /// Why `handle` is gone, if it left the ledger (evicted) after it was
@@ -406,90 +326,30 @@ impl DiskStore {
             .get(handle)
             .map_err(|e| self.unavailable(e))?
             .ok_or_else(|| self.unavailable(format!("{handle} is missing from the file")))?;
-        let meta: Meta = serde_json::from_slice(meta.value()).map_err(|e| self.unavailable(e))?;
-        let frames = txn.open_table(FRAMES).map_err(|e| self.unavailable(e))?;
-        let mut text = Vec::with_capacity(meta.text_bytes as usize);
+        let meta = Meta::parse(meta.value())
+            .ok_or_else(|| self.unavailable(format!("the entry of {handle} does not read")))?;
+        let table = txn.open_table(FRAMES).map_err(|e| self.unavailable(e))?;
+        let mut frames = Vec::with_capacity(meta.frames as usize);
         for n in 0..meta.frames {
-            let frame = frames
+            let frame = table
                 .get((handle, n))
                 .map_err(|e| self.unavailable(e))?
                 .ok_or_else(|| self.unavailable(format!("frame {n} of {handle} is missing")))?;
-            if meta.compressed {
-                let mut decoder = zstd::stream::read::Decoder::new(frame.value())
-                    .map_err(|e| self.unavailable(e))?;
-                std::io::copy(&mut decoder, &mut text)
-                    .map_err(|e| self.unavailable(format!("frame {n} of {handle}: {e}")))?;
-            } else {
-                text.extend_from_slice(frame.value());
-            }
+            frames.push(frame.value().to_vec());
         }
-        if text.len() as u64 != meta.text_bytes {
-            return Err(self.unavailable(format!(
-                "{handle} read back as {} bytes, not {}",
-                text.len(),
-                meta.text_bytes
-            )));
-        }
-        let text = String::from_utf8(text).map_err(|e| self.unavailable(e))?;
-        let kind = Kind::parse(&meta.kind)
-            .ok_or_else(|| self.unavailable(format!("unknown kind {:?}", meta.kind)))?;
-        let owner = Owner::from_key(&meta.owner)
-            .ok_or_else(|| self.unavailable(format!("unknown owner {:?}", meta.owner)))?;
-        let doc = Document::restored(kind, text, meta.index);
-        let overview = Overview::of(&doc);
-        Ok(Arc::new(Stored {
-            handle: handle.to_owned(),
-            owner,
-            doc,
-            info: StoredInfo {
-                source: meta.source,
-                bytes: meta.bytes,
-                chars: meta.chars,
-                tokens: meta.tokens,
-                tokens_estimated: meta.tokens_estimated,
-                is_error: meta.is_error,
-                sent_twice: meta.sent_twice,
-                overview,
-            },
-            created: at_millis(meta.created_ms),
-        }))
+        framed::decode(handle, meta, &frames)
+            .map(Arc::new)
+            .map_err(|e| self.unavailable(e))
     }
 
     /// Writes `stored` to the file, synced: its frames, what is known of
     /// it, and its expiry.
     fn write(&self, stored: &Stored, expires: SystemTime) -> Result<u64, StoreError> {
-        let text = stored.doc.text_str().as_bytes();
-        let mut frames = Vec::with_capacity(text.len().div_ceil(FRAME_BYTES));
-        for chunk in text.chunks(FRAME_BYTES) {
-            frames.push(if self.compress {
-                compress(chunk).map_err(|e| self.unavailable(e))?
-            } else {
-                chunk.to_vec()
-            });
-        }
-        let stored_bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
-        let info = &stored.info;
-        let meta = Meta {
-            format: FORMAT,
-            owner: stored.owner.key(),
-            created_ms: millis(stored.created),
-            kind: stored.doc.kind().as_str().to_owned(),
-            text_bytes: text.len() as u64,
-            frames: frames.len() as u32,
-            compressed: self.compress,
-            stored_bytes,
-            index: Some(stored.doc.saved_index()),
-            source: info.source.clone(),
-            bytes: info.bytes,
-            chars: info.chars,
-            tokens: info.tokens,
-            tokens_estimated: info.tokens_estimated,
-            is_error: info.is_error,
-            sent_twice: info.sent_twice,
-        };
-        let meta = serde_json::to_vec(&meta).map_err(|e| self.unavailable(e))?;
-        // What the entry weighs: its frames and what is known of it.
-        let weight = stored_bytes + meta.len() as u64;
+        let Encoded {
+            meta,
+            frames,
+            weight,
+        } = framed::encode(stored, self.compress).map_err(|e| self.unavailable(e))?;
         if weight > self.limits.max_bytes {
             return Err(StoreError::TooLarge {
                 bytes: weight,
@@ -573,15 +433,6 @@ fn owner_only(dir: &Path, file: &Path) -> std::io::Result<()> {
     }
 }
 
-/// One frame, compressed, with zstd's checksum.
-fn compress(chunk: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), LEVEL)?;
-    encoder.include_checksum(true)?;
-    encoder.include_contentsize(true)?;
-    std::io::Write::write_all(&mut encoder, chunk)?;
-    encoder.finish()
-}
-
 /// Deletes `handle`'s rows: every frame of it, whatever its entry says.
 fn delete(txn: &redb::WriteTransaction, handle: &str) -> Result<(), redb::Error> {
     txn.open_table(RESULTS)?.remove(handle)?;
@@ -594,6 +445,10 @@ fn delete(txn: &redb::WriteTransaction, handle: &str) -> Result<(), redb::Error>
 impl Store for DiskStore {
     fn backend(&self) -> &'static str {
         "disk"
+    }
+
+    fn limits(&self) -> StoreLimits {
+        self.limits
     }
 
     fn put(
@@ -620,18 +475,13 @@ impl Store for DiskStore {
         };
         let evicted: Vec<String> = evicted.into_iter().map(|(h, _)| h).collect();
         self.delete_all(&evicted);
-        self.keep_loaded(stored.clone());
+        self.loaded.keep(stored.clone());
         Ok(stored)
     }
 
     fn get(&self, owner: &Owner, handle: &str) -> Result<Listed, StoreError> {
         let expires_at = self.touch(owner, handle)?;
-        let cached = self
-            .lock_loaded()
-            .iter()
-            .find(|s| s.handle == handle)
-            .cloned();
-        let stored = match cached {
+        let stored = match self.loaded.get(handle) {
             Some(stored) => stored,
             None => match self.read(handle) {
                 Ok(stored) => stored,
@@ -641,7 +491,7 @@ impl Store for DiskStore {
         };
         // Not kept if it was evicted while it was read.
         if self.lock().has(handle) {
-            self.keep_loaded(stored.clone());
+            self.loaded.keep(stored.clone());
         }
         Ok(Listed { stored, expires_at })
     }
@@ -708,8 +558,13 @@ impl Store for DiskStore {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::document::Kind;
+    use crate::store::framed::FRAME_BYTES;
     use crate::store::testing::ManualClock;
+    use crate::summary::Overview;
 
     /// A directory of its own for one test, removed when dropped.
     struct Dir(PathBuf);

@@ -53,6 +53,10 @@ impl Store for MemoryStore {
         "memory"
     }
 
+    fn limits(&self) -> StoreLimits {
+        self.limits
+    }
+
     fn put(
         &self,
         owner: &Owner,

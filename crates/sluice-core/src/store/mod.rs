@@ -22,10 +22,13 @@ use crate::document::Document;
 pub use crate::summary::StoredInfo;
 
 mod disk;
+pub mod framed;
 mod ledger;
+mod loaded;
 mod memory;
 
 pub use disk::{DiskStore, DiskStoreError};
+pub use loaded::{LOADED_BYTES, Loaded};
 pub use memory::MemoryStore;
 
 /// Who a stored result, an operation or a per-session cache entry belongs
@@ -189,6 +192,8 @@ pub enum StoreError {
 pub trait Store: Send + Sync {
     /// The backend's name, as `[store] backend` spells it.
     fn backend(&self) -> &'static str;
+    /// Its bounds: how much, and for how long.
+    fn limits(&self) -> StoreLimits;
     /// Stores `doc` for `owner`.
     fn put(
         &self,

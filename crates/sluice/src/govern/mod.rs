@@ -233,6 +233,34 @@ impl Governor {
             })
     }
 
+    /// Runs `f` on the store: on a blocking thread where the backend does
+    /// I/O (a file, a Redis server), else here.
+    async fn on_store<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&dyn Store) -> T + Send + 'static,
+        failed: T,
+    ) -> T {
+        if self.store.backend() == "memory" {
+            return f(&*self.store);
+        }
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || f(&*store))
+            .await
+            .unwrap_or(failed)
+    }
+
+    /// `owner`'s stored results, newest first, at most `limit`.
+    pub async fn listed(&self, owner: &Owner, limit: usize) -> Vec<sluice_core::store::Brief> {
+        let owner = owner.clone();
+        self.on_store(move |store| store.list(&owner, limit), Vec::new())
+            .await
+    }
+
+    /// The store's entries and bytes.
+    pub async fn usage(&self) -> (usize, u64) {
+        self.on_store(|store| store.usage(), (0, 0)).await
+    }
+
     /// Stores `doc` for `owner`: written on a blocking thread where the
     /// backend writes files (compressed and synced before the handle is
     /// given).
@@ -572,11 +600,8 @@ impl Governor {
         };
         let budget = policy.budget.less(ANSWER_RESERVE.0, ANSWER_RESERVE.1);
         let text = summary::render(&answer, &stored.info.overview, &budget);
-        let expires_at = self
-            .store
-            .get(&stored.owner, &stored.handle)
-            .map(|l| timestamp(l.expires_at))
-            .unwrap_or_default();
+        // Just stored (or renewed): a ttl from now.
+        let expires_at = timestamp(crate::clock::wall() + self.store.limits().ttl);
         let meta = stored_meta(stored, pages, path.as_deref(), &expires_at);
         let link = ContentBlock::resource_link(
             Resource::new(

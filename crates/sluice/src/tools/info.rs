@@ -97,14 +97,14 @@ impl Governor {
             Err(message) => return Err(ToolError::Model(message)),
         };
         let Some(handle) = args.handle else {
-            return Ok(self.list_handles(owner));
+            return Ok(self.list_handles(owner).await);
         };
         let listed = match self.stored(owner, &handle).await {
             Ok(listed) => listed,
             Err(e) => {
                 return Err(ToolError::Model(format!(
                     "{e}. {}",
-                    self.handles_hint(owner)
+                    self.handles_hint(owner).await
                 )));
             }
         };
@@ -162,9 +162,9 @@ impl Governor {
         Ok(result)
     }
 
-    pub(super) fn list_handles(&self, owner: &Owner) -> CallToolResult {
-        let listed = self.store().list(owner, LISTED);
-        let (entries, held) = self.store().usage();
+    pub(super) async fn list_handles(&self, owner: &Owner) -> CallToolResult {
+        let listed = self.listed(owner, LISTED).await;
+        let (entries, held) = self.usage().await;
         let mut text = if !owner.may_list() {
             "Stored results are not listed to clients without a session: each handle is the key to its result, so keep the handles your answers named.\n".to_owned()
         } else if listed.is_empty() {
@@ -228,11 +228,11 @@ impl Governor {
     }
 
     /// "Handles of this session: …", for error messages.
-    pub(super) fn handles_hint(&self, owner: &Owner) -> String {
+    pub(super) async fn handles_hint(&self, owner: &Owner) -> String {
         if !owner.may_list() {
             return "Use a handle an answer named, or call the tool again.".into();
         }
-        let listed = self.store().list(owner, 5);
+        let listed = self.listed(owner, 5).await;
         if listed.is_empty() {
             return "This session has no stored results: call the tool again.".into();
         }

@@ -74,7 +74,7 @@ impl Governor {
             Err(e) => {
                 return Err(ToolError::Model(format!(
                     "{e}. {}",
-                    self.handles_hint(owner)
+                    self.handles_hint(owner).await
                 )));
             }
         };

@@ -122,7 +122,7 @@ impl Governor {
             (None, None) => {
                 return Err(ToolError::Model(format!(
                     "{READ} needs a `handle` (from a stored result's answer) or a `cursor` (from a page's next_cursor). {}",
-                    self.handles_hint(owner)
+                    self.handles_hint(owner).await
                 )));
             }
         };
@@ -138,7 +138,7 @@ impl Governor {
             Err(e) => {
                 return Err(ToolError::Model(format!(
                     "{e}. {}",
-                    self.handles_hint(owner)
+                    self.handles_hint(owner).await
                 )));
             }
         };

@@ -6,7 +6,7 @@ use rmcp::model::{ErrorData, ReadResourceResult, ResourceContents, ResourceTempl
 use serde_json::{Value, json};
 use sluice_core::budget::Budget;
 use sluice_core::format::quoted_cut;
-use sluice_core::store::{Owner, StoreError};
+use sluice_core::store::Owner;
 
 use crate::contract::RESULT_URI;
 use crate::govern::{Governor, mime_of, with_meta};
@@ -80,17 +80,15 @@ impl Governor {
                 from: From::Page(page.unwrap_or(1)),
             },
         };
-        let not_found = |e: StoreError| {
-            ErrorData::resource_not_found(
-                format!("{e}. {}", self.handles_hint(owner)),
-                Some(json!({"uri": quoted_cut(uri)})),
-            )
+        let stored = match self.stored(owner, &request.handle).await {
+            Ok(listed) => listed.stored,
+            Err(e) => {
+                return Err(ErrorData::resource_not_found(
+                    format!("{e}. {}", self.handles_hint(owner).await),
+                    Some(json!({"uri": quoted_cut(uri)})),
+                ));
+            }
         };
-        let stored = self
-            .store()
-            .get(owner, &request.handle)
-            .map_err(not_found)?
-            .stored;
         let page = page_off_thread(&stored, &request)
             .await
             .map_err(|e| match e {

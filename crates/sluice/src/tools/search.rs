@@ -167,7 +167,7 @@ impl Governor {
             _ => {
                 return Err(ToolError::Model(format!(
                     "{SEARCH} needs a `handle` and a `pattern` (or a `cursor` from a previous page). {}",
-                    self.handles_hint(owner)
+                    self.handles_hint(owner).await
                 )));
             }
         };
@@ -183,7 +183,7 @@ impl Governor {
             Err(e) => {
                 return Err(ToolError::Model(format!(
                     "{e}. {}",
-                    self.handles_hint(owner)
+                    self.handles_hint(owner).await
                 )));
             }
         };

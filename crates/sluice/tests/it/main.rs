@@ -27,6 +27,7 @@ mod query;
 mod recursive;
 mod relay;
 mod search;
+mod shared;
 mod stalls;
 mod stdio;
 mod streamable;

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sluice_core::cursor::CursorKey;
+
+pub mod redis_store;
 use sluice_core::store::{
     DiskStore, DiskStoreError, MemoryStore, Store, StoreBackend, StoreSettings,
 };
@@ -36,11 +38,9 @@ pub enum StateError {
         /// What is wrong, and what to do.
         why: String,
     },
-    /// The Redis backend is configured, but not built yet.
-    #[error(
-        "[store] backend = \"redis\" is not available in this version of sluice yet: use backend = \"disk\" (one instance) or \"memory\""
-    )]
-    RedisNotAvailable,
+    /// The Redis URL does not read.
+    #[error("[store] url {0}")]
+    Redis(String),
 }
 
 /// The configured store and cursor key, opened.
@@ -77,7 +77,15 @@ pub fn open(settings: &StoreSettings) -> Result<State, StateError> {
             }
             (Arc::new(store), Some(path.join(SECRET_FILE)))
         }
-        StoreBackend::Redis { .. } => return Err(StateError::RedisNotAvailable),
+        StoreBackend::Redis { url } => {
+            let store = redis_store::RedisStore::new(url, settings.limits, settings.compress)
+                .map_err(StateError::Redis)?;
+            tracing::info!(
+                "stored results are kept in Redis at {} (shared with every sluice using it)",
+                store.shown()
+            );
+            (Arc::new(store), None)
+        }
     };
     let key = match (&settings.secret_file, kept_secret) {
         (Some(file), _) => read_secret(file)?,

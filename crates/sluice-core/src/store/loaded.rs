@@ -1,0 +1,56 @@
+//! The documents a store that keeps them outside memory (disk, Redis) has
+//! read back lately, kept decoded so that the pages that follow are O(page):
+//! at most [`LOADED_BYTES`] (or the store's `max_bytes`, if less), and
+//! always the last one read, whatever its size.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use super::Stored;
+
+/// The bytes of documents kept decoded.
+pub const LOADED_BYTES: u64 = 256 << 20;
+
+/// Documents read back lately, the most recent last.
+#[derive(Debug)]
+pub struct Loaded {
+    docs: Mutex<VecDeque<Arc<Stored>>>,
+    bound: u64,
+}
+
+impl Loaded {
+    /// An empty set for a store of `max_bytes`.
+    pub fn new(max_bytes: u64) -> Self {
+        Self {
+            docs: Mutex::default(),
+            bound: LOADED_BYTES.min(max_bytes),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Arc<Stored>>> {
+        self.docs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `handle`'s document, if it is kept.
+    pub fn get(&self, handle: &str) -> Option<Arc<Stored>> {
+        self.lock().iter().find(|s| s.handle == handle).cloned()
+    }
+
+    /// Keeps `stored`, the most recent; drops the oldest beyond the bound.
+    pub fn keep(&self, stored: Arc<Stored>) {
+        let mut docs = self.lock();
+        docs.retain(|s| s.handle != stored.handle);
+        docs.push_back(stored);
+        let mut total: u64 = docs.iter().map(|s| s.doc.memory() as u64).sum();
+        while total > self.bound && docs.len() > 1 {
+            if let Some(old) = docs.pop_front() {
+                total -= old.doc.memory() as u64;
+            }
+        }
+    }
+
+    /// Drops the documents of `handles`.
+    pub fn forget(&self, handles: &[String]) {
+        self.lock().retain(|s| !handles.contains(&s.handle));
+    }
+}

@@ -1,0 +1,486 @@
+//! Stored results in Redis (or Valkey), shared by every sluice instance
+//! that uses the same server (`[store] backend = "redis"`).
+//!
+//! Keys, under `sluice:`:
+//! - `r:{handle}`: a hash: `meta` (what is known of the result, JSON:
+//!   [`Meta`]) and `f0`, `f1`, … (its document in 64 KiB frames, zstd
+//!   unless `compress = false`); it expires `ttl_s` after its last use
+//!   (Redis's own TTL, renewed on every read);
+//! - `g:{handle}`: `owner|expiry ms`, kept a day longer, to say that a
+//!   handle expired rather than never existed;
+//! - `o:{owner}`: a sorted set of the owner's handles by when they were
+//!   stored, for `sluice_info {}` (never for anonymous owners);
+//! - `all`: every handle by expiry and `weights`: each one's bytes, for
+//!   the figures (`usage`), trimmed as entries expire.
+//!
+//! A page read fetches the whole hash of a document the first time (then
+//! it is kept decoded among the documents read lately, as the disk store
+//! does). Every write of a result is one `MULTI` pipeline. Redis bounds
+//! its memory itself (`maxmemory` with a `volatile-*` policy): `max_bytes`
+//! is the most one result may weigh.
+//!
+//! The trait is synchronous; sluice calls a store that does I/O on a
+//! blocking thread, where this one runs its async commands on the
+//! runtime it was opened on ([`tokio::runtime::Handle::block_on`]). The
+//! connection is made on first use and remade by redis's connection
+//! manager; while Redis is unreachable every call fails at once with
+//! [`StoreError::Unavailable`], and [`Store::health`] says why.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use sluice_core::document::Document;
+use sluice_core::store::framed::{self, Encoded, Meta, at_millis, millis};
+use sluice_core::store::{
+    Brief, Listed, Loaded, Owner, Store, StoreError, StoreLimits, Stored, StoredInfo,
+};
+
+/// The prefix of every key sluice writes.
+const PREFIX: &str = "sluice:";
+/// How long a handle is remembered as expired after it expired.
+const GONE_KEPT: Duration = Duration::from_secs(24 * 3600);
+/// How long to wait for Redis to connect, and to answer.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Stored results in Redis.
+pub struct RedisStore {
+    client: redis::Client,
+    /// Where to reach it (without credentials), for messages.
+    shown: String,
+    limits: StoreLimits,
+    compress: bool,
+    runtime: tokio::runtime::Handle,
+    manager: tokio::sync::Mutex<Option<ConnectionManager>>,
+    loaded: Loaded,
+    failing: Mutex<Option<String>>,
+}
+
+fn key(parts: &[&str]) -> String {
+    let mut key = PREFIX.to_owned();
+    key.push_str(&parts.concat());
+    key
+}
+
+/// `url` without its password, for messages and logs.
+pub fn shown(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl RedisStore {
+    /// A store on the Redis at `url`; it connects on first use.
+    pub fn new(url: &str, limits: StoreLimits, compress: bool) -> Result<Self, String> {
+        let client = redis::Client::open(url).map_err(|e| format!("{}: {e}", shown(url)))?;
+        Ok(Self {
+            client,
+            shown: shown(url),
+            limits,
+            compress,
+            runtime: tokio::runtime::Handle::current(),
+            manager: tokio::sync::Mutex::new(None),
+            loaded: Loaded::new(limits.max_bytes),
+            failing: Mutex::default(),
+        })
+    }
+
+    /// Where it is, without credentials.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// Runs `f` with a connection, on the runtime, from a blocking thread;
+    /// notes how it went.
+    fn run<T, F>(&self, f: impl FnOnce(ConnectionManager) -> F) -> Result<T, StoreError>
+    where
+        F: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let outcome = self.runtime.block_on(async {
+            let connection = {
+                let mut manager = self.manager.lock().await;
+                match &*manager {
+                    Some(connection) => connection.clone(),
+                    None => {
+                        let config = ConnectionManagerConfig::new()
+                            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                            .set_number_of_retries(1);
+                        let made = self
+                            .client
+                            .get_connection_manager_with_config(config)
+                            .await?;
+                        *manager = Some(made.clone());
+                        made
+                    }
+                }
+            };
+            f(connection).await
+        });
+        *self.failing.lock().unwrap_or_else(|p| p.into_inner()) =
+            outcome.as_ref().err().map(|e| e.to_string());
+        outcome.map_err(|e| StoreError::Unavailable {
+            backend: "redis",
+            why: format!("{} ({e})", self.shown),
+        })
+    }
+
+    /// `owner`'s `handle`, its life renewed: its meta, and when it expires.
+    fn use_entry(&self, owner: &Owner, handle: &str) -> Result<(Meta, SystemTime), StoreError> {
+        let ttl = self.limits.ttl;
+        let expires_at = crate::clock::wall() + ttl;
+        let result = key(&["r:", handle]);
+        let gone = key(&["g:", handle]);
+        let meta: Option<Vec<u8>> = self.run(|mut c| {
+            let result = result.clone();
+            async move {
+                redis::cmd("HGET")
+                    .arg(&result)
+                    .arg("meta")
+                    .query_async(&mut c)
+                    .await
+            }
+        })?;
+        let meta = meta.as_deref().and_then(Meta::parse);
+        let Some(meta) = meta.filter(|m| m.owner == owner.key()) else {
+            self.loaded.forget(&[handle.to_owned()]);
+            return Err(self.why_gone(owner, handle));
+        };
+        let owner_key = owner.key();
+        let listed = owner.may_list().then(|| key(&["o:", &owner_key]));
+        let all = key(&["all"]);
+        let handle_owned = handle.to_owned();
+        self.run(|mut c| async move {
+            let mut pipe = redis::pipe();
+            pipe.cmd("PEXPIRE")
+                .arg(&result)
+                .arg(ttl.as_millis() as u64)
+                .ignore()
+                .cmd("SET")
+                .arg(&gone)
+                .arg(format!("{owner_key}|{}", millis(expires_at)))
+                .arg("PX")
+                .arg((ttl + GONE_KEPT).as_millis() as u64)
+                .ignore()
+                .cmd("ZADD")
+                .arg(&all)
+                .arg("XX")
+                .arg(millis(expires_at))
+                .arg(&handle_owned)
+                .ignore();
+            if let Some(listed) = &listed {
+                pipe.cmd("PEXPIRE")
+                    .arg(listed)
+                    .arg(ttl.as_millis() as u64)
+                    .ignore();
+            }
+            pipe.query_async::<()>(&mut c).await
+        })?;
+        Ok((meta, expires_at))
+    }
+
+    /// Why `owner` cannot read `handle`: expired (when it did), or never
+    /// its.
+    fn why_gone(&self, owner: &Owner, handle: &str) -> StoreError {
+        let gone = key(&["g:", handle]);
+        let mark: Result<Option<String>, StoreError> =
+            self.run(|mut c| async move { redis::cmd("GET").arg(&gone).query_async(&mut c).await });
+        let mark = match mark {
+            Ok(mark) => mark,
+            Err(e) => return e,
+        };
+        match mark.as_deref().and_then(|m| m.rsplit_once('|')) {
+            Some((who, ms)) if who == owner.key() => {
+                let at = ms
+                    .parse()
+                    .map(at_millis)
+                    .unwrap_or_else(|_| crate::clock::wall());
+                StoreError::Expired {
+                    handle: handle.to_owned(),
+                    ago_s: crate::clock::wall()
+                        .duration_since(at)
+                        .unwrap_or_default()
+                        .as_secs(),
+                    ttl_s: self.limits.ttl.as_secs(),
+                }
+            }
+            _ => StoreError::Unknown(handle.to_owned()),
+        }
+    }
+
+    /// Reads `handle`'s document back.
+    fn read(&self, handle: &str, meta: Meta) -> Result<Arc<Stored>, StoreError> {
+        let result = key(&["r:", handle]);
+        let fields: Vec<String> = (0..meta.frames).map(|n| format!("f{n}")).collect();
+        let frames: Vec<Option<Vec<u8>>> = if fields.is_empty() {
+            Vec::new()
+        } else {
+            self.run(|mut c| async move {
+                redis::cmd("HMGET")
+                    .arg(&result)
+                    .arg(&fields)
+                    .query_async(&mut c)
+                    .await
+            })?
+        };
+        let Some(frames) = frames.into_iter().collect::<Option<Vec<Vec<u8>>>>() else {
+            // Expired between the two reads.
+            return Err(StoreError::Unknown(handle.to_owned()));
+        };
+        framed::decode(handle, meta, &frames)
+            .map(Arc::new)
+            .map_err(|why| StoreError::Unavailable {
+                backend: "redis",
+                why: format!("{}: {why}", self.shown),
+            })
+    }
+}
+
+impl Store for RedisStore {
+    fn backend(&self) -> &'static str {
+        "redis"
+    }
+
+    fn limits(&self) -> StoreLimits {
+        self.limits
+    }
+
+    fn put(
+        &self,
+        owner: &Owner,
+        doc: Document,
+        info: StoredInfo,
+    ) -> Result<Arc<Stored>, StoreError> {
+        let stored = Arc::new(Stored::new(owner, doc, info, crate::clock::wall()));
+        let Encoded {
+            meta,
+            frames,
+            weight,
+        } = framed::encode(&stored, self.compress).map_err(|e| StoreError::Unavailable {
+            backend: "redis",
+            why: e.to_string(),
+        })?;
+        if weight > self.limits.max_bytes {
+            return Err(StoreError::TooLarge {
+                bytes: weight,
+                max: self.limits.max_bytes,
+            });
+        }
+        let ttl = self.limits.ttl;
+        let expires_at = crate::clock::wall() + ttl;
+        let handle = stored.handle.clone();
+        let owner_key = owner.key();
+        let listed = owner.may_list().then(|| key(&["o:", &owner_key]));
+        let created = millis(stored.created);
+        self.run(|mut c| async move {
+            let result = key(&["r:", &handle]);
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            let mut hset = redis::cmd("HSET");
+            hset.arg(&result).arg("meta").arg(&meta);
+            for (n, frame) in frames.iter().enumerate() {
+                hset.arg(format!("f{n}")).arg(frame.as_slice());
+            }
+            pipe.add_command(hset)
+                .ignore()
+                .cmd("PEXPIRE")
+                .arg(&result)
+                .arg(ttl.as_millis() as u64)
+                .ignore()
+                .cmd("SET")
+                .arg(key(&["g:", &handle]))
+                .arg(format!("{owner_key}|{}", millis(expires_at)))
+                .arg("PX")
+                .arg((ttl + GONE_KEPT).as_millis() as u64)
+                .ignore()
+                .cmd("ZADD")
+                .arg(key(&["all"]))
+                .arg(millis(expires_at))
+                .arg(&handle)
+                .ignore()
+                .cmd("HSET")
+                .arg(key(&["weights"]))
+                .arg(&handle)
+                .arg(weight)
+                .ignore();
+            if let Some(listed) = &listed {
+                pipe.cmd("ZADD")
+                    .arg(listed)
+                    .arg(created)
+                    .arg(&handle)
+                    .ignore()
+                    .cmd("PEXPIRE")
+                    .arg(listed)
+                    .arg(ttl.as_millis() as u64)
+                    .ignore();
+            }
+            pipe.query_async::<()>(&mut c).await
+        })?;
+        self.loaded.keep(stored.clone());
+        Ok(stored)
+    }
+
+    fn get(&self, owner: &Owner, handle: &str) -> Result<Listed, StoreError> {
+        let (meta, expires_at) = self.use_entry(owner, handle)?;
+        let stored = match self.loaded.get(handle) {
+            Some(stored) => stored,
+            None => self.read(handle, meta)?,
+        };
+        self.loaded.keep(stored.clone());
+        Ok(Listed { stored, expires_at })
+    }
+
+    fn touch(&self, owner: &Owner, handle: &str) -> Result<SystemTime, StoreError> {
+        self.use_entry(owner, handle)
+            .map(|(_, expires_at)| expires_at)
+    }
+
+    fn list(&self, owner: &Owner, limit: usize) -> Vec<Brief> {
+        if !owner.may_list() || limit == 0 {
+            return Vec::new();
+        }
+        let listed = key(&["o:", &owner.key()]);
+        let handles: Vec<String> = match self.run(|mut c| {
+            let listed = listed.clone();
+            async move {
+                redis::cmd("ZREVRANGE")
+                    .arg(&listed)
+                    .arg(0)
+                    .arg(4 * limit as isize - 1)
+                    .query_async(&mut c)
+                    .await
+            }
+        }) {
+            Ok(handles) => handles,
+            Err(_) => return Vec::new(),
+        };
+        let metas: Vec<(Option<Vec<u8>>, i64)> = match self.run(|mut c| {
+            let handles = handles.clone();
+            async move {
+                let mut pipe = redis::pipe();
+                for handle in &handles {
+                    let result = key(&["r:", handle]);
+                    pipe.cmd("HGET").arg(&result).arg("meta");
+                    pipe.cmd("PTTL").arg(&result);
+                }
+                let flat: Vec<redis::Value> = pipe.query_async(&mut c).await?;
+                Ok(flat
+                    .chunks(2)
+                    .map(|pair| {
+                        let meta = redis::from_redis_value::<Option<Vec<u8>>>(pair[0].clone())
+                            .unwrap_or(None);
+                        let ttl = redis::from_redis_value::<i64>(pair[1].clone()).unwrap_or(-2);
+                        (meta, ttl)
+                    })
+                    .collect())
+            }
+        }) {
+            Ok(metas) => metas,
+            Err(_) => return Vec::new(),
+        };
+        let now = crate::clock::wall();
+        let mut briefs = Vec::new();
+        let mut gone = Vec::new();
+        for (handle, (meta, ttl_ms)) in handles.iter().zip(metas) {
+            let brief = meta
+                .as_deref()
+                .and_then(Meta::parse)
+                .filter(|m| m.owner == owner.key())
+                .and_then(|m| {
+                    let expires = now + Duration::from_millis(ttl_ms.max(0) as u64);
+                    m.brief(handle, expires).map(|(_, b)| b)
+                });
+            match brief {
+                Some(brief) if ttl_ms > 0 => briefs.push(brief),
+                _ => gone.push(handle.clone()),
+            }
+        }
+        if !gone.is_empty() {
+            let _ = self.run(|mut c| async move {
+                redis::cmd("ZREM")
+                    .arg(&listed)
+                    .arg(&gone)
+                    .query_async::<()>(&mut c)
+                    .await
+            });
+        }
+        briefs.truncate(limit);
+        briefs
+    }
+
+    fn purge_expired(&self) -> usize {
+        // Redis expires the results; the figures' sets are trimmed here.
+        let now = millis(crate::clock::wall());
+        self.run(|mut c| async move {
+            let all = key(&["all"]);
+            let expired: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+                .arg(&all)
+                .arg("-inf")
+                .arg(now)
+                .arg("LIMIT")
+                .arg(0)
+                .arg(10_000)
+                .query_async(&mut c)
+                .await?;
+            if !expired.is_empty() {
+                redis::pipe()
+                    .cmd("ZREM")
+                    .arg(&all)
+                    .arg(&expired)
+                    .ignore()
+                    .cmd("HDEL")
+                    .arg(key(&["weights"]))
+                    .arg(&expired)
+                    .ignore()
+                    .query_async::<()>(&mut c)
+                    .await?;
+            }
+            Ok(expired.len())
+        })
+        .unwrap_or(0)
+    }
+
+    fn usage(&self) -> (usize, u64) {
+        self.run(|mut c| async move {
+            let entries: usize = redis::cmd("ZCARD")
+                .arg(key(&["all"]))
+                .query_async(&mut c)
+                .await?;
+            let weights: Vec<u64> = redis::cmd("HVALS")
+                .arg(key(&["weights"]))
+                .query_async(&mut c)
+                .await?;
+            Ok((entries, weights.iter().sum()))
+        })
+        .unwrap_or((0, 0))
+    }
+
+    fn health(&self) -> Result<(), String> {
+        match &*self.failing.lock().unwrap_or_else(|p| p.into_inner()) {
+            None => Ok(()),
+            Some(why) => Err(format!("{}: {why}", self.shown)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown;
+
+    #[test]
+    fn credentials_are_never_shown() {
+        assert_eq!(
+            shown("redis://user:secret@redis.example:6379/0"),
+            "redis://redis.example:6379/0"
+        );
+        assert_eq!(shown("rediss://:pw@r:6380"), "rediss://r:6380");
+        assert_eq!(
+            shown("redis://127.0.0.1:6379/0"),
+            "redis://127.0.0.1:6379/0"
+        );
+    }
+}

@@ -1,0 +1,212 @@
+//! `[store] backend = "redis"`: two sluice instances share stored results
+//! and cursors through a real `redis-server` (Debian's, started here on a
+//! free port); a killed instance's handles live on; a Redis outage fails
+//! only what needs the store, clearly, and sluice recovers by itself.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::*;
+
+/// A `redis-server` of the test's own, without persistence; killed on drop.
+struct Redis {
+    port: u16,
+    child: Option<tokio::process::Child>,
+}
+
+impl Redis {
+    async fn start() -> Self {
+        let mut redis = Self {
+            port: free_port(),
+            child: None,
+        };
+        redis.start_again().await;
+        redis
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    /// Starts it (again) on its port, and waits until it answers.
+    async fn start_again(&mut self) {
+        let child = tokio::process::Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("redis-server (Debian's: tests/peers/install.sh installs it)");
+        self.child = Some(child);
+        for _ in 0..100 {
+            if self.ping().await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("redis-server did not answer on port {}", self.port);
+    }
+
+    async fn ping(&self) -> bool {
+        let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await else {
+            return false;
+        };
+        let mut answer = [0u8; 7];
+        stream.write_all(b"PING\r\n").await.is_ok()
+            && stream.read_exact(&mut answer).await.is_ok()
+            && &answer == b"+PONG\r\n"
+    }
+
+    async fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().await.unwrap();
+        }
+    }
+}
+
+/// A config serving the sample server, its results kept in `redis`.
+fn redis_config(temp: &TempDir, redis: &Redis) -> std::path::PathBuf {
+    let secret = temp.0.join("secret");
+    std::fs::write(&secret, b"0123456789abcdef0123456789abcdef-shared").unwrap();
+    temp.file(
+        "sluice.toml",
+        &format!(
+            "{}[store]\nbackend = \"redis\"\nurl = {:?}\nsecret_file = {:?}\n",
+            toml_upstream("sample", &sample()),
+            redis.url(),
+            secret.display().to_string()
+        ),
+    )
+}
+
+async fn start(config: &std::path::Path) -> HttpSluice {
+    HttpSluice::start(&["--config", config.to_str().unwrap()], &[]).await
+}
+
+fn loopback() -> std::net::IpAddr {
+    "127.0.0.1".parse().unwrap()
+}
+
+fn next_cursor(page: &rmcp::model::CallToolResult) -> String {
+    meta(page, "sluice/page").expect("page meta")["next_cursor"]
+        .as_str()
+        .expect("a next page")
+        .to_owned()
+}
+
+async fn read(client: &Client, args: serde_json::Value) -> rmcp::model::CallToolResult {
+    let page = call(client, "sluice_read", args).await;
+    assert_ne!(page.is_error, Some(true), "{}", first_text(&page));
+    page
+}
+
+#[tokio::test]
+async fn two_instances_share_results_and_cursors_and_outlive_a_kill() {
+    let redis = Redis::start().await;
+    let temp = TempDir::new("shared-two");
+    let config = redis_config(&temp, &redis);
+    let mut a = start(&config).await;
+    let b = start(&config).await;
+    let on_a = stateless_http_client(&a.url, loopback()).await;
+    let on_b = stateless_http_client(&b.url, loopback()).await;
+
+    // Stored through A…
+    let handle = stored_handle(&call(&on_a, "inventory", json!({"count": 4000})).await);
+    let first_on_a = read(&on_a, json!({"handle": handle})).await;
+    let second_on_a = read(&on_a, json!({"handle": handle, "page": 2})).await;
+    // …read, searched and queried through B, with A's cursor.
+    let second_on_b = read(&on_b, json!({"cursor": next_cursor(&first_on_a)})).await;
+    assert_eq!(first_text(&second_on_b), first_text(&second_on_a));
+    let searched = call(
+        &on_b,
+        "sluice_search",
+        json!({"handle": handle, "pattern": "SKU-03999"}),
+    )
+    .await;
+    assert!(
+        first_text(&searched).contains("SKU-03999"),
+        "{}",
+        first_text(&searched)
+    );
+    let counted = call(
+        &on_b,
+        "sluice_query",
+        json!({"handle": handle, "filter": ".items | length"}),
+    )
+    .await;
+    assert!(
+        first_text(&counted).contains("4000"),
+        "{}",
+        first_text(&counted)
+    );
+    // A cursor B issued reads the same page on A.
+    let third_on_a = read(&on_a, json!({"cursor": next_cursor(&second_on_b)})).await;
+    let third_on_b = read(&on_b, json!({"handle": handle, "page": 3})).await;
+    assert_eq!(first_text(&third_on_a), first_text(&third_on_b));
+    let info = call(&on_b, "sluice_info", json!({})).await;
+    assert_eq!(
+        meta(&info, "sluice/store").expect("the store's state"),
+        json!({"backend": "redis", "healthy": true, "problem": null})
+    );
+
+    // A killed; a new A serves the handle.
+    a.child.start_kill().unwrap();
+    a.child.wait().await.unwrap();
+    drop(on_a);
+    let a = start(&config).await;
+    let on_a = stateless_http_client(&a.url, loopback()).await;
+    let again = read(&on_a, json!({"handle": handle, "page": 2})).await;
+    assert_eq!(first_text(&again), first_text(&second_on_a));
+    on_a.cancel().await.unwrap();
+    on_b.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_redis_outage_fails_only_what_needs_the_store_and_sluice_recovers() {
+    let mut redis = Redis::start().await;
+    let temp = TempDir::new("shared-outage");
+    let config = redis_config(&temp, &redis);
+    let sluice = start(&config).await;
+    let client = stateless_http_client(&sluice.url, loopback()).await;
+    stored_handle(&call(&client, "inventory", json!({"count": 4000})).await);
+
+    redis.stop().await;
+    // Within the budget: passes as always.
+    let small = call(&client, "echo", json!({"text": "still here"})).await;
+    assert_eq!(first_text(&small), "still here");
+    // Over it: an error result that names the store and the problem.
+    let started = std::time::Instant::now();
+    let large = call(&client, "inventory", json!({"count": 4000})).await;
+    assert_eq!(large.is_error, Some(true));
+    let text = first_text(&large);
+    assert!(
+        text.contains("could not store it") && text.contains("redis store is unavailable"),
+        "{text}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "it failed, it did not hang"
+    );
+    let info = call(&client, "sluice_info", json!({})).await;
+    let state = meta(&info, "sluice/store").expect("the store's state");
+    assert_eq!(state["healthy"], json!(false), "{state}");
+
+    // Back: results are stored and read again, with no restart of sluice.
+    redis.start_again().await;
+    let mut stored = None;
+    for _ in 0..50 {
+        let result = call(&client, "inventory", json!({"count": 4000})).await;
+        if result.is_error != Some(true) {
+            stored = Some(stored_handle(&result));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let handle = stored.expect("storing works again once Redis is back");
+    read(&client, json!({"handle": handle, "page": 2})).await;
+    client.cancel().await.unwrap();
+}
