@@ -157,6 +157,15 @@ mod tests {
         let store = MemoryStore::new(StoreLimits::default());
         let stored = store.put(&session(7), doc(10), info()).unwrap();
         assert!(stored.handle.starts_with("h_") && stored.handle.len() == 24);
+        assert!(crate::store::is_handle(&stored.handle));
+        for not in [
+            "h_nope",
+            "",
+            "h_AAAAAAAAAAAAAAAAAAAAA{",
+            "x_AAAAAAAAAAAAAAAAAAAAAA",
+        ] {
+            assert!(!crate::store::is_handle(not), "{not}");
+        }
         assert_eq!(
             store
                 .get(&session(7), &stored.handle)

@@ -271,6 +271,16 @@ pub fn new_handle() -> String {
     random_id("h_")
 }
 
+/// Whether `s` has the shape of a handle [`new_handle`] makes: a store
+/// that keys something by it (a Redis key) refuses any other text first.
+pub fn is_handle(s: &str) -> bool {
+    s.len() == 24
+        && s.starts_with("h_")
+        && s[2..]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// `prefix` and 128 random bits (URL-safe base64): an unguessable id.
 pub fn random_id(prefix: &str) -> String {
     let mut bytes = [0u8; 16];

@@ -40,19 +40,25 @@ use sluice_core::store::{
 const PREFIX: &str = "sluice:";
 /// How long a handle is remembered as expired after it expired.
 const GONE_KEPT: Duration = Duration::from_secs(24 * 3600);
-/// How long to wait for Redis to connect, and to answer.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long to wait for Redis to connect, and to answer one command.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest one store call (a few commands) may take: past it, the
+/// call fails as the store being unavailable.
+const CALL_TIMEOUT: Duration = Duration::from_secs(6);
+/// The most one result may weigh in Redis, whatever `max_bytes` says: it
+/// is written in one command, within Redis's 1 GB query buffer.
+const MAX_RESULT_BYTES: u64 = 256 << 20;
 
 /// Stored results in Redis.
 pub struct RedisStore {
-    client: redis::Client,
     /// Where to reach it (without credentials), for messages.
     shown: String,
     limits: StoreLimits,
     compress: bool,
     runtime: tokio::runtime::Handle,
-    manager: tokio::sync::Mutex<Option<ConnectionManager>>,
+    /// Connects on first use, and again by itself after a failure.
+    manager: ConnectionManager,
     loaded: Loaded,
     failing: Mutex<Option<String>>,
 }
@@ -77,13 +83,18 @@ impl RedisStore {
     /// A store on the Redis at `url`; it connects on first use.
     pub fn new(url: &str, limits: StoreLimits, compress: bool) -> Result<Self, String> {
         let client = redis::Client::open(url).map_err(|e| format!("{}: {e}", shown(url)))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(1);
+        let manager = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| format!("{}: {e}", shown(url)))?;
         Ok(Self {
-            client,
             shown: shown(url),
             limits,
             compress,
             runtime: tokio::runtime::Handle::current(),
-            manager: tokio::sync::Mutex::new(None),
+            manager,
             loaded: Loaded::new(limits.max_bytes),
             failing: Mutex::default(),
         })
@@ -101,25 +112,15 @@ impl RedisStore {
         F: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let outcome = self.runtime.block_on(async {
-            let connection = {
-                let mut manager = self.manager.lock().await;
-                match &*manager {
-                    Some(connection) => connection.clone(),
-                    None => {
-                        let config = ConnectionManagerConfig::new()
-                            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-                            .set_number_of_retries(1);
-                        let made = self
-                            .client
-                            .get_connection_manager_with_config(config)
-                            .await?;
-                        *manager = Some(made.clone());
-                        made
-                    }
-                }
-            };
-            f(connection).await
+            tokio::time::timeout(CALL_TIMEOUT, f(self.manager.clone()))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(redis::RedisError::from((
+                        redis::ErrorKind::Io,
+                        "no answer",
+                        format!("within {} s", CALL_TIMEOUT.as_secs()),
+                    )))
+                })
         });
         *self.failing.lock().unwrap_or_else(|p| p.into_inner()) =
             outcome.as_ref().err().map(|e| e.to_string());
@@ -131,6 +132,10 @@ impl RedisStore {
 
     /// `owner`'s `handle`, its life renewed: its meta, and when it expires.
     fn use_entry(&self, owner: &Owner, handle: &str) -> Result<(Meta, SystemTime), StoreError> {
+        // A client's text goes into no key unless it is shaped as a handle.
+        if !sluice_core::store::is_handle(handle) {
+            return Err(StoreError::Unknown(handle.to_owned()));
+        }
         let ttl = self.limits.ttl;
         let expires_at = crate::clock::wall() + ttl;
         let result = key(&["r:", handle]);
@@ -213,7 +218,7 @@ impl RedisStore {
     }
 
     /// Reads `handle`'s document back.
-    fn read(&self, handle: &str, meta: Meta) -> Result<Arc<Stored>, StoreError> {
+    fn read(&self, owner: &Owner, handle: &str, meta: Meta) -> Result<Arc<Stored>, StoreError> {
         let result = key(&["r:", handle]);
         let fields: Vec<String> = (0..meta.frames).map(|n| format!("f{n}")).collect();
         let frames: Vec<Option<Vec<u8>>> = if fields.is_empty() {
@@ -228,8 +233,8 @@ impl RedisStore {
             })?
         };
         let Some(frames) = frames.into_iter().collect::<Option<Vec<Vec<u8>>>>() else {
-            // Expired between the two reads.
-            return Err(StoreError::Unknown(handle.to_owned()));
+            // Expired between the two reads: say so.
+            return Err(self.why_gone(owner, handle));
         };
         framed::decode(handle, meta, &frames)
             .map(Arc::new)
@@ -264,11 +269,9 @@ impl Store for RedisStore {
             backend: "redis",
             why: e.to_string(),
         })?;
-        if weight > self.limits.max_bytes {
-            return Err(StoreError::TooLarge {
-                bytes: weight,
-                max: self.limits.max_bytes,
-            });
+        let max = self.limits.max_bytes.min(MAX_RESULT_BYTES);
+        if weight > max {
+            return Err(StoreError::TooLarge { bytes: weight, max });
         }
         let ttl = self.limits.ttl;
         let expires_at = crate::clock::wall() + ttl;
@@ -306,6 +309,10 @@ impl Store for RedisStore {
                 .arg(key(&["weights"]))
                 .arg(&handle)
                 .arg(weight)
+                .ignore()
+                .cmd("INCRBY")
+                .arg(key(&["bytes"]))
+                .arg(weight)
                 .ignore();
             if let Some(listed) = &listed {
                 pipe.cmd("ZADD")
@@ -328,7 +335,7 @@ impl Store for RedisStore {
         let (meta, expires_at) = self.use_entry(owner, handle)?;
         let stored = match self.loaded.get(handle) {
             Some(stored) => stored,
-            None => self.read(handle, meta)?,
+            None => self.read(owner, handle, meta)?,
         };
         self.loaded.keep(stored.clone());
         Ok(Listed { stored, expires_at })
@@ -413,7 +420,9 @@ impl Store for RedisStore {
     }
 
     fn purge_expired(&self) -> usize {
-        // Redis expires the results; the figures' sets are trimmed here.
+        // Redis expires the results; the figures and the owners' sets are
+        // trimmed here (by any instance: each step is idempotent but the
+        // total, taken down by what this instance removed).
         let now = millis(crate::clock::wall());
         self.run(|mut c| async move {
             let all = key(&["all"]);
@@ -423,38 +432,64 @@ impl Store for RedisStore {
                 .arg(now)
                 .arg("LIMIT")
                 .arg(0)
-                .arg(10_000)
+                .arg(1_000)
                 .query_async(&mut c)
                 .await?;
-            if !expired.is_empty() {
-                redis::pipe()
-                    .cmd("ZREM")
-                    .arg(&all)
-                    .arg(&expired)
-                    .ignore()
-                    .cmd("HDEL")
-                    .arg(key(&["weights"]))
-                    .arg(&expired)
-                    .ignore()
+            if expired.is_empty() {
+                return Ok(0);
+            }
+            let mut read = redis::pipe();
+            read.cmd("HMGET").arg(key(&["weights"])).arg(&expired);
+            for handle in &expired {
+                read.cmd("GET").arg(key(&["g:", handle]));
+            }
+            let mut replies: Vec<redis::Value> = read.query_async(&mut c).await?;
+            let weights: Vec<Option<u64>> =
+                redis::from_redis_value(replies.remove(0)).unwrap_or_default();
+            let mut trim = redis::pipe();
+            for (handle, mark) in expired.iter().zip(replies) {
+                let owner = redis::from_redis_value::<Option<String>>(mark)
+                    .ok()
+                    .flatten()
+                    .and_then(|m| m.rsplit_once('|').map(|(o, _)| o.to_owned()));
+                if let Some(owner) = owner {
+                    trim.cmd("ZREM")
+                        .arg(key(&["o:", &owner]))
+                        .arg(handle)
+                        .ignore();
+                }
+            }
+            trim.cmd("ZREM").arg(&all).arg(&expired);
+            trim.cmd("HDEL")
+                .arg(key(&["weights"]))
+                .arg(&expired)
+                .ignore();
+            let (removed,): (usize,) = trim.query_async(&mut c).await?;
+            // Only what this instance removed (another may have raced it).
+            if removed > 0 {
+                let freed: u64 = weights.iter().flatten().sum();
+                let share = if removed == expired.len() { freed } else { 0 };
+                redis::cmd("DECRBY")
+                    .arg(key(&["bytes"]))
+                    .arg(share)
                     .query_async::<()>(&mut c)
                     .await?;
             }
-            Ok(expired.len())
+            Ok(removed)
         })
         .unwrap_or(0)
     }
 
     fn usage(&self) -> (usize, u64) {
         self.run(|mut c| async move {
-            let entries: usize = redis::cmd("ZCARD")
+            let (entries, bytes): (usize, Option<i64>) = redis::pipe()
+                .cmd("ZCARD")
                 .arg(key(&["all"]))
+                .cmd("GET")
+                .arg(key(&["bytes"]))
                 .query_async(&mut c)
                 .await?;
-            let weights: Vec<u64> = redis::cmd("HVALS")
-                .arg(key(&["weights"]))
-                .query_async(&mut c)
-                .await?;
-            Ok((entries, weights.iter().sum()))
+            Ok((entries, bytes.unwrap_or(0).max(0) as u64))
         })
         .unwrap_or((0, 0))
     }

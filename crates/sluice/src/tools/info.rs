@@ -180,16 +180,19 @@ impl Governor {
         }
         let store = self.store();
         let health = store.health();
-        text.push_str(&format!(
-            "The store ({} backend) holds {} results, {}{}.\n",
-            store.backend(),
-            group(entries as u64),
-            bytes(held),
-            match &health {
-                Ok(()) => String::new(),
-                Err(why) => format!("; it is failing: {why}"),
-            }
-        ));
+        text.push_str(&match &health {
+            Ok(()) => format!(
+                "The store ({} backend) holds {} results, {}.\n",
+                store.backend(),
+                group(entries as u64),
+                bytes(held)
+            ),
+            // Its figures are not known while it fails.
+            Err(why) => format!(
+                "The store ({} backend) is failing: {why}.\n",
+                store.backend()
+            ),
+        });
         let jq = self.jq().stats();
         text.push_str(&format!(
             "sluice_query, all sessions: {} queries, {} over a document kept parsed, {} stopped; jq workers: {} busy, {} idle.\n",

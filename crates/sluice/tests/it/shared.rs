@@ -197,16 +197,47 @@ async fn a_redis_outage_fails_only_what_needs_the_store_and_sluice_recovers() {
 
     // Back: results are stored and read again, with no restart of sluice.
     redis.start_again().await;
-    let mut stored = None;
+    let handle = stored_once_back(&client).await;
+    read(&client, json!({"handle": handle, "page": 2})).await;
+
+    // A Redis that accepts and never answers (stopped with SIGSTOP): the
+    // call fails at its deadline, and the next works once it answers.
+    let pid = redis.child.as_ref().unwrap().id().unwrap().to_string();
+    let signal = |sig: &str| {
+        std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+    };
+    assert!(signal("-STOP").success());
+    let started = std::time::Instant::now();
+    let stalled = call(&client, "inventory", json!({"count": 4000})).await;
+    let waited = started.elapsed();
+    assert!(signal("-CONT").success());
+    assert_eq!(stalled.is_error, Some(true));
+    assert!(
+        first_text(&stalled).contains("redis store is unavailable"),
+        "{}",
+        first_text(&stalled)
+    );
+    assert!(
+        waited < Duration::from_secs(20),
+        "{waited:?}: it did not hang"
+    );
+    let handle = stored_once_back(&client).await;
+    read(&client, json!({"handle": handle})).await;
+    client.cancel().await.unwrap();
+}
+
+/// A large result stored through `client` once the store works again
+/// (within 10 s): its handle.
+async fn stored_once_back(client: &Client) -> String {
     for _ in 0..50 {
-        let result = call(&client, "inventory", json!({"count": 4000})).await;
+        let result = call(client, "inventory", json!({"count": 4000})).await;
         if result.is_error != Some(true) {
-            stored = Some(stored_handle(&result));
-            break;
+            return stored_handle(&result);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let handle = stored.expect("storing works again once Redis is back");
-    read(&client, json!({"handle": handle, "page": 2})).await;
-    client.cancel().await.unwrap();
+    panic!("storing does not work again once Redis is back");
 }
