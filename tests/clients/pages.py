@@ -4,7 +4,7 @@ result, reads every page back by following next_cursor.
 
     pages.py --mode auto|legacy (--stdio 'CMD ARGS...' | --url URL) --tool NAME [--args JSON]
              [--path POINTER] [--query FILTER]... [--search PATTERN]... [--wait-operation]
-             [--repeat N]
+             [--repeat N] [--read-url URL]
 
 Prints one JSON object on stdout:
   {"protocol_version", "stored": <_meta["sluice/stored"]> | null, "answer": <first text>,
@@ -18,6 +18,8 @@ With --wait-operation, a call that became an operation is collected with sluice_
 end>, "text": <the result's first text>}.
 With --repeat N, the call is made N times in all: {"protocol_version", "calls": [{"text",
 "cache": <_meta["sluice/cache"]> | null, "is_error"}] in order}.
+With --read-url, the stored result is read back (paged, queried, searched) by a second client
+connected to that URL (another sluice sharing the store).
 Exit 2 if connecting fails.
 """
 
@@ -48,14 +50,7 @@ async def main(a: argparse.Namespace) -> dict:
         target = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
     else:
         target = a.url
-    client = Client(
-        target,
-        mode=a.mode,
-        cache=None,
-        read_timeout_seconds=120,
-        client_info=types.Implementation(name=a.client_name, version="1.0.0"),
-    )
-    async with client as c:
+    async with client_of(target, a) as c:
         out: dict = {"protocol_version": c.protocol_version}
         if a.repeat:
             calls = []
@@ -86,58 +81,76 @@ async def main(a: argparse.Namespace) -> dict:
             out["result"] = result
             return out
         out["answer"] = result["content"][0]["text"]
-        if a.query or a.search:
-            asked = [("sluice_query", {"filter": f}) for f in a.query]
-            asked += [("sluice_search", {"pattern": p}) for p in a.search]
-            answers = []
-            for tool, arguments in asked:
-                answer = dump(await c.call_tool(tool, {"handle": stored["handle"], **arguments}))
-                answers.append(
-                    {
-                        "text": answer["content"][0]["text"],
-                        "meta": answer.get("_meta") or {},
-                        "is_error": bool(answer.get("isError")),
-                    }
-                )
-            out["answers"] = answers
-            return out
-        request: dict = {"handle": stored["handle"]}
-        if a.path is not None:
-            request["path"] = a.path
-        items: list = []
-        text = ""
-        slice_ = ""
-        forms: list[str] = []
-        max_chars = 0
-        while True:
-            page = dump(await c.call_tool("sluice_read", request))
-            if page.get("isError"):
-                raise SystemExit(f"sluice_read failed: {page['content'][0]['text']}")
-            meta = page["_meta"]["sluice/page"]
-            data = page["content"][0]["text"]
-            max_chars = max(max_chars, len(json.dumps(page, ensure_ascii=False)))
-            forms.append(meta["form"])
-            target = a.path if a.path is not None else stored.get("path")
-            if meta["form"] == "items":
-                items.extend(json.loads(data))
-            elif target is not None and meta.get("path") not in (None, target):
-                # A slice of one item too large for a page.
-                forms[-1] = "items"
-                slice_ += data
-                if meta["end"] == meta["total"]:
-                    items.append(json.loads(slice_))
-                    slice_ = ""
-            else:
-                text += data
-            if not meta["next_cursor"]:
-                break
-            request = {"cursor": meta["next_cursor"]}
-        out.update(pages=len(forms), max_page_chars=max_chars)
-        if "items" in forms:
-            out["items"] = items
-        else:
-            out["text"] = text
+        if a.read_url:
+            async with client_of(a.read_url, a) as reader:
+                return await read_back(reader, a, stored, out)
+        return await read_back(c, a, stored, out)
+
+
+def client_of(target, a: argparse.Namespace) -> Client:  # noqa: ANN001
+    return Client(
+        target,
+        mode=a.mode,
+        cache=None,
+        read_timeout_seconds=120,
+        client_info=types.Implementation(name=a.client_name, version="1.0.0"),
+    )
+
+
+async def read_back(c, a: argparse.Namespace, stored: dict, out: dict) -> dict:  # noqa: ANN001
+    """Queries, searches or pages the stored result through client `c`."""
+    if a.query or a.search:
+        asked = [("sluice_query", {"filter": f}) for f in a.query]
+        asked += [("sluice_search", {"pattern": p}) for p in a.search]
+        answers = []
+        for tool, arguments in asked:
+            answer = dump(await c.call_tool(tool, {"handle": stored["handle"], **arguments}))
+            answers.append(
+                {
+                    "text": answer["content"][0]["text"],
+                    "meta": answer.get("_meta") or {},
+                    "is_error": bool(answer.get("isError")),
+                }
+            )
+        out["answers"] = answers
         return out
+    request: dict = {"handle": stored["handle"]}
+    if a.path is not None:
+        request["path"] = a.path
+    items: list = []
+    text = ""
+    slice_ = ""
+    forms: list[str] = []
+    max_chars = 0
+    while True:
+        page = dump(await c.call_tool("sluice_read", request))
+        if page.get("isError"):
+            raise SystemExit(f"sluice_read failed: {page['content'][0]['text']}")
+        meta = page["_meta"]["sluice/page"]
+        data = page["content"][0]["text"]
+        max_chars = max(max_chars, len(json.dumps(page, ensure_ascii=False)))
+        forms.append(meta["form"])
+        target = a.path if a.path is not None else stored.get("path")
+        if meta["form"] == "items":
+            items.extend(json.loads(data))
+        elif target is not None and meta.get("path") not in (None, target):
+            # A slice of one item too large for a page.
+            forms[-1] = "items"
+            slice_ += data
+            if meta["end"] == meta["total"]:
+                items.append(json.loads(slice_))
+                slice_ = ""
+        else:
+            text += data
+        if not meta["next_cursor"]:
+            break
+        request = {"cursor": meta["next_cursor"]}
+    out.update(pages=len(forms), max_page_chars=max_chars)
+    if "items" in forms:
+        out["items"] = items
+    else:
+        out["text"] = text
+    return out
 
 
 if __name__ == "__main__":
@@ -153,6 +166,7 @@ if __name__ == "__main__":
     p.add_argument("--search", action="append", default=[])
     p.add_argument("--wait-operation", action="store_true")
     p.add_argument("--repeat", type=int, default=0)
+    p.add_argument("--read-url")
     args = p.parse_args()
     try:
         result = anyio.run(main, args)

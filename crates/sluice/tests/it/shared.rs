@@ -1,7 +1,8 @@
 //! `[store] backend = "redis"`: two sluice instances share stored results
 //! and cursors through a real `redis-server` (Debian's, started here on a
-//! free port); a killed instance's handles live on; a Redis outage fails
-//! only what needs the store, clearly, and sluice recovers by itself.
+//! free port), for rmcp's and the Python SDK's stateless clients; a killed
+//! instance's handles live on; a Redis outage fails only what needs the
+//! store, clearly, and sluice recovers by itself.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -163,6 +164,97 @@ async fn two_instances_share_results_and_cursors_and_outlive_a_kill() {
     assert_eq!(first_text(&again), first_text(&second_on_a));
     on_a.cancel().await.unwrap();
     on_b.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_python_sdk_client_stores_through_one_instance_and_reads_through_another() {
+    let redis = Redis::start().await;
+    let temp = TempDir::new("shared-python");
+    let config = redis_config(&temp, &redis);
+    let a = start(&config).await;
+    let b = start(&config).await;
+    // Stateless (2026-07-28): stored through A, every page read through B
+    // by following B's cursors.
+    let paged = pages_py(
+        "auto",
+        &["--url", &a.url],
+        "inventory",
+        json!({"count": 4000}),
+        &["--read-url", &b.url],
+    )
+    .await;
+    assert_eq!(paged["protocol_version"], "2026-07-28");
+    assert!(paged["pages"].as_u64().unwrap() > 1, "{}", paged["pages"]);
+    let items = paged["items"].as_array().expect("the items, page by page");
+    assert_eq!(items.len(), 4000);
+    assert_eq!(items[0]["id"], "SKU-00001");
+    assert_eq!(items[3999]["id"], "SKU-04000");
+    // Queried and searched through B.
+    let asked = pages_py(
+        "auto",
+        &["--url", &a.url],
+        "inventory",
+        json!({"count": 4000}),
+        &[
+            "--read-url",
+            &b.url,
+            "--query",
+            ".items | length",
+            "--search",
+            "SKU-03999",
+        ],
+    )
+    .await;
+    let answers = asked["answers"].as_array().expect("two answers");
+    assert!(
+        answers.iter().all(|a| a["is_error"] == false),
+        "{answers:?}"
+    );
+    assert!(
+        answers[0]["text"].as_str().unwrap().contains("4000"),
+        "{answers:?}"
+    );
+    assert!(
+        answers[1]["text"].as_str().unwrap().contains("SKU-03999"),
+        "{answers:?}"
+    );
+}
+
+#[tokio::test]
+async fn one_shot_calls_on_a_single_thread_runtime_store_and_read_through_redis() {
+    // `sluice call` (like stdio) runs on a single-threaded runtime: the
+    // store's commands run on it from a blocking thread.
+    let redis = Redis::start().await;
+    let temp = TempDir::new("shared-call");
+    let config = redis_config(&temp, &redis);
+    let call_once = |tool: &str, arguments: serde_json::Value| {
+        let config = config.clone();
+        let tool = tool.to_owned();
+        async move {
+            let out = tokio::process::Command::new(sluice())
+                .args(["call", "--log-level", "warn", "--config"])
+                .arg(&config)
+                .args(["--tool", &tool, "--args", &arguments.to_string()])
+                .stdin(Stdio::null())
+                .output()
+                .await
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+        }
+    };
+    let stored = call_once("inventory", json!({"count": 4000})).await;
+    let handle = stored["_meta"]["sluice/stored"]["handle"]
+        .as_str()
+        .expect("stored")
+        .to_owned();
+    let page = call_once("sluice_read", json!({"handle": handle, "page": 2})).await;
+    assert_ne!(page["isError"], json!(true), "{page}");
+    assert_eq!(page["_meta"]["sluice/page"]["page"], json!(2), "{page}");
 }
 
 #[tokio::test]
