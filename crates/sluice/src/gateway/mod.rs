@@ -176,19 +176,12 @@ impl Gateway {
                 };
                 let store = gateway.governor.store().clone();
                 drop(gateway);
-                let (purged, health) = if store.backend() == "memory" {
-                    (store.purge_expired(), store.health())
-                } else {
-                    let swept = store.clone();
-                    match tokio::task::spawn_blocking(move || {
-                        (swept.purge_expired(), swept.health())
-                    })
-                    .await
-                    {
-                        Ok(swept) => swept,
-                        Err(e) => (0, Err(format!("sweeping failed: {e}"))),
-                    }
-                };
+                let (purged, health) = crate::state::on_store(
+                    &store,
+                    |store| (store.purge_expired(), store.health()),
+                    |why| (0, Err(format!("sweeping failed: {why}"))),
+                )
+                .await;
                 if purged > 0 {
                     tracing::debug!("dropped {purged} expired stored results");
                 }
@@ -319,10 +312,7 @@ impl Gateway {
     /// Stops every upstream.
     pub async fn shutdown(&self) {
         futures::future::join_all(self.upstreams.iter().map(|u| u.shutdown())).await;
-        let store = self.governor.store().clone();
-        if store.backend() != "memory" {
-            let _ = tokio::task::spawn_blocking(move || store.flush()).await;
-        }
+        crate::state::on_store(self.governor.store(), |store| store.flush(), |_| ()).await;
         let (total, by_tool) = self.cache.figures().await;
         if !by_tool.is_empty() {
             tracing::info!("cache: {}", total.line());

@@ -190,15 +190,10 @@ impl Governor {
     ) -> Option<CallToolResult> {
         let handle = stored_handle(&answer)?.to_owned();
         // Renewed without reading the document back.
-        let expires_at = if self.store.backend() == "memory" {
-            self.store.touch(owner, &handle).ok()?
-        } else {
-            let (store, owner) = (self.store.clone(), owner.clone());
-            tokio::task::spawn_blocking(move || store.touch(&owner, &handle))
-                .await
-                .ok()?
-                .ok()?
-        };
+        let owner = owner.clone();
+        let expires_at = self
+            .on_store(move |store| store.touch(&owner, &handle).ok(), |_| None)
+            .await?;
         if let Some(stored) = answer
             .meta
             .as_mut()
@@ -218,47 +213,41 @@ impl Governor {
     /// blocking thread where the backend reads files (a document is read
     /// back whole on its first use after a restart).
     pub async fn stored(&self, owner: &Owner, handle: &str) -> Result<Listed, StoreError> {
-        if self.store.backend() == "memory" {
-            return self.store.get(owner, handle);
-        }
-        let (store, owner, handle) = (self.store.clone(), owner.clone(), handle.to_owned());
-        let backend = store.backend();
-        tokio::task::spawn_blocking(move || store.get(&owner, &handle))
-            .await
-            .unwrap_or_else(|e| {
+        let (owner, handle) = (owner.clone(), handle.to_owned());
+        let backend = self.store.backend();
+        self.on_store(
+            move |store| store.get(&owner, &handle),
+            move |why| {
                 Err(StoreError::Unavailable {
                     backend,
-                    why: format!("reading failed: {e}"),
+                    why: format!("reading failed: {why}"),
                 })
-            })
+            },
+        )
+        .await
     }
 
-    /// Runs `f` on the store: on a blocking thread where the backend does
-    /// I/O (a file, a Redis server), else here.
+    /// Runs `f` on the store: here for the memory store (no hop on the
+    /// pass-through path), on a blocking thread for a backend that does
+    /// I/O (a file, a Redis server); `failed` says what a lost thread gave.
     async fn on_store<T: Send + 'static>(
         &self,
         f: impl FnOnce(&dyn Store) -> T + Send + 'static,
-        failed: T,
+        failed: impl FnOnce(String) -> T,
     ) -> T {
-        if self.store.backend() == "memory" {
-            return f(&*self.store);
-        }
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || f(&*store))
-            .await
-            .unwrap_or(failed)
+        crate::state::on_store(&self.store, f, failed).await
     }
 
     /// `owner`'s stored results, newest first, at most `limit`.
     pub async fn listed(&self, owner: &Owner, limit: usize) -> Vec<sluice_core::store::Brief> {
         let owner = owner.clone();
-        self.on_store(move |store| store.list(&owner, limit), Vec::new())
+        self.on_store(move |store| store.list(&owner, limit), |_| Vec::new())
             .await
     }
 
     /// The store's entries and bytes.
     pub async fn usage(&self) -> (usize, u64) {
-        self.on_store(|store| store.usage(), (0, 0)).await
+        self.on_store(|store| store.usage(), |_| (0, 0)).await
     }
 
     /// Stores `doc` for `owner`: written on a blocking thread where the
@@ -270,19 +259,18 @@ impl Governor {
         doc: Document,
         info: StoredInfo,
     ) -> Result<Arc<Stored>, StoreError> {
-        if self.store.backend() == "memory" {
-            return self.store.put(owner, doc, info);
-        }
-        let (store, owner) = (self.store.clone(), owner.clone());
-        let backend = store.backend();
-        tokio::task::spawn_blocking(move || store.put(&owner, doc, info))
-            .await
-            .unwrap_or_else(|e| {
+        let owner = owner.clone();
+        let backend = self.store.backend();
+        self.on_store(
+            move |store| store.put(&owner, doc, info),
+            move |why| {
                 Err(StoreError::Unavailable {
                     backend,
-                    why: format!("writing failed: {e}"),
+                    why: format!("writing failed: {why}"),
                 })
-            })
+            },
+        )
+        .await
     }
 
     /// The hits of a recent search.

@@ -43,6 +43,26 @@ pub enum StateError {
     Redis(String),
 }
 
+/// Runs `f` on `store`: here for the memory store (no hop on the
+/// pass-through path), on the runtime's blocking pool for a backend that
+/// does I/O (a file, a Redis server: never on a runtime thread, which the
+/// Redis store's commands also run on); `failed` makes what to give if
+/// that thread was lost.
+pub async fn on_store<T: Send + 'static>(
+    store: &Arc<dyn Store>,
+    f: impl FnOnce(&dyn Store) -> T + Send + 'static,
+    failed: impl FnOnce(String) -> T,
+) -> T {
+    if store.backend() == "memory" {
+        return f(&**store);
+    }
+    let store = store.clone();
+    match tokio::task::spawn_blocking(move || f(&*store)).await {
+        Ok(done) => done,
+        Err(lost) => failed(lost.to_string()),
+    }
+}
+
 /// The configured store and cursor key, opened.
 pub struct State {
     /// Where stored results live.

@@ -119,6 +119,22 @@ async fn a_damaged_store_or_one_in_use_stops_sluice_at_start_with_why() {
         "{stderr}"
     );
     drop(first);
+    // A secret file too short to seal with.
+    let short = temp.file("short-secret", "tiny\n");
+    let with_short = temp.file(
+        "short.toml",
+        &format!(
+            "{}[store]\nbackend = \"disk\"\npath = {:?}\nsecret_file = {:?}\n",
+            toml_upstream("sample", &sample()),
+            temp.0.join("other-store").display().to_string(),
+            short.display().to_string()
+        ),
+    );
+    let stderr = refused_at_start(&with_short).await;
+    assert!(
+        stderr.contains("short-secret") && stderr.contains("at least 32"),
+        "{stderr}"
+    );
     // Damaged: what is in the file is not a store.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     std::fs::write(store.join("store.redb"), b"not a database".repeat(1000)).unwrap();

@@ -154,6 +154,22 @@ async fn two_instances_share_results_and_cursors_and_outlive_a_kill() {
         json!({"backend": "redis", "healthy": true, "problem": null})
     );
 
+    // A client's text that is no handle touches no key: unknown, and B
+    // goes on serving.
+    for bogus in ["h_nope\r\nFLUSHALL", "sluice:all", &"h_A".repeat(10_000)] {
+        let read = call(&on_b, "sluice_read", json!({"handle": bogus})).await;
+        assert_eq!(read.is_error, Some(true));
+        assert!(
+            first_text(&read).contains("unknown handle"),
+            "{}",
+            first_text(&read)
+        );
+    }
+    assert_eq!(
+        first_text(&read(&on_b, json!({"handle": handle, "page": 2})).await),
+        first_text(&second_on_a)
+    );
+
     // A killed; a new A serves the handle.
     a.child.start_kill().unwrap();
     a.child.wait().await.unwrap();
