@@ -14,6 +14,15 @@
 //! - Errors are never kept: an `isError` result or a failed call reaches
 //!   the callers that waited for it, and the next call tries again.
 //!
+//! With `[store] backend = "redis"` the entries are shared by every
+//! instance ([`crate::state::shared`]): one entry per key for all of them,
+//! each instance keeping a copy it checks by the entry's stamp (a read of
+//! a header) before answering with it; a miss takes a lock with a short
+//! lease, so that concurrent misses on several instances make one
+//! upstream call and all answer with its entry. While Redis is
+//! unreachable each instance answers from its own copies and calls the
+//! upstream on a miss, as without Redis.
+//!
 //! The cache stores the upstream's result before governing: each answer
 //! from it is governed for its caller like a fresh one. An entry keeps the
 //! bytes the upstream sent (a task's result too, `tasks/result`), never
@@ -33,7 +42,13 @@ use serde_json::{Value, json};
 use sluice_core::cache::{CachePolicy, CacheSettings};
 
 use crate::jsonrpc::Message;
+use crate::state::shared::{Shared, SharedEntry, Written};
 use crate::upstream::CallError;
+
+/// How long a miss's lock lives unless its holder extends it (a third of
+/// it at a time, while its call runs): how long others wait for an
+/// instance that died holding it.
+const LOCK_LEASE: Duration = Duration::from_secs(10);
 
 /// The `_meta` key of an answer served from the cache: `{hit, age_s}`.
 pub const META: &str = crate::contract::meta::CACHE;
@@ -79,6 +94,11 @@ pub struct Entry {
     /// same owner with the same budget reuses one while its handle lives,
     /// instead of storing the result again.
     governed: Mutex<Vec<(String, CallToolResult)>>,
+    /// The shared entry it is a copy of (its stamp), if it is shared.
+    stamp: Option<String>,
+    /// Made of the shared entry another call (here or on another
+    /// instance) wrote, not of this call's upstream answer.
+    elsewhere: bool,
 }
 
 /// Stored answers one entry keeps (owner × budget).
@@ -259,6 +279,8 @@ pub struct ResultCache {
     /// Keys being refreshed in the background (one refresh at a time).
     refreshing: Arc<Mutex<HashSet<String>>>,
     settings: CacheSettings,
+    /// The entries every instance shares, if any.
+    shared: Option<Arc<Shared>>,
 }
 
 /// Each entry's lifetime and idle expiry, from its own policy.
@@ -324,7 +346,14 @@ impl ResultCache {
             figures,
             refreshing: Arc::default(),
             settings,
+            shared: None,
         }
+    }
+
+    /// The cache, its entries shared with every instance through `shared`.
+    pub fn shared(mut self, shared: Option<Arc<Shared>>) -> Self {
+        self.shared = shared;
+        self
     }
 
     /// The `[cache]` settings.
@@ -345,6 +374,11 @@ impl ResultCache {
         fetch: Fetch,
     ) -> Served {
         let tool: Arc<str> = tool.into();
+        if let Some(shared) = self.shared.clone() {
+            return self
+                .serve_shared(&shared, key, tool, policy, fresh, fetch)
+                .await;
+        }
         if fresh {
             let answer = fetch(false).await;
             self.count(&tool, |f| f.bypasses += 1);
@@ -357,32 +391,129 @@ impl ResultCache {
                 Err(answer) => Served::Fetched(answer, None),
             };
         }
-        let found = match self.entries.get(&key).await {
+        if let Some(entry) = self.local(&key, &tool).await {
+            return self.hit(&key, entry, &fetch);
+        }
+        self.miss(key, tool, policy, fetch, None).await
+    }
+
+    /// This instance's entry of `key`, if it lives.
+    async fn local(&self, key: &str, tool: &Arc<str>) -> Option<Arc<Entry>> {
+        match self.entries.get(key).await {
             // moka expires entries by the system's clock; an entry past its
             // time on the runtime's (which tests move) goes now.
             Some(entry) if entry.expired() => {
-                self.entries.invalidate(&key).await;
-                self.count(&tool, |f| f.expirations += 1);
+                self.entries.invalidate(key).await;
+                self.count(tool, |f| f.expirations += 1);
                 None
             }
             found => found,
-        };
-        if let Some(entry) = found {
-            entry.read();
-            self.count(&tool, |f| f.hits += 1);
-            self.refresh_if_due(&key, &entry, &fetch);
-            return Served::Hit(entry);
         }
+    }
+
+    /// Answers with `entry`, refreshing it in the background when due.
+    fn hit(&self, key: &str, entry: Arc<Entry>, fetch: &Fetch) -> Served {
+        entry.read();
+        self.count(&entry.tool, |f| f.hits += 1);
+        self.refresh_if_due(key, &entry, fetch);
+        Served::Hit(entry)
+    }
+
+    /// [`Self::serve`] with entries shared through `shared`.
+    async fn serve_shared(
+        &self,
+        shared: &Arc<Shared>,
+        key: String,
+        tool: Arc<str>,
+        policy: CachePolicy,
+        fresh: bool,
+        fetch: Fetch,
+    ) -> Served {
+        if fresh {
+            let answer = fetch(false).await;
+            self.count(&tool, |f| f.bypasses += 1);
+            return match entry_of(answer, &key, &tool, policy) {
+                Ok(mut entry) => {
+                    if let Some(sent) = entry.raw()
+                        && let Ok(Written::Kept(stamp)) = shared
+                            .cache_put(&key, sent.as_bytes(), policy.ttl, policy.idle, true)
+                            .await
+                    {
+                        entry.stamp = Some(stamp);
+                    }
+                    let entry = Arc::new(entry);
+                    self.insert(key, entry.clone()).await;
+                    Served::Fetched(Box::new(Ok(entry.fetched())), Some(entry))
+                }
+                Err(answer) => Served::Fetched(answer, None),
+            };
+        }
+        let local = self.local(&key, &tool).await;
+        match shared.cache_stamp(&key, policy.idle).await {
+            Ok(Some(stamp)) => {
+                // This instance's copy, if it is of the entry that lives.
+                if let Some(entry) = local.filter(|e| e.stamp.as_deref() == Some(stamp.as_str())) {
+                    return self.hit(&key, entry, &fetch);
+                }
+                if let Ok(Some(theirs)) = shared.cache_get(&key, policy.idle).await
+                    && let Some(entry) = entry_of_shared(theirs, &key, &tool, policy, true)
+                {
+                    let entry = Arc::new(entry);
+                    self.insert(key.clone(), entry.clone()).await;
+                    return self.hit(&key, entry, &fetch);
+                }
+            }
+            // No entry lives for any instance: this one's copy is stale.
+            Ok(None) => {
+                if local.is_some() {
+                    self.entries.invalidate(&key).await;
+                }
+            }
+            // Redis is unreachable: as without it.
+            Err(_) => {
+                if let Some(entry) = local {
+                    return self.hit(&key, entry, &fetch);
+                }
+                return self.miss(key, tool, policy, fetch, None).await;
+            }
+        }
+        self.miss(key, tool, policy, fetch, Some(shared.clone()))
+            .await
+    }
+
+    /// A miss on `key`: one upstream call that every concurrent caller of
+    /// the key here waits for (and, with `shared`, every instance).
+    async fn miss(
+        &self,
+        key: String,
+        tool: Arc<str>,
+        policy: CachePolicy,
+        fetch: Fetch,
+        shared: Option<Arc<Shared>>,
+    ) -> Served {
         // Only the caller whose call runs sees its answer moved into the
         // entry; the ones waiting on it get the entry (or the error).
         let made = self
             .entries
             .entry(key.clone())
             .or_try_insert_with(async {
-                Ok::<_, Box<Answer>>(Arc::new(entry_of(fetch(false).await, &key, &tool, policy)?))
+                match &shared {
+                    Some(shared) => fill_shared(shared, &key, &tool, policy, &fetch).await,
+                    None => Ok(Arc::new(entry_of(fetch(false).await, &key, &tool, policy)?)),
+                }
             })
             .await;
         match made {
+            // Another instance's answer, copied here.
+            Ok(entry) if entry.is_fresh() && entry.value().elsewhere => {
+                let entry = entry.into_value();
+                self.count(&tool, |f| {
+                    f.hits += 1;
+                    f.entries += 1;
+                    f.bytes += u64::from(entry.bytes);
+                });
+                Served::Hit(entry)
+            }
             Ok(entry) if entry.is_fresh() => {
                 let entry = entry.into_value();
                 self.count(&tool, |f| {
@@ -423,14 +554,36 @@ impl ResultCache {
         }
         let call = fetch(true);
         let (key, tool, policy) = (key.to_owned(), entry.tool.clone(), entry.policy);
-        let (entries, figures, refreshing) = (
+        let (entries, figures, refreshing, shared) = (
             self.entries.clone(),
             self.figures.clone(),
             self.refreshing.clone(),
+            self.shared.clone(),
         );
         tokio::spawn(async move {
-            match entry_of(call.await, &key, &tool, policy) {
-                Ok(entry) => {
+            // One instance refreshes a shared entry: the one that takes
+            // its lock.
+            let token = sluice_core::store::random_id("");
+            if let Some(shared) = &shared
+                && !matches!(shared.cache_lock(&key, &token, LOCK_LEASE).await, Ok(true))
+            {
+                lock(&refreshing).remove(&key);
+                return;
+            }
+            let refreshed = entry_of(call.await, &key, &tool, policy);
+            if let Some(shared) = &shared {
+                shared.cache_unlock(&key, &token).await;
+            }
+            match refreshed {
+                Ok(mut entry) => {
+                    if let Some(shared) = &shared
+                        && let Some(sent) = entry.raw()
+                        && let Ok(Written::Kept(stamp)) = shared
+                            .cache_put(&key, sent.as_bytes(), policy.ttl, policy.idle, true)
+                            .await
+                    {
+                        entry.stamp = Some(stamp);
+                    }
                     let bytes = u64::from(entry.bytes);
                     entries.insert(key.clone(), Arc::new(entry)).await;
                     let mut figures = lock(&figures);
@@ -542,7 +695,131 @@ fn entry_of(
         policy,
         last_read_ms: AtomicU64::new(0),
         governed: Mutex::default(),
+        stamp: None,
+        elsewhere: false,
     })
+}
+
+/// The entry made of a shared one, `elsewhere` if not of this call's
+/// answer; `None` if its bytes do not read as a response (the entry
+/// counts as absent).
+fn entry_of_shared(
+    shared: SharedEntry,
+    key: &str,
+    tool: &Arc<str>,
+    policy: CachePolicy,
+    elsewhere: bool,
+) -> Option<Entry> {
+    let response = Message::parse(shared.response).ok()?;
+    response.result()?;
+    let age = crate::clock::wall()
+        .duration_since(shared.stored_at)
+        .unwrap_or_default();
+    let now = crate::clock::now();
+    let size = response.result().map_or(0, |r| r.len() as u64);
+    let bytes = size.saturating_add(key.len() as u64);
+    Some(Entry {
+        result: Kept::Sent(response),
+        stored_at: now.checked_sub(age).unwrap_or(now),
+        bytes: u32::try_from(bytes).unwrap_or(u32::MAX),
+        tool: tool.clone(),
+        policy,
+        last_read_ms: AtomicU64::new(age.as_millis() as u64),
+        governed: Mutex::default(),
+        stamp: Some(shared.stamp),
+        elsewhere,
+    })
+}
+
+/// A miss on a shared entry: the instance that takes the key's lock calls
+/// the upstream (extending the lock while its call runs) and writes the
+/// entry; the others wait for it, woken when the lock is released, and
+/// take over if the lock lapses without an entry (its holder died, or the
+/// answer was an error, which is never kept). If Redis fails, the call
+/// goes upstream as without it.
+async fn fill_shared(
+    shared: &Arc<Shared>,
+    key: &str,
+    tool: &Arc<str>,
+    policy: CachePolicy,
+    fetch: &Fetch,
+) -> Result<Arc<Entry>, Box<Answer>> {
+    let token = sluice_core::store::random_id("");
+    let topic = Shared::cache_topic(key);
+    loop {
+        let released = shared.topic(&topic);
+        let released = released.notified();
+        tokio::pin!(released);
+        released.as_mut().enable();
+        match shared.cache_lock(key, &token, LOCK_LEASE).await {
+            Ok(true) => {
+                // Written between the look and the lock.
+                if let Ok(Some(theirs)) = shared.cache_get(key, policy.idle).await
+                    && let Some(entry) = entry_of_shared(theirs, key, tool, policy, true)
+                {
+                    shared.cache_unlock(key, &token).await;
+                    return Ok(Arc::new(entry));
+                }
+                let call = fetch(false);
+                tokio::pin!(call);
+                let answer = loop {
+                    tokio::select! {
+                        answer = &mut call => break answer,
+                        () = tokio::time::sleep(LOCK_LEASE / 3) => {
+                            shared.cache_extend(key, &token, LOCK_LEASE).await;
+                        }
+                    }
+                };
+                let made = match entry_of(answer, key, tool, policy) {
+                    Ok(mut entry) => {
+                        let written = match entry.raw() {
+                            Some(sent) => Some(
+                                shared
+                                    .cache_put(key, sent.as_bytes(), policy.ttl, policy.idle, false)
+                                    .await,
+                            ),
+                            // A result made of several messages: kept here only.
+                            None => None,
+                        };
+                        match written {
+                            None => {}
+                            Some(Ok(Written::Kept(stamp))) => entry.stamp = Some(stamp),
+                            // Never two values in one entry's life: theirs.
+                            Some(Ok(Written::Theirs(theirs))) => {
+                                if let Some(theirs) =
+                                    entry_of_shared(theirs, key, tool, policy, false)
+                                {
+                                    entry = theirs;
+                                }
+                            }
+                            // Kept here only (logged by the link).
+                            Some(Err(_)) => {}
+                        }
+                        Ok(Arc::new(entry))
+                    }
+                    Err(answer) => Err(answer),
+                };
+                shared.cache_unlock(key, &token).await;
+                return made;
+            }
+            Ok(false) => {
+                // Another call holds it: wait for its entry, or for the
+                // lock to lapse.
+                let _ = tokio::time::timeout(LOCK_LEASE, released).await;
+                match shared.cache_get(key, policy.idle).await {
+                    Ok(Some(theirs)) => {
+                        if let Some(entry) = entry_of_shared(theirs, key, tool, policy, true) {
+                            return Ok(Arc::new(entry));
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(_) => break,
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    Ok(Arc::new(entry_of(fetch(false).await, key, tool, policy)?))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

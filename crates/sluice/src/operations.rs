@@ -7,6 +7,16 @@
 //! reported (the partial result), and its outcome once it ends. Operations
 //! belong to the session that started them, like stored results, and are
 //! kept `[operations] retention_h` after they end.
+//!
+//! With `[store] backend = "redis"` an operation is seen by every instance
+//! ([`crate::state::shared`]): the instance that runs the call owns it and
+//! writes its record (status, what the upstream reported, and its outcome)
+//! when it starts, when what it reported changed (at most every
+//! [`PUBLISH_EVERY`]) and when it ends. Another instance reads the record,
+//! waits for its changes as announced (no polling: a message per change,
+//! and a look at the owner's heartbeat every [`HEARTBEAT_LEASE`]), and
+//! asks the owner to cancel it. An operation whose owner's heartbeat lapsed
+//! is reported failed, with that reason.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +38,14 @@ use sluice_core::store::Owner;
 use tokio_util::sync::CancellationToken;
 
 use crate::govern::{ToolAnswer, with_meta, with_meta_as_sent};
+use crate::state::shared::{HEARTBEAT_LEASE, Shared};
+
+/// How often the owner of running operations writes what changed in them
+/// (and renews its heartbeat: a third of its lease).
+const PUBLISH_EVERY: Duration = Duration::from_secs(2);
+/// How long `sluice_cancel` on another instance than the owner waits to
+/// see the operation cancelled.
+const REMOTE_CANCEL_WAIT: Duration = Duration::from_secs(5);
 
 /// The `_meta` key of everything about an operation.
 pub const META: &str = crate::contract::meta::OPERATION;
@@ -43,6 +61,8 @@ pub struct Partial {
     /// The last log lines routed to the call, oldest first.
     logs: Mutex<std::collections::VecDeque<String>>,
     detached: AtomicBool,
+    /// Counts changes, for the owner to write them to other instances.
+    changes: std::sync::atomic::AtomicU64,
 }
 
 /// Log lines a partial result keeps.
@@ -52,11 +72,13 @@ impl Partial {
     /// Keeps the latest progress.
     pub fn progress(&self, params: &ProgressNotificationParam) {
         *lock(&self.progress) = Some(params.clone());
+        self.changes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Keeps an upstream task's latest status message.
     pub fn status(&self, message: &str) {
         *lock(&self.status) = Some(message.chars().take(300).collect());
+        self.changes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Keeps a log line (the last [`LOG_LINES`], each cut at 300 characters).
@@ -75,12 +97,44 @@ impl Partial {
             logs.pop_front();
         }
         logs.push_back(line);
+        self.changes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Whether the call went on in the background: its client has its
     /// answer and hears no more about it.
     pub fn detached(&self) -> bool {
         self.detached.load(Ordering::Relaxed)
+    }
+
+    /// What it holds, for the operation's record.
+    fn record(&self) -> Value {
+        json!({
+            "progress": self.json(),
+            "status": self.status_message(),
+            "logs": lock(&self.logs).iter().collect::<Vec<_>>(),
+        })
+    }
+
+    /// The partial result an operation's record holds.
+    fn from_record(record: &Value) -> Partial {
+        let partial = Partial::default();
+        if let Some(progress) = record.get("progress").filter(|p| p.is_object()) {
+            let mut progress = progress.clone();
+            progress["progressToken"] = json!(0);
+            if let Ok(params) = serde_json::from_value(progress) {
+                *lock(&partial.progress) = Some(params);
+            }
+        }
+        if let Some(status) = record.get("status").and_then(Value::as_str) {
+            partial.status(status);
+        }
+        if let Some(logs) = record.get("logs").and_then(Value::as_array) {
+            let mut kept = lock(&partial.logs);
+            for line in logs.iter().filter_map(Value::as_str).take(LOG_LINES) {
+                kept.push_back(line.chars().take(300).collect());
+            }
+        }
+        partial
     }
 
     /// `{progress, total?, message?}`, if the upstream reported any.
@@ -228,6 +282,24 @@ pub struct Operation {
     cancel: CancellationToken,
     state: Mutex<State>,
     done: tokio::sync::watch::Sender<bool>,
+    /// Where its record goes, when instances share operations.
+    shared: Option<Sharing>,
+    /// The instance that owns it, when it is another's (read from its
+    /// record): it cannot be stopped here, only asked to stop.
+    remote: Option<String>,
+}
+
+/// What an operation needs to write its record.
+#[derive(Clone)]
+struct Sharing {
+    link: Arc<Shared>,
+    retention: Duration,
+}
+
+impl std::fmt::Debug for Sharing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sharing")
+    }
 }
 
 impl Operation {
@@ -246,6 +318,126 @@ impl Operation {
         state.ended = Some(Instant::now());
         drop(state);
         self.done.send_replace(true);
+        self.publish();
+    }
+
+    /// Writes its record for the other instances, in the background.
+    fn publish(&self) {
+        let Some(sharing) = &self.shared else { return };
+        if self.remote.is_some() {
+            return;
+        }
+        let (record, life) = self.record(sharing);
+        let (link, id) = (sharing.link.clone(), self.id.clone());
+        tokio::spawn(async move { link.operation_write(&id, record, life).await });
+    }
+
+    /// Its record (JSON) and how long the record lives: the retention
+    /// after it ends; while it runs, the retention and one more write.
+    fn record(&self, sharing: &Sharing) -> (String, Duration) {
+        let state = lock(&self.state);
+        let ended = state
+            .ended
+            .map(|e| crate::clock::wall() - e.elapsed())
+            .map(sluice_core::store::framed::millis);
+        let outcome = match &state.outcome {
+            Some(Outcome::Completed(result)) => json!({"completed": result}),
+            Some(Outcome::Relayed(sent)) => {
+                json!({"relayed": String::from_utf8_lossy(sent.as_bytes())})
+            }
+            Some(Outcome::Failed(why)) => json!({"failed": why}),
+            None => Value::Null,
+        };
+        let record = json!({
+            "v": 1,
+            "instance": sharing.link.instance(),
+            "owner": self.owner.key(),
+            "tool": self.tool,
+            "started_ms": sluice_core::store::framed::millis(self.started_at),
+            "ended_ms": ended,
+            "status": state.status.as_str(),
+            "partial": self.partial.record(),
+            "outcome": outcome,
+        });
+        let life = match state.status {
+            Status::Running => sharing.retention + PUBLISH_EVERY * 30,
+            _ => sharing.retention,
+        };
+        (record.to_string(), life)
+    }
+
+    /// The operation another instance owns, as its `record` says; failed
+    /// if it runs and that instance is not `alive`.
+    fn from_record(id: &str, record: &Value, alive: bool) -> Option<Self> {
+        if record.get("v") != Some(&json!(1)) {
+            return None;
+        }
+        let text = |k: &str| record.get(k).and_then(Value::as_str);
+        let at = |k: &str| {
+            record
+                .get(k)
+                .and_then(Value::as_u64)
+                .map(sluice_core::store::framed::at_millis)
+        };
+        let instance = text("instance")?.to_owned();
+        let owner = Owner::from_key(text("owner")?)?;
+        let started_at = at("started_ms")?;
+        let ago = |t: SystemTime| {
+            let age = crate::clock::wall().duration_since(t).unwrap_or_default();
+            Instant::now().checked_sub(age).unwrap_or_else(Instant::now)
+        };
+        let mut status = match text("status")? {
+            "running" => Status::Running,
+            "completed" => Status::Completed,
+            "failed" => Status::Failed,
+            "cancelled" => Status::Cancelled,
+            _ => return None,
+        };
+        let outcome = record.get("outcome");
+        let mut outcome = match outcome
+            .and_then(Value::as_object)
+            .and_then(|o| o.iter().next())
+        {
+            Some((k, v)) if k == "completed" => {
+                Some(Outcome::Completed(serde_json::from_value(v.clone()).ok()?))
+            }
+            Some((k, Value::String(sent))) if k == "relayed" => Some(Outcome::Relayed(
+                crate::jsonrpc::Message::parse(bytes::Bytes::from(sent.clone())).ok()?,
+            )),
+            Some((k, Value::String(why))) if k == "failed" => Some(Outcome::Failed(why.clone())),
+            _ => None,
+        };
+        let mut ended = at("ended_ms").map(ago);
+        if status == Status::Running && !alive {
+            status = Status::Failed;
+            outcome = Some(Outcome::Failed(format!(
+                "the sluice instance that ran it ({instance}) stopped: its heartbeat lapsed, so its call is lost. Call the tool again"
+            )));
+            ended = Some(Instant::now());
+        }
+        let partial = record
+            .get("partial")
+            .map(Partial::from_record)
+            .unwrap_or_default();
+        let done = tokio::sync::watch::Sender::new(status != Status::Running);
+        Some(Operation {
+            id: id.to_owned(),
+            owner,
+            quota: String::new(),
+            tool: text("tool")?.to_owned(),
+            started_at,
+            started: ago(started_at),
+            partial: Arc::new(partial),
+            cancel: CancellationToken::new(),
+            state: Mutex::new(State {
+                status,
+                outcome,
+                ended,
+            }),
+            done,
+            shared: None,
+            remote: Some(instance),
+        })
     }
 
     fn status(&self) -> Status {
@@ -376,18 +568,37 @@ impl Operation {
     }
 }
 
+type ById = Arc<Mutex<HashMap<String, Arc<Operation>>>>;
+
 /// The operations of every session.
 pub struct Operations {
     settings: OperationSettings,
-    ops: Mutex<HashMap<String, Arc<Operation>>>,
+    ops: ById,
+    /// The link to the other instances, if operations are shared.
+    shared: Option<Arc<Shared>>,
 }
 
 impl Operations {
-    /// No operations yet.
-    pub fn new(settings: OperationSettings) -> Self {
+    /// No operations yet; shared with the other instances through
+    /// `shared`, if given, with the cancellations they ask of this one.
+    pub fn new(
+        settings: OperationSettings,
+        shared: Option<(Arc<Shared>, tokio::sync::mpsc::Receiver<String>)>,
+    ) -> Self {
+        let ops = ById::default();
+        let link = shared.map(|(link, asked)| {
+            tokio::spawn(keep_shared(
+                Arc::downgrade(&ops),
+                link.clone(),
+                asked,
+                settings.retention,
+            ));
+            link
+        });
         Self {
             settings,
-            ops: Mutex::default(),
+            ops,
+            shared: link,
         }
     }
 
@@ -461,8 +672,14 @@ impl Operations {
                 ended: None,
             }),
             done: tokio::sync::watch::Sender::new(false),
+            shared: self.shared.clone().map(|link| Sharing {
+                link,
+                retention: self.settings.retention,
+            }),
+            remote: None,
         });
         lock(&self.ops).insert(id, op.clone());
+        op.publish();
         op
     }
 
@@ -475,17 +692,76 @@ impl Operations {
         ops
     }
 
-    pub fn get(&self, owner: &Owner, id: &str) -> Result<Arc<Operation>, String> {
+    /// `owner`'s operation `id`: this instance's, or (when operations are
+    /// shared) another's, as its record says now.
+    pub async fn get(&self, owner: &Owner, id: &str) -> Result<Arc<Operation>, String> {
         // The lock is released before the hint takes it again.
         let found = self.live().get(id).filter(|o| o.owner == *owner).cloned();
-        found.ok_or_else(|| {
-                format!(
-                    "unknown operation `{}`: it was never started in this session, or it ended more than {} h ago. {}",
-                    sluice_core::format::quoted_cut(id),
-                    self.settings.retention.as_secs() / 3600,
-                    self.list_hint(owner)
-                )
-            })
+        if let Some(op) = found {
+            return Ok(op);
+        }
+        if let Some(link) = &self.shared {
+            match read_remote(link, id).await {
+                Ok(Some(op)) if op.owner == *owner => return Ok(Arc::new(op)),
+                Ok(_) => {}
+                Err(why) => {
+                    return Err(format!(
+                        "operation `{}` is not this instance's, and the operations of the others cannot be read: {why}",
+                        sluice_core::format::quoted_cut(id)
+                    ));
+                }
+            }
+        }
+        Err({
+            format!(
+                "unknown operation `{}`: it was never started in this session, or it ended more than {} h ago. {}",
+                sluice_core::format::quoted_cut(id),
+                self.settings.retention.as_secs() / 3600,
+                self.list_hint(owner)
+            )
+        })
+    }
+
+    /// Waits until `op` ends or `wait` passes, without polling; `op` as it
+    /// is then (another instance's, read again).
+    pub async fn wait(&self, op: Arc<Operation>, wait: Duration) -> Arc<Operation> {
+        let (Some(link), Some(_)) = (&self.shared, &op.remote) else {
+            op.wait(wait).await;
+            return op;
+        };
+        let deadline = Instant::now() + wait;
+        let mut op = op;
+        while op.status() == Status::Running {
+            let changed = link.topic(&Shared::operation_topic(&op.id));
+            let changed = changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Ok(Some(now)) = read_remote(link, &op.id).await {
+                op = Arc::new(now);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if op.status() != Status::Running || left.is_zero() {
+                break;
+            }
+            // Woken by a change; else, a heartbeat's lease later, to see
+            // whether the owner still lives.
+            let _ = tokio::time::timeout(left.min(HEARTBEAT_LEASE), changed).await;
+        }
+        op
+    }
+
+    /// Cancels a running `op` (this instance's, or asks its owner), and
+    /// gives it as it is then; the status it had if it had already ended.
+    pub async fn cancel(&self, op: Arc<Operation>) -> Result<Arc<Operation>, Status> {
+        let (Some(link), Some(instance)) = (&self.shared, &op.remote) else {
+            return stop(&op).map(|()| op);
+        };
+        if op.status() != Status::Running {
+            return Err(op.status());
+        }
+        // Not heard: the owner died, which its heartbeat will soon say.
+        let _ = link.ask_cancel(instance, &op.id).await;
+        Ok(self.wait(op, REMOTE_CANCEL_WAIT).await)
     }
 
     /// `owner`'s operations, newest first; none for an anonymous owner,
@@ -535,13 +811,14 @@ impl Operations {
 
     /// `tasks/get` (SEP-2663): the operation `task_id` as a task; `finish`
     /// puts a completed call's result in the client's era.
-    pub fn get_task(
+    pub async fn get_task(
         &self,
         task_id: &str,
         owner: &Owner,
         finish: impl FnOnce(CallToolResult) -> CallToolResult,
     ) -> Result<GetTaskResult, ErrorData> {
         self.task_state(task_id, owner, finish, false)
+            .await
             .map(|(result, _)| result)
     }
 
@@ -549,23 +826,23 @@ impl Operations {
     /// response it came in is given as that response, beside a task whose
     /// `result` is empty (for whoever writes the answer's bytes: the
     /// result goes in as sent).
-    pub fn get_task_as_sent(
+    pub async fn get_task_as_sent(
         &self,
         task_id: &str,
         owner: &Owner,
         finish: impl FnOnce(CallToolResult) -> CallToolResult,
     ) -> Result<(GetTaskResult, Option<crate::jsonrpc::Message>), ErrorData> {
-        self.task_state(task_id, owner, finish, true)
+        self.task_state(task_id, owner, finish, true).await
     }
 
-    fn task_state(
+    async fn task_state(
         &self,
         task_id: &str,
         owner: &Owner,
         finish: impl FnOnce(CallToolResult) -> CallToolResult,
         as_sent: bool,
     ) -> Result<(GetTaskResult, Option<crate::jsonrpc::Message>), ErrorData> {
-        let op = self.get(owner, task_id).map_err(task_error)?;
+        let op = self.get(owner, task_id).await.map_err(task_error)?;
         let (task, sent) = op.detailed_task(self.settings.retention, finish, as_sent);
         let mut result = GetTaskResult::new(task);
         let mut meta = rmcp::model::MetaObject::new();
@@ -576,13 +853,13 @@ impl Operations {
 
     /// `tasks/cancel` (SEP-2663): cancels the operation `task_id`, as
     /// `sluice_cancel` does.
-    pub fn cancel_task(&self, task_id: &str, owner: &Owner) -> Result<(), ErrorData> {
-        let op = self.get(owner, task_id).map_err(task_error)?;
-        stop(&op).map_err(|status| {
+    pub async fn cancel_task(&self, task_id: &str, owner: &Owner) -> Result<(), ErrorData> {
+        let op = self.get(owner, task_id).await.map_err(task_error)?;
+        let id = op.id.clone();
+        self.cancel(op).await.map(|_| ()).map_err(|status| {
             ErrorData::invalid_params(
                 format!(
-                    "task {} already ended ({}): nothing to cancel",
-                    op.id,
+                    "task {id} already ended ({}): nothing to cancel",
                     status.as_str()
                 ),
                 None,
@@ -616,7 +893,82 @@ pub fn stop(op: &Operation) -> Result<(), Status> {
     op.done.send_replace(true);
     // The call's task sees the token and cancels the upstream request.
     op.cancel.cancel();
+    op.publish();
     Ok(())
+}
+
+/// Operation `id` as its owner's record says, if another instance wrote
+/// one: failed if the owner's heartbeat lapsed.
+async fn read_remote(link: &Shared, id: &str) -> Result<Option<Operation>, String> {
+    let Some(record) = link.operation_read(id).await? else {
+        return Ok(None);
+    };
+    let Ok(record) = serde_json::from_str::<Value>(&record) else {
+        return Ok(None);
+    };
+    // Only a running operation's owner needs to be alive.
+    let alive = match (
+        record.get("instance").and_then(Value::as_str),
+        record.get("status").and_then(Value::as_str),
+    ) {
+        (Some(instance), Some("running")) if instance != link.instance() => {
+            link.alive(instance).await?
+        }
+        _ => true,
+    };
+    Ok(Operation::from_record(id, &record, alive))
+}
+
+/// While the operations live: renews this instance's heartbeat, writes
+/// what changed in its running operations, and cancels those another
+/// instance asks it to.
+async fn keep_shared(
+    ops: std::sync::Weak<Mutex<HashMap<String, Arc<Operation>>>>,
+    link: Arc<Shared>,
+    mut asked: tokio::sync::mpsc::Receiver<String>,
+    retention: Duration,
+) {
+    let mut tick = tokio::time::interval(PUBLISH_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Each running operation's change count when its record was written.
+    let mut written: HashMap<String, (u64, Instant)> = HashMap::new();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let Some(ops) = ops.upgrade() else { return };
+                let running: Vec<Arc<Operation>> = lock(&ops)
+                    .values()
+                    .filter(|o| o.status() == Status::Running)
+                    .cloned()
+                    .collect();
+                drop(ops);
+                let _ = link.heartbeat().await;
+                written.retain(|id, _| running.iter().any(|o| o.id == *id));
+                for op in running {
+                    let changes = op.partial.changes.load(Ordering::Relaxed);
+                    let stale = written.get(&op.id).is_none_or(|(seen, at)| {
+                        *seen != changes || at.elapsed() >= PUBLISH_EVERY * 15
+                    });
+                    if stale {
+                        written.insert(op.id.clone(), (changes, Instant::now()));
+                        let sharing = Sharing { link: link.clone(), retention };
+                        let (record, life) = op.record(&sharing);
+                        link.operation_write(&op.id, record, life).await;
+                    }
+                }
+            }
+            id = asked.recv() => {
+                let Some(id) = id else { return };
+                let Some(ops) = ops.upgrade() else { return };
+                let op = lock(&ops).get(&id).cloned();
+                drop(ops);
+                if let Some(op) = op {
+                    tracing::info!(operation = %op.id, "cancelled at another instance's request");
+                    let _ = stop(&op);
+                }
+            }
+        }
+    }
 }
 
 /// What `sluice_result` (and `sluice_cancel`) say about `op` now: an

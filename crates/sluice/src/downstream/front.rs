@@ -245,7 +245,8 @@ impl Front {
         Some(Taken {
             ct: ct.clone(),
             work: async move {
-                let answer = lifecycle::task(&front.gateway, &params.task_id, &caller, legacy);
+                let answer =
+                    lifecycle::task(&front.gateway, &params.task_id, &caller, legacy).await;
                 front.finished(&id, &ct)?;
                 Some(answer.map_or_else(|e| answer_line(&id, Err(e)), |a| a.line(&id)))
             }

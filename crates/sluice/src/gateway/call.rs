@@ -644,18 +644,19 @@ impl Gateway {
     /// `tasks/get`: an operation seen as an MCP task, a completed call's
     /// result kept as sent given as the response it came in (see
     /// `Operations::get_task_as_sent`).
-    pub fn get_task_as_sent(
+    pub async fn get_task_as_sent(
         &self,
         task_id: &str,
         caller: &Caller,
     ) -> Result<(GetTaskResult, Option<crate::jsonrpc::Message>), ErrorData> {
         self.operations
             .get_task_as_sent(task_id, &caller.owner, |result| era(result, caller))
+            .await
     }
 
     /// `tasks/cancel`: cancels an operation, as `sluice_cancel` does.
-    pub fn cancel_task(&self, task_id: &str, caller: &Caller) -> Result<(), ErrorData> {
-        self.operations.cancel_task(task_id, &caller.owner)
+    pub async fn cancel_task(&self, task_id: &str, caller: &Caller) -> Result<(), ErrorData> {
+        self.operations.cancel_task(task_id, &caller.owner).await
     }
 }
 

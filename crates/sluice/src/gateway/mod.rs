@@ -105,14 +105,29 @@ impl Gateway {
     /// The gateway of `config`, its `[store]` opened (a disk store, its
     /// cursor key): what sluice's commands serve with.
     pub fn open(config: &Config) -> Result<Arc<Self>, crate::state::StateError> {
-        let state = crate::state::open(&config.store)?;
-        Ok(Self::with_governor(
+        let mut state = crate::state::open(&config.store)?;
+        let shared = state.shared.take();
+        Ok(Self::with_parts(
             config,
             Governor::with_state(config, state),
+            shared,
         ))
     }
 
     fn with_governor(config: &Config, governor: Governor) -> Arc<Self> {
+        Self::with_parts(config, governor, None)
+    }
+
+    /// The gateway of `config`, with its governor and what it shares with
+    /// other instances (and the cancellations they ask of it), if any.
+    fn with_parts(
+        config: &Config,
+        governor: Governor,
+        shared: Option<(
+            Arc<crate::state::shared::Shared>,
+            tokio::sync::mpsc::Receiver<String>,
+        )>,
+    ) -> Arc<Self> {
         let hub = Arc::new(Hub::default());
         let upstreams = config
             .upstreams
@@ -120,6 +135,7 @@ impl Gateway {
             .map(|spec| Upstream::new(spec.clone(), hub.clone(), config.limits))
             .collect::<Vec<_>>();
         let namer = Namer::new(upstreams.iter().map(|u| u.name().to_owned()));
+        let cache_shared = shared.as_ref().map(|(s, _)| s.clone());
         Arc::new(Self {
             upstreams,
             namer,
@@ -130,11 +146,11 @@ impl Gateway {
             info: RwLock::new(Self::everything_declared()),
             limits: config.limits,
             governor,
-            operations: crate::operations::Operations::new(config.operations),
+            operations: crate::operations::Operations::new(config.operations, shared),
             input_schemas: Mutex::default(),
             param_header_tools: Mutex::default(),
             task_tools: Mutex::default(),
-            cache: crate::cache::ResultCache::new(config.cache),
+            cache: crate::cache::ResultCache::new(config.cache).shared(cache_shared),
             annotated_idempotent: Mutex::default(),
             deadlines: crate::deadlines::Deadlines::new(),
         })

@@ -156,6 +156,7 @@ impl Governor {
                     Arc::new(crate::clock::RuntimeClock),
                 )),
                 key: CursorKey::random(),
+                shared: None,
             },
         )
     }

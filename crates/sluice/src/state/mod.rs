@@ -14,6 +14,7 @@ use std::sync::Arc;
 use sluice_core::cursor::CursorKey;
 
 pub mod redis_store;
+pub mod shared;
 use sluice_core::store::{
     DiskStore, DiskStoreError, MemoryStore, Store, StoreBackend, StoreSettings,
 };
@@ -69,11 +70,16 @@ pub struct State {
     pub store: Arc<dyn Store>,
     /// The key that seals cursors.
     pub key: CursorKey,
+    /// What instances sharing a Redis share besides stored results (cache
+    /// entries, operations), and the cancellations other instances ask of
+    /// this one's operations.
+    pub shared: Option<(Arc<shared::Shared>, tokio::sync::mpsc::Receiver<String>)>,
 }
 
 /// Opens the store `settings` configure.
 pub fn open(settings: &StoreSettings) -> Result<State, StateError> {
     let clock = Arc::new(crate::clock::RuntimeClock);
+    let mut shared = None;
     let (store, kept_secret): (Arc<dyn Store>, Option<PathBuf>) = match &settings.backend {
         StoreBackend::Memory => (
             Arc::new(MemoryStore::with_clock(settings.limits, clock)),
@@ -104,6 +110,7 @@ pub fn open(settings: &StoreSettings) -> Result<State, StateError> {
                 "stored results are kept in Redis at {} (shared with every sluice using it)",
                 store.shown()
             );
+            shared = Some(shared::Shared::new(url, settings.compress).map_err(StateError::Redis)?);
             (Arc::new(store), None)
         }
     };
@@ -112,7 +119,7 @@ pub fn open(settings: &StoreSettings) -> Result<State, StateError> {
         (None, Some(file)) => kept_or_made(&file)?,
         (None, None) => CursorKey::random(),
     };
-    Ok(State { store, key })
+    Ok(State { store, key, shared })
 }
 
 /// The key sealed by the secret in `file`: at least

@@ -41,7 +41,7 @@ const PREFIX: &str = "sluice:";
 /// How long a handle is remembered as expired after it expired.
 const GONE_KEPT: Duration = Duration::from_secs(24 * 3600);
 /// How long to wait for Redis to connect, and to answer one command.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest one store call (a few commands) may take: past it, the
 /// call fails as the store being unavailable.
@@ -69,6 +69,34 @@ fn key(parts: &[&str]) -> String {
     key
 }
 
+/// A client of the Redis at `url`, and a connection manager that connects
+/// on first use (and again by itself after a failure).
+pub(super) fn connect_lazily(url: &str) -> Result<(redis::Client, ConnectionManager), String> {
+    let client = redis::Client::open(url).map_err(|e| format!("{}: {e}", shown(url)))?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_number_of_retries(1);
+    let manager = ConnectionManager::new_lazy_with_config(client.clone(), config)
+        .map_err(|e| format!("{}: {e}", shown(url)))?;
+    Ok((client, manager))
+}
+
+/// `call`, failed as a lost connection past [`CALL_TIMEOUT`].
+pub(super) async fn within_call_timeout<T>(
+    call: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> redis::RedisResult<T> {
+    tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "no answer",
+                format!("within {} s", CALL_TIMEOUT.as_secs()),
+            )))
+        })
+}
+
 /// `url` without its password, for messages and logs.
 pub fn shown(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -82,13 +110,7 @@ pub fn shown(url: &str) -> String {
 impl RedisStore {
     /// A store on the Redis at `url`; it connects on first use.
     pub fn new(url: &str, limits: StoreLimits, compress: bool) -> Result<Self, String> {
-        let client = redis::Client::open(url).map_err(|e| format!("{}: {e}", shown(url)))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_number_of_retries(1);
-        let manager = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| format!("{}: {e}", shown(url)))?;
+        let (_, manager) = connect_lazily(url)?;
         Ok(Self {
             shown: shown(url),
             limits,
@@ -111,17 +133,9 @@ impl RedisStore {
     where
         F: std::future::Future<Output = redis::RedisResult<T>>,
     {
-        let outcome = self.runtime.block_on(async {
-            tokio::time::timeout(CALL_TIMEOUT, f(self.manager.clone()))
-                .await
-                .unwrap_or_else(|_| {
-                    Err(redis::RedisError::from((
-                        redis::ErrorKind::Io,
-                        "no answer",
-                        format!("within {} s", CALL_TIMEOUT.as_secs()),
-                    )))
-                })
-        });
+        let outcome = self
+            .runtime
+            .block_on(within_call_timeout(f(self.manager.clone())));
         *self.failing.lock().unwrap_or_else(|p| p.into_inner()) =
             outcome.as_ref().err().map(|e| e.to_string());
         outcome.map_err(|e| StoreError::Unavailable {

@@ -9,7 +9,7 @@ use super::{ToolError, object};
 use crate::contract::meta::OPERATION;
 use crate::contract::tool::CANCEL;
 use crate::govern::{ToolAnswer, with_meta};
-use crate::operations::{Operations, answer, operation_arg, stop};
+use crate::operations::{Operations, answer, operation_arg};
 
 /// `sluice_cancel` as listed.
 pub(super) fn tool() -> Tool {
@@ -27,16 +27,27 @@ pub(super) fn tool() -> Tool {
 
 /// Runs `sluice_cancel {operation}`: an operation that already ended is
 /// an error result that still carries its status.
-pub(super) fn run(
+pub(super) async fn run(
     operations: &Operations,
     arguments: Option<JsonObject>,
     owner: &Owner,
 ) -> Result<ToolAnswer, ToolError> {
     let args = arguments.unwrap_or_default();
-    let op = operation_arg(&args, CANCEL)
-        .and_then(|id| operations.get(owner, id))
-        .map_err(ToolError::Model)?;
-    if let Err(status) = stop(&op) {
+    let id = operation_arg(&args, CANCEL).map_err(ToolError::Model)?;
+    let op = operations.get(owner, id).await.map_err(ToolError::Model)?;
+    let op = match operations.cancel(op.clone()).await {
+        Ok(op) => op,
+        Err(status) => return Ok(already_ended(&op, status)),
+    };
+    Ok(answer(&op))
+}
+
+/// The answer to cancelling `op`, which had ended (`status`).
+fn already_ended(
+    op: &crate::operations::Operation,
+    status: crate::operations::Status,
+) -> ToolAnswer {
+    {
         let mut result = CallToolResult::error(vec![ContentBlock::text(format!(
             "operation {} already ended ({}): nothing to cancel. sluice_result {{\"operation\":\"{}\"}} gives its result.",
             op.id,
@@ -44,7 +55,6 @@ pub(super) fn run(
             op.id
         ))]);
         result.meta = Some(with_meta(None, OPERATION, op.meta()));
-        return Ok(ToolAnswer::Made(result));
+        ToolAnswer::Made(result)
     }
-    Ok(answer(&op))
 }

@@ -126,7 +126,7 @@ impl Builtin {
                 .await
                 .map(ToolAnswer::Made),
             Builtin::Result => result::run(context.operations, arguments, caller).await,
-            Builtin::Cancel => cancel::run(context.operations, arguments, owner),
+            Builtin::Cancel => cancel::run(context.operations, arguments, owner).await,
         };
         made.or_else(|e| e.into_result().map(ToolAnswer::Made))
     }

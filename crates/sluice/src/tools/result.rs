@@ -38,8 +38,10 @@ pub(super) async fn run(
     caller: &Caller,
 ) -> Result<ToolAnswer, ToolError> {
     let args = arguments.unwrap_or_default();
-    let op = operation_arg(&args, RESULT)
-        .and_then(|id| operations.get(&caller.owner, id))
+    let id = operation_arg(&args, RESULT).map_err(ToolError::Model)?;
+    let op = operations
+        .get(&caller.owner, id)
+        .await
         .map_err(ToolError::Model)?;
     if let Some(unknown) = args
         .keys()
@@ -54,13 +56,15 @@ pub(super) async fn run(
         .settings()
         .wait(args.get("wait_s"))
         .map_err(|message| ToolError::Model(format!("{RESULT}: {message}")))?;
-    if !wait.is_zero() {
+    let op = if wait.is_zero() {
+        op
+    } else {
         tokio::select! {
-            () = op.wait(wait) => {}
+            op = operations.wait(op, wait) => op,
             () = caller.ct.cancelled() => {
                 return Err(ToolError::Protocol(crate::cancel::cancelled_error()));
             }
         }
-    }
+    };
     Ok(answer(&op))
 }

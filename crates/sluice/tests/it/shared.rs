@@ -2,7 +2,9 @@
 //! and cursors through a real `redis-server` (Debian's, started here on a
 //! free port), for rmcp's and the Python SDK's stateless clients; a killed
 //! instance's handles live on; a Redis outage fails only what needs the
-//! store, clearly, and sluice recovers by itself.
+//! store, clearly, and sluice recovers by itself. They share the cache
+//! (one upstream call for both) and operations (collected, waited for and
+//! cancelled through either; failed when their instance dies).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -13,13 +15,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::support::*;
 
 /// A `redis-server` of the test's own, without persistence; killed on drop.
-struct Redis {
+pub(crate) struct Redis {
     port: u16,
     child: Option<tokio::process::Child>,
 }
 
 impl Redis {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let mut redis = Self {
             port: free_port(),
             child: None,
@@ -71,20 +73,54 @@ impl Redis {
 
 /// A config serving the sample server, its results kept in `redis`.
 fn redis_config(temp: &TempDir, redis: &Redis) -> std::path::PathBuf {
+    redis_config_of(temp, redis, &toml_upstream("sample", &sample()))
+}
+
+/// A config serving `upstreams` (TOML), its state kept in `redis`.
+fn redis_config_of(temp: &TempDir, redis: &Redis, upstreams: &str) -> std::path::PathBuf {
     let secret = temp.0.join("secret");
     std::fs::write(&secret, b"0123456789abcdef0123456789abcdef-shared").unwrap();
     temp.file(
         "sluice.toml",
         &format!(
-            "{}[store]\nbackend = \"redis\"\nurl = {:?}\nsecret_file = {:?}\n",
-            toml_upstream("sample", &sample()),
+            "{upstreams}[store]\nbackend = \"redis\"\nurl = {:?}\nsecret_file = {:?}\n",
             redis.url(),
             secret.display().to_string()
         ),
     )
 }
 
-async fn start(config: &std::path::Path) -> HttpSluice {
+/// The Python fixture as upstream `py`, `lookup` cached for a minute.
+pub(crate) fn py_config(temp: &TempDir, redis: &Redis) -> std::path::PathBuf {
+    redis_config_of(
+        temp,
+        redis,
+        &format!(
+            "{}[upstreams.py.tools.lookup]\ncache = {{ ttl_s = 60, idle_s = 60 }}\n\n",
+            toml_upstream("py", &py_server())
+        ),
+    )
+}
+
+/// `_meta["sluice/operation"]`.
+fn operation(result: &rmcp::model::CallToolResult) -> serde_json::Value {
+    meta(result, "sluice/operation").expect("an operation's meta")
+}
+
+/// `lookup`'s answer: {key, call, pad}.
+fn looked_up(result: &rmcp::model::CallToolResult) -> serde_json::Value {
+    assert_ne!(result.is_error, Some(true), "{}", first_text(result));
+    serde_json::from_str(&first_text(result)).unwrap()
+}
+
+/// The real calls `lookup` recorded in `record`.
+fn real_calls(record: &std::path::Path) -> usize {
+    std::fs::read_to_string(record)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+pub(crate) async fn start(config: &std::path::Path) -> HttpSluice {
     HttpSluice::start(&["--config", config.to_str().unwrap()], &[]).await
 }
 
@@ -348,4 +384,186 @@ async fn stored_once_back(client: &Client) -> String {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     panic!("storing does not work again once Redis is back");
+}
+
+#[tokio::test]
+async fn a_cached_tool_called_on_one_instance_then_another_calls_the_upstream_once() {
+    let redis = Redis::start().await;
+    let temp = TempDir::new("shared-cache");
+    let config = py_config(&temp, &redis);
+    let a = start(&config).await;
+    let b = start(&config).await;
+    let on_a = stateless_http_client(&a.url, loopback()).await;
+    let on_b = stateless_http_client(&b.url, loopback()).await;
+    let record = temp.0.join("calls");
+    let args = |key: u32, sleep_s: f64| json!({"record": record, "key": key, "sleep_s": sleep_s});
+
+    // On A, then on B: one upstream call; B answers with A's entry.
+    let first = call(&on_a, "lookup", args(1, 0.1)).await;
+    assert_eq!(meta(&first, "sluice/cache"), None, "a miss");
+    let second = call(&on_b, "lookup", args(1, 0.1)).await;
+    assert_eq!(looked_up(&second), looked_up(&first));
+    assert_eq!(meta(&second, "sluice/cache").expect("a hit")["hit"], true);
+    assert_eq!(real_calls(&record), 1);
+
+    // Missed on both at once: one instance calls, the other waits for
+    // its entry; both answer with the same value.
+    let (on_a_now, on_b_now) = tokio::join!(
+        call(&on_a, "lookup", args(2, 1.5)),
+        call(&on_b, "lookup", args(2, 1.5))
+    );
+    assert_eq!(looked_up(&on_a_now), looked_up(&on_b_now));
+    assert_eq!(real_calls(&record), 2, "one upstream call for both");
+
+    // `_fresh` on B makes a new entry: A, which holds a copy of the old
+    // one, answers with the new value from then on.
+    let mut fresh_args = args(1, 0.1);
+    fresh_args["_fresh"] = json!(true);
+    let fresh = looked_up(&call(&on_b, "lookup", fresh_args).await);
+    assert_eq!(real_calls(&record), 3);
+    assert_ne!(fresh, looked_up(&first));
+    let after = call(&on_a, "lookup", args(1, 0.1)).await;
+    assert_eq!(looked_up(&after), fresh);
+    assert_eq!(meta(&after, "sluice/cache").expect("a hit")["hit"], true);
+    assert_eq!(real_calls(&record), 3);
+
+    // Errors are never kept, for either instance.
+    let mut failing = args(3, 0.1);
+    failing["fail"] = json!(true);
+    assert_eq!(
+        call(&on_a, "lookup", failing.clone()).await.is_error,
+        Some(true)
+    );
+    assert_eq!(call(&on_b, "lookup", failing).await.is_error, Some(true));
+    assert_eq!(real_calls(&record), 5);
+    on_a.cancel().await.unwrap();
+    on_b.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_operation_started_on_one_instance_is_collected_and_cancelled_through_another() {
+    let redis = Redis::start().await;
+    let temp = TempDir::new("shared-operations");
+    let config = py_config(&temp, &redis);
+    let a = start(&config).await;
+    let b = start(&config).await;
+    let on_a = stateless_http_client(&a.url, loopback()).await;
+    let on_b = stateless_http_client(&b.url, loopback()).await;
+
+    // Started on A; its progress seen, then its result collected, on B.
+    let started = call(&on_a, "sleep", json!({"seconds": 3, "_timeout_s": 0.5})).await;
+    let id = operation(&started)["id"]
+        .as_str()
+        .expect("an operation")
+        .to_owned();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let looked = call(&on_b, "sluice_result", json!({"operation": id})).await;
+    assert_eq!(
+        operation(&looked)["status"],
+        "running",
+        "{}",
+        first_text(&looked)
+    );
+    assert!(
+        operation(&looked)["progress"]["progress"]
+            .as_u64()
+            .unwrap_or(0)
+            > 2,
+        "the progress A's call reported, as B sees it: {}",
+        operation(&looked)
+    );
+    let collected = call(
+        &on_b,
+        "sluice_result",
+        json!({"operation": id, "wait_s": 20}),
+    )
+    .await;
+    assert_eq!(operation(&collected)["status"], "completed");
+    assert!(
+        first_text(&collected).starts_with("slept 3"),
+        "{}",
+        first_text(&collected)
+    );
+
+    // Started on A, cancelled through B: A's upstream request is cancelled.
+    let marker = temp.0.join("marker");
+    let started = call(
+        &on_a,
+        "sleep",
+        json!({"seconds": 30, "marker": marker, "_timeout_s": 0.5}),
+    )
+    .await;
+    let id = operation(&started)["id"].as_str().unwrap().to_owned();
+    let cancelled = call(&on_b, "sluice_cancel", json!({"operation": id})).await;
+    assert_eq!(
+        operation(&cancelled)["status"],
+        "cancelled",
+        "{}",
+        first_text(&cancelled)
+    );
+    assert_eq!(
+        wait_for_line(&marker, "cancelled", Duration::from_secs(15))
+            .await
+            .trim(),
+        "cancelled",
+        "the upstream saw the cancellation"
+    );
+    let on_a_later = call(&on_a, "sluice_result", json!({"operation": id})).await;
+    assert_eq!(operation(&on_a_later)["status"], "cancelled");
+    let again = call(&on_b, "sluice_cancel", json!({"operation": id})).await;
+    assert!(
+        first_text(&again).contains("already ended (cancelled)"),
+        "{}",
+        first_text(&again)
+    );
+
+    // A text that is no operation id touches no key.
+    for bogus in ["op_nope\r\nFLUSHALL", "sluice:op:*"] {
+        let unknown = call(&on_b, "sluice_result", json!({"operation": bogus})).await;
+        assert!(
+            first_text(&unknown).contains("unknown operation"),
+            "{}",
+            first_text(&unknown)
+        );
+    }
+    on_a.cancel().await.unwrap();
+    on_b.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_operation_whose_instance_died_is_reported_failed_within_a_heartbeat() {
+    let redis = Redis::start().await;
+    let temp = TempDir::new("shared-dead-owner");
+    let config = py_config(&temp, &redis);
+    let mut a = start(&config).await;
+    let b = start(&config).await;
+    let on_a = stateless_http_client(&a.url, loopback()).await;
+    let on_b = stateless_http_client(&b.url, loopback()).await;
+    let started = call(&on_a, "sleep", json!({"seconds": 60, "_timeout_s": 0.5})).await;
+    let id = operation(&started)["id"].as_str().unwrap().to_owned();
+    let running = call(&on_b, "sluice_result", json!({"operation": id})).await;
+    assert_eq!(operation(&running)["status"], "running");
+
+    a.child.start_kill().unwrap();
+    a.child.wait().await.unwrap();
+    // Within the 30 s asked (else it would still say "running"): the
+    // heartbeat's lease (6 s) and one look more.
+    let failed = call(
+        &on_b,
+        "sluice_result",
+        json!({"operation": id, "wait_s": 30}),
+    )
+    .await;
+    assert_eq!(
+        operation(&failed)["status"],
+        "failed",
+        "{}",
+        first_text(&failed)
+    );
+    assert!(
+        first_text(&failed).contains("its heartbeat lapsed"),
+        "{}",
+        first_text(&failed)
+    );
+    on_b.cancel().await.unwrap();
 }

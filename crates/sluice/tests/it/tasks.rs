@@ -386,3 +386,39 @@ async fn a_tool_that_requires_a_task_works_through_sluice_for_every_client() {
             .starts_with("# Research Report: nested")
     );
 }
+
+#[tokio::test]
+async fn a_task_started_on_one_instance_is_followed_and_cancelled_through_another() {
+    // `[store] backend = "redis"`: stateless clients of two instances.
+    let redis = crate::shared::Redis::start().await;
+    let dir = TempDir::new("tasks-shared");
+    let config = crate::shared::py_config(&dir, &redis);
+    let a = crate::shared::start(&config).await;
+    let b = crate::shared::start(&config).await;
+    let on_a = http_client(&a.url, Era::Stateless, true).await;
+    let on_b = http_client(&b.url, Era::Stateless, true).await;
+
+    let created = start_task(&on_a, "sleep", json!({"seconds": 2, "_timeout_s": 0.5})).await;
+    let ended = until_ended(&on_b, &created.task.task_id).await;
+    let TaskPayload::Completed { result } = &ended.task.payload else {
+        panic!("{ended:?}")
+    };
+    assert_eq!(result["content"][0]["text"], "slept 2.0s");
+
+    let marker = dir.0.join("cancelled");
+    let created = start_task(
+        &on_a,
+        "sleep",
+        json!({"seconds": 30, "marker": marker, "_timeout_s": 0.5}),
+    )
+    .await;
+    let id = created.task.task_id;
+    on_b.cancel_task(CancelTaskParams::new(&id)).await.unwrap();
+    wait_for_line(&marker, "cancelled", Duration::from_secs(15)).await;
+    let on_a_now = on_a.get_task(GetTaskParams::new(&id)).await.unwrap();
+    assert_eq!(on_a_now.task.status(), TaskStatus::Cancelled);
+    let on_b_now = on_b.get_task(GetTaskParams::new(&id)).await.unwrap();
+    assert_eq!(on_b_now.task.status(), TaskStatus::Cancelled);
+    on_a.cancel().await.unwrap();
+    on_b.cancel().await.unwrap();
+}

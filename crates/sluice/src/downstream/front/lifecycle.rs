@@ -82,7 +82,7 @@ pub fn negotiated(
 /// `tasks/get` of `task_id` for `caller`, of the initialize era
 /// (`legacy`) or not: the task, with a completed call's result as its
 /// upstream sent it.
-pub(super) fn task(
+pub(super) async fn task(
     gateway: &crate::gateway::Gateway,
     task_id: &str,
     caller: &crate::gateway::Caller,
@@ -91,7 +91,7 @@ pub(super) fn task(
     if !caller.tasks {
         return Err(missing_tasks());
     }
-    let (task, call) = gateway.get_task_as_sent(task_id, caller)?;
+    let (task, call) = gateway.get_task_as_sent(task_id, caller).await?;
     let task = for_era(ServerResult::GetTaskResult(task), legacy)?;
     Ok(match call {
         Some(call) => Answered::Task { task, call, legacy },
@@ -405,7 +405,7 @@ impl Front {
                 }
                 if method == "tasks/cancel" {
                     let params: CancelTaskParams = typed(method, params)?;
-                    self.gateway.cancel_task(&params.task_id, &caller)?;
+                    self.gateway.cancel_task(&params.task_id, &caller).await?;
                     ServerResult::task_ack(())
                 } else {
                     let params: GetTaskParams = typed(method, params)?;
