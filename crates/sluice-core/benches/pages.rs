@@ -48,7 +48,10 @@
 //!    again (cold: the document is read back whole). Then resident memory:
 //!    `VmRSS` of a child process that opens a disk store holding 20 ×
 //!    10 MB before and after reading its ledger, and after reading one
-//!    document back.
+//!    document back; and of a child that stores 20 × 10 MB in a
+//!    `MemoryStore`, plain and compressed (`compress = true`): growth per
+//!    stored MB of compact JSON (goal with compression: at most 0.35×).
+//!    The memory store's zstd row is its warm page (decoded once).
 //!
 //! Run with `cargo bench -p sluice-core --bench pages` (`-- --search` for
 //! section 6 alone). Figures vary with the
@@ -465,6 +468,9 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--rss") {
         return rss_child(args[i + 1].parse().unwrap());
     }
+    if let Some(i) = args.iter().position(|a| a == "--memory-rss") {
+        return memory_rss_child(&args[i + 1]);
+    }
     if let Some(i) = args.iter().position(|a| a == "--store-rss") {
         return store_rss_child(std::path::Path::new(&args[i + 1]));
     }
@@ -809,6 +815,21 @@ fn store_bench() {
             "-"
         );
         drop((memory, stored));
+        let memory = MemoryStore::new(limits).compressed(true);
+        let (stored, put) = put_timed(&memory, Document::json(text.clone()).unwrap());
+        let zstd_page = page_median(&memory, &stored.handle);
+        println!(
+            "{:<8} {:<16} {:>10.1} {:>10.0} {:>12.1} {:>12.1} {:>14}   warm page {:.2}× memory's",
+            label(bytes),
+            "memory (zstd)",
+            ms(put),
+            mb_per_s(bytes, put),
+            memory.usage().1 as f64 / 1e6,
+            micros(zstd_page),
+            "-",
+            zstd_page.as_secs_f64() / mem_page.as_secs_f64()
+        );
+        drop((memory, stored));
         for (name, compress) in [("disk (zstd)", true), ("disk (plain)", false)] {
             let dir = bench_dir("store");
             let store = DiskStore::open(&dir.0, limits, compress).unwrap();
@@ -841,6 +862,16 @@ fn store_bench() {
         .unwrap()
         .text_str()
         .to_owned();
+    // And a memory store of 20 such documents, plain and compressed:
+    // resident memory per stored (compact JSON) MB.
+    for compress in [false, true] {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--memory-rss", if compress { "zstd" } else { "plain" }])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "the --memory-rss child failed");
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+    }
     for count in [10, 40] {
         let dir = bench_dir("store-rss");
         {
@@ -859,6 +890,42 @@ fn store_bench() {
             .unwrap();
         print!("{}", String::from_utf8_lossy(&out.stdout));
     }
+}
+
+/// Section 8's child: `VmRSS` growth of a memory store (`zstd` or
+/// `plain`) as it takes 20 documents of 10 MB (pretty), each planned and
+/// its middle page served as a first answer would be, per stored MB of
+/// compact JSON; the text they were made of is allocated before and not
+/// counted.
+fn memory_rss_child(how: &str) {
+    use sluice_core::store::{MemoryStore, Store, StoreLimits};
+    budget::warm_up();
+    let limits = StoreLimits {
+        max_bytes: 8 << 30,
+        ttl: Duration::from_secs(3600),
+    };
+    let store = MemoryStore::new(limits).compressed(how == "zstd");
+    let text = Document::json(generate(SIZES[1]))
+        .unwrap()
+        .text_str()
+        .to_owned();
+    let before = proc_status("VmRSS");
+    let mut compact = 0;
+    for _ in 0..20 {
+        let doc = Document::json(text.clone()).unwrap();
+        compact += doc.bytes();
+        let (stored, _) = put_timed(&store, doc);
+        page_through(&store, &stored.handle);
+    }
+    let after = proc_status("VmRSS");
+    let (entries, held) = store.usage();
+    println!(
+        "resident memory, a memory store ({how}) of {entries} documents, {:.0} MB of compact JSON: +{:.1} MB = {:.2}× (store.usage() {:.1} MB)",
+        compact as f64 / 1e6,
+        after.saturating_sub(before) as f64 / 1e6,
+        after.saturating_sub(before) as f64 / compact as f64,
+        held as f64 / 1e6,
+    );
 }
 
 /// Section 8's child: `VmRSS` before and after opening the disk store in

@@ -39,7 +39,7 @@
 //! path = "/var/lib/sluice"               # disk: a directory
 //! url = "redis://127.0.0.1:6379/0"       # redis (or SLUICE_REDIS_URL)
 //! secret_file = "/etc/sluice/secret"     # the key that seals cursors
-//! compress = true                        # zstd frames (disk, redis)
+//! compress = true                        # zstd frames (default: disk, redis; memory: false)
 //!
 //! [query]                                # jq over stored results
 //! timeout_s = 10                         # then the filter is stopped
@@ -813,9 +813,6 @@ impl RawStore {
             return Err(format!(
                 "[store]: `url` is the Redis server of backend = \"redis\"; it means nothing with backend = {name:?}"
             ));
-        }
-        if self.compress == Some(true) && backend == StoreBackend::Memory {
-            return Err("[store]: `compress` applies to backend = \"disk\" or \"redis\"; the memory store keeps results as they are".into());
         }
         let secret_file = self.secret_file.as_ref().map(|f| dir.join(f));
         if matches!(backend, StoreBackend::Redis { .. }) && secret_file.is_none() {
@@ -1651,6 +1648,8 @@ cache_mb = 0
             (memory.backend, memory.compress),
             (StoreBackend::Memory, false)
         );
+        // Memory in zstd frames, when asked.
+        assert!(store("compress = true").unwrap().compress);
         // A relative path is the config file's folder's; compressed by default.
         let disk = store("backend = \"disk\"\npath = \"state\"").unwrap();
         assert_eq!(
@@ -1681,7 +1680,6 @@ cache_mb = 0
                 "backend = \"disk\"\nurl = \"redis://x\"",
                 "`url` is the Redis server",
             ),
-            ("compress = true", "`compress` applies to backend"),
             (
                 "backend = \"redis\"\nurl = \"http://x\"\nsecret_file = \"/s\"",
                 "is not a Redis URL",

@@ -49,6 +49,11 @@ impl Loaded {
         }
     }
 
+    /// The bytes of the documents kept.
+    pub fn held(&self) -> u64 {
+        self.lock().iter().map(|s| s.doc.memory() as u64).sum()
+    }
+
     /// Drops the documents of `handles`.
     pub fn forget(&self, handles: &[String]) {
         self.lock().retain(|s| !handles.contains(&s.handle));

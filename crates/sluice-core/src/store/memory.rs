@@ -1,30 +1,76 @@
 //! Stored results in this process's memory: the default backend.
+//!
+//! Each result is kept as its document (`compress = false`, the default:
+//! every read is in place), or as the disk store keeps it
+//! (`compress = true`): its text in zstd frames of 64 KiB and what is
+//! known of it, beside the documents read lately, kept decoded
+//! ([`Loaded`], at most an eighth of `max_bytes` and 16 MiB, and always
+//! the last one read). JSON shrinks 4–10×, for a first read that
+//! decompresses the whole document.
 
 use std::sync::{Arc, Mutex};
 
+use super::framed::{self, Meta};
 use super::ledger::{Held, Ledger};
-use super::{Brief, Clock, Listed, Owner, Store, StoreError, StoreLimits, Stored, SystemClock};
+use super::{
+    Brief, Clock, Listed, Loaded, Owner, Store, StoreError, StoreLimits, Stored, SystemClock,
+};
 use crate::document::Document;
 use crate::summary::StoredInfo;
+
+/// The most bytes of documents a compressed memory store keeps decoded.
+const LOADED_BYTES: u64 = 16 << 20;
 
 /// Stored results in memory.
 #[derive(Debug)]
 pub struct MemoryStore {
     limits: StoreLimits,
-    ledger: Mutex<Ledger<Arc<Stored>>>,
+    ledger: Mutex<Ledger<Kept>>,
     clock: Arc<dyn Clock>,
+    /// Results are kept in zstd frames.
+    compress: bool,
+    /// Compressed results read lately, decoded.
+    loaded: Loaded,
 }
 
-impl Held for Arc<Stored> {
+/// How a result is kept.
+#[derive(Debug)]
+enum Kept {
+    /// As its document.
+    Whole(Arc<Stored>),
+    /// In frames (shared, so that a read decodes them outside the lock).
+    Framed(Arc<Frames>),
+}
+
+/// A result in zstd frames.
+#[derive(Debug)]
+struct Frames {
+    owner: Owner,
+    /// What is known of it, as [`framed::encode`] wrote it.
+    meta: Vec<u8>,
+    frames: Vec<Vec<u8>>,
+    /// The frames' and the meta's bytes.
+    weight: u64,
+    /// Its brief (`expires_at` aside: the ledger keeps the expiry).
+    brief: Brief,
+}
+
+impl Held for Kept {
     fn owner(&self) -> &Owner {
-        &self.owner
+        match self {
+            Kept::Whole(stored) => &stored.owner,
+            Kept::Framed(frames) => &frames.owner,
+        }
     }
 
-    /// An entry's bytes are its document's memory, indexes made while it
-    /// is read included: counted again whenever the store is used, so the
-    /// bound holds as documents are read.
+    /// A document's bytes are its memory, indexes made while it is read
+    /// included: counted again whenever the store is used, so the bound
+    /// holds as documents are read. Frames weigh what they hold.
     fn bytes(&self) -> u64 {
-        self.doc.memory() as u64
+        match self {
+            Kept::Whole(stored) => stored.doc.memory() as u64,
+            Kept::Framed(frames) => frames.weight,
+        }
     }
 }
 
@@ -40,11 +86,52 @@ impl MemoryStore {
             limits,
             ledger: Mutex::default(),
             clock,
+            compress: false,
+            loaded: Loaded::new(0),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Ledger<Arc<Stored>>> {
+    /// The store, its results kept in zstd frames (`compress`) or not.
+    pub fn compressed(mut self, compress: bool) -> Self {
+        self.compress = compress;
+        self.loaded = Loaded::new(LOADED_BYTES.min(self.limits.max_bytes / 8));
+        self
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Ledger<Kept>> {
         self.ledger.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `stored`, in frames.
+    fn framed(&self, stored: &Stored) -> Result<Kept, StoreError> {
+        let encoded = framed::encode(stored, true).map_err(|e| StoreError::Unavailable {
+            backend: "memory",
+            why: format!("the result could not be compressed: {e}"),
+        })?;
+        Ok(Kept::Framed(Arc::new(Frames {
+            owner: stored.owner.clone(),
+            meta: encoded.meta,
+            frames: encoded.frames,
+            weight: encoded.weight,
+            brief: Brief::of(stored, stored.created),
+        })))
+    }
+
+    /// The document of `handle`, kept in `frames`: decoded lately, or now.
+    fn decoded(&self, handle: &str, frames: &Frames) -> Result<Arc<Stored>, StoreError> {
+        if let Some(stored) = self.loaded.get(handle) {
+            return Ok(stored);
+        }
+        let unreadable = |why: String| StoreError::Unavailable {
+            backend: "memory",
+            why: format!("{handle} does not read back: {why}"),
+        };
+        let meta = Meta::parse(&frames.meta).ok_or_else(|| unreadable("its meta".into()))?;
+        let stored = Arc::new(framed::decode(handle, meta, &frames.frames).map_err(unreadable)?);
+        if self.lock().has(handle) {
+            self.loaded.keep(stored.clone());
+        }
+        Ok(stored)
     }
 }
 
@@ -57,46 +144,80 @@ impl Store for MemoryStore {
         self.limits
     }
 
+    fn in_place(&self) -> bool {
+        !self.compress
+    }
+
     fn put(
         &self,
         owner: &Owner,
         doc: Document,
         info: StoredInfo,
     ) -> Result<Arc<Stored>, StoreError> {
-        let bytes = doc.memory() as u64;
+        if !self.compress && doc.memory() as u64 > self.limits.max_bytes {
+            return Err(StoreError::TooLarge {
+                bytes: doc.memory() as u64,
+                max: self.limits.max_bytes,
+            });
+        }
+        let stored = Arc::new(Stored::new(owner, doc, info, self.clock.wall()));
+        let kept = if self.compress {
+            self.framed(&stored)?
+        } else {
+            Kept::Whole(stored.clone())
+        };
+        let bytes = kept.bytes();
         if bytes > self.limits.max_bytes {
             return Err(StoreError::TooLarge {
                 bytes,
                 max: self.limits.max_bytes,
             });
         }
-        let stored = Arc::new(Stored::new(owner, doc, info, self.clock.wall()));
-        let mut ledger = self.lock();
-        ledger.recount_all();
-        ledger.make_room(self.limits.max_bytes, bytes, None);
-        ledger.insert(
-            stored.handle.clone(),
-            stored.clone(),
-            self.clock.now() + self.limits.ttl,
-        );
+        let evicted = {
+            let mut ledger = self.lock();
+            ledger.recount_all();
+            let evicted = ledger.make_room(self.limits.max_bytes, bytes, None);
+            ledger.insert(
+                stored.handle.clone(),
+                kept,
+                self.clock.now() + self.limits.ttl,
+            );
+            evicted
+        };
+        if self.compress {
+            let evicted: Vec<String> = evicted.into_iter().map(|(h, _)| h).collect();
+            self.loaded.forget(&evicted);
+            // Its next page is likely read soon.
+            self.loaded.keep(stored.clone());
+        }
         Ok(stored)
     }
 
     fn get(&self, owner: &Owner, handle: &str) -> Result<Listed, StoreError> {
         let now = self.clock.now();
-        let mut ledger = self.lock();
-        let stored = ledger
-            .use_entry(
-                owner,
-                handle,
-                now,
-                now + self.limits.ttl,
-                self.limits.ttl.as_secs(),
-            )
-            .map_err(|(e, _)| e)?
-            .clone();
-        ledger.recount(handle);
-        ledger.make_room(self.limits.max_bytes, 0, Some(handle));
+        let kept = {
+            let mut ledger = self.lock();
+            let kept = match ledger
+                .use_entry(
+                    owner,
+                    handle,
+                    now,
+                    now + self.limits.ttl,
+                    self.limits.ttl.as_secs(),
+                )
+                .map_err(|(e, _)| e)?
+            {
+                Kept::Whole(stored) => Kept::Whole(stored.clone()),
+                Kept::Framed(frames) => Kept::Framed(frames.clone()),
+            };
+            ledger.recount(handle);
+            ledger.make_room(self.limits.max_bytes, 0, Some(handle));
+            kept
+        };
+        let stored = match kept {
+            Kept::Whole(stored) => stored,
+            Kept::Framed(frames) => self.decoded(handle, &frames)?,
+        };
         Ok(Listed {
             stored,
             expires_at: self.clock.wall() + self.limits.ttl,
@@ -106,14 +227,20 @@ impl Store for MemoryStore {
     fn list(&self, owner: &Owner, limit: usize) -> Vec<Brief> {
         let when = (self.clock.now(), self.clock.wall());
         self.lock()
-            .briefs(owner, when, limit, |stored, expires_at| {
-                Brief::of(stored, expires_at)
+            .briefs(owner, when, limit, |kept, expires_at| match kept {
+                Kept::Whole(stored) => Brief::of(stored, expires_at),
+                Kept::Framed(frames) => Brief {
+                    expires_at,
+                    ..frames.brief.clone()
+                },
             })
     }
 
     fn purge_expired(&self) -> usize {
         let now = self.clock.now();
-        self.lock().purge(now).len()
+        let purged: Vec<String> = self.lock().purge(now).into_iter().map(|(h, _)| h).collect();
+        self.loaded.forget(&purged);
+        purged.len()
     }
 
     fn usage(&self) -> (usize, u64) {
@@ -286,6 +413,56 @@ mod tests {
                 Err(StoreError::Evicted(_))
             ));
         }
+    }
+
+    #[test]
+    fn compressed_results_weigh_their_frames_and_read_back_whole() {
+        let rows = |n: usize| {
+            let rows: Vec<String> = (0..n)
+                .map(|i| {
+                    format!(
+                        "{{\"id\":\"SKU-{i:05}\",\"name\":\"item {i}\",\"stock\":{}}}",
+                        i % 97
+                    )
+                })
+                .collect();
+            Document::json(format!("[{}]", rows.join(","))).unwrap()
+        };
+        let whole = rows(20_000).memory() as u64;
+        let store = MemoryStore::new(StoreLimits {
+            max_bytes: whole * 2,
+            ttl: Duration::from_secs(60),
+        })
+        .compressed(true);
+        assert!(
+            !store.in_place(),
+            "decompressing is no work for an async thread"
+        );
+        let a = store.put(&session(1), rows(20_000), info()).unwrap();
+        let (entries, held) = store.usage();
+        assert_eq!(entries, 1);
+        assert!(held * 4 < whole, "frames: {held} bytes for {whole}");
+        // Read back from its frames once the decoded copy is gone: the
+        // same text, index and owner.
+        store.loaded.forget(std::slice::from_ref(&a.handle));
+        let read = store.get(&session(1), &a.handle).unwrap().stored;
+        assert!(!Arc::ptr_eq(&read, &a), "decoded anew");
+        assert_eq!(read.doc.text_str(), a.doc.text_str());
+        assert_eq!(read.owner, session(1));
+        assert_eq!(
+            store.get(&session(2), &a.handle).unwrap_err(),
+            StoreError::Unknown(a.handle.clone())
+        );
+        assert_eq!(store.list(&session(1), 10)[0].handle, a.handle);
+        // Many fit where two documents would: the bound counts frames.
+        let more: Vec<_> = (0..6)
+            .map(|_| store.put(&session(1), rows(20_000), info()).unwrap())
+            .collect();
+        assert_eq!(store.usage().0, 7);
+        assert!(store.get(&session(1), &more[5].handle).is_ok());
+        // Decoded copies stay within their bound (the last one read aside).
+        let decoded: u64 = store.loaded.held();
+        assert!(decoded <= (whole * 2 / 8).max(whole), "{decoded}");
     }
 
     #[test]

@@ -194,6 +194,12 @@ pub trait Store: Send + Sync {
     fn backend(&self) -> &'static str;
     /// Its bounds: how much, and for how long.
     fn limits(&self) -> StoreLimits;
+    /// Whether its calls are quick work in memory, which may run on an
+    /// async thread (no I/O, no decompression): else the embedding calls
+    /// it where blocking is allowed.
+    fn in_place(&self) -> bool {
+        false
+    }
     /// Stores `doc` for `owner`.
     fn put(
         &self,

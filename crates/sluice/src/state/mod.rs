@@ -44,17 +44,18 @@ pub enum StateError {
     Redis(String),
 }
 
-/// Runs `f` on `store`: here for the memory store (no hop on the
-/// pass-through path), on the runtime's blocking pool for a backend that
-/// does I/O (a file, a Redis server: never on a runtime thread, which the
-/// Redis store's commands also run on); `failed` makes what to give if
-/// that thread was lost.
+/// Runs `f` on `store`: here for a store whose calls are quick work in
+/// memory (the memory store, uncompressed: no hop on the pass-through
+/// path), on the runtime's blocking pool for one that does I/O or
+/// decompresses (a file, a Redis server: never on a runtime thread, which
+/// the Redis store's commands also run on); `failed` makes what to give
+/// if that thread was lost.
 pub async fn on_store<T: Send + 'static>(
     store: &Arc<dyn Store>,
     f: impl FnOnce(&dyn Store) -> T + Send + 'static,
     failed: impl FnOnce(String) -> T,
 ) -> T {
-    if store.backend() == "memory" {
+    if store.in_place() {
         return f(&**store);
     }
     let store = store.clone();
@@ -82,7 +83,7 @@ pub fn open(settings: &StoreSettings) -> Result<State, StateError> {
     let mut shared = None;
     let (store, kept_secret): (Arc<dyn Store>, Option<PathBuf>) = match &settings.backend {
         StoreBackend::Memory => (
-            Arc::new(MemoryStore::with_clock(settings.limits, clock)),
+            Arc::new(MemoryStore::with_clock(settings.limits, clock).compressed(settings.compress)),
             None,
         ),
         StoreBackend::Disk { path } => {
