@@ -16,6 +16,12 @@
 //! - `expiry`: handle → when it expires (Unix milliseconds): renewed
 //!   expiries are written in batches, when expired entries are purged.
 //!
+//! After an I/O error (a full disk, say) redb refuses every later
+//! operation until the database is opened again: the store then closes it
+//! and opens it again on its next use (at most once a second), so that it
+//! works again by itself once the disk does; meanwhile every call fails as
+//! [`StoreError::Unavailable`].
+//!
 //! What is in memory is the ledger (owner, size and expiry of every entry,
 //! a few bytes each) and the documents read lately (at most
 //! [`super::LOADED_BYTES`], and at least the last one): what the store holds does
@@ -25,8 +31,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
 
 use redb::{Database, ReadableDatabase as _, ReadableTable as _, TableDefinition};
 
@@ -51,6 +57,11 @@ pub const FILE: &str = "store.redb";
 /// the process would grow with the store). Frames are read once per
 /// document read back, which is then kept decoded.
 const DB_CACHE_BYTES: usize = 16 << 20;
+/// The least time between two attempts to open the database again.
+const REOPEN_EVERY: Duration = Duration::from_secs(1);
+
+/// Opens the database.
+type Opener = Box<dyn Fn() -> Result<Database, redb::DatabaseError> + Send + Sync>;
 
 /// Why the disk store cannot be opened.
 #[derive(Debug, thiserror::Error)]
@@ -109,7 +120,13 @@ pub struct DiskStore {
     limits: StoreLimits,
     compress: bool,
     path: PathBuf,
-    db: Database,
+    /// The database; `None` once an I/O error closed it, until it is
+    /// opened again.
+    db: RwLock<Option<Database>>,
+    /// Opens the database (again).
+    opener: Opener,
+    /// When it was last opened again (or tried to be).
+    reopened: Mutex<Option<std::time::Instant>>,
     ledger: Mutex<Ledger<OnDisk>>,
     /// Documents read back lately, the most recent last.
     loaded: Loaded,
@@ -149,18 +166,32 @@ impl DiskStore {
             path: dir.to_owned(),
             source,
         })?;
+        let file = path.clone();
+        let opener: Opener = Box::new(move || {
+            Database::builder()
+                .set_cache_size(DB_CACHE_BYTES)
+                .set_check_integrity_on_open(true)
+                .create(&file)
+        });
+        Self::with_opener(path, limits, compress, clock, opener)
+    }
+
+    /// The store of the database `opener` opens (the file `path`, as
+    /// messages name it).
+    fn with_opener(
+        path: PathBuf,
+        limits: StoreLimits,
+        compress: bool,
+        clock: Arc<dyn Clock>,
+        opener: Opener,
+    ) -> Result<Self, DiskStoreError> {
         let damaged = |why: String| DiskStoreError::Damaged {
             path: path.clone(),
             why,
         };
         // A damaged file fails the check as `Corrupted`; a plain open may
         // panic on one, so the check is caught too.
-        let opened = std::panic::catch_unwind(|| {
-            Database::builder()
-                .set_cache_size(DB_CACHE_BYTES)
-                .set_check_integrity_on_open(true)
-                .create(&path)
-        });
+        let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&opener));
         let db = match opened {
             Ok(Ok(db)) => db,
             Ok(Err(redb::DatabaseError::DatabaseAlreadyOpen)) => {
@@ -181,7 +212,9 @@ impl DiskStore {
             limits,
             compress,
             path: path.clone(),
-            db,
+            db: RwLock::new(Some(db)),
+            opener,
+            reopened: Mutex::default(),
             ledger: Mutex::default(),
             loaded: Loaded::new(limits.max_bytes),
             renewed: Mutex::default(),
@@ -198,7 +231,11 @@ impl DiskStore {
     /// `max_bytes`; drops what expired meanwhile, and the entries another
     /// version of sluice wrote that this one does not read.
     fn load(&self) -> Result<(), String> {
-        let txn = self.db.begin_write().map_err(|e| e.to_string())?;
+        let db = self.db.read().unwrap_or_else(|p| p.into_inner());
+        let Some(db) = db.as_ref() else {
+            return Err("the database is closed".into());
+        };
+        let txn = db.begin_write().map_err(|e| e.to_string())?;
         let now = self.clock.now();
         let wall = self.clock.wall();
         let mut dropped = Vec::new();
@@ -278,6 +315,48 @@ impl DiskStore {
         self.ledger.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Runs `f` on the database. An I/O error closes it (redb would refuse
+    /// everything after one): the next use opens it again, at most once
+    /// every [`REOPEN_EVERY`].
+    fn with_db<T>(&self, f: impl FnOnce(&Database) -> Result<T, redb::Error>) -> Result<T, String> {
+        if self.db.read().unwrap_or_else(|p| p.into_inner()).is_none() {
+            self.reopen()?;
+        }
+        let outcome = match &*self.db.read().unwrap_or_else(|p| p.into_inner()) {
+            Some(db) => f(db),
+            None => return Err("the database is closed after an I/O error".into()),
+        };
+        outcome.map_err(|e| {
+            if matches!(e, redb::Error::Io(_) | redb::Error::PreviousIo) {
+                // Dropped once every reader is done with it.
+                *self.db.write().unwrap_or_else(|p| p.into_inner()) = None;
+            }
+            e.to_string()
+        })
+    }
+
+    /// Opens the database again after an I/O error closed it.
+    fn reopen(&self) -> Result<(), String> {
+        let now = self.clock.now();
+        {
+            let mut last = self.reopened.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|at| now.saturating_duration_since(at) < REOPEN_EVERY) {
+                return Err(
+                    "the database is closed after an I/O error; it is opened again shortly".into(),
+                );
+            }
+            *last = Some(now);
+        }
+        let mut db = self.db.write().unwrap_or_else(|p| p.into_inner());
+        if db.is_none() {
+            let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&self.opener))
+                .map_err(|_| "opening it again failed: it does not read".to_owned())?
+                .map_err(|e| format!("opening it again failed: {e}"))?;
+            *db = Some(opened);
+        }
+        Ok(())
+    }
+
     fn unavailable(&self, why: impl std::fmt::Display) -> StoreError {
         StoreError::Unavailable {
             backend: "disk",
@@ -290,14 +369,14 @@ impl DiskStore {
         if handles.is_empty() {
             return;
         }
-        let deleted = (|| -> Result<(), redb::Error> {
-            let txn = self.db.begin_write()?;
+        let deleted = self.with_db(|db| {
+            let txn = db.begin_write()?;
             for handle in handles {
                 delete(&txn, handle)?;
             }
             txn.commit()?;
             Ok(())
-        })();
+        });
         // Out of the ledger either way: a later start finds what was not
         // deleted and, expired, deletes it then.
         self.note(deleted.map_err(|e| format!("deleting {} results failed: {e}", handles.len())));
@@ -320,23 +399,27 @@ impl DiskStore {
 
     /// Reads `handle` back from the file.
     fn read(&self, handle: &str) -> Result<Arc<Stored>, StoreError> {
-        let txn = self.db.begin_read().map_err(|e| self.unavailable(e))?;
-        let results = txn.open_table(RESULTS).map_err(|e| self.unavailable(e))?;
-        let meta = results
-            .get(handle)
+        let (meta, frames) = self
+            .with_db(|db| {
+                let txn = db.begin_read()?;
+                let meta = txn
+                    .open_table(RESULTS)?
+                    .get(handle)?
+                    .map(|meta| meta.value().to_vec());
+                let Some(meta) = meta else {
+                    return Ok(None);
+                };
+                let table = txn.open_table(FRAMES)?;
+                let mut frames = Vec::new();
+                while let Some(frame) = table.get((handle, frames.len() as u32))? {
+                    frames.push(frame.value().to_vec());
+                }
+                Ok(Some((meta, frames)))
+            })
             .map_err(|e| self.unavailable(e))?
             .ok_or_else(|| self.unavailable(format!("{handle} is missing from the file")))?;
-        let meta = Meta::parse(meta.value())
+        let meta = Meta::parse(&meta)
             .ok_or_else(|| self.unavailable(format!("the entry of {handle} does not read")))?;
-        let table = txn.open_table(FRAMES).map_err(|e| self.unavailable(e))?;
-        let mut frames = Vec::with_capacity(meta.frames as usize);
-        for n in 0..meta.frames {
-            let frame = table
-                .get((handle, n))
-                .map_err(|e| self.unavailable(e))?
-                .ok_or_else(|| self.unavailable(format!("frame {n} of {handle} is missing")))?;
-            frames.push(frame.value().to_vec());
-        }
         framed::decode(handle, meta, &frames)
             .map(Arc::new)
             .map_err(|e| self.unavailable(e))
@@ -356,8 +439,8 @@ impl DiskStore {
                 max: self.limits.max_bytes,
             });
         }
-        let written = (|| -> Result<(), redb::Error> {
-            let txn = self.db.begin_write()?;
+        let written = self.with_db(|db| {
+            let txn = db.begin_write()?;
             {
                 let mut table = txn.open_table(FRAMES)?;
                 for (n, frame) in frames.iter().enumerate() {
@@ -370,7 +453,7 @@ impl DiskStore {
             }
             txn.commit()?;
             Ok(())
-        })();
+        });
         self.note(
             written
                 .as_ref()
@@ -387,8 +470,8 @@ impl DiskStore {
         if renewed.is_empty() {
             return;
         }
-        let written = (|| -> Result<(), redb::Error> {
-            let txn = self.db.begin_write()?;
+        let written = self.with_db(|db| {
+            let txn = db.begin_write()?;
             {
                 let results = txn.open_table(RESULTS)?;
                 let mut expiry = txn.open_table(EXPIRY)?;
@@ -401,7 +484,7 @@ impl DiskStore {
             }
             txn.commit()?;
             Ok(())
-        })();
+        });
         if written.is_err() {
             // Kept for the next time, unless renewed again meanwhile.
             let mut later = self.renewed.lock().unwrap_or_else(|p| p.into_inner());
@@ -611,6 +694,94 @@ mod tests {
     fn put(store: &DiskStore, owner: &Owner, doc: Document) -> Arc<Stored> {
         let info = info("t", &doc);
         store.put(owner, doc, info).unwrap()
+    }
+
+    /// A database in memory whose writes fail (as on a full disk) while
+    /// `full` is set; what it holds outlives a reopening.
+    #[derive(Debug)]
+    struct FillingDisk {
+        bytes: Arc<redb::backends::InMemoryBackend>,
+        full: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl FillingDisk {
+        fn check(&self) -> std::io::Result<()> {
+            if self.full.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(std::io::Error::from(std::io::ErrorKind::StorageFull));
+            }
+            Ok(())
+        }
+    }
+
+    impl redb::StorageBackend for FillingDisk {
+        fn len(&self) -> std::io::Result<u64> {
+            self.bytes.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            self.bytes.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.check()?;
+            self.bytes.set_len(len)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.check()?;
+            self.bytes.sync_data()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            self.check()?;
+            self.bytes.write(offset, data)
+        }
+    }
+
+    #[test]
+    fn a_full_disk_fails_what_must_be_written_and_the_store_recovers_by_itself() {
+        let bytes = Arc::new(redb::backends::InMemoryBackend::new());
+        let full = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let disk = (bytes.clone(), full.clone());
+        let opener: Opener = Box::new(move || {
+            Database::builder().create_with_backend(FillingDisk {
+                bytes: disk.0.clone(),
+                full: disk.1.clone(),
+            })
+        });
+        let clock = ManualClock::new();
+        let store = DiskStore::with_opener(
+            PathBuf::from("/var/lib/sluice/store.redb"),
+            limits(1 << 30),
+            true,
+            clock.clone(),
+            opener,
+        )
+        .unwrap();
+        let owner = Owner::Principal("alice".into());
+        let before = put(&store, &owner, rows(2000));
+        assert_eq!(store.health(), Ok(()));
+
+        full.store(true, std::sync::atomic::Ordering::Relaxed);
+        let doc = rows(10);
+        let info = info("t", &doc);
+        let failed = store.put(&owner, doc, info).unwrap_err();
+        assert!(
+            matches!(&failed, StoreError::Unavailable { backend: "disk", why } if why.contains("/var/lib/sluice/store.redb")),
+            "{failed:?}"
+        );
+        let problem = store.health().unwrap_err();
+        assert!(problem.contains("storing a result failed"), "{problem}");
+        // Nothing half-stored: only the result from before is held.
+        assert_eq!(store.usage().0, 1);
+
+        // The disk has room again: the next write opens the database again
+        // (after a second) and works; what was stored before reads back.
+        full.store(false, std::sync::atomic::Ordering::Relaxed);
+        clock.advance(Duration::from_secs(2));
+        let after = put(&store, &owner, rows(20));
+        assert_eq!(store.health(), Ok(()));
+        store.loaded.forget(std::slice::from_ref(&before.handle));
+        let read = store.get(&owner, &before.handle).unwrap().stored;
+        assert_eq!(read.doc.text_str(), before.doc.text_str());
+        assert!(store.get(&owner, &after.handle).is_ok());
+        assert_eq!(store.usage().0, 2);
     }
 
     #[test]
