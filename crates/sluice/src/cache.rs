@@ -42,6 +42,7 @@ use serde_json::{Value, json};
 use sluice_core::cache::{CachePolicy, CacheSettings};
 
 use crate::jsonrpc::Message;
+use crate::state::backing::Backing;
 use crate::state::shared::{Shared, SharedEntry, Written};
 use crate::upstream::CallError;
 
@@ -280,7 +281,7 @@ pub struct ResultCache {
     refreshing: Arc<Mutex<HashSet<String>>>,
     settings: CacheSettings,
     /// The entries every instance shares, if any.
-    shared: Option<Arc<Shared>>,
+    shared: Option<Backing>,
 }
 
 /// Each entry's lifetime and idle expiry, from its own policy.
@@ -350,8 +351,9 @@ impl ResultCache {
         }
     }
 
-    /// The cache, its entries shared with every instance through `shared`.
-    pub fn shared(mut self, shared: Option<Arc<Shared>>) -> Self {
+    /// The cache, its entries kept in `shared` too: shared with every
+    /// instance (Redis), or kept across restarts (disk).
+    pub fn shared(mut self, shared: Option<Backing>) -> Self {
         self.shared = shared;
         self
     }
@@ -422,7 +424,7 @@ impl ResultCache {
     /// [`Self::serve`] with entries shared through `shared`.
     async fn serve_shared(
         &self,
-        shared: &Arc<Shared>,
+        shared: &Backing,
         key: String,
         tool: Arc<str>,
         policy: CachePolicy,
@@ -449,6 +451,23 @@ impl ResultCache {
             };
         }
         let local = self.local(&key, &tool).await;
+        // Only this process writes the entries (disk): its copy is current,
+        // and an entry it lacks may be there from before a restart.
+        if shared.exclusive() {
+            if let Some(entry) = local {
+                return self.hit(&key, entry, &fetch);
+            }
+            if let Ok(Some(kept)) = shared.cache_get(&key, policy.idle).await
+                && let Some(entry) = entry_of_shared(kept, &key, &tool, policy, true)
+            {
+                let entry = Arc::new(entry);
+                self.insert(key.clone(), entry.clone()).await;
+                return self.hit(&key, entry, &fetch);
+            }
+            return self
+                .miss(key, tool, policy, fetch, Some(shared.clone()))
+                .await;
+        }
         match shared.cache_stamp(&key, policy.idle).await {
             Ok(Some(stamp)) => {
                 // This instance's copy, if it is of the entry that lives.
@@ -489,7 +508,7 @@ impl ResultCache {
         tool: Arc<str>,
         policy: CachePolicy,
         fetch: Fetch,
-        shared: Option<Arc<Shared>>,
+        shared: Option<Backing>,
     ) -> Served {
         // Only the caller whose call runs sees its answer moved into the
         // entry; the ones waiting on it get the entry (or the error).
@@ -738,7 +757,7 @@ fn entry_of_shared(
 /// answer was an error, which is never kept). If Redis fails, the call
 /// goes upstream as without it.
 async fn fill_shared(
-    shared: &Arc<Shared>,
+    shared: &Backing,
     key: &str,
     tool: &Arc<str>,
     policy: CachePolicy,

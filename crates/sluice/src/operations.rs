@@ -38,6 +38,7 @@ use sluice_core::store::Owner;
 use tokio_util::sync::CancellationToken;
 
 use crate::govern::{ToolAnswer, with_meta, with_meta_as_sent};
+use crate::state::backing::Backing;
 use crate::state::shared::{HEARTBEAT_LEASE, Shared};
 
 /// How often the owner of running operations writes what changed in them
@@ -292,7 +293,7 @@ pub struct Operation {
 /// What an operation needs to write its record.
 #[derive(Clone)]
 struct Sharing {
-    link: Arc<Shared>,
+    link: Backing,
     retention: Duration,
 }
 
@@ -367,8 +368,8 @@ impl Operation {
     }
 
     /// The operation another instance owns, as its `record` says; failed
-    /// if it runs and that instance is not `alive`.
-    fn from_record(id: &str, record: &Value, alive: bool) -> Option<Self> {
+    /// if it runs and its instance was `lost` (why).
+    fn from_record(id: &str, record: &Value, lost: Option<String>) -> Option<Self> {
         if record.get("v") != Some(&json!(1)) {
             return None;
         }
@@ -408,11 +409,11 @@ impl Operation {
             _ => None,
         };
         let mut ended = at("ended_ms").map(ago);
-        if status == Status::Running && !alive {
+        if status == Status::Running
+            && let Some(why) = lost
+        {
             status = Status::Failed;
-            outcome = Some(Outcome::Failed(format!(
-                "the sluice instance that ran it ({instance}) stopped: its heartbeat lapsed, so its call is lost. Call the tool again"
-            )));
+            outcome = Some(Outcome::Failed(why));
             ended = Some(Instant::now());
         }
         let partial = record
@@ -574,31 +575,33 @@ type ById = Arc<Mutex<HashMap<String, Arc<Operation>>>>;
 pub struct Operations {
     settings: OperationSettings,
     ops: ById,
-    /// The link to the other instances, if operations are shared.
-    shared: Option<Arc<Shared>>,
+    /// Where records of operations go (other instances read them there;
+    /// on disk, a restarted sluice), if anywhere.
+    shared: Option<Backing>,
 }
 
 impl Operations {
-    /// No operations yet; shared with the other instances through
-    /// `shared`, if given, with the cancellations they ask of this one.
+    /// No operations yet; their records kept in `shared`, if given: with
+    /// the cancellations other instances ask of this one (`asked`), when
+    /// it is shared with them.
     pub fn new(
         settings: OperationSettings,
-        shared: Option<(Arc<Shared>, tokio::sync::mpsc::Receiver<String>)>,
+        shared: Option<Backing>,
+        asked: Option<tokio::sync::mpsc::Receiver<String>>,
     ) -> Self {
         let ops = ById::default();
-        let link = shared.map(|(link, asked)| {
+        if let (Some(link), Some(asked)) = (&shared, asked) {
             tokio::spawn(keep_shared(
                 Arc::downgrade(&ops),
                 link.clone(),
                 asked,
                 settings.retention,
             ));
-            link
-        });
+        }
         Self {
             settings,
             ops,
-            shared: link,
+            shared,
         }
     }
 
@@ -899,7 +902,7 @@ pub fn stop(op: &Operation) -> Result<(), Status> {
 
 /// Operation `id` as its owner's record says, if another instance wrote
 /// one: failed if the owner's heartbeat lapsed.
-async fn read_remote(link: &Shared, id: &str) -> Result<Option<Operation>, String> {
+async fn read_remote(link: &Backing, id: &str) -> Result<Option<Operation>, String> {
     let Some(record) = link.operation_read(id).await? else {
         return Ok(None);
     };
@@ -907,16 +910,16 @@ async fn read_remote(link: &Shared, id: &str) -> Result<Option<Operation>, Strin
         return Ok(None);
     };
     // Only a running operation's owner needs to be alive.
-    let alive = match (
+    let lost = match (
         record.get("instance").and_then(Value::as_str),
         record.get("status").and_then(Value::as_str),
     ) {
         (Some(instance), Some("running")) if instance != link.instance() => {
-            link.alive(instance).await?
+            link.lost(instance).await?
         }
-        _ => true,
+        _ => None,
     };
-    Ok(Operation::from_record(id, &record, alive))
+    Ok(Operation::from_record(id, &record, lost))
 }
 
 /// While the operations live: renews this instance's heartbeat, writes
@@ -924,7 +927,7 @@ async fn read_remote(link: &Shared, id: &str) -> Result<Option<Operation>, Strin
 /// instance asks it to.
 async fn keep_shared(
     ops: std::sync::Weak<Mutex<HashMap<String, Arc<Operation>>>>,
-    link: Arc<Shared>,
+    link: Backing,
     mut asked: tokio::sync::mpsc::Receiver<String>,
     retention: Duration,
 ) {

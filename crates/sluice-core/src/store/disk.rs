@@ -16,6 +16,12 @@
 //! - `expiry`: handle → when it expires (Unix milliseconds): renewed
 //!   expiries are written in batches, when expired entries are purged.
 //!
+//! And what else sluice keeps beside results ([`Side`]): `cache` (the
+//! result cache's entries, written without a sync: a crash may lose the
+//! last ones, which are only a cache) and `operations` (operations'
+//! records, synced), by key, with `side_index`: key → (expiry, bytes), for
+//! purging them and bounding the cache's.
+//!
 //! After an I/O error (a full disk, say) redb refuses every later
 //! operation until the database is opened again: the store then closes it
 //! and opens it again on its next use (at most once a second), so that it
@@ -50,6 +56,38 @@ const RESULTS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("results"
 const FRAMES: TableDefinition<'_, (&str, u32), &[u8]> = TableDefinition::new("frames");
 /// handle → when it expires, in Unix milliseconds.
 const EXPIRY: TableDefinition<'_, &str, u64> = TableDefinition::new("expiry");
+/// Cache entries, by key.
+const CACHE: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("cache");
+/// Operations' records, by id.
+const OPERATIONS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("operations");
+/// `c:{key}` or `o:{id}` → (expiry in Unix ms, bytes).
+const SIDE_INDEX: TableDefinition<'_, &str, (u64, u64)> = TableDefinition::new("side_index");
+
+/// State kept beside results in the store's file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The result cache's entries: written without a sync, bounded by
+    /// [`DiskStore::bound_cache`] (the entries nearest their end go first).
+    Cache,
+    /// Operations' records: synced when written.
+    Operations,
+}
+
+impl Side {
+    fn table(self) -> TableDefinition<'static, &'static str, &'static [u8]> {
+        match self {
+            Side::Cache => CACHE,
+            Side::Operations => OPERATIONS,
+        }
+    }
+
+    fn index_key(self, key: &str) -> String {
+        match self {
+            Side::Cache => format!("c:{key}"),
+            Side::Operations => format!("o:{key}"),
+        }
+    }
+}
 
 /// The database file in the store's directory.
 pub const FILE: &str = "store.redb";
@@ -127,6 +165,10 @@ pub struct DiskStore {
     opener: Opener,
     /// When it was last opened again (or tried to be).
     reopened: Mutex<Option<std::time::Instant>>,
+    /// The most bytes of cache entries kept ([`DiskStore::bound_cache`]).
+    cache_bytes: std::sync::atomic::AtomicU64,
+    /// Cache entries were written without a sync since the last one.
+    unsynced: std::sync::atomic::AtomicBool,
     ledger: Mutex<Ledger<OnDisk>>,
     /// Documents read back lately, the most recent last.
     loaded: Loaded,
@@ -215,6 +257,8 @@ impl DiskStore {
             db: RwLock::new(Some(db)),
             opener,
             reopened: Mutex::default(),
+            cache_bytes: std::sync::atomic::AtomicU64::new(256 << 20),
+            unsynced: Default::default(),
             ledger: Mutex::default(),
             loaded: Loaded::new(limits.max_bytes),
             renewed: Mutex::default(),
@@ -332,6 +376,112 @@ impl DiskStore {
                 *self.db.write().unwrap_or_else(|p| p.into_inner()) = None;
             }
             e.to_string()
+        })
+    }
+
+    /// Bounds the cache entries kept ([`Side::Cache`]) to `bytes`.
+    pub fn bound_cache(&self, bytes: u64) {
+        self.cache_bytes
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The value under `key` in `side`, unless it expired.
+    pub fn side_get(&self, side: Side, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let now = millis(self.clock.wall());
+        let index_key = side.index_key(key);
+        self.with_db(|db| {
+            let txn = db.begin_read()?;
+            let index = match txn.open_table(SIDE_INDEX) {
+                Ok(index) => index,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            let live = index
+                .get(index_key.as_str())?
+                .is_some_and(|entry| entry.value().0 > now);
+            if !live {
+                return Ok(None);
+            }
+            Ok(txn
+                .open_table(side.table())?
+                .get(key)?
+                .map(|v| v.value().to_vec()))
+        })
+        .map_err(|e| self.unavailable(e))
+    }
+
+    /// Keeps `value` under `key` in `side` until `expires`, replacing what
+    /// was there.
+    pub fn side_put(
+        &self,
+        side: Side,
+        key: &str,
+        value: &[u8],
+        expires: SystemTime,
+    ) -> Result<(), StoreError> {
+        let index_key = side.index_key(key);
+        self.with_db(|db| {
+            let mut txn = db.begin_write()?;
+            if side == Side::Cache {
+                txn.set_durability(redb::Durability::None)?;
+            }
+            txn.open_table(side.table())?.insert(key, value)?;
+            txn.open_table(SIDE_INDEX)?
+                .insert(index_key.as_str(), (millis(expires), value.len() as u64))?;
+            txn.commit()?;
+            Ok(())
+        })
+        .map_err(|e| self.unavailable(e))?;
+        if side == Side::Cache {
+            self.unsynced
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Drops the side entries that expired, and the cache entries nearest
+    /// their end beyond the cache's bound.
+    fn purge_side(&self) -> Result<(), String> {
+        let now = millis(self.clock.wall());
+        let bound = self.cache_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        self.with_db(|db| {
+            let txn = db.begin_write()?;
+            {
+                let mut index = txn.open_table(SIDE_INDEX)?;
+                let mut cache: Vec<(u64, u64, String)> = Vec::new();
+                let mut gone = Vec::new();
+                for row in index.iter()? {
+                    let (key, entry) = row?;
+                    let (expires, bytes) = entry.value();
+                    let key = key.value().to_owned();
+                    if expires <= now {
+                        gone.push(key);
+                    } else if key.starts_with("c:") {
+                        cache.push((expires, bytes, key));
+                    }
+                }
+                let mut held: u64 = cache.iter().map(|(_, bytes, _)| bytes).sum();
+                cache.sort();
+                for (_, bytes, key) in cache {
+                    if held <= bound {
+                        break;
+                    }
+                    held -= bytes;
+                    gone.push(key);
+                }
+                let mut cached = txn.open_table(CACHE)?;
+                let mut operations = txn.open_table(OPERATIONS)?;
+                for key in &gone {
+                    index.remove(key.as_str())?;
+                    if let Some(key) = key.strip_prefix("c:") {
+                        cached.remove(key)?;
+                    } else if let Some(key) = key.strip_prefix("o:") {
+                        operations.remove(key)?;
+                    }
+                }
+            }
+            txn.commit()?;
+            Ok(())
         })
     }
 
@@ -464,10 +614,14 @@ impl DiskStore {
         Ok(weight)
     }
 
-    /// Writes the expiries renewed since the last time.
+    /// Writes the expiries renewed since the last time, synced with the
+    /// cache entries written since the last sync.
     pub fn flush(&self) {
         let renewed = std::mem::take(&mut *self.renewed.lock().unwrap_or_else(|p| p.into_inner()));
-        if renewed.is_empty() {
+        let unsynced = self
+            .unsynced
+            .swap(false, std::sync::atomic::Ordering::Relaxed);
+        if renewed.is_empty() && !unsynced {
             return;
         }
         let written = self.with_db(|db| {
@@ -486,6 +640,10 @@ impl DiskStore {
             Ok(())
         });
         if written.is_err() {
+            if unsynced {
+                self.unsynced
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             // Kept for the next time, unless renewed again meanwhile.
             let mut later = self.renewed.lock().unwrap_or_else(|p| p.into_inner());
             for (handle, ms) in renewed {
@@ -620,6 +778,11 @@ impl Store for DiskStore {
         let purged: Vec<String> = self.lock().purge(now).into_iter().map(|(h, _)| h).collect();
         self.delete_all(&purged);
         self.flush();
+        if let Err(why) = self.purge_side() {
+            self.note(Err(format!(
+                "dropping expired cache entries and operations failed: {why}"
+            )));
+        }
         purged.len()
     }
 
@@ -782,6 +945,54 @@ mod tests {
         assert_eq!(read.doc.text_str(), before.doc.text_str());
         assert!(store.get(&owner, &after.handle).is_ok());
         assert_eq!(store.usage().0, 2);
+    }
+
+    #[test]
+    fn side_entries_survive_reopening_expire_and_the_cache_is_bounded() {
+        let dir = Dir::new();
+        let clock = ManualClock::new();
+        let open = || DiskStore::open_with_clock(&dir.0, limits(1 << 30), true, clock.clone());
+        let store = open().unwrap();
+        let soon = clock.wall() + Duration::from_secs(10);
+        let later = clock.wall() + Duration::from_secs(100);
+        store.side_put(Side::Cache, "a", b"entry a", soon).unwrap();
+        store
+            .side_put(Side::Cache, "b", &[b'b'; 600], later)
+            .unwrap();
+        store
+            .side_put(Side::Operations, "op", b"{\"status\":\"completed\"}", later)
+            .unwrap();
+        // The same key in the other table is another entry.
+        assert_eq!(store.side_get(Side::Operations, "a").unwrap(), None);
+        store.flush();
+        drop(store);
+
+        let store = open().unwrap();
+        assert_eq!(
+            store.side_get(Side::Cache, "a").unwrap().as_deref(),
+            Some(&b"entry a"[..])
+        );
+        assert!(store.side_get(Side::Operations, "op").unwrap().is_some());
+        // Past its end: absent at once, and gone at the next sweep.
+        clock.advance(Duration::from_secs(20));
+        assert_eq!(store.side_get(Side::Cache, "a").unwrap(), None);
+        store.purge_expired();
+        // Beyond the cache's bound, the entries nearest their end go; the
+        // operations' records are not the cache's.
+        store
+            .side_put(
+                Side::Cache,
+                "c",
+                &[b'c'; 600],
+                later + Duration::from_secs(1),
+            )
+            .unwrap();
+        store.bound_cache(1000);
+        store.purge_expired();
+        assert_eq!(store.side_get(Side::Cache, "b").unwrap(), None);
+        assert!(store.side_get(Side::Cache, "c").unwrap().is_some());
+        assert!(store.side_get(Side::Operations, "op").unwrap().is_some());
+        assert_eq!(store.health(), Ok(()));
     }
 
     #[test]

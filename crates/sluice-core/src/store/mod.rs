@@ -27,7 +27,7 @@ mod ledger;
 mod loaded;
 mod memory;
 
-pub use disk::{DiskStore, DiskStoreError};
+pub use disk::{DiskStore, DiskStoreError, Side};
 pub use loaded::{LOADED_BYTES, Loaded};
 pub use memory::MemoryStore;
 

@@ -105,28 +105,28 @@ impl Gateway {
     /// The gateway of `config`, its `[store]` opened (a disk store, its
     /// cursor key): what sluice's commands serve with.
     pub fn open(config: &Config) -> Result<Arc<Self>, crate::state::StateError> {
-        let mut state = crate::state::open(&config.store)?;
-        let shared = state.shared.take();
+        let mut state = crate::state::open(&config.store, config.cache.max_bytes)?;
+        let (backing, asked) = (state.backing.take(), state.asked.take());
         Ok(Self::with_parts(
             config,
             Governor::with_state(config, state),
-            shared,
+            backing,
+            asked,
         ))
     }
 
     fn with_governor(config: &Config, governor: Governor) -> Arc<Self> {
-        Self::with_parts(config, governor, None)
+        Self::with_parts(config, governor, None, None)
     }
 
-    /// The gateway of `config`, with its governor and what it shares with
-    /// other instances (and the cancellations they ask of it), if any.
+    /// The gateway of `config`, with its governor, where its cache and
+    /// operations keep what outlives memory, and the cancellations other
+    /// instances ask of it, if any.
     fn with_parts(
         config: &Config,
         governor: Governor,
-        shared: Option<(
-            Arc<crate::state::shared::Shared>,
-            tokio::sync::mpsc::Receiver<String>,
-        )>,
+        backing: Option<crate::state::backing::Backing>,
+        asked: Option<tokio::sync::mpsc::Receiver<String>>,
     ) -> Arc<Self> {
         let hub = Arc::new(Hub::default());
         let upstreams = config
@@ -135,7 +135,6 @@ impl Gateway {
             .map(|spec| Upstream::new(spec.clone(), hub.clone(), config.limits))
             .collect::<Vec<_>>();
         let namer = Namer::new(upstreams.iter().map(|u| u.name().to_owned()));
-        let cache_shared = shared.as_ref().map(|(s, _)| s.clone());
         Arc::new(Self {
             upstreams,
             namer,
@@ -146,11 +145,15 @@ impl Gateway {
             info: RwLock::new(Self::everything_declared()),
             limits: config.limits,
             governor,
-            operations: crate::operations::Operations::new(config.operations, shared),
+            operations: crate::operations::Operations::new(
+                config.operations,
+                backing.clone(),
+                asked,
+            ),
             input_schemas: Mutex::default(),
             param_header_tools: Mutex::default(),
             task_tools: Mutex::default(),
-            cache: crate::cache::ResultCache::new(config.cache).shared(cache_shared),
+            cache: crate::cache::ResultCache::new(config.cache).shared(backing),
             annotated_idempotent: Mutex::default(),
             deadlines: crate::deadlines::Deadlines::new(),
         })

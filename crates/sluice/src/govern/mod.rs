@@ -156,7 +156,8 @@ impl Governor {
                     Arc::new(crate::clock::RuntimeClock),
                 )),
                 key: CursorKey::random(),
-                shared: None,
+                backing: None,
+                asked: None,
             },
         )
     }

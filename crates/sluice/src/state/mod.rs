@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use sluice_core::cursor::CursorKey;
 
+pub mod backing;
 pub mod redis_store;
 pub mod shared;
 use sluice_core::store::{
@@ -71,16 +72,19 @@ pub struct State {
     pub store: Arc<dyn Store>,
     /// The key that seals cursors.
     pub key: CursorKey,
-    /// What instances sharing a Redis share besides stored results (cache
-    /// entries, operations), and the cancellations other instances ask of
-    /// this one's operations.
-    pub shared: Option<(Arc<shared::Shared>, tokio::sync::mpsc::Receiver<String>)>,
+    /// Where cache entries and operations' records are kept beyond memory
+    /// (Redis, or the disk store's file), if anywhere.
+    pub backing: Option<backing::Backing>,
+    /// The cancellations other instances ask of this one's operations
+    /// (with Redis).
+    pub asked: Option<tokio::sync::mpsc::Receiver<String>>,
 }
 
-/// Opens the store `settings` configure.
-pub fn open(settings: &StoreSettings) -> Result<State, StateError> {
+/// Opens the store `settings` configure; the cache's entries kept beside
+/// results are bounded to `cache_bytes`.
+pub fn open(settings: &StoreSettings, cache_bytes: u64) -> Result<State, StateError> {
     let clock = Arc::new(crate::clock::RuntimeClock);
-    let mut shared = None;
+    let (mut backing, mut asked) = (None, None);
     let (store, kept_secret): (Arc<dyn Store>, Option<PathBuf>) = match &settings.backend {
         StoreBackend::Memory => (
             Arc::new(MemoryStore::with_clock(settings.limits, clock).compressed(settings.compress)),
@@ -102,7 +106,13 @@ pub fn open(settings: &StoreSettings) -> Result<State, StateError> {
                     store.dropped_at_open()
                 );
             }
-            (Arc::new(store), Some(path.join(SECRET_FILE)))
+            store.bound_cache(cache_bytes);
+            let store = Arc::new(store);
+            backing = Some(backing::Backing::Disk(Arc::new(backing::DiskSide::new(
+                store.clone(),
+                settings.compress,
+            ))));
+            (store, Some(path.join(SECRET_FILE)))
         }
         StoreBackend::Redis { url } => {
             let store = redis_store::RedisStore::new(url, settings.limits, settings.compress)
@@ -111,7 +121,10 @@ pub fn open(settings: &StoreSettings) -> Result<State, StateError> {
                 "stored results are kept in Redis at {} (shared with every sluice using it)",
                 store.shown()
             );
-            shared = Some(shared::Shared::new(url, settings.compress).map_err(StateError::Redis)?);
+            let (shared, cancels) =
+                shared::Shared::new(url, settings.compress).map_err(StateError::Redis)?;
+            backing = Some(backing::Backing::Shared(shared));
+            asked = Some(cancels);
             (Arc::new(store), None)
         }
     };
@@ -120,7 +133,12 @@ pub fn open(settings: &StoreSettings) -> Result<State, StateError> {
         (None, Some(file)) => kept_or_made(&file)?,
         (None, None) => CursorKey::random(),
     };
-    Ok(State { store, key, shared })
+    Ok(State {
+        store,
+        key,
+        backing,
+        asked,
+    })
 }
 
 /// The key sealed by the secret in `file`: at least

@@ -100,8 +100,8 @@ fn key(parts: &[&str]) -> String {
 }
 
 /// The digest a cache key (which holds a call's arguments, any length) is
-/// known by in Redis.
-fn digest(cache_key: &str) -> String {
+/// known by in Redis and on disk.
+pub fn digest(cache_key: &str) -> String {
     let sum = sha2::Sha256::digest(cache_key.as_bytes());
     sum.iter().take(20).map(|b| format!("{b:02x}")).collect()
 }
@@ -283,19 +283,7 @@ impl Shared {
         idle: Duration,
         replace: bool,
     ) -> Result<Written, String> {
-        let stamp = sluice_core::store::random_id("");
-        let now = crate::clock::wall();
-        let compressed = (self.compress && response.len() >= COMPRESS_FROM)
-            .then(|| zstd::bulk::compress(response, 3).ok())
-            .flatten();
-        let mut value = format!(
-            "v1 {stamp} {} {} {}\n",
-            millis(now),
-            millis(now + ttl),
-            if compressed.is_some() { 'z' } else { 'p' }
-        )
-        .into_bytes();
-        value.extend_from_slice(compressed.as_deref().unwrap_or(response));
+        let (stamp, value) = entry_value(response, ttl, self.compress);
         let entry = key(&["c:", &digest(cache_key)]);
         let life = ttl.min(idle).as_millis().max(1) as u64;
         let set: Option<String> = self
@@ -459,6 +447,26 @@ impl Shared {
     }
 }
 
+/// A new cache entry of `response`, to live `ttl`: its stamp, and the
+/// bytes kept (a header line, then the response, zstd if `compress` and
+/// it is large enough to gain).
+pub fn entry_value(response: &[u8], ttl: Duration, compress: bool) -> (String, Vec<u8>) {
+    let stamp = sluice_core::store::random_id("");
+    let now = crate::clock::wall();
+    let compressed = (compress && response.len() >= COMPRESS_FROM)
+        .then(|| zstd::bulk::compress(response, 3).ok())
+        .flatten();
+    let mut value = format!(
+        "v1 {stamp} {} {} {}\n",
+        millis(now),
+        millis(now + ttl),
+        if compressed.is_some() { 'z' } else { 'p' }
+    )
+    .into_bytes();
+    value.extend_from_slice(compressed.as_deref().unwrap_or(response));
+    (stamp, value)
+}
+
 /// A cache entry's header line.
 struct Header {
     stamp: String,
@@ -497,7 +505,9 @@ impl Header {
 }
 
 impl SharedEntry {
-    fn parse(value: &[u8]) -> Option<SharedEntry> {
+    /// The entry `value` holds, unless it is past its deadline or does not
+    /// read (then it counts as absent).
+    pub fn parse(value: &[u8]) -> Option<SharedEntry> {
         let header = Header::parse(value).filter(Header::alive)?;
         let body = &value[memchr::memchr(b'\n', value)? + 1..];
         let response = if header.compressed {

@@ -203,3 +203,72 @@ async fn a_compressed_memory_store_pages_queries_and_searches_as_the_plain_one()
     assert!(plain[3].contains("SKU-03999"), "{}", plain[3]);
     assert_eq!(compressed, plain);
 }
+
+#[tokio::test]
+async fn a_disk_store_keeps_cache_entries_and_operations_across_a_kill() {
+    let temp = TempDir::new("durable-cache-ops");
+    let store = temp.0.join("store");
+    let config = temp.file(
+        "sluice.toml",
+        &format!(
+            "{}[upstreams.py.tools.lookup]\ncache = {{ ttl_s = 600 }}\n\n[store]\nbackend = \"disk\"\npath = {:?}\n",
+            toml_upstream("py", &py_server()),
+            store.display().to_string()
+        ),
+    );
+    let record = temp.0.join("calls");
+    let calls = || {
+        std::fs::read_to_string(&record)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    let lookup = json!({"record": record, "key": "k", "sleep_s": 0.1});
+    let operation =
+        |r: &rmcp::model::CallToolResult| meta(r, "sluice/operation").expect("an operation's meta");
+    let mut sluice = start(&config).await;
+    let client = stateless_http_client(&sluice.url, from_loopback()).await;
+    let first = call(&client, "lookup", lookup.clone()).await;
+    assert_eq!(calls(), 1);
+    // One operation ends before the kill, one runs through it.
+    let ended = call(&client, "sleep", json!({"seconds": 1, "_timeout_s": 0.3})).await;
+    let ended = operation(&ended)["id"].as_str().unwrap().to_owned();
+    let done = call(
+        &client,
+        "sluice_result",
+        json!({"operation": ended, "wait_s": 20}),
+    )
+    .await;
+    assert_eq!(operation(&done)["status"], "completed");
+    let running = call(&client, "sleep", json!({"seconds": 60, "_timeout_s": 0.3})).await;
+    let running = operation(&running)["id"].as_str().unwrap().to_owned();
+
+    sluice.child.start_kill().unwrap();
+    sluice.child.wait().await.unwrap();
+    drop(client);
+    let sluice = start(&config).await;
+    let client = stateless_http_client(&sluice.url, from_loopback()).await;
+
+    // The cached answer, without calling the upstream.
+    let again = call(&client, "lookup", lookup).await;
+    assert_eq!(first_text(&again), first_text(&first));
+    assert_eq!(meta(&again, "sluice/cache").expect("a hit")["hit"], true);
+    assert_eq!(calls(), 1);
+    // The ended operation's result; the one the kill cut short, failed
+    // with why.
+    let after = call(&client, "sluice_result", json!({"operation": ended})).await;
+    assert_eq!(operation(&after)["status"], "completed");
+    assert_eq!(first_text(&after), first_text(&done));
+    let cut = call(
+        &client,
+        "sluice_result",
+        json!({"operation": running, "wait_s": 5}),
+    )
+    .await;
+    assert_eq!(operation(&cut)["status"], "failed", "{}", first_text(&cut));
+    assert!(
+        first_text(&cut).contains("sluice stopped while it ran"),
+        "{}",
+        first_text(&cut)
+    );
+    client.cancel().await.unwrap();
+}
