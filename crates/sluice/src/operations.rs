@@ -44,6 +44,8 @@ use crate::state::shared::{HEARTBEAT_LEASE, Shared};
 /// How often the owner of running operations writes what changed in them
 /// (and renews its heartbeat: a third of its lease).
 const PUBLISH_EVERY: Duration = Duration::from_secs(2);
+/// How long a new operation's answer waits for its record to be written.
+const RECORD_FIRST_WAIT: Duration = Duration::from_secs(1);
 /// How long `sluice_cancel` on another instance than the owner waits to
 /// see the operation cancelled.
 const REMOTE_CANCEL_WAIT: Duration = Duration::from_secs(5);
@@ -288,6 +290,11 @@ pub struct Operation {
     /// The instance that owns it, when it is another's (read from its
     /// record): it cannot be stopped here, only asked to stop.
     remote: Option<String>,
+    /// The record of its end was written (else the owner writes it again
+    /// until it is: a record left "running" would be read so for ever).
+    end_written: AtomicBool,
+    /// Held while its record is written.
+    writing: tokio::sync::Mutex<()>,
 }
 
 /// What an operation needs to write its record.
@@ -306,7 +313,7 @@ impl std::fmt::Debug for Sharing {
 impl Operation {
     /// Records the end, unless it ended already (a cancelled call's late
     /// answer changes nothing).
-    pub fn finish(&self, outcome: Outcome) {
+    pub fn finish(self: &Arc<Self>, outcome: Outcome) {
         let mut state = lock(&self.state);
         if state.status != Status::Running {
             return;
@@ -323,14 +330,30 @@ impl Operation {
     }
 
     /// Writes its record for the other instances, in the background.
-    fn publish(&self) {
-        let Some(sharing) = &self.shared else { return };
-        if self.remote.is_some() {
+    fn publish(self: &Arc<Self>) {
+        if self.shared.is_none() || self.remote.is_some() {
             return;
         }
+        let op = self.clone();
+        tokio::spawn(async move { op.write_record().await });
+    }
+
+    /// Writes its record as it is when the write begins: one write at a
+    /// time, so that a record of its end is never followed by an older one.
+    async fn write_record(&self) {
+        let Some(sharing) = &self.shared else { return };
+        let _one_at_a_time = self.writing.lock().await;
+        let ended = self.status() != Status::Running;
         let (record, life) = self.record(sharing);
-        let (link, id) = (sharing.link.clone(), self.id.clone());
-        tokio::spawn(async move { link.operation_write(&id, record, life).await });
+        if sharing
+            .link
+            .operation_write(&self.id, record, life)
+            .await
+            .is_ok()
+            && ended
+        {
+            self.end_written.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Its record (JSON) and how long the record lives: the retention
@@ -438,6 +461,8 @@ impl Operation {
             done,
             shared: None,
             remote: Some(instance),
+            end_written: AtomicBool::default(),
+            writing: tokio::sync::Mutex::default(),
         })
     }
 
@@ -591,12 +616,7 @@ impl Operations {
     ) -> Self {
         let ops = ById::default();
         if let (Some(link), Some(asked)) = (&shared, asked) {
-            tokio::spawn(keep_shared(
-                Arc::downgrade(&ops),
-                link.clone(),
-                asked,
-                settings.retention,
-            ));
+            tokio::spawn(keep_shared(Arc::downgrade(&ops), link.clone(), asked));
         }
         Self {
             settings,
@@ -649,7 +669,7 @@ impl Operations {
     /// Registers a call that outlived its timeout. The caller finishes it
     /// (with [`Operation::finish`]) when the call ends; `cancel` stops the
     /// call.
-    pub fn start(
+    pub async fn start(
         &self,
         owner: Owner,
         quota: String,
@@ -680,9 +700,16 @@ impl Operations {
                 retention: self.settings.retention,
             }),
             remote: None,
+            end_written: AtomicBool::default(),
+            writing: tokio::sync::Mutex::default(),
         });
         lock(&self.ops).insert(id, op.clone());
-        op.publish();
+        // Its record is written before its id is given (as a stored
+        // result is), so that a crash right after does not leave an id
+        // nobody knows; within a second, else later by the periodic writes.
+        if self.shared.is_some() {
+            let _ = tokio::time::timeout(RECORD_FIRST_WAIT, op.write_record()).await;
+        }
         op
     }
 
@@ -884,7 +911,7 @@ fn task_error(message: String) -> ErrorData {
 
 /// Marks a running operation cancelled and stops its call; the status it
 /// had if it had already ended.
-pub fn stop(op: &Operation) -> Result<(), Status> {
+pub fn stop(op: &Arc<Operation>) -> Result<(), Status> {
     {
         let mut state = lock(&op.state);
         if state.status != Status::Running {
@@ -929,7 +956,6 @@ async fn keep_shared(
     ops: std::sync::Weak<Mutex<HashMap<String, Arc<Operation>>>>,
     link: Backing,
     mut asked: tokio::sync::mpsc::Receiver<String>,
-    retention: Duration,
 ) {
     let mut tick = tokio::time::interval(PUBLISH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -939,13 +965,17 @@ async fn keep_shared(
         tokio::select! {
             _ = tick.tick() => {
                 let Some(ops) = ops.upgrade() else { return };
-                let running: Vec<Arc<Operation>> = lock(&ops)
+                let (running, unwritten): (Vec<Arc<Operation>>, Vec<Arc<Operation>>) = lock(&ops)
                     .values()
-                    .filter(|o| o.status() == Status::Running)
+                    .filter(|o| o.status() == Status::Running || !o.end_written.load(Ordering::Relaxed))
                     .cloned()
-                    .collect();
+                    .partition(|o| o.status() == Status::Running);
                 drop(ops);
                 let _ = link.heartbeat().await;
+                // Ends whose record could not be written (Redis was down).
+                for op in unwritten {
+                    op.write_record().await;
+                }
                 written.retain(|id, _| running.iter().any(|o| o.id == *id));
                 for op in running {
                     let changes = op.partial.changes.load(Ordering::Relaxed);
@@ -954,9 +984,7 @@ async fn keep_shared(
                     });
                     if stale {
                         written.insert(op.id.clone(), (changes, Instant::now()));
-                        let sharing = Sharing { link: link.clone(), retention };
-                        let (record, life) = op.record(&sharing);
-                        link.operation_write(&op.id, record, life).await;
+                        op.write_record().await;
                     }
                 }
             }

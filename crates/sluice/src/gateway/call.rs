@@ -179,7 +179,7 @@ impl Gateway {
                     partial,
                     stop,
                     started,
-                );
+                ).await;
                 if let Some(session) = caller.session {
                     self.hub.detach_calls(session, &caller.request);
                 }

@@ -169,18 +169,22 @@ impl Backing {
     }
 
     /// Writes operation `id`'s record, to live `life`.
-    pub async fn operation_write(&self, id: &str, record: String, life: Duration) {
+    pub async fn operation_write(
+        &self,
+        id: &str,
+        record: String,
+        life: Duration,
+    ) -> Result<(), String> {
         match self {
             Backing::Shared(shared) => shared.operation_write(id, record, life).await,
             Backing::Disk(disk) => {
                 let id = id.to_owned();
                 let expires = crate::clock::wall() + life;
-                let written = disk
-                    .run(move |s| s.side_put(Side::Operations, &id, record.as_bytes(), expires))
-                    .await;
-                if let Err(why) = written {
-                    tracing::warn!("an operation's record could not be kept: {why}");
-                }
+                disk.run(move |s| s.side_put(Side::Operations, &id, record.as_bytes(), expires))
+                    .await
+                    .inspect_err(|why| {
+                        tracing::warn!("an operation's record could not be kept: {why}");
+                    })
             }
         }
     }

@@ -358,26 +358,26 @@ impl Shared {
             .arg(1)
             .arg(key(&["cl:", &digest]))
             .arg(token);
-        self.announced(unlock, &format!("c:{digest}")).await;
+        // Not released: it lapses with its lease.
+        let _ = self.announced(unlock, &format!("c:{digest}")).await;
     }
 
     /// Runs `command`, then announces `topic` to every instance, in one
     /// round trip; a failure is logged by [`Self::run`].
-    async fn announced(&self, command: redis::Cmd, topic: &str) {
+    async fn announced(&self, command: redis::Cmd, topic: &str) -> Result<(), String> {
         let channel = format!("{CHANNELS}{topic}");
-        let _ = self
-            .run(|mut c| async move {
-                redis::pipe()
-                    .add_command(command)
-                    .ignore()
-                    .cmd("PUBLISH")
-                    .arg(&channel)
-                    .arg("")
-                    .ignore()
-                    .query_async::<()>(&mut c)
-                    .await
-            })
-            .await;
+        self.run(|mut c| async move {
+            redis::pipe()
+                .add_command(command)
+                .ignore()
+                .cmd("PUBLISH")
+                .arg(&channel)
+                .arg("")
+                .ignore()
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
     }
 
     /// The topic of operation `id`'s changes.
@@ -386,13 +386,18 @@ impl Shared {
     }
 
     /// Writes operation `id`'s record, to live `life`, and announces it.
-    pub async fn operation_write(&self, id: &str, record: String, life: Duration) {
+    pub async fn operation_write(
+        &self,
+        id: &str,
+        record: String,
+        life: Duration,
+    ) -> Result<(), String> {
         let mut set = redis::cmd("SET");
         set.arg(key(&["op:", id]))
             .arg(record)
             .arg("PX")
             .arg(life.as_millis().max(1) as u64);
-        self.announced(set, &Self::operation_topic(id)).await;
+        self.announced(set, &Self::operation_topic(id)).await
     }
 
     /// Operation `id`'s record, if any instance wrote one (none for a

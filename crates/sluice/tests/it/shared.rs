@@ -567,3 +567,43 @@ async fn an_operation_whose_instance_died_is_reported_failed_within_a_heartbeat(
     );
     on_b.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn an_operation_that_ends_while_redis_is_down_is_seen_ended_once_it_is_back() {
+    let mut redis = Redis::start().await;
+    let temp = TempDir::new("shared-ops-outage");
+    let config = py_config(&temp, &redis);
+    let a = start(&config).await;
+    let b = start(&config).await;
+    let on_a = stateless_http_client(&a.url, loopback()).await;
+    let on_b = stateless_http_client(&b.url, loopback()).await;
+    let started = call(&on_a, "sleep", json!({"seconds": 2, "_timeout_s": 0.5})).await;
+    let id = operation(&started)["id"].as_str().unwrap().to_owned();
+
+    // It ends while Redis is down (and comes back empty: no persistence),
+    // so the record of its end could not be written then.
+    redis.stop().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    redis.start_again().await;
+
+    // A writes it again: B sees it completed, not "running" for ever.
+    let mut seen = String::new();
+    for _ in 0..40 {
+        let looked = call(&on_b, "sluice_result", json!({"operation": id})).await;
+        if let Some(op) = meta(&looked, "sluice/operation") {
+            seen = op["status"].as_str().unwrap_or_default().to_owned();
+            if seen == "completed" {
+                assert!(
+                    first_text(&looked).starts_with("slept 2"),
+                    "{}",
+                    first_text(&looked)
+                );
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(seen, "completed");
+    on_a.cancel().await.unwrap();
+    on_b.cancel().await.unwrap();
+}
