@@ -471,8 +471,15 @@ impl ResultCache {
         match shared.cache_stamp(&key, policy.idle).await {
             Ok(Some(stamp)) => {
                 // This instance's copy, if it is of the entry that lives.
-                if let Some(entry) = local.filter(|e| e.stamp.as_deref() == Some(stamp.as_str())) {
-                    return self.hit(&key, entry, &fetch);
+                if let Some(entry) = local
+                    .as_ref()
+                    .filter(|e| e.stamp.as_deref() == Some(stamp.as_str()))
+                {
+                    return self.hit(&key, entry.clone(), &fetch);
+                }
+                // Not the entry that lives: never answered with again.
+                if local.is_some() {
+                    self.entries.invalidate(&key).await;
                 }
                 if let Ok(Some(theirs)) = shared.cache_get(&key, policy.idle).await
                     && let Some(entry) = entry_of_shared(theirs, &key, &tool, policy, true)
@@ -482,12 +489,16 @@ impl ResultCache {
                     return self.hit(&key, entry, &fetch);
                 }
             }
-            // No entry lives for any instance: this one's copy is stale.
-            Ok(None) => {
-                if local.is_some() {
-                    self.entries.invalidate(&key).await;
+            // No entry lives for any instance: this one's copy is stale,
+            // unless it is one only this instance keeps (a result made of
+            // several messages, never written to Redis).
+            Ok(None) => match local {
+                Some(entry) if entry.raw().is_none() => {
+                    return self.hit(&key, entry, &fetch);
                 }
-            }
+                Some(_) => self.entries.invalidate(&key).await,
+                None => {}
+            },
             // Redis is unreachable: as without it.
             Err(_) => {
                 if let Some(entry) = local {
@@ -580,6 +591,7 @@ impl ResultCache {
             self.shared.clone(),
         );
         tokio::spawn(async move {
+            let mut refreshed_stamp = None;
             // One instance refreshes a shared entry: the one that takes
             // its lock.
             let token = sluice_core::store::random_id("");
@@ -589,19 +601,29 @@ impl ResultCache {
                 lock(&refreshing).remove(&key);
                 return;
             }
-            let refreshed = entry_of(call.await, &key, &tool, policy);
+            let answer = match &shared {
+                Some(shared) => holding(shared, &key, &token, call).await,
+                None => call.await,
+            };
+            let refreshed = entry_of(answer, &key, &tool, policy);
+            if let Ok(entry) = &refreshed
+                && let Some(shared) = &shared
+                && let Some(sent) = entry.raw()
+                && let Ok(Written::Kept(stamp)) = shared
+                    .cache_put(&key, sent.as_bytes(), policy.ttl, policy.idle, true)
+                    .await
+            {
+                refreshed_stamp = Some(stamp);
+            }
+            // Released once the entry is written: a miss woken by it finds
+            // the new one.
             if let Some(shared) = &shared {
                 shared.cache_unlock(&key, &token).await;
             }
             match refreshed {
                 Ok(mut entry) => {
-                    if let Some(shared) = &shared
-                        && let Some(sent) = entry.raw()
-                        && let Ok(Written::Kept(stamp)) = shared
-                            .cache_put(&key, sent.as_bytes(), policy.ttl, policy.idle, true)
-                            .await
-                    {
-                        entry.stamp = Some(stamp);
+                    if refreshed_stamp.is_some() {
+                        entry.stamp = refreshed_stamp;
                     }
                     let bytes = u64::from(entry.bytes);
                     entries.insert(key.clone(), Arc::new(entry)).await;
@@ -750,6 +772,25 @@ fn entry_of_shared(
     })
 }
 
+/// The answer of `call`, made while holding the lock of `key` under
+/// `token`: extended every third of its lease while the call runs.
+async fn holding(
+    shared: &Backing,
+    key: &str,
+    token: &str,
+    call: BoxFuture<'static, Answer>,
+) -> Answer {
+    tokio::pin!(call);
+    loop {
+        tokio::select! {
+            answer = &mut call => return answer,
+            () = tokio::time::sleep(LOCK_LEASE / 3) => {
+                shared.cache_extend(key, token, LOCK_LEASE).await;
+            }
+        }
+    }
+}
+
 /// A miss on a shared entry: the instance that takes the key's lock calls
 /// the upstream (extending the lock while its call runs) and writes the
 /// entry; the others wait for it, woken when the lock is released, and
@@ -779,16 +820,7 @@ async fn fill_shared(
                     shared.cache_unlock(key, &token).await;
                     return Ok(Arc::new(entry));
                 }
-                let call = fetch(false);
-                tokio::pin!(call);
-                let answer = loop {
-                    tokio::select! {
-                        answer = &mut call => break answer,
-                        () = tokio::time::sleep(LOCK_LEASE / 3) => {
-                            shared.cache_extend(key, &token, LOCK_LEASE).await;
-                        }
-                    }
-                };
+                let answer = holding(shared, key, &token, fetch(false)).await;
                 let made = match entry_of(answer, key, tool, policy) {
                     Ok(mut entry) => {
                         let written = match entry.raw() {

@@ -14,7 +14,7 @@
 //! when it starts, when what it reported changed (at most every
 //! [`PUBLISH_EVERY`]) and when it ends. Another instance reads the record,
 //! waits for its changes as announced (no polling: a message per change,
-//! and a look at the owner's heartbeat every [`HEARTBEAT_LEASE`]), and
+//! and a look at the record and the owner's heartbeat every [`LOOK_EVERY`]), and
 //! asks the owner to cancel it. An operation whose owner's heartbeat lapsed
 //! is reported failed, with that reason.
 
@@ -39,11 +39,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::govern::{ToolAnswer, with_meta, with_meta_as_sent};
 use crate::state::backing::Backing;
-use crate::state::shared::{HEARTBEAT_LEASE, Shared};
+use crate::state::shared::{HEARTBEAT_EVERY, Shared};
 
 /// How often the owner of running operations writes what changed in them
 /// (and renews its heartbeat: a third of its lease).
 const PUBLISH_EVERY: Duration = Duration::from_secs(2);
+/// How often a wait for another instance's operation reads its record
+/// again, besides when told it changed: to see that its owner died.
+const LOOK_EVERY: Duration = Duration::from_secs(3);
 /// How long a new operation's answer waits for its record to be written.
 const RECORD_FIRST_WAIT: Duration = Duration::from_secs(1);
 /// How long `sluice_cancel` on another instance than the owner waits to
@@ -343,6 +346,9 @@ impl Operation {
     async fn write_record(&self) {
         let Some(sharing) = &self.shared else { return };
         let _one_at_a_time = self.writing.lock().await;
+        if self.end_written.load(Ordering::Relaxed) {
+            return;
+        }
         let ended = self.status() != Status::Running;
         let (record, life) = self.record(sharing);
         if sharing
@@ -615,7 +621,10 @@ impl Operations {
         asked: Option<tokio::sync::mpsc::Receiver<String>>,
     ) -> Self {
         let ops = ById::default();
-        if let (Some(link), Some(asked)) = (&shared, asked) {
+        if let Some(link) = &shared {
+            if !link.exclusive() {
+                tokio::spawn(beat(Arc::downgrade(&ops), link.clone()));
+            }
             tokio::spawn(keep_shared(Arc::downgrade(&ops), link.clone(), asked));
         }
         Self {
@@ -669,7 +678,7 @@ impl Operations {
     /// Registers a call that outlived its timeout. The caller finishes it
     /// (with [`Operation::finish`]) when the call ends; `cancel` stops the
     /// call.
-    pub async fn start(
+    pub fn start(
         &self,
         owner: Owner,
         quota: String,
@@ -704,13 +713,17 @@ impl Operations {
             writing: tokio::sync::Mutex::default(),
         });
         lock(&self.ops).insert(id, op.clone());
-        // Its record is written before its id is given (as a stored
-        // result is), so that a crash right after does not leave an id
-        // nobody knows; within a second, else later by the periodic writes.
+        op
+    }
+
+    /// Writes the record of `op`, just started, before its id is given (as
+    /// a stored result is synced before its handle is), so that a crash
+    /// right after does not leave an id nobody knows: waits at most
+    /// [`RECORD_FIRST_WAIT`], else the periodic writes make it.
+    pub async fn recorded(&self, op: &Arc<Operation>) {
         if self.shared.is_some() {
             let _ = tokio::time::timeout(RECORD_FIRST_WAIT, op.write_record()).await;
         }
-        op
     }
 
     /// The operations, once those ended longer ago than the retention are
@@ -775,7 +788,7 @@ impl Operations {
             }
             // Woken by a change; else, a heartbeat's lease later, to see
             // whether the owner still lives.
-            let _ = tokio::time::timeout(left.min(HEARTBEAT_LEASE), changed).await;
+            let _ = tokio::time::timeout(left.min(LOOK_EVERY), changed).await;
         }
         op
     }
@@ -949,13 +962,38 @@ async fn read_remote(link: &Backing, id: &str) -> Result<Option<Operation>, Stri
     Ok(Operation::from_record(id, &record, lost))
 }
 
-/// While the operations live: renews this instance's heartbeat, writes
-/// what changed in its running operations, and cancels those another
-/// instance asks it to.
+/// While the operations live: renews this instance's heartbeat, in a task
+/// of its own so that slow writes of records never hold it up.
+async fn beat(ops: std::sync::Weak<Mutex<HashMap<String, Arc<Operation>>>>, link: Backing) {
+    let mut tick = tokio::time::interval(HEARTBEAT_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if ops.strong_count() == 0 {
+            return;
+        }
+        let _ = link.heartbeat().await;
+    }
+}
+
+/// Writes `op`'s record in a task of its own, unless a write of it is
+/// under way; whether it began one.
+fn write_in_background(op: &Arc<Operation>) -> bool {
+    if op.writing.try_lock().is_err() {
+        return false;
+    }
+    let op = op.clone();
+    tokio::spawn(async move { op.write_record().await });
+    true
+}
+
+/// While the operations live: writes the ends not written yet (a full
+/// disk, Redis down), what changed in running operations (for other
+/// instances: not on disk), and cancels those another instance asks it to.
 async fn keep_shared(
     ops: std::sync::Weak<Mutex<HashMap<String, Arc<Operation>>>>,
     link: Backing,
-    mut asked: tokio::sync::mpsc::Receiver<String>,
+    mut asked: Option<tokio::sync::mpsc::Receiver<String>>,
 ) {
     let mut tick = tokio::time::interval(PUBLISH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -971,10 +1009,12 @@ async fn keep_shared(
                     .cloned()
                     .partition(|o| o.status() == Status::Running);
                 drop(ops);
-                let _ = link.heartbeat().await;
                 // Ends whose record could not be written (Redis was down).
-                for op in unwritten {
-                    op.write_record().await;
+                for op in &unwritten {
+                    write_in_background(op);
+                }
+                if link.exclusive() {
+                    continue;
                 }
                 written.retain(|id, _| running.iter().any(|o| o.id == *id));
                 for op in running {
@@ -982,13 +1022,17 @@ async fn keep_shared(
                     let stale = written.get(&op.id).is_none_or(|(seen, at)| {
                         *seen != changes || at.elapsed() >= PUBLISH_EVERY * 15
                     });
-                    if stale {
+                    if stale && write_in_background(&op) {
                         written.insert(op.id.clone(), (changes, Instant::now()));
-                        op.write_record().await;
                     }
                 }
             }
-            id = asked.recv() => {
+            id = async {
+                match &mut asked {
+                    Some(asked) => asked.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => {
                 let Some(id) = id else { return };
                 let Some(ops) = ops.upgrade() else { return };
                 let op = lock(&ops).get(&id).cloned();

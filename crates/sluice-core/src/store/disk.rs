@@ -98,8 +98,11 @@ const DB_CACHE_BYTES: usize = 16 << 20;
 /// The least time between two attempts to open the database again.
 const REOPEN_EVERY: Duration = Duration::from_secs(1);
 
-/// Opens the database.
-type Opener = Box<dyn Fn() -> Result<Database, redb::DatabaseError> + Send + Sync>;
+/// Opens the database, checking the whole file first (`true`: at start) or
+/// not (opened again after an I/O error: redb repairs what a failed
+/// commit left, and a check that reads the whole file would hold up every
+/// call meanwhile).
+type Opener = Box<dyn Fn(bool) -> Result<Database, redb::DatabaseError> + Send + Sync>;
 
 /// Why the disk store cannot be opened.
 #[derive(Debug, thiserror::Error)]
@@ -209,10 +212,10 @@ impl DiskStore {
             source,
         })?;
         let file = path.clone();
-        let opener: Opener = Box::new(move || {
+        let opener: Opener = Box::new(move |check| {
             Database::builder()
                 .set_cache_size(DB_CACHE_BYTES)
-                .set_check_integrity_on_open(true)
+                .set_check_integrity_on_open(check)
                 .create(&file)
         });
         Self::with_opener(path, limits, compress, clock, opener)
@@ -233,7 +236,7 @@ impl DiskStore {
         };
         // A damaged file fails the check as `Corrupted`; a plain open may
         // panic on one, so the check is caught too.
-        let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&opener));
+        let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| opener(true)));
         let db = match opened {
             Ok(Ok(db)) => db,
             Ok(Err(redb::DatabaseError::DatabaseAlreadyOpen)) => {
@@ -499,9 +502,10 @@ impl DiskStore {
         }
         let mut db = self.db.write().unwrap_or_else(|p| p.into_inner());
         if db.is_none() {
-            let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&self.opener))
-                .map_err(|_| "opening it again failed: it does not read".to_owned())?
-                .map_err(|e| format!("opening it again failed: {e}"))?;
+            let opened =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.opener)(false)))
+                    .map_err(|_| "opening it again failed: it does not read".to_owned())?
+                    .map_err(|e| format!("opening it again failed: {e}"))?;
             *db = Some(opened);
         }
         Ok(())
@@ -902,7 +906,7 @@ mod tests {
         let bytes = Arc::new(redb::backends::InMemoryBackend::new());
         let full = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let disk = (bytes.clone(), full.clone());
-        let opener: Opener = Box::new(move || {
+        let opener: Opener = Box::new(move |_| {
             Database::builder().create_with_backend(FillingDisk {
                 bytes: disk.0.clone(),
                 full: disk.1.clone(),
@@ -923,8 +927,8 @@ mod tests {
 
         full.store(true, std::sync::atomic::Ordering::Relaxed);
         let doc = rows(10);
-        let info = info("t", &doc);
-        let failed = store.put(&owner, doc, info).unwrap_err();
+        let about = info("t", &doc);
+        let failed = store.put(&owner, doc, about).unwrap_err();
         assert!(
             matches!(&failed, StoreError::Unavailable { backend: "disk", why } if why.contains("/var/lib/sluice/store.redb")),
             "{failed:?}"
@@ -933,6 +937,15 @@ mod tests {
         assert!(problem.contains("storing a result failed"), "{problem}");
         // Nothing half-stored: only the result from before is held.
         assert_eq!(store.usage().0, 1);
+        // Still full a while later: opened again, and the write fails again.
+        clock.advance(Duration::from_secs(2));
+        let doc = rows(10);
+        let about = info("t", &doc);
+        assert!(matches!(
+            store.put(&owner, doc, about),
+            Err(StoreError::Unavailable { .. })
+        ));
+        assert!(store.health().is_err());
 
         // The disk has room again: the next write opens the database again
         // (after a second) and works; what was stored before reads back.

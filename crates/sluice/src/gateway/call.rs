@@ -179,7 +179,7 @@ impl Gateway {
                     partial,
                     stop,
                     started,
-                ).await;
+                );
                 if let Some(session) = caller.session {
                     self.hub.detach_calls(session, &caller.request);
                 }
@@ -193,6 +193,9 @@ impl Gateway {
                 } else {
                     CallToolResponse::Complete(era(self.operations.started_answer(&op), caller))
                 };
+                let recorded = op.clone();
+                // The call goes on in its task first: it is not held up by
+                // the record's write.
                 tokio::spawn(async move {
                     let outcome = match call.await {
                         Ok(Done::Answer(answer)) => match *answer {
@@ -217,6 +220,7 @@ impl Gateway {
                     };
                     op.finish(outcome);
                 });
+                self.operations.recorded(&recorded).await;
                 return Ok(Relayed::made(answer));
             }
         };

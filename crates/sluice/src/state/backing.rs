@@ -106,8 +106,11 @@ impl Backing {
             Backing::Shared(shared) => shared.cache_get(cache_key, idle).await,
             Backing::Disk(disk) => {
                 let key = digest(cache_key);
-                let value = disk.run(move |s| s.side_get(Side::Cache, &key)).await?;
-                Ok(value.and_then(|v| SharedEntry::parse(&v)))
+                disk.run(move |s| {
+                    Ok(s.side_get(Side::Cache, &key)?
+                        .and_then(|v| SharedEntry::parse(&v)))
+                })
+                .await
             }
         }
     }
@@ -130,12 +133,15 @@ impl Backing {
                     .await
             }
             Backing::Disk(disk) => {
-                let (stamp, value) = entry_value(response, ttl, disk.compress);
-                let key = digest(cache_key);
+                let (key, response, compress) =
+                    (digest(cache_key), response.to_vec(), disk.compress);
                 let expires = crate::clock::wall() + ttl;
-                disk.run(move |s| s.side_put(Side::Cache, &key, &value, expires))
-                    .await?;
-                Ok(Written::Kept(stamp))
+                disk.run(move |s| {
+                    let (stamp, value) = entry_value(&response, ttl, compress);
+                    s.side_put(Side::Cache, &key, &value, expires)?;
+                    Ok(Written::Kept(stamp))
+                })
+                .await
             }
         }
     }
@@ -228,12 +234,12 @@ impl Backing {
         }
     }
 
-    /// Asks `instance` to cancel its operation `id`; whether any instance
-    /// heard it (none on disk: no other runs one).
-    pub async fn ask_cancel(&self, instance: &str, id: &str) -> Result<bool, String> {
+    /// Asks `instance` to cancel its operation `id` (nothing on disk: no
+    /// other process runs one).
+    pub async fn ask_cancel(&self, instance: &str, id: &str) -> Result<(), String> {
         match self {
             Backing::Shared(shared) => shared.ask_cancel(instance, id).await,
-            Backing::Disk(_) => Ok(false),
+            Backing::Disk(_) => Ok(()),
         }
     }
 }

@@ -45,9 +45,12 @@ use super::redis_store::{CONNECT_TIMEOUT, connect_lazily, shown, within_call_tim
 
 const PREFIX: &str = "sluice:";
 const CHANNELS: &str = "sluice:n:";
-/// How long an instance's heartbeat lives; it is renewed three times as
-/// often.
-pub const HEARTBEAT_LEASE: Duration = Duration::from_secs(6);
+/// How long an instance's heartbeat lives: renewed every
+/// [`HEARTBEAT_EVERY`], it outlives two renewals that each wait out a
+/// call's timeout (6 s).
+pub const HEARTBEAT_LEASE: Duration = Duration::from_secs(15);
+/// How often an instance renews its heartbeat.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(3);
 /// Cache entries larger than this are compressed (when `compress`).
 const COMPRESS_FROM: usize = 4096;
 /// Cancellation requests waiting for the operations' task.
@@ -241,8 +244,12 @@ impl Shared {
         cache_key: &str,
         idle: Duration,
     ) -> Result<Option<SharedEntry>, String> {
-        let value = self.cache_read(cache_key, idle, true).await?;
-        Ok(value.and_then(|v| SharedEntry::parse(&v)))
+        let Some(value) = self.cache_read(cache_key, idle, true).await? else {
+            return Ok(None);
+        };
+        Ok(sized(value.len(), move || SharedEntry::parse(&value))
+            .await
+            .flatten())
     }
 
     /// The entry under `cache_key` (`whole`, or its header's room), its
@@ -283,7 +290,14 @@ impl Shared {
         idle: Duration,
         replace: bool,
     ) -> Result<Written, String> {
-        let (stamp, value) = entry_value(response, ttl, self.compress);
+        let (stamp, value) = {
+            let (response, compress) = (response.to_vec(), self.compress);
+            sized(response.len(), move || {
+                entry_value(&response, ttl, compress)
+            })
+            .await
+            .ok_or_else(|| "the cache entry could not be made".to_owned())?
+        };
         let entry = key(&["c:", &digest(cache_key)]);
         let life = ttl.min(idle).as_millis().max(1) as u64;
         let set: Option<String> = self
@@ -434,22 +448,33 @@ impl Shared {
         .await
     }
 
-    /// Asks `instance` to cancel its operation `id`; whether any instance
-    /// heard it.
-    pub async fn ask_cancel(&self, instance: &str, id: &str) -> Result<bool, String> {
+    /// Asks `instance` to cancel its operation `id` (a message: lost if
+    /// the owner's listener is reconnecting just then).
+    pub async fn ask_cancel(&self, instance: &str, id: &str) -> Result<(), String> {
         let channel = format!("{CHANNELS}cancel:{instance}");
         let id = id.to_owned();
-        let heard: i64 = self
-            .run(|mut c| async move {
-                redis::cmd("PUBLISH")
-                    .arg(&channel)
-                    .arg(&id)
-                    .query_async(&mut c)
-                    .await
-            })
-            .await?;
-        Ok(heard > 0)
+        self.run(|mut c| async move {
+            redis::cmd("PUBLISH")
+                .arg(&channel)
+                .arg(&id)
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
     }
+}
+
+/// `f`, here for an input of a few `bytes`; on the blocking pool for a
+/// larger one (zstd over a whole response is no work for an async
+/// thread). `None` if that thread was lost.
+async fn sized<T: Send + 'static>(
+    bytes: usize,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    if bytes < sluice_core::limits::BLOCKING_BYTES {
+        return Some(f());
+    }
+    tokio::task::spawn_blocking(f).await.ok()
 }
 
 /// A new cache entry of `response`, to live `ttl`: its stamp, and the
@@ -548,10 +573,13 @@ async fn listen(
                 .await
                 .map_err(|_| "no connection within 1 s".to_owned())?
                 .map_err(|e| e.to_string())?;
-            pubsub
-                .psubscribe(format!("{CHANNELS}*"))
-                .await
-                .map_err(|e| e.to_string())?;
+            tokio::time::timeout(
+                CONNECT_TIMEOUT * 5,
+                pubsub.psubscribe(format!("{CHANNELS}*")),
+            )
+            .await
+            .map_err(|_| "no answer to PSUBSCRIBE within 5 s".to_owned())?
+            .map_err(|e| e.to_string())?;
             Ok::<_, String>(pubsub)
         };
         let pubsub = tokio::select! {

@@ -547,7 +547,7 @@ async fn an_operation_whose_instance_died_is_reported_failed_within_a_heartbeat(
     a.child.start_kill().unwrap();
     a.child.wait().await.unwrap();
     // Within the 30 s asked (else it would still say "running"): the
-    // heartbeat's lease (6 s) and one look more.
+    // heartbeat's lease (15 s) and one look more (3 s).
     let failed = call(
         &on_b,
         "sluice_result",
