@@ -457,9 +457,7 @@ impl ResultCache {
             if let Some(entry) = local {
                 return self.hit(&key, entry, &fetch);
             }
-            if let Ok(Some(kept)) = shared.cache_get(&key, policy.idle).await
-                && let Some(entry) = entry_of_shared(kept, &key, &tool, policy, true)
-            {
+            if let Ok(Some(entry)) = copied(shared, &key, &tool, policy).await {
                 let entry = Arc::new(entry);
                 self.insert(key.clone(), entry.clone()).await;
                 return self.hit(&key, entry, &fetch);
@@ -481,9 +479,7 @@ impl ResultCache {
                 if local.is_some() {
                     self.entries.invalidate(&key).await;
                 }
-                if let Ok(Some(theirs)) = shared.cache_get(&key, policy.idle).await
-                    && let Some(entry) = entry_of_shared(theirs, &key, &tool, policy, true)
-                {
+                if let Ok(Some(entry)) = copied(shared, &key, &tool, policy).await {
                     let entry = Arc::new(entry);
                     self.insert(key.clone(), entry.clone()).await;
                     return self.hit(&key, entry, &fetch);
@@ -752,12 +748,11 @@ fn entry_of_shared(
     elsewhere: bool,
 ) -> Option<Entry> {
     let response = Message::parse(shared.response).ok()?;
-    response.result()?;
+    let size = response.result()?.len() as u64;
     let age = crate::clock::wall()
         .duration_since(shared.stored_at)
         .unwrap_or_default();
     let now = crate::clock::now();
-    let size = response.result().map_or(0, |r| r.len() as u64);
     let bytes = size.saturating_add(key.len() as u64);
     Some(Entry {
         result: Kept::Sent(response),
@@ -791,6 +786,20 @@ async fn holding(
     }
 }
 
+/// The entry another call wrote under `key`, copied here; `None` if none
+/// lives (or it does not read); `Err` if the backing cannot be read.
+async fn copied(
+    shared: &Backing,
+    key: &str,
+    tool: &Arc<str>,
+    policy: CachePolicy,
+) -> Result<Option<Entry>, String> {
+    Ok(shared
+        .cache_get(key, policy.idle)
+        .await?
+        .and_then(|written| entry_of_shared(written, key, tool, policy, true)))
+}
+
 /// A miss on a shared entry: the instance that takes the key's lock calls
 /// the upstream (extending the lock while its call runs) and writes the
 /// entry; the others wait for it, woken when the lock is released, and
@@ -814,9 +823,7 @@ async fn fill_shared(
         match shared.cache_lock(key, &token, LOCK_LEASE).await {
             Ok(true) => {
                 // Written between the look and the lock.
-                if let Ok(Some(theirs)) = shared.cache_get(key, policy.idle).await
-                    && let Some(entry) = entry_of_shared(theirs, key, tool, policy, true)
-                {
+                if let Ok(Some(entry)) = copied(shared, key, tool, policy).await {
                     shared.cache_unlock(key, &token).await;
                     return Ok(Arc::new(entry));
                 }
@@ -857,12 +864,8 @@ async fn fill_shared(
                 // Another call holds it: wait for its entry, or for the
                 // lock to lapse.
                 let _ = tokio::time::timeout(LOCK_LEASE, released).await;
-                match shared.cache_get(key, policy.idle).await {
-                    Ok(Some(theirs)) => {
-                        if let Some(entry) = entry_of_shared(theirs, key, tool, policy, true) {
-                            return Ok(Arc::new(entry));
-                        }
-                    }
+                match copied(shared, key, tool, policy).await {
+                    Ok(Some(entry)) => return Ok(Arc::new(entry)),
                     Ok(None) => {}
                     Err(_) => break,
                 }

@@ -145,11 +145,6 @@ impl Shared {
         &self.instance
     }
 
-    /// Where the Redis is, without credentials.
-    pub fn shown(&self) -> &str {
-        &self.shown
-    }
-
     /// Runs `f` with a connection, within the call timeout; logs once when
     /// calls start failing and once when they work again.
     async fn run<T, F>(&self, f: impl FnOnce(ConnectionManager) -> F) -> Result<T, String>

@@ -518,14 +518,22 @@ async fn an_operation_started_on_one_instance_is_collected_and_cancelled_through
     );
 
     // A text that is no operation id touches no key.
-    for bogus in ["op_nope\r\nFLUSHALL", "sluice:op:*"] {
-        let unknown = call(&on_b, "sluice_result", json!({"operation": bogus})).await;
-        assert!(
-            first_text(&unknown).contains("unknown operation"),
-            "{}",
-            first_text(&unknown)
-        );
+    for bogus in ["op_nope\r\nFLUSHALL", "sluice:op:*", &"op_A".repeat(10_000)] {
+        for tool in ["sluice_result", "sluice_cancel"] {
+            let unknown = call(&on_b, tool, json!({"operation": bogus})).await;
+            assert_eq!(unknown.is_error, Some(true), "{tool}");
+            assert!(
+                first_text(&unknown).contains("unknown operation"),
+                "{tool}: {}",
+                first_text(&unknown)
+            );
+        }
     }
+    // And B goes on serving.
+    assert_eq!(
+        operation(&call(&on_b, "sluice_result", json!({"operation": id})).await)["status"],
+        "cancelled"
+    );
     on_a.cancel().await.unwrap();
     on_b.cancel().await.unwrap();
 }
