@@ -96,6 +96,11 @@ impl<K: PartialEq, V: ?Sized> Recent<K, V> {
         }
     }
 
+    /// Every entry, the most recently used last.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &Arc<V>)> {
+        self.entries.iter().map(|(k, v, _)| (k, v))
+    }
+
     /// The value of `key`, now the most recently used.
     pub(crate) fn get(&mut self, key: &K) -> Option<Arc<V>> {
         let at = self.entries.iter().position(|(k, _, _)| k == key)?;
@@ -122,24 +127,52 @@ impl<K: PartialEq, V: ?Sized> Recent<K, V> {
 }
 
 /// The children of one container: where each item of an array, or each
-/// member (`"key":value`) of an object, starts.
+/// member (`"key":value`) of an object, starts. All of them, or (served
+/// from a window of the document) those of one page.
 #[derive(Debug)]
 pub struct Items {
     /// The container's bytes, `[` to `]` (or `{` to `}`).
     pub range: Range<usize>,
-    /// Where each child starts.
-    pub starts: Vec<u64>,
+    /// Where each child from `first` on starts: every child's, or those of
+    /// children `first..b` and then where child `b` starts (if there is one).
+    starts: Vec<u64>,
+    /// The first child `starts` holds.
+    first: usize,
+    /// How many children the container has.
+    total: usize,
 }
 
 impl Items {
+    /// Every child of the container at `range`, from where each starts.
+    pub fn new(range: Range<usize>, starts: Vec<u64>) -> Self {
+        Self {
+            range,
+            total: starts.len(),
+            starts,
+            first: 0,
+        }
+    }
+
+    /// Children `first..` of the `total` of the container at `range`, from
+    /// where each starts (those of a page, and then where the next child
+    /// starts, if there is one): only they may be asked for.
+    pub fn part(range: Range<usize>, first: usize, total: usize, starts: Vec<u64>) -> Self {
+        Self {
+            range,
+            starts,
+            first,
+            total,
+        }
+    }
+
     /// How many items.
     pub fn len(&self) -> usize {
-        self.starts.len()
+        self.total
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.starts.is_empty()
+        self.total == 0
     }
 
     /// Memory held, approximately.
@@ -149,10 +182,11 @@ impl Items {
 
     /// The bytes of child `i` (without the comma that follows it).
     pub fn item(&self, i: usize) -> Range<usize> {
-        let start = self.starts[i] as usize;
+        let at = i - self.first;
+        let start = self.starts[at] as usize;
         let end = self
             .starts
-            .get(i + 1)
+            .get(at + 1)
             .map_or(self.range.end - 1, |&next| next as usize - 1);
         start..end
     }
@@ -417,10 +451,10 @@ impl Document {
         if let Some(items) = self.cached_items(&range) {
             return Ok(Some(items));
         }
-        let items = Arc::new(Items {
-            starts: scan::item_starts(&self.text, range.clone()),
-            range,
-        });
+        let items = Arc::new(Items::new(
+            range.clone(),
+            scan::item_starts(&self.text, range),
+        ));
         let delta = self
             .lock_items()
             .put(items.range.start, items.clone(), items.memory());

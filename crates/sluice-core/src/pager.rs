@@ -32,6 +32,9 @@ use crate::budget::{Budget, bytes_per_token, count_chars, floor_boundary, tokens
 use crate::document::{Document, Items, Kind, PlanKey, Recent};
 use crate::scan::{self, PointerError};
 
+mod saved;
+pub use saved::{SavedPlan, Start, Window, WindowError, plan_key, save, saved_plans};
+
 /// How many levels of values too large for a page are descended into; a
 /// value nested deeper is sliced as text. Each level rescans its value,
 /// so this bounds planning to this many passes over the document.
@@ -50,6 +53,73 @@ pub struct Position {
     /// Character offset: into the whole text for lines, into the value for
     /// a slice.
     pub char: u64,
+}
+
+/// What serving a page reads of a document: the whole [`Document`], or the
+/// [`Window`] of it that one page spans (read back from a store's frames).
+/// Offsets are the whole document's.
+pub(crate) trait Source {
+    /// Bytes `range` of the text; empty where the source does not hold
+    /// them (a window asked outside its page, which serving never does).
+    fn text(&self, range: Range<usize>) -> &str;
+    /// Whether `at` is a character boundary (`false` where the source does
+    /// not hold the bytes around it).
+    fn is_char_boundary(&self, at: usize) -> bool;
+    /// Bytes of the whole text.
+    fn bytes(&self) -> usize;
+    /// Characters of the whole text.
+    fn chars(&self) -> u64;
+    /// Text: where line `line` starts (`None` past the last line).
+    fn line_start(&self, line: u64) -> Option<u64>;
+    /// Text: how many lines.
+    fn lines(&self) -> u64;
+    /// The children of `container` (those of the page, for a window).
+    fn children(&self, container: &Container) -> Arc<Items>;
+}
+
+impl Source for Document {
+    fn text(&self, range: Range<usize>) -> &str {
+        &self.text_str()[range]
+    }
+
+    fn is_char_boundary(&self, at: usize) -> bool {
+        self.text_str().is_char_boundary(at)
+    }
+
+    fn bytes(&self) -> usize {
+        Document::bytes(self)
+    }
+
+    fn chars(&self) -> u64 {
+        Document::chars(self)
+    }
+
+    fn line_start(&self, line: u64) -> Option<u64> {
+        usize::try_from(line)
+            .ok()
+            .and_then(|i| self.line_starts().get(i).copied())
+    }
+
+    fn lines(&self) -> u64 {
+        self.line_starts().len() as u64
+    }
+
+    fn children(&self, container: &Container) -> Arc<Items> {
+        container.children.clone().unwrap_or_else(|| {
+            // A plan read back from a store, served from the whole
+            // document after all.
+            let range = container.range.clone();
+            let text = self.text_str();
+            Arc::new(Items::new(
+                range.clone(),
+                if container.object {
+                    scan::member_starts(text, range)
+                } else {
+                    scan::item_starts(text, range)
+                },
+            ))
+        })
+    }
 }
 
 /// How a page's data is to be read.
@@ -126,13 +196,18 @@ fn list_arrays(arrays: &[(String, usize)]) -> String {
 
 /// An array or object whose children are paged.
 #[derive(Debug)]
-struct Container {
+pub(crate) struct Container {
     /// Its JSON Pointer.
-    pointer: String,
+    pub(crate) pointer: String,
     /// An object (members), else an array (items).
-    object: bool,
-    /// Where its children start.
-    children: Arc<Items>,
+    pub(crate) object: bool,
+    /// Its bytes, `[` to `]` or `{` to `}`.
+    pub(crate) range: Range<usize>,
+    /// How many children it has.
+    pub(crate) total: usize,
+    /// Where its children start: `None` in a plan read back from a store,
+    /// whose pages are served from windows that find them.
+    pub(crate) children: Option<Arc<Items>>,
 }
 
 /// The members of an object around the member being paged: shown, as JSON,
@@ -194,14 +269,14 @@ impl AroundSpan {
         )
     }
 
-    fn render(&self, text: &str) -> Around {
+    fn render(&self, src: &dyn Source) -> Around {
         let mut members = String::with_capacity(self.before.len() + self.after.len() + 3);
         members.push('{');
-        members.push_str(&text[self.before.clone()]);
+        members.push_str(src.text(self.before.clone()));
         if !self.before.is_empty() && !self.after.is_empty() {
             members.push(',');
         }
-        members.push_str(&text[self.after.clone()]);
+        members.push_str(src.text(self.after.clone()));
         members.push('}');
         Around {
             pointer: self.pointer.clone(),
@@ -236,12 +311,14 @@ enum Segment {
     },
     /// Lines `a..b` of a text, starting at character `char_from`.
     Lines { a: u64, b: u64, char_from: u64 },
-    /// Bytes `from..to` of line `line` (one line too long for a page).
+    /// Bytes `from..to` of line `line` (one line too long for a page),
+    /// which is at `bytes`.
     LineSlice {
         line: u64,
         from: u64,
         to: u64,
         char_from: u64,
+        bytes: Range<usize>,
     },
 }
 
@@ -251,6 +328,9 @@ enum Segment {
 struct Planned {
     segment: Segment,
     around: Vec<AroundSpan>,
+    /// The bytes of the document its segment spans (all that serving it
+    /// reads, but for `around`).
+    extent: Range<usize>,
 }
 
 /// The pages of one path of a document for one budget.
@@ -363,14 +443,14 @@ impl Plan {
             // The bulk array's index is usually made already (for the
             // summary); deeper ones are the plan's alone.
             Some(items) if !object => items,
-            _ => Arc::new(Items {
-                starts: if object {
+            _ => Arc::new(Items::new(
+                range.clone(),
+                if object {
                     scan::member_starts(text, range.clone())
                 } else {
                     scan::item_starts(text, range.clone())
                 },
-                range: range.clone(),
-            }),
+            )),
         };
         let around_bytes = spans_cost(&around);
         let own = around_bytes + path_cost(&pointer);
@@ -412,7 +492,9 @@ impl Plan {
         let container = Arc::new(Container {
             pointer,
             object,
-            children,
+            range,
+            total: children.len(),
+            children: Some(children),
         });
         self.lay_out_children(doc, container, around, depth);
     }
@@ -433,7 +515,7 @@ impl Plan {
         depth: usize,
     ) {
         let text = doc.text_str();
-        let children = container.children.clone();
+        let children = Source::children(doc, &container);
         let mut around = Some(around);
         let mut group: Option<(usize, usize)> = None; // first child, bytes
         let mut emitted = false;
@@ -449,6 +531,11 @@ impl Plan {
                         b: end as u64,
                     },
                     around: around.take().unwrap_or_default(),
+                    extent: if a == end {
+                        0..0
+                    } else {
+                        children.span(a, end)
+                    },
                 });
             }
         };
@@ -458,7 +545,7 @@ impl Plan {
                 spans_cost(around.as_deref().unwrap_or_default()) + path_cost(&container.pointer);
             if !self.fits_alone(text, &range, around_bytes) {
                 flush(self, &mut group, i, &mut around);
-                let (pointer, value) = child_value(text, &container, i);
+                let (pointer, value) = child_value(doc, &container, &children, i);
                 self.lay_out_value(
                     doc,
                     pointer,
@@ -552,6 +639,7 @@ impl Plan {
                     deep,
                 },
                 around: around.take().unwrap_or_default(),
+                extent: value.start + byte..value.start + end,
             });
             char_from += slice_chars;
             byte = end;
@@ -577,9 +665,9 @@ impl Plan {
             let line_chars = count_chars(&text[range.clone()]) as u64;
             if !self.fits_alone(text, &range, 0) {
                 if let Some((a, _, char_from)) = group.take() {
-                    self.push_lines(a, i, char_from);
+                    self.push_lines(a, i, char_from, doc);
                 }
-                let unit = &text[range];
+                let unit = &text[range.clone()];
                 let mut byte = 0;
                 let mut char_from = chars;
                 while byte < unit.len() {
@@ -593,8 +681,10 @@ impl Plan {
                             from: byte as u64,
                             to: end as u64,
                             char_from,
+                            bytes: range.clone(),
                         },
                         around: Vec::new(),
+                        extent: range.start + byte..range.start + end,
                     });
                     char_from += count_chars(&unit[byte..end]) as u64;
                     byte = end;
@@ -610,7 +700,7 @@ impl Plan {
                 }
                 _ => {
                     if let Some((a, _, char_from)) = group.take() {
-                        self.push_lines(a, i, char_from);
+                        self.push_lines(a, i, char_from, doc);
                     }
                     group = Some((i, range.len(), chars));
                 }
@@ -618,11 +708,16 @@ impl Plan {
             chars += line_chars;
         }
         if let Some((a, _, char_from)) = group {
-            self.push_lines(a, starts.len(), char_from);
+            self.push_lines(a, starts.len(), char_from, doc);
         }
     }
 
-    fn push_lines(&mut self, a: usize, b: usize, char_from: u64) {
+    fn push_lines(&mut self, a: usize, b: usize, char_from: u64, doc: &Document) {
+        let start_of = |i: usize| {
+            doc.line_starts()
+                .get(i)
+                .map_or(doc.bytes(), |&s| s as usize)
+        };
         self.pages.push(Planned {
             segment: Segment::Lines {
                 a: a as u64,
@@ -630,6 +725,11 @@ impl Plan {
                 char_from,
             },
             around: Vec::new(),
+            extent: if a == b {
+                0..0
+            } else {
+                start_of(a)..start_of(b)
+            },
         });
     }
 
@@ -658,7 +758,7 @@ impl Plan {
                     if containers.insert(Arc::as_ptr(container)) {
                         bytes += std::mem::size_of::<Container>()
                             + container.pointer.capacity()
-                            + container.children.memory();
+                            + container.children.as_ref().map_or(0, |c| c.memory());
                     }
                 }
                 Segment::Slice { pointer, .. } => bytes += pointer.capacity(),
@@ -692,10 +792,15 @@ impl Plan {
 
     /// Whether `at` is a position this plan could have produced.
     pub fn holds(&self, doc: &Document, at: Position) -> bool {
+        self.holds_in(doc, at)
+    }
+
+    /// Whether `at` is a position this plan could have produced, read in
+    /// `src` (which holds page `at.seg`, if it is a window).
+    pub(crate) fn holds_in(&self, src: &dyn Source, at: Position) -> bool {
         let Some(planned) = usize::try_from(at.seg).ok().and_then(|s| self.pages.get(s)) else {
             return false;
         };
-        let text = doc.text_str();
         match &planned.segment {
             Segment::Children { container, a, b } => {
                 let child = *a <= at.unit && at.unit < *b;
@@ -704,9 +809,10 @@ impl Plan {
                 } else {
                     // Inside a child served in slices.
                     child && {
-                        let (_, value) = child_value(text, container, at.unit as usize);
+                        let items = src.children(container);
+                        let (_, value) = child_value(src, container, &items, at.unit as usize);
                         (at.byte as usize) < value.len()
-                            && text.is_char_boundary(value.start + at.byte as usize)
+                            && src.is_char_boundary(value.start + at.byte as usize)
                     }
                 }
             }
@@ -719,44 +825,49 @@ impl Plan {
                 at.unit == 0
                     && *from <= at.byte
                     && at.byte < *to
-                    && text.is_char_boundary(value.start + at.byte as usize)
+                    && src.is_char_boundary(value.start + at.byte as usize)
             }
-            Segment::LineSlice { line, from, to, .. } => {
-                let starts = doc.line_starts();
+            Segment::LineSlice {
+                line,
+                from,
+                to,
+                bytes,
+                ..
+            } => {
                 at.unit == *line
                     && *from <= at.byte
                     && at.byte < *to
-                    && starts
-                        .get(*line as usize)
-                        .is_some_and(|&s| text.is_char_boundary(s as usize + at.byte as usize))
+                    && src.is_char_boundary(bytes.start + at.byte as usize)
             }
         }
     }
 
     /// Serves the page that starts at `from` (a position [`Plan::holds`]).
     pub fn serve(&self, doc: &Document, from: Position) -> Page {
+        self.serve_in(doc, from)
+    }
+
+    /// Serves the page that starts at `from` (a position
+    /// [`Plan::holds_in`] `src`) from `src`.
+    pub(crate) fn serve_in(&self, src: &dyn Source, from: Position) -> Page {
         let seg = from.seg as usize;
         let planned = &self.pages[seg];
         let first = start(seg, &planned.segment);
         let around: Vec<Around> = if from == first {
-            planned
-                .around
-                .iter()
-                .map(|a| a.render(doc.text_str()))
-                .collect()
+            planned.around.iter().map(|a| a.render(src)).collect()
         } else {
             Vec::new()
         };
         let around_text: usize = around.iter().map(Around::cost).sum();
         let (mut page, rest) = match &planned.segment {
             Segment::Children { container, b, .. } => self.serve_children(
-                doc,
+                src,
                 container,
                 from,
                 *b,
                 around_text + path_cost(&container.pointer),
             ),
-            Segment::Lines { b, .. } => self.serve_lines(doc, from, *b),
+            Segment::Lines { b, .. } => self.serve_lines(src, from, *b),
             Segment::Slice {
                 pointer,
                 value,
@@ -766,7 +877,7 @@ impl Plan {
                 ..
             } => {
                 let (mut page, rest) = self.serve_slice(
-                    doc,
+                    src,
                     value.clone(),
                     from,
                     *to,
@@ -777,17 +888,13 @@ impl Plan {
                 page.deep = *deep;
                 (page, rest)
             }
-            Segment::LineSlice { line, to, .. } => {
-                let starts = doc.line_starts();
-                let text = doc.text_str();
-                let a = starts[*line as usize] as usize;
-                let b = starts
-                    .get(*line as usize + 1)
-                    .map_or(text.len(), |&s| s as usize);
-                let (mut page, rest) = self.serve_slice(doc, a..b, from, *to, 0);
+            Segment::LineSlice {
+                line, to, bytes, ..
+            } => {
+                let (mut page, rest) = self.serve_slice(src, bytes.clone(), from, *to, 0);
                 // Characters count into the whole text here.
-                page.total = doc.chars();
-                page.lines = Some((*line, line + 1, starts.len() as u64));
+                page.total = src.chars();
+                page.lines = Some((*line, line + 1, src.lines()));
                 page.slice_of = Some(*line);
                 (page, rest)
             }
@@ -808,19 +915,20 @@ impl Plan {
     /// the segment, if any, is the continuation.
     fn serve_children(
         &self,
-        doc: &Document,
+        src: &dyn Source,
         container: &Container,
         from: Position,
         b: u64,
         around_bytes: usize,
     ) -> (Page, Option<Position>) {
+        let items = src.children(container);
         let a = from.unit as usize;
         let b = b as usize;
-        if from.byte > 0 || (b > a && !self.child_fits(doc, container, a, around_bytes)) {
-            return self.serve_child_slice(doc, container, from, b, around_bytes);
+        if from.byte > 0 || (b > a && !self.child_fits(src, container, &items, a, around_bytes)) {
+            return self.serve_child_slice(src, container, &items, from, b, around_bytes);
         }
         let make = |end: usize| {
-            let data = children_data(doc, container, a, end);
+            let data = children_data(src, container, &items, a, end);
             Page::new(
                 data,
                 if container.object {
@@ -831,7 +939,7 @@ impl Plan {
                 Some(container.pointer.clone()),
                 a as u64,
                 end as u64,
-                container.children.len() as u64,
+                items.len() as u64,
             )
         };
         let fits = |data: &str| self.fits_with(data, around_bytes);
@@ -843,7 +951,7 @@ impl Plan {
             let (mut lo, mut hi) = (a + 1, b - 1);
             while lo < hi {
                 let mid = (lo + hi).div_ceil(2);
-                if fits(&children_data(doc, container, a, mid)) {
+                if fits(&children_data(src, container, &items, a, mid)) {
                     lo = mid;
                 } else {
                     hi = mid - 1;
@@ -862,12 +970,19 @@ impl Plan {
     }
 
     /// Whether child `i` of `container` alone fits a page.
-    fn child_fits(&self, doc: &Document, container: &Container, i: usize, around: usize) -> bool {
-        let range = container.children.item(i);
+    fn child_fits(
+        &self,
+        src: &dyn Source,
+        container: &Container,
+        items: &Items,
+        i: usize,
+        around: usize,
+    ) -> bool {
+        let range = items.item(i);
         if range.len() + 2 + around <= self.sure_bytes {
             return true;
         }
-        self.fits_with(&children_data(doc, container, i, i + 1), around)
+        self.fits_with(&children_data(src, container, items, i, i + 1), around)
     }
 
     /// A slice of child `from.unit`'s value, from `from.byte`: the last
@@ -875,24 +990,24 @@ impl Plan {
     /// tokens (far less dense than the document's sample).
     fn serve_child_slice(
         &self,
-        doc: &Document,
+        src: &dyn Source,
         container: &Container,
+        items: &Items,
         from: Position,
         b: usize,
         around_bytes: usize,
     ) -> (Page, Option<Position>) {
-        let text = doc.text_str();
         let i = from.unit as usize;
-        let (pointer, value) = child_value(text, container, i);
+        let (pointer, value) = child_value(src, container, items, i);
         let (mut page, rest) = self.serve_slice(
-            doc,
+            src,
             value.clone(),
             from,
             value.len() as u64,
             around_bytes + path_cost(&pointer),
         );
         page.path = Some(pointer);
-        page.total = count_chars(&text[value]) as u64;
+        page.total = count_chars(src.text(value)) as u64;
         page.slice_of = Some(from.unit);
         let rest = rest.or_else(|| {
             (i + 1 < b).then_some(Position {
@@ -906,24 +1021,23 @@ impl Plan {
     }
 
     /// Lines `from.unit..b`, as many as fit.
-    fn serve_lines(&self, doc: &Document, from: Position, b: u64) -> (Page, Option<Position>) {
-        let text = doc.text_str();
-        let starts = doc.line_starts();
+    fn serve_lines(&self, src: &dyn Source, from: Position, b: u64) -> (Page, Option<Position>) {
         let a = from.unit as usize;
         let b = b as usize;
+        let start_of = |i: usize| src.line_start(i as u64).map_or(src.bytes(), |s| s as usize);
         let range = |end: usize| {
             if a == end {
                 0..0
             } else {
-                starts[a] as usize..starts.get(end).map_or(text.len(), |&s| s as usize)
+                start_of(a)..start_of(end)
             }
         };
         let mut end = b;
-        if b > a + 1 && !self.fits(&text[range(b)]) {
+        if b > a + 1 && !self.fits(src.text(range(b))) {
             let (mut lo, mut hi) = (a + 1, b - 1);
             while lo < hi {
                 let mid = (lo + hi).div_ceil(2);
-                if self.fits(&text[range(mid)]) {
+                if self.fits(src.text(range(mid))) {
                     lo = mid;
                 } else {
                     hi = mid - 1;
@@ -931,10 +1045,10 @@ impl Plan {
             }
             end = lo;
         }
-        let data = text[range(end)].to_owned();
+        let data = src.text(range(end)).to_owned();
         let end_char = from.char + count_chars(&data) as u64;
-        let mut page = Page::new(data, Form::Text, None, from.char, end_char, doc.chars());
-        page.lines = Some((a as u64, end as u64, starts.len() as u64));
+        let mut page = Page::new(data, Form::Text, None, from.char, end_char, src.chars());
+        page.lines = Some((a as u64, end as u64, src.lines()));
         let rest = (end < b).then_some(Position {
             seg: from.seg,
             unit: end as u64,
@@ -947,39 +1061,52 @@ impl Plan {
     /// Bytes `from.byte..to` of the value at `value`, as many as fit.
     fn serve_slice(
         &self,
-        doc: &Document,
+        src: &dyn Source,
         value: Range<usize>,
         from: Position,
         to: u64,
         around_bytes: usize,
     ) -> (Page, Option<Position>) {
-        let unit = &doc.text_str()[value];
+        let (base, len) = (value.start, value.len());
+        // Character boundaries in the value, read where they are (a window
+        // holds only the bytes of its page).
+        let floor = |at: usize| {
+            let mut at = at.min(len);
+            while at > 0 && !src.is_char_boundary(base + at) {
+                at -= 1;
+            }
+            at
+        };
+        let next = |at: usize| {
+            let mut i = (at + 1).min(len);
+            while i < len && !src.is_char_boundary(base + i) {
+                i += 1;
+            }
+            i
+        };
+        let text = |a: usize, b: usize| src.text(base + a..base + b);
         let start = from.byte as usize;
-        let mut end = floor_boundary(unit, (to as usize).min(unit.len()));
+        let mut end = floor(to as usize);
         if end <= start {
-            end = next_boundary(unit, start);
+            end = next(start);
         }
-        if !self.fits_with(&unit[start..end], around_bytes) {
+        if !self.fits_with(text(start, end), around_bytes) {
             // The longest prefix that fits (binary search on bytes).
             let (mut lo, mut hi) = (start, end);
             while hi - lo > 1 {
-                let mid = floor_boundary(unit, lo + (hi - lo) / 2);
+                let mid = floor(lo + (hi - lo) / 2);
                 if mid <= lo {
                     break;
                 }
-                if self.fits_with(&unit[start..mid], around_bytes) {
+                if self.fits_with(text(start, mid), around_bytes) {
                     lo = mid;
                 } else {
                     hi = mid;
                 }
             }
-            end = if lo > start {
-                lo
-            } else {
-                next_boundary(unit, start)
-            };
+            end = if lo > start { lo } else { next(start) };
         }
-        let data = unit[start..end].to_owned();
+        let data = text(start, end).to_owned();
         let chars = count_chars(&data) as u64;
         let mut page = Page::new(data, Form::Text, None, from.char, from.char + chars, 0);
         page.slice_of = Some(from.unit);
@@ -1058,23 +1185,37 @@ fn start(seg: usize, segment: &Segment) -> Position {
     }
 }
 
-/// The pointer and the bytes of the value of child `i` of `container`.
-fn child_value(text: &str, container: &Container, i: usize) -> (String, Range<usize>) {
-    let range = container.children.item(i);
+/// The pointer and the bytes of the value of child `i` of `container`
+/// (whose children are `items`).
+fn child_value(
+    src: &dyn Source,
+    container: &Container,
+    items: &Items,
+    i: usize,
+) -> (String, Range<usize>) {
+    let range = items.item(i);
     let mut pointer = container.pointer.clone();
     pointer.push('/');
     if container.object {
-        let (key, value) = scan::member_parts(text, range);
+        let member = src.text(range.clone());
+        let (key, value) = scan::member_parts(member, 0..member.len());
         scan::escape_token(&key, &mut pointer);
-        (pointer, value)
+        (pointer, range.start + value.start..range.start + value.end)
     } else {
         pointer.push_str(&i.to_string());
         (pointer, range)
     }
 }
 
-/// Children `a..b` of `container` as a JSON array or object.
-fn children_data(doc: &Document, container: &Container, a: usize, b: usize) -> String {
+/// Children `a..b` of `container` (whose children are `items`) as a JSON
+/// array or object.
+fn children_data(
+    src: &dyn Source,
+    container: &Container,
+    items: &Items,
+    a: usize,
+    b: usize,
+) -> String {
     let (open, close) = if container.object {
         ('{', '}')
     } else {
@@ -1083,7 +1224,7 @@ fn children_data(doc: &Document, container: &Container, a: usize, b: usize) -> S
     if a == b {
         return format!("{open}{close}");
     }
-    let span = &doc.text_str()[container.children.span(a, b)];
+    let span = src.text(items.span(a, b));
     let mut data = String::with_capacity(span.len() + 2);
     data.push(open);
     data.push_str(span);
@@ -1308,13 +1449,34 @@ mod tests {
         Plan::new(doc, path, b).unwrap()
     }
 
-    /// Follows the cursor chain from page 1 and returns every page.
+    /// Follows the cursor chain from page 1 and returns every page; checks
+    /// that each is served the same from the plan saved and read back, over
+    /// only the bytes it says the page needs, by page number and by cursor.
     fn all_pages(doc: &Document, plan: &Plan) -> Vec<Page> {
+        let saved = SavedPlan::restore(&save(plan, doc)).expect("a saved plan reads back");
+        assert_eq!(saved.plan().pages(), plan.pages());
+        let from_window = |start: Start| {
+            let (_, ranges) = saved.needs(start).unwrap();
+            let pieces = ranges
+                .iter()
+                .map(|r| (r.start, doc.text_str()[r.clone()].to_owned()))
+                .collect();
+            saved.serve(start, pieces).unwrap()
+        };
+        for n in 1..=plan.pages() as u64 {
+            let from = plan.start_of(n).unwrap();
+            assert_eq!(
+                from_window(Start::Page(n)),
+                plan.serve(doc, from),
+                "page {n}"
+            );
+        }
         let mut pages = Vec::new();
         let mut at = Some(plan.start_of(1).unwrap());
         while let Some(from) = at {
             assert!(plan.holds(doc, from), "{from:?}");
             let page = plan.serve(doc, from);
+            assert_eq!(from_window(Start::At(from)), page, "at {from:?}");
             let around: usize = page.around.iter().map(Around::cost).sum::<usize>()
                 + page.path.as_deref().map_or(0, path_cost);
             assert!(

@@ -423,6 +423,28 @@ pub fn item_starts(doc: &str, array: Range<usize>) -> Vec<u64> {
     }
 }
 
+/// The start offsets of the children (items, or members if `object`) in
+/// `run`: the bytes of some consecutive children of a compact container,
+/// from where the first starts to where the last ends, and nothing else.
+pub fn child_starts(run: &str, object: bool) -> Vec<u64> {
+    let b = run.as_bytes();
+    let mut starts = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        starts.push(i as u64);
+        i = if object {
+            value_end(b, string_end(b, i) + 1)
+        } else {
+            value_end(b, i)
+        };
+        if i >= b.len() || b[i] != b',' {
+            break;
+        }
+        i += 1;
+    }
+    starts
+}
+
 /// The start offsets of the members of the compact object at `object`
 /// (from `{` to `}`): member `i` (`"key":value`) spans
 /// `starts[i]..starts[i + 1] - 1`; the last one ends before the closing `}`.

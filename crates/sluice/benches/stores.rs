@@ -2,14 +2,17 @@
 //! side in one run: memory, disk (zstd frames) and Redis (a
 //! `redis-server` of the bench's own on a free port, Debian's).
 //!
-//! For a JSON document of about 100 MB (pretty) / 68 MB (compact) and one
-//! of 1 MB: what storing it takes (`put`: compressing, writing; MB/s of the
-//! compact text) and weighs; the middle page read through the store as
-//! `sluice_read` does (`get` + plan + serve), median of 21, once the
-//! document is held decoded ("warm"); and the first read by a store that
-//! has not read it yet ("cold": a fresh instance on the same disk
-//! directory or Redis, as after a restart or on another instance), which
-//! reads the document back whole.
+//! For a JSON document of 100 MB (compact) and one of 1 MB: what storing
+//! it takes (`put`: compressing, writing; MB/s of the compact text) and
+//! weighs; the middle page read through the store as `sluice_read` reads
+//! it (`Store::page`): first by an instance that has not read the document
+//! (a fresh instance on the same disk directory or Redis, as after a
+//! restart or on another instance; for the compressed memory store, once
+//! its decoded copy is let go), then again (median of 21). Those read only
+//! the frames the page spans, by the plan saved with the document: O(page),
+//! 100 MB as 1 MB. Last, what reading the document back whole takes
+//! (`Store::get` on a fresh instance: what `sluice_query` and
+//! `sluice_search` need, and what a first page cost before).
 //!
 //! Run with `cargo bench -p sluice --bench stores`. Timings are reported,
 //! never asserted; compare the ratios.
@@ -19,7 +22,8 @@ use std::time::{Duration, Instant};
 use sluice::state::redis_store::RedisStore;
 use sluice_core::budget::Budget;
 use sluice_core::document::Document;
-use sluice_core::store::{DiskStore, MemoryStore, Owner, Store, StoreLimits, StoredInfo};
+use sluice_core::pager::Start;
+use sluice_core::store::{DiskStore, MemoryStore, Owner, PageAsk, Store, StoreLimits, StoredInfo};
 use sluice_core::summary::Overview;
 
 const LIMITS: StoreLimits = StoreLimits {
@@ -63,19 +67,23 @@ fn info() -> StoredInfo {
     }
 }
 
-/// The middle page of `handle` through `store`, as `sluice_read` reads it.
-fn page(store: &dyn Store, handle: &str) -> usize {
-    let stored = store.get(&Owner::Anonymous, handle).unwrap().stored;
-    let plan = stored.doc.plan(None, Budget::default()).unwrap();
-    let at = plan.start_of(plan.pages().div_ceil(2) as u64).unwrap();
-    std::hint::black_box(plan.serve(&stored.doc, at)).data.len()
+/// Page `n` of `handle` through `store`, as `sluice_read` reads it.
+fn page(store: &dyn Store, handle: &str, n: u64) -> usize {
+    let ask = PageAsk {
+        path: None,
+        budget: Budget::default(),
+        start: Start::Page(n),
+    };
+    let page = store.page(&Owner::Anonymous, handle, &ask).unwrap();
+    std::hint::black_box(page).data.len()
 }
 
-fn median(store: &dyn Store, handle: &str) -> Duration {
+/// The median of 21 reads of page `n`.
+fn median(store: &dyn Store, handle: &str, n: u64) -> Duration {
     let mut times: Vec<Duration> = (0..21)
         .map(|_| {
             let t = Instant::now();
-            page(store, handle);
+            page(store, handle, n);
             t.elapsed()
         })
         .collect();
@@ -83,32 +91,60 @@ fn median(store: &dyn Store, handle: &str) -> Duration {
     times[10]
 }
 
+/// A document of `text`, planned for its first reader (as the governor
+/// plans it before it stores it), and its pages.
+fn planned(text: &str) -> (Document, u64) {
+    let doc = Document::json(text.to_owned()).unwrap();
+    let pages = doc.plan(None, Budget::default()).unwrap().pages() as u64;
+    (doc, pages)
+}
+
 struct Row {
     put: Duration,
     weight: u64,
-    warm: Duration,
-    cold: Option<Duration>,
+    /// The first page read by a fresh instance.
+    first: Option<Duration>,
+    /// The page read again and again.
+    page: Duration,
+    /// A fresh instance reading the document whole (what a first read cost
+    /// before pages were served from frames).
+    whole: Option<Duration>,
 }
 
-/// Stores `doc` in `store`, reads its middle page cold through `again()`
-/// (another instance of the same store) and warm through `store`.
-fn measure(store: &dyn Store, doc: Document, again: Option<&dyn Store>) -> Row {
+/// Stores `text` through `store`; reads the middle page through it, and
+/// first through `fresh` (another instance of the same store), and the
+/// whole document through `whole` (a third).
+fn measure(store: &dyn Store, text: &str, fresh: Option<(&dyn Store, &dyn Store)>) -> Row {
+    let (doc, pages) = planned(text);
+    let middle = pages.div_ceil(2);
     let t = Instant::now();
     let stored = store.put(&Owner::Anonymous, doc, info()).unwrap();
     let put = t.elapsed();
     let handle = stored.handle.clone();
     drop(stored);
     let weight = store.usage().1;
-    let cold = again.map(|again| {
-        let t = Instant::now();
-        page(again, &handle);
-        t.elapsed()
-    });
+    let (first, page_time, whole) = match fresh {
+        Some((fresh, whole)) => {
+            let t = Instant::now();
+            page(fresh, &handle, middle);
+            let first = t.elapsed();
+            let t = Instant::now();
+            std::hint::black_box(whole.get(&Owner::Anonymous, &handle).unwrap());
+            let read_whole = t.elapsed();
+            (
+                Some(first),
+                median(fresh, &handle, middle),
+                Some(read_whole),
+            )
+        }
+        None => (None, median(store, &handle, middle), None),
+    };
     Row {
         put,
         weight,
-        warm: median(store, &handle),
-        cold,
+        first,
+        page: page_time,
+        whole,
     }
 }
 
@@ -159,25 +195,35 @@ fn main() {
     // its own (as sluice calls a store with I/O on its blocking pool).
     let _entered = runtime.enter();
     println!(
-        "stores: put (MB/s of the compact text), bytes kept, the middle page through the store (get + plan + serve): warm (median of 21) and cold (a fresh instance)"
+        "stores: put (MB/s of the compact text), bytes kept; the middle page through the store (as sluice_read reads it): first by a fresh instance, then again (median of 21); a fresh instance reading the document whole"
     );
     println!(
-        "{:<8} {:<14} {:>9} {:>8} {:>10} {:>10} {:>10} {:>11}",
-        "size", "backend", "put ms", "MB/s", "kept MB", "warm ms", "cold ms", "warm/memory"
+        "{:<8} {:<15} {:>9} {:>7} {:>9} {:>9} {:>9} {:>12} {:>10}",
+        "size",
+        "backend",
+        "put ms",
+        "MB/s",
+        "kept MB",
+        "first ms",
+        "page ms",
+        "page/memory",
+        "whole ms"
     );
-    for target in [1_000_000, 68_000_000] {
-        let doc = document(target);
-        let text = doc.text_str().to_owned();
+    for target in [1_000_000, 100_000_000] {
+        let text = document(target).text_str().to_owned();
         let bytes = text.len();
         let mut rows: Vec<(&str, Row)> = Vec::new();
         let memory = MemoryStore::new(LIMITS);
-        rows.push(("memory", measure(&memory, doc, None)));
+        rows.push(("memory", measure(&memory, &text, None)));
         drop(memory);
+        let zstd = MemoryStore::new(LIMITS).compressed(true);
+        rows.push(("memory (zstd)", measure_framed_memory(&zstd, &text)));
+        drop(zstd);
         let dir = std::env::temp_dir().join(format!("sluice-bench-stores-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         {
+            let (doc, pages) = planned(&text);
             let disk = DiskStore::open(&dir, LIMITS, true).unwrap();
-            let doc = Document::json(text.clone()).unwrap();
             let t = Instant::now();
             let stored = disk.put(&Owner::Anonymous, doc, info()).unwrap();
             let put = t.elapsed();
@@ -185,45 +231,78 @@ fn main() {
             drop(stored);
             let weight = disk.usage().1;
             drop(disk);
-            // Cold: the store opened again, as after a restart.
+            // A fresh instance: the store opened again, as after a restart.
             let disk = DiskStore::open(&dir, LIMITS, true).unwrap();
             let t = Instant::now();
-            page(&disk, &handle);
-            let cold = t.elapsed();
+            page(&disk, &handle, pages.div_ceil(2));
+            let first = t.elapsed();
+            let page_time = median(&disk, &handle, pages.div_ceil(2));
+            drop(disk);
+            let disk = DiskStore::open(&dir, LIMITS, true).unwrap();
+            let t = Instant::now();
+            std::hint::black_box(disk.get(&Owner::Anonymous, &handle).unwrap());
+            let whole = t.elapsed();
             rows.push((
                 "disk (zstd)",
                 Row {
                     put,
                     weight,
-                    warm: median(&disk, &handle),
-                    cold: Some(cold),
+                    first: Some(first),
+                    page: page_time,
+                    whole: Some(whole),
                 },
             ));
         }
         let _ = std::fs::remove_dir_all(&dir);
-        let (a, b) = (
+        let (a, b, c) = (
+            RedisStore::new(&url, LIMITS, true).unwrap(),
             RedisStore::new(&url, LIMITS, true).unwrap(),
             RedisStore::new(&url, LIMITS, true).unwrap(),
         );
         let row = std::thread::scope(|s| {
-            s.spawn(|| measure(&a, Document::json(text.clone()).unwrap(), Some(&b)))
+            s.spawn(|| measure(&a, &text, Some((&b, &c))))
                 .join()
                 .unwrap()
         });
         rows.push(("redis (zstd)", row));
-        let memory_warm = rows[0].1.warm;
+        let memory_page = rows[0].1.page;
+        let shown = |d: Option<Duration>| d.map_or("-".to_owned(), |d| format!("{:.2}", ms(d)));
         for (name, row) in &rows {
             println!(
-                "{:<8} {:<14} {:>9.1} {:>8.0} {:>10.1} {:>10.2} {:>10} {:>11.2}",
+                "{:<8} {:<15} {:>9.1} {:>7.0} {:>9.1} {:>9} {:>9.2} {:>12.2} {:>10}",
                 format!("{:.0} MB", bytes as f64 / 1e6),
                 name,
                 ms(row.put),
                 bytes as f64 / 1e6 / row.put.as_secs_f64(),
                 row.weight as f64 / 1e6,
-                ms(row.warm),
-                row.cold.map_or("-".to_owned(), |c| format!("{:.1}", ms(c))),
-                row.warm.as_secs_f64() / memory_warm.as_secs_f64()
+                shown(row.first),
+                ms(row.page),
+                row.page.as_secs_f64() / memory_page.as_secs_f64(),
+                shown(row.whole),
             );
         }
+    }
+}
+
+/// The compressed memory store: the middle page once the document it
+/// keeps decoded after a put is let go (as others push it out).
+fn measure_framed_memory(store: &MemoryStore, text: &str) -> Row {
+    let (doc, pages) = planned(text);
+    let t = Instant::now();
+    let stored = store.put(&Owner::Anonymous, doc, info()).unwrap();
+    let put = t.elapsed();
+    let handle = stored.handle.clone();
+    drop(stored);
+    store.forget_decoded();
+    let weight = store.usage().1;
+    let t = Instant::now();
+    page(store, &handle, pages.div_ceil(2));
+    let first = t.elapsed();
+    Row {
+        put,
+        weight,
+        first: Some(first),
+        page: median(store, &handle, pages.div_ceil(2)),
+        whole: None,
     }
 }

@@ -45,9 +45,11 @@ use redb::{Database, ReadableDatabase as _, ReadableTable as _, TableDefinition}
 use super::framed::{self, Encoded, Meta, at_millis, millis};
 use super::ledger::{Held, Ledger};
 use super::{
-    Brief, Clock, Listed, Loaded, Owner, Store, StoreError, StoreLimits, Stored, SystemClock,
+    Brief, Clock, FramedPlan, Listed, Loaded, Owner, PageAsk, Plans, ReadError, Store, StoreError,
+    StoreLimits, Stored, SystemClock,
 };
 use crate::document::Document;
+use crate::pager::Page;
 use crate::summary::StoredInfo;
 
 /// handle → [`Meta`] as JSON.
@@ -56,6 +58,9 @@ const RESULTS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("results"
 const FRAMES: TableDefinition<'_, (&str, u32), &[u8]> = TableDefinition::new("frames");
 /// handle → when it expires, in Unix milliseconds.
 const EXPIRY: TableDefinition<'_, &str, u64> = TableDefinition::new("expiry");
+/// `{handle}/{plan key}` → a page plan of the document, saved
+/// ([`crate::pager::save`]): what makes its pages O(page) to read back.
+const PLANS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("plans");
 /// Cache entries, by key.
 const CACHE: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("cache");
 /// Operations' records, by id.
@@ -175,6 +180,8 @@ pub struct DiskStore {
     ledger: Mutex<Ledger<OnDisk>>,
     /// Documents read back lately, the most recent last.
     loaded: Loaded,
+    /// Page plans read back lately.
+    plans: Plans,
     /// Expiries renewed since they were last written, by handle.
     renewed: Mutex<HashMap<String, u64>>,
     /// The last write that failed, until one succeeds.
@@ -264,6 +271,7 @@ impl DiskStore {
             unsynced: Default::default(),
             ledger: Mutex::default(),
             loaded: Loaded::new(limits.max_bytes),
+            plans: Plans::default(),
             renewed: Mutex::default(),
             failing: Mutex::default(),
             dropped_at_open: Default::default(),
@@ -291,6 +299,7 @@ impl DiskStore {
             let results = txn.open_table(RESULTS).map_err(|e| e.to_string())?;
             let expiry = txn.open_table(EXPIRY).map_err(|e| e.to_string())?;
             txn.open_table(FRAMES).map_err(|e| e.to_string())?;
+            txn.open_table(PLANS).map_err(|e| e.to_string())?;
             for row in results.iter().map_err(|e| e.to_string())? {
                 let (handle, meta) = row.map_err(|e| e.to_string())?;
                 let handle = handle.value().to_owned();
@@ -535,6 +544,7 @@ impl DiskStore {
         // deleted and, expired, deletes it then.
         self.note(deleted.map_err(|e| format!("deleting {} results failed: {e}", handles.len())));
         self.loaded.forget(handles);
+        self.plans.forget(handles);
     }
 
     /// Why `handle` is gone, if it left the ledger (evicted) after it was
@@ -579,6 +589,38 @@ impl DiskStore {
             .map_err(|e| self.unavailable(e))
     }
 
+    /// `handle`'s saved plan `key`, read back (and kept), if it has one
+    /// that reads.
+    fn read_plan(&self, handle: &str, key: &str) -> Result<Option<Arc<FramedPlan>>, StoreError> {
+        let rows = self
+            .with_db(|db| {
+                let txn = db.begin_read()?;
+                let plan = txn
+                    .open_table(PLANS)?
+                    .get(plan_row(handle, key).as_str())?
+                    .map(|p| p.value().to_vec());
+                let Some(plan) = plan else {
+                    return Ok(None);
+                };
+                let meta = txn
+                    .open_table(RESULTS)?
+                    .get(handle)?
+                    .map(|m| m.value().to_vec());
+                Ok(meta.map(|meta| (meta, plan)))
+            })
+            .map_err(|e| self.unavailable(e))?;
+        let Some((meta, plan)) = rows else {
+            return Ok(None);
+        };
+        let plan = Meta::parse(&meta)
+            .and_then(|meta| FramedPlan::of(&meta, &plan))
+            .map(Arc::new);
+        if let Some(plan) = &plan {
+            self.plans.keep(handle, key, plan.clone());
+        }
+        Ok(plan)
+    }
+
     /// Writes `stored` to the file, synced: its frames, what is known of
     /// it, and its expiry.
     fn write(&self, stored: &Stored, expires: SystemTime) -> Result<u64, StoreError> {
@@ -586,6 +628,7 @@ impl DiskStore {
             meta,
             frames,
             weight,
+            plans,
         } = framed::encode(stored, self.compress).map_err(|e| self.unavailable(e))?;
         if weight > self.limits.max_bytes {
             return Err(StoreError::TooLarge {
@@ -599,6 +642,10 @@ impl DiskStore {
                 let mut table = txn.open_table(FRAMES)?;
                 for (n, frame) in frames.iter().enumerate() {
                     table.insert((stored.handle.as_str(), n as u32), frame.as_slice())?;
+                }
+                let mut table = txn.open_table(PLANS)?;
+                for (key, plan) in &plans {
+                    table.insert(plan_row(&stored.handle, key).as_str(), plan.as_slice())?;
                 }
                 txn.open_table(RESULTS)?
                     .insert(stored.handle.as_str(), meta.as_slice())?;
@@ -684,7 +731,16 @@ fn delete(txn: &redb::WriteTransaction, handle: &str) -> Result<(), redb::Error>
     txn.open_table(FRAMES)?
         .retain_in((handle, 0)..=(handle, u32::MAX), |_, _| false)?;
     txn.open_table(EXPIRY)?.remove(handle)?;
+    // Every `{handle}/…` row: `0` follows `/`.
+    let (from, to) = (format!("{handle}/"), format!("{handle}0"));
+    txn.open_table(PLANS)?
+        .retain_in(from.as_str()..to.as_str(), |_, _| false)?;
     Ok(())
+}
+
+/// The row of `handle`'s plan `key` in [`PLANS`].
+fn plan_row(handle: &str, key: &str) -> String {
+    format!("{handle}/{key}")
 }
 
 impl Store for DiskStore {
@@ -766,6 +822,51 @@ impl Store for DiskStore {
             .unwrap_or_else(|p| p.into_inner())
             .insert(handle.to_owned(), millis(expires_at));
         Ok(expires_at)
+    }
+
+    fn page(&self, owner: &Owner, handle: &str, ask: &PageAsk) -> Result<Page, ReadError> {
+        let key = match ask.key() {
+            Some(key) if self.loaded.get(handle).is_none() => key,
+            _ => return ask.serve(&self.get(owner, handle)?.stored.doc),
+        };
+        self.touch(owner, handle)?;
+        let plan = match self.plans.get(handle, &key) {
+            Some(plan) => Some(plan),
+            None => self.read_plan(handle, &key)?,
+        };
+        let Some(plan) = plan else {
+            // No plan of this path and budget yet: planned from the whole
+            // document, once, and saved for the next first read.
+            let stored = self.get(owner, handle)?.stored;
+            let page = ask.serve(&stored.doc)?;
+            if let Ok(plan) = stored.doc.plan(ask.path.as_deref(), ask.budget) {
+                let saved = crate::pager::save(&plan, &stored.doc);
+                let written = self.with_db(|db| {
+                    let txn = db.begin_write()?;
+                    txn.open_table(PLANS)?
+                        .insert(plan_row(handle, &key).as_str(), saved.as_slice())?;
+                    txn.commit()?;
+                    Ok(())
+                });
+                self.note(written.map_err(|e| format!("saving a page plan failed: {e}")));
+            }
+            return Ok(page);
+        };
+        plan.page(ask.start, "disk", |numbers| {
+            self.with_db(|db| {
+                let txn = db.begin_read()?;
+                let table = txn.open_table(FRAMES)?;
+                let mut frames = Vec::with_capacity(numbers.len());
+                for &n in numbers {
+                    match table.get((handle, n))? {
+                        Some(frame) => frames.push(frame.value().to_vec()),
+                        None => break,
+                    }
+                }
+                Ok(frames)
+            })
+            .map_err(|e| self.unavailable(e))
+        })
     }
 
     fn list(&self, owner: &Owner, limit: usize) -> Vec<Brief> {
@@ -958,6 +1059,107 @@ mod tests {
         assert_eq!(read.doc.text_str(), before.doc.text_str());
         assert!(store.get(&owner, &after.handle).is_ok());
         assert_eq!(store.usage().0, 2);
+    }
+
+    /// The pages of `doc` for `budget`, by number, served from the whole
+    /// document.
+    fn reference_pages(doc: &Document, budget: crate::budget::Budget) -> Vec<Page> {
+        let plan = doc.plan(None, budget).unwrap();
+        (1..=plan.pages() as u64)
+            .map(|n| plan.serve(doc, plan.start_of(n).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn pages_read_back_from_the_frames_they_span_by_the_plan_saved() {
+        use crate::pager::Start;
+        let dir = Dir::new();
+        let clock = ManualClock::new();
+        let open =
+            || DiskStore::open_with_clock(&dir.0, limits(1 << 30), true, clock.clone()).unwrap();
+        let owner = Owner::Principal("alice".into());
+        let budget = |tokens| crate::budget::Budget {
+            max_tokens: tokens,
+            max_chars: tokens * 4,
+            max_lines: None,
+            token_factor: 1.0,
+        };
+        let doc = rows(20_000);
+        let text = doc.text_str().to_owned();
+        assert!(text.len() > 8 * FRAME_BYTES, "{}", text.len());
+        // Planned for its caller before it is stored, as the governor does.
+        doc.plan(None, budget(2000)).unwrap();
+        let handle = put(&open(), &owner, doc).handle.clone();
+        let reference = Document::json(text).unwrap();
+        let expected = reference_pages(&reference, budget(2000));
+        assert!(expected.len() > 20, "{}", expected.len());
+
+        // After a restart: every page by number and along the cursors, each
+        // read from its frames, never the whole document.
+        let store = open();
+        let ask = |start, tokens| PageAsk {
+            path: None,
+            budget: budget(tokens),
+            start,
+        };
+        for (n, want) in expected.iter().enumerate() {
+            let page = store
+                .page(&owner, &handle, &ask(Start::Page(n as u64 + 1), 2000))
+                .unwrap();
+            assert_eq!(&page, want, "page {}", n + 1);
+        }
+        let mut at = expected[0].next;
+        let mut followed = 1;
+        while let Some(from) = at {
+            let page = store
+                .page(&owner, &handle, &ask(Start::At(from), 2000))
+                .unwrap();
+            at = page.next;
+            followed += 1;
+        }
+        assert!(followed >= expected.len());
+        assert!(store.loaded.get(&handle).is_none(), "read whole");
+
+        // What cannot be served says why, as from a whole document.
+        assert!(matches!(
+            store.page(&owner, &handle, &ask(Start::Page(10_000), 2000)),
+            Err(ReadError::Page(crate::pager::PageError::OutOfRange { .. }))
+        ));
+        let nowhere = crate::pager::Position {
+            seg: 1,
+            unit: 0,
+            byte: 3,
+            char: 0,
+        };
+        assert_eq!(
+            store.page(&owner, &handle, &ask(Start::At(nowhere), 2000)),
+            Err(ReadError::Cursor)
+        );
+        let mallory = Owner::Principal("mallory".into());
+        assert!(matches!(
+            store.page(&mallory, &handle, &ask(Start::Page(1), 2000)),
+            Err(ReadError::Store(StoreError::Unknown(_)))
+        ));
+
+        // Another budget has no plan yet: planned from the whole document
+        // once, and saved, so the next first read is from frames again.
+        let other = reference_pages(&reference, budget(700));
+        assert_eq!(
+            store
+                .page(&owner, &handle, &ask(Start::Page(2), 700))
+                .unwrap(),
+            other[1]
+        );
+        assert!(store.loaded.get(&handle).is_some(), "read whole, once");
+        drop(store);
+        let store = open();
+        assert_eq!(
+            store
+                .page(&owner, &handle, &ask(Start::Page(5), 700))
+                .unwrap(),
+            other[4]
+        );
+        assert!(store.loaded.get(&handle).is_none(), "read from frames");
     }
 
     #[test]

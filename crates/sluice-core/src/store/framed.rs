@@ -96,6 +96,9 @@ pub struct Encoded {
     pub meta: Vec<u8>,
     /// Its document's frames.
     pub frames: Vec<Vec<u8>>,
+    /// The page plans made of it so far, saved ([`crate::pager::save`]),
+    /// by their keys: they make its pages O(page) to read back.
+    pub plans: Vec<(String, Vec<u8>)>,
     /// What it weighs: the frames and the meta.
     pub weight: u64,
 }
@@ -132,10 +135,13 @@ pub fn encode(stored: &Stored, compress: bool) -> std::io::Result<Encoded> {
         sent_twice: info.sent_twice,
     };
     let meta = serde_json::to_vec(&meta)?;
+    let plans = crate::pager::saved_plans(&stored.doc);
+    let plan_bytes: u64 = plans.iter().map(|(k, p)| (k.len() + p.len()) as u64).sum();
     Ok(Encoded {
-        weight: stored_bytes + meta.len() as u64,
+        weight: stored_bytes + meta.len() as u64 + plan_bytes,
         meta,
         frames,
+        plans,
     })
 }
 
@@ -155,6 +161,9 @@ pub fn decode(handle: &str, meta: Meta, frames: &[impl AsRef<[u8]>]) -> Result<S
                 .map_err(|e| format!("frame {n} of {handle}: {e}"))?;
             std::io::copy(&mut decoder, &mut text)
                 .map_err(|e| format!("frame {n} of {handle}: {e}"))?;
+            if text.len() > (n + 1) * FRAME_BYTES {
+                return Err(format!("frame {n} of {handle} is larger than a frame"));
+            }
         } else {
             text.extend_from_slice(frame.as_ref());
         }
@@ -188,6 +197,24 @@ pub fn decode(handle: &str, meta: Meta, frames: &[impl AsRef<[u8]>]) -> Result<S
         },
         created: at_millis(meta.created_ms),
     })
+}
+
+/// The bytes of one frame (`compressed`: a zstd frame, checked against its
+/// checksum, at most [`FRAME_BYTES`] once decompressed).
+pub fn decode_frame(frame: &[u8], compressed: bool) -> std::io::Result<Vec<u8>> {
+    if !compressed {
+        return Ok(frame.to_vec());
+    }
+    let mut out = Vec::with_capacity(FRAME_BYTES);
+    let decoder = zstd::stream::read::Decoder::new(frame)?;
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(decoder, FRAME_BYTES as u64 + 1),
+        &mut out,
+    )?;
+    if out.len() > FRAME_BYTES {
+        return Err(std::io::Error::other("larger than a frame"));
+    }
+    Ok(out)
 }
 
 /// One frame, compressed, with zstd's checksum.

@@ -58,4 +58,51 @@ impl Loaded {
     pub fn forget(&self, handles: &[String]) {
         self.lock().retain(|s| !handles.contains(&s.handle));
     }
+
+    /// Drops every document.
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+}
+
+/// The most saved page plans a store keeps read back.
+const PLANS_KEPT: usize = 32;
+
+/// Page plans a store read back lately, by handle and key: a document
+/// read page by page reads its plan once.
+#[derive(Debug, Default)]
+pub struct Plans {
+    /// The most recent last.
+    plans: Mutex<VecDeque<(String, String, Arc<super::FramedPlan>)>>,
+}
+
+impl Plans {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, VecDeque<(String, String, Arc<super::FramedPlan>)>> {
+        self.plans.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The plan `key` of `handle`, if it is kept.
+    pub fn get(&self, handle: &str, key: &str) -> Option<Arc<super::FramedPlan>> {
+        self.lock()
+            .iter()
+            .find(|(h, k, _)| h == handle && k == key)
+            .map(|(_, _, p)| p.clone())
+    }
+
+    /// Keeps `plan`, the most recent; drops the oldest beyond the bound.
+    pub fn keep(&self, handle: &str, key: &str, plan: Arc<super::FramedPlan>) {
+        let mut plans = self.lock();
+        plans.retain(|(h, k, _)| !(h == handle && k == key));
+        plans.push_back((handle.to_owned(), key.to_owned(), plan));
+        while plans.len() > PLANS_KEPT {
+            plans.pop_front();
+        }
+    }
+
+    /// Drops the plans of `handles`.
+    pub fn forget(&self, handles: &[String]) {
+        self.lock().retain(|(h, _, _)| !handles.contains(h));
+    }
 }

@@ -13,10 +13,16 @@ use std::sync::{Arc, Mutex};
 use super::framed::{self, Meta};
 use super::ledger::{Held, Ledger};
 use super::{
-    Brief, Clock, Listed, Loaded, Owner, Store, StoreError, StoreLimits, Stored, SystemClock,
+    Brief, Clock, FramedPlan, Listed, Loaded, Owner, PageAsk, ReadError, Store, StoreError,
+    StoreLimits, Stored, SystemClock,
 };
 use crate::document::Document;
+use crate::pager::Page;
 use crate::summary::StoredInfo;
+
+/// The most page plans a compressed result keeps (one per path and budget
+/// asked).
+const PLANS_PER_RESULT: usize = 8;
 
 /// The most bytes of documents a compressed memory store keeps decoded.
 const LOADED_BYTES: u64 = 16 << 20;
@@ -53,6 +59,9 @@ struct Frames {
     weight: u64,
     /// Its brief (`expires_at` aside: the ledger keeps the expiry).
     brief: Brief,
+    /// Its page plans, by key: its pages are served from the frames they
+    /// span.
+    plans: Mutex<Vec<(String, Arc<FramedPlan>)>>,
 }
 
 impl Held for Kept {
@@ -108,13 +117,52 @@ impl MemoryStore {
             backend: "memory",
             why: format!("the result could not be compressed: {e}"),
         })?;
+        let plans = Meta::parse(&encoded.meta)
+            .map(|meta| {
+                encoded
+                    .plans
+                    .iter()
+                    .filter_map(|(key, plan)| {
+                        Some((key.clone(), Arc::new(FramedPlan::of(&meta, plan)?)))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(Kept::Framed(Arc::new(Frames {
             owner: stored.owner.clone(),
             meta: encoded.meta,
             frames: encoded.frames,
             weight: encoded.weight,
             brief: Brief::of(stored, stored.created),
+            plans: Mutex::new(plans),
         })))
+    }
+
+    /// Lets go of the documents kept decoded (a bench's cold read).
+    pub fn forget_decoded(&self) {
+        self.loaded.clear();
+    }
+
+    /// `owner`'s result `handle`, its time-to-live restarted.
+    fn used(&self, owner: &Owner, handle: &str) -> Result<Kept, StoreError> {
+        let now = self.clock.now();
+        let mut ledger = self.lock();
+        let kept = match ledger
+            .use_entry(
+                owner,
+                handle,
+                now,
+                now + self.limits.ttl,
+                self.limits.ttl.as_secs(),
+            )
+            .map_err(|(e, _)| e)?
+        {
+            Kept::Whole(stored) => Kept::Whole(stored.clone()),
+            Kept::Framed(frames) => Kept::Framed(frames.clone()),
+        };
+        ledger.recount(handle);
+        ledger.make_room(self.limits.max_bytes, 0, Some(handle));
+        Ok(kept)
     }
 
     /// The document of `handle`, kept in `frames`: decoded lately, or now.
@@ -194,33 +242,50 @@ impl Store for MemoryStore {
     }
 
     fn get(&self, owner: &Owner, handle: &str) -> Result<Listed, StoreError> {
-        let now = self.clock.now();
-        let kept = {
-            let mut ledger = self.lock();
-            let kept = match ledger
-                .use_entry(
-                    owner,
-                    handle,
-                    now,
-                    now + self.limits.ttl,
-                    self.limits.ttl.as_secs(),
-                )
-                .map_err(|(e, _)| e)?
-            {
-                Kept::Whole(stored) => Kept::Whole(stored.clone()),
-                Kept::Framed(frames) => Kept::Framed(frames.clone()),
-            };
-            ledger.recount(handle);
-            ledger.make_room(self.limits.max_bytes, 0, Some(handle));
-            kept
-        };
-        let stored = match kept {
+        let stored = match self.used(owner, handle)? {
             Kept::Whole(stored) => stored,
             Kept::Framed(frames) => self.decoded(handle, &frames)?,
         };
         Ok(Listed {
             stored,
             expires_at: self.clock.wall() + self.limits.ttl,
+        })
+    }
+
+    fn page(&self, owner: &Owner, handle: &str, ask: &PageAsk) -> Result<Page, ReadError> {
+        let (frames, key) = match (self.used(owner, handle)?, ask.key()) {
+            (Kept::Framed(frames), Some(key)) if self.loaded.get(handle).is_none() => (frames, key),
+            _ => return ask.serve(&self.get(owner, handle)?.stored.doc),
+        };
+        let plan = {
+            let plans = frames.plans.lock().unwrap_or_else(|p| p.into_inner());
+            plans
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, p)| p.clone())
+        };
+        let Some(plan) = plan else {
+            // No plan of this path and budget yet: planned from the whole
+            // document, once, and kept for the next first read.
+            let stored = self.decoded(handle, &frames)?;
+            let page = ask.serve(&stored.doc)?;
+            if let (Ok(plan), Some(meta)) = (
+                stored.doc.plan(ask.path.as_deref(), ask.budget),
+                Meta::parse(&frames.meta),
+            ) && let Some(plan) = FramedPlan::of(&meta, &crate::pager::save(&plan, &stored.doc))
+            {
+                let mut plans = frames.plans.lock().unwrap_or_else(|p| p.into_inner());
+                if plans.len() < PLANS_PER_RESULT {
+                    plans.push((key, Arc::new(plan)));
+                }
+            }
+            return Ok(page);
+        };
+        plan.page(ask.start, "memory", |numbers| {
+            Ok(numbers
+                .iter()
+                .map_while(|&n| frames.frames.get(n as usize).cloned())
+                .collect())
         })
     }
 
@@ -413,6 +478,38 @@ mod tests {
                 Err(StoreError::Evicted(_))
             ));
         }
+    }
+
+    #[test]
+    fn compressed_results_serve_pages_from_the_frames_they_span() {
+        use crate::pager::Start;
+        let budget = crate::budget::Budget {
+            max_tokens: 1500,
+            max_chars: 6000,
+            max_lines: None,
+            token_factor: 1.0,
+        };
+        let store = MemoryStore::new(StoreLimits::default()).compressed(true);
+        let owner = Owner::Session(7);
+        let rows: Vec<String> = (0..20_000)
+            .map(|i| format!(r#"{{"id":{i},"name":"row {i}"}}"#))
+            .collect();
+        let doc = Document::json(format!(r#"{{"rows":[{}]}}"#, rows.join(","))).unwrap();
+        let reference = Document::json(doc.text_str().to_owned()).unwrap();
+        doc.plan(None, budget).unwrap();
+        let handle = store.put(&owner, doc, info()).unwrap().handle.clone();
+        store.loaded.forget(std::slice::from_ref(&handle));
+        let plan = reference.plan(None, budget).unwrap();
+        for n in [1, 7, plan.pages() as u64] {
+            let ask = PageAsk {
+                path: None,
+                budget,
+                start: Start::Page(n),
+            };
+            let want = plan.serve(&reference, plan.start_of(n).unwrap());
+            assert_eq!(store.page(&owner, &handle, &ask).unwrap(), want, "page {n}");
+        }
+        assert!(store.loaded.get(&handle).is_none(), "read whole");
     }
 
     #[test]

@@ -26,10 +26,12 @@ pub mod framed;
 mod ledger;
 mod loaded;
 mod memory;
+mod reading;
 
 pub use disk::{DiskStore, DiskStoreError, Side};
-pub use loaded::{LOADED_BYTES, Loaded};
+pub use loaded::{LOADED_BYTES, Loaded, Plans};
 pub use memory::MemoryStore;
+pub use reading::{FramedPlan, PageAsk, ReadError};
 
 /// Who a stored result, an operation or a per-session cache entry belongs
 /// to. Another owner is told "unknown handle", never shown the data.
@@ -213,6 +215,18 @@ pub trait Store: Send + Sync {
     /// reading it; when it expires now.
     fn touch(&self, owner: &Owner, handle: &str) -> Result<SystemTime, StoreError> {
         self.get(owner, handle).map(|listed| listed.expires_at)
+    }
+    /// Page `ask` of `owner`'s result `handle`, its time-to-live restarted
+    /// as [`Store::get`] does. A store that keeps documents outside memory
+    /// serves it from the frames the page spans, by the plan saved with
+    /// them, where it has one for that path and budget.
+    fn page(
+        &self,
+        owner: &Owner,
+        handle: &str,
+        ask: &PageAsk,
+    ) -> Result<crate::pager::Page, ReadError> {
+        ask.serve(&self.get(owner, handle)?.stored.doc)
     }
     /// `owner`'s results, most recently stored first, at most `limit`
     /// (never an anonymous owner's: see [`Owner::may_list`]).

@@ -20,8 +20,11 @@ use sluice_core::config::{BudgetConfig, Config, Mode};
 use sluice_core::cursor::CursorKey;
 use sluice_core::document::{Document, Kind};
 use sluice_core::format::timestamp;
+use sluice_core::pager::Page;
 use sluice_core::search::{Hits, Query};
-use sluice_core::store::{Listed, MemoryStore, Owner, Store, StoreError, Stored, StoredInfo};
+use sluice_core::store::{
+    Listed, MemoryStore, Owner, PageAsk, ReadError, Store, StoreError, Stored, StoredInfo,
+};
 use sluice_core::summary::{self, Answer, Overview, Style};
 
 mod sent;
@@ -227,6 +230,47 @@ impl Governor {
             },
         )
         .await
+    }
+
+    /// Page `ask` of `owner`'s result `handle`: read in place from the
+    /// memory store (off the request threads when the document is large,
+    /// over [`BLOCKING_BYTES`]: a first plan of a path scans the value
+    /// paged, and may tokenize up to 4 MB of it), on a blocking thread from
+    /// a store that does I/O, which reads only the frames the page spans
+    /// where it has the page's plan.
+    pub async fn page_of(
+        &self,
+        owner: &Owner,
+        handle: &str,
+        ask: PageAsk,
+    ) -> Result<Page, ReadError> {
+        let backend = self.store.backend();
+        if !self.store.in_place() {
+            let (owner, handle) = (owner.clone(), handle.to_owned());
+            return self
+                .on_store(
+                    move |store| store.page(&owner, &handle, &ask),
+                    move |why| {
+                        Err(ReadError::Store(StoreError::Unavailable {
+                            backend,
+                            why: format!("reading failed: {why}"),
+                        }))
+                    },
+                )
+                .await;
+        }
+        let stored = self.stored(owner, handle).await?.stored;
+        if stored.doc.bytes() as u64 <= BLOCKING_BYTES {
+            return ask.serve(&stored.doc);
+        }
+        tokio::task::spawn_blocking(move || ask.serve(&stored.doc))
+            .await
+            .unwrap_or_else(|e| {
+                Err(ReadError::Store(StoreError::Unavailable {
+                    backend,
+                    why: format!("planning the page failed: {e}"),
+                }))
+            })
     }
 
     /// Runs `f` on the store: here for the memory store (no hop on the

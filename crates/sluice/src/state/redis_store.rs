@@ -31,9 +31,11 @@ use std::time::{Duration, SystemTime};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use sluice_core::document::Document;
+use sluice_core::pager::Page;
 use sluice_core::store::framed::{self, Encoded, Meta, at_millis, millis};
 use sluice_core::store::{
-    Brief, Listed, Loaded, Owner, Store, StoreError, StoreLimits, Stored, StoredInfo,
+    Brief, FramedPlan, Listed, Loaded, Owner, PageAsk, Plans, ReadError, Store, StoreError,
+    StoreLimits, Stored, StoredInfo,
 };
 
 /// The prefix of every key sluice writes.
@@ -60,6 +62,8 @@ pub struct RedisStore {
     /// Connects on first use, and again by itself after a failure.
     manager: ConnectionManager,
     loaded: Loaded,
+    /// Page plans read back lately.
+    plans: Plans,
     failing: Mutex<Option<String>>,
 }
 
@@ -118,6 +122,7 @@ impl RedisStore {
             runtime: tokio::runtime::Handle::current(),
             manager,
             loaded: Loaded::new(limits.max_bytes),
+            plans: Plans::default(),
             failing: Mutex::default(),
         })
     }
@@ -231,6 +236,30 @@ impl RedisStore {
         }
     }
 
+    /// Why frames of `handle` did not read back: it expired since its
+    /// meta was read (said as expired), or it lost them (damaged).
+    fn frames_missing(&self, owner: &Owner, handle: &str) -> StoreError {
+        let result = key(&["r:", handle]);
+        let exists: Result<bool, StoreError> = self.run(|mut c| async move {
+            redis::cmd("HEXISTS")
+                .arg(&result)
+                .arg("meta")
+                .query_async(&mut c)
+                .await
+        });
+        match exists {
+            Ok(true) => StoreError::Unavailable {
+                backend: "redis",
+                why: format!(
+                    "{}: frames of {handle} are missing (the result is damaged); call the tool again",
+                    self.shown
+                ),
+            },
+            Ok(false) => self.why_gone(owner, handle),
+            Err(e) => e,
+        }
+    }
+
     /// Reads `handle`'s document back.
     fn read(&self, owner: &Owner, handle: &str, meta: Meta) -> Result<Arc<Stored>, StoreError> {
         let result = key(&["r:", handle]);
@@ -247,8 +276,7 @@ impl RedisStore {
             })?
         };
         let Some(frames) = frames.into_iter().collect::<Option<Vec<Vec<u8>>>>() else {
-            // Expired between the two reads: say so.
-            return Err(self.why_gone(owner, handle));
+            return Err(self.frames_missing(owner, handle));
         };
         framed::decode(handle, meta, &frames)
             .map(Arc::new)
@@ -279,6 +307,7 @@ impl Store for RedisStore {
             meta,
             frames,
             weight,
+            plans,
         } = framed::encode(&stored, self.compress).map_err(|e| StoreError::Unavailable {
             backend: "redis",
             why: e.to_string(),
@@ -301,6 +330,9 @@ impl Store for RedisStore {
             hset.arg(&result).arg("meta").arg(&meta);
             for (n, frame) in frames.iter().enumerate() {
                 hset.arg(format!("f{n}")).arg(frame.as_slice());
+            }
+            for (plan_key, plan) in &plans {
+                hset.arg(format!("p:{plan_key}")).arg(plan.as_slice());
             }
             pipe.add_command(hset)
                 .ignore()
@@ -353,6 +385,80 @@ impl Store for RedisStore {
         };
         self.loaded.keep(stored.clone());
         Ok(Listed { stored, expires_at })
+    }
+
+    fn page(&self, owner: &Owner, handle: &str, ask: &PageAsk) -> Result<Page, ReadError> {
+        let (meta, _) = self.use_entry(owner, handle)?;
+        let plan_key = match ask.key() {
+            Some(plan_key) if self.loaded.get(handle).is_none() => plan_key,
+            _ => return ask.serve(&self.get(owner, handle)?.stored.doc),
+        };
+        let result = key(&["r:", handle]);
+        let plan = match self.plans.get(handle, &plan_key) {
+            Some(plan) => Some(plan),
+            None => {
+                let field = format!("p:{plan_key}");
+                let saved: Option<Vec<u8>> = self.run(|mut c| {
+                    let result = result.clone();
+                    async move {
+                        redis::cmd("HGET")
+                            .arg(&result)
+                            .arg(&field)
+                            .query_async(&mut c)
+                            .await
+                    }
+                })?;
+                let plan = saved
+                    .and_then(|saved| FramedPlan::of(&meta, &saved))
+                    .map(Arc::new);
+                if let Some(plan) = &plan {
+                    self.plans.keep(handle, &plan_key, plan.clone());
+                }
+                plan
+            }
+        };
+        let Some(plan) = plan else {
+            // No plan of this path and budget yet: planned from the whole
+            // document, once, and saved for the next first read anywhere.
+            let stored = self.read(owner, handle, meta)?;
+            self.loaded.keep(stored.clone());
+            let page = ask.serve(&stored.doc)?;
+            if let Ok(plan) = stored.doc.plan(ask.path.as_deref(), ask.budget) {
+                let saved = sluice_core::pager::save(&plan, &stored.doc);
+                let field = format!("p:{plan_key}");
+                // A failure only costs the next first read its plan.
+                let _ = self.run(|mut c| async move {
+                    // Only into the hash while it exists: one that expired
+                    // meanwhile is not made again.
+                    redis::cmd("EVAL")
+                        .arg(
+                            "if redis.call('EXISTS', KEYS[1]) == 1 then \
+                             redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end",
+                        )
+                        .arg(1)
+                        .arg(&result)
+                        .arg(&field)
+                        .arg(saved)
+                        .query_async::<()>(&mut c)
+                        .await
+                });
+            }
+            return Ok(page);
+        };
+        plan.page(ask.start, "redis", |numbers| {
+            let fields: Vec<String> = numbers.iter().map(|n| format!("f{n}")).collect();
+            let frames: Vec<Option<Vec<u8>>> = self.run(|mut c| async move {
+                redis::cmd("HMGET")
+                    .arg(&result)
+                    .arg(&fields)
+                    .query_async(&mut c)
+                    .await
+            })?;
+            frames
+                .into_iter()
+                .collect::<Option<Vec<Vec<u8>>>>()
+                .ok_or_else(|| self.frames_missing(owner, handle))
+        })
     }
 
     fn touch(&self, owner: &Owner, handle: &str) -> Result<SystemTime, StoreError> {

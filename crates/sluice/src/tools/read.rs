@@ -3,16 +3,13 @@
 //! past the end, a path that is not an array) are error results that say
 //! what exists; an altered or foreign cursor is a JSON-RPC `-32602` error.
 
-use std::sync::Arc;
-
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData, JsonObject, Tool};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_core::budget::Budget;
 use sluice_core::cursor::Cursor;
-use sluice_core::limits::BLOCKING_BYTES;
-use sluice_core::pager::{Page, PageError, Position};
-use sluice_core::store::{Owner, StoreError, Stored};
+use sluice_core::pager::{Page, PageError, Position, Start};
+use sluice_core::store::{Owner, PageAsk, ReadError, StoreError};
 
 use crate::govern::{Governor, page_budget, with_meta};
 
@@ -127,25 +124,18 @@ impl Governor {
             }
         };
         let via_cursor = matches!(request.from, From::At(_));
-        let stored = match self.stored(owner, &request.handle).await {
-            Ok(listed) => listed.stored,
-            Err(StoreError::Unknown(_)) if via_cursor => {
-                return Err(invalid_cursor(
-                    "this cursor belongs to a result this session does not have",
-                )
-                .into());
-            }
-            Err(e) => {
-                return Err(ToolError::Model(format!(
-                    "{e}. {}",
-                    self.handles_hint(owner).await
-                )));
-            }
-        };
-        match page_off_thread(&stored, &request).await {
-            Ok(page) => Ok(self.page_result(&stored, &request, &page)),
-            Err(PageFailure::Model(message)) => Err(ToolError::Model(message)),
-            Err(PageFailure::Cursor) => {
+        match self.page(owner, &request).await {
+            Ok(page) => Ok(self.page_result(&request, &page)),
+            Err(ReadError::Store(StoreError::Unknown(_))) if via_cursor => Err(invalid_cursor(
+                "this cursor belongs to a result this session does not have",
+            )
+            .into()),
+            Err(ReadError::Store(e)) => Err(ToolError::Model(format!(
+                "{e}. {}",
+                self.handles_hint(owner).await
+            ))),
+            Err(ReadError::Page(e)) => Err(ToolError::Model(page_error(&request.handle, &e))),
+            Err(ReadError::Cursor) => {
                 Err(invalid_cursor("this cursor does not point into its result").into())
             }
         }
@@ -167,58 +157,30 @@ impl Governor {
     }
 }
 
-/// The page `request` asks of `stored`, planned off the request threads
-/// when the document is large (over [`BLOCKING_BYTES`]): a first plan of a
-/// path scans the value paged (and may tokenize up to 4 MB of it), which a
-/// request thread must not wait for.
-pub(super) async fn page_off_thread(
-    stored: &Arc<Stored>,
-    request: &PageRequest,
-) -> Result<Page, PageFailure> {
-    if stored.doc.bytes() <= BLOCKING_BYTES {
-        return page_of(stored, request);
+impl Governor {
+    /// The page `request` asks of `owner`'s result.
+    pub(super) async fn page(
+        &self,
+        owner: &Owner,
+        request: &PageRequest,
+    ) -> Result<Page, ReadError> {
+        let ask = PageAsk {
+            path: request.path.clone(),
+            budget: page_budget(request.budget, request.path.as_deref()),
+            start: match request.from {
+                From::Page(n) => Start::Page(n),
+                From::At(at) => Start::At(at),
+            },
+        };
+        self.page_of(owner, &request.handle, ask).await
     }
-    let (stored, request) = (stored.clone(), request.clone());
-    tokio::task::spawn_blocking(move || page_of(&stored, &request))
-        .await
-        .unwrap_or_else(|e| {
-            Err(PageFailure::Model(format!(
-                "sluice failed to plan the page: {e}. Call {READ} again."
-            )))
-        })
-}
-
-/// The page `request` asks of `stored`.
-pub(super) fn page_of(stored: &Stored, request: &PageRequest) -> Result<Page, PageFailure> {
-    let page_budget = page_budget(request.budget, request.path.as_deref());
-    let plan = stored
-        .doc
-        .plan(request.path.as_deref(), page_budget)
-        .map_err(|e| PageFailure::Model(page_error(stored, &e)))?;
-    let from = match request.from {
-        From::Page(n) => plan
-            .start_of(n)
-            .map_err(|e| PageFailure::Model(page_error(stored, &e)))?,
-        From::At(at) => {
-            if !plan.holds(&stored.doc, at) {
-                return Err(PageFailure::Cursor);
-            }
-            at
-        }
-    };
-    Ok(plan.serve(&stored.doc, from))
 }
 
 impl Governor {
-    pub(super) fn next_cursor(
-        &self,
-        stored: &Stored,
-        request: &PageRequest,
-        page: &Page,
-    ) -> Option<String> {
+    pub(super) fn next_cursor(&self, request: &PageRequest, page: &Page) -> Option<String> {
         page.next.map(|at| {
             self.key().seal(&Cursor {
-                handle: stored.handle.clone(),
+                handle: request.handle.clone(),
                 path: request.path.clone(),
                 budget: request.budget,
                 at,
@@ -226,9 +188,9 @@ impl Governor {
         })
     }
 
-    pub(super) fn page_meta(&self, stored: &Stored, page: &Page, next: Option<&str>) -> Value {
+    pub(super) fn page_meta(&self, handle: &str, page: &Page, next: Option<&str>) -> Value {
         let mut meta = json!({
-            "handle": stored.handle,
+            "handle": handle,
             "page": page.page,
             "pages": page.pages,
             "form": page.form.as_str(),
@@ -259,18 +221,13 @@ impl Governor {
         meta
     }
 
-    pub(super) fn page_result(
-        &self,
-        stored: &Stored,
-        request: &PageRequest,
-        page: &Page,
-    ) -> CallToolResult {
-        let next = self.next_cursor(stored, request, page);
+    pub(super) fn page_result(&self, request: &PageRequest, page: &Page) -> CallToolResult {
+        let next = self.next_cursor(request, page);
         let call = next
             .as_ref()
             .map(|c| format!("{READ} {{\"cursor\":\"{c}\"}}"));
         let header = page.header(call.as_deref());
-        let meta = self.page_meta(stored, page, next.as_deref());
+        let meta = self.page_meta(&request.handle, page, next.as_deref());
         let mut result = CallToolResult::success(vec![
             ContentBlock::text(page.data.clone()),
             ContentBlock::text(header),
@@ -280,19 +237,11 @@ impl Governor {
     }
 }
 
-pub(super) enum PageFailure {
-    /// A mistake the model can fix; the message says how.
-    Model(String),
-    /// A cursor that does not fit its result.
-    Cursor,
-}
-
-pub(super) fn page_error(stored: &Stored, e: &PageError) -> String {
+pub(super) fn page_error(handle: &str, e: &PageError) -> String {
     match e {
-        PageError::OutOfRange { .. } => format!(
-            "{e}. {READ} {{\"handle\":\"{}\"}} reads page 1.",
-            stored.handle
-        ),
+        PageError::OutOfRange { .. } => {
+            format!("{e}. {READ} {{\"handle\":\"{handle}\"}} reads page 1.")
+        }
         _ => format!("{e}."),
     }
 }

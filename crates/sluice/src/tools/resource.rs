@@ -5,13 +5,15 @@
 use rmcp::model::{ErrorData, ReadResourceResult, ResourceContents, ResourceTemplate};
 use serde_json::{Value, json};
 use sluice_core::budget::Budget;
+use sluice_core::document::Kind;
 use sluice_core::format::quoted_cut;
-use sluice_core::store::Owner;
+use sluice_core::pager::Form;
+use sluice_core::store::{Owner, ReadError, StoreError};
 
 use crate::contract::RESULT_URI;
 use crate::govern::{Governor, mime_of, with_meta};
 
-use super::read::{From, PageFailure, PageRequest, invalid_cursor, page_off_thread};
+use super::read::{From, PageRequest, invalid_cursor, page_error};
 
 /// The resource template of stored results.
 pub fn template() -> ResourceTemplate {
@@ -71,6 +73,7 @@ impl Governor {
                 }
             }
         }
+        let cursor_given = cursor.is_some();
         let request = match cursor {
             Some(c) => self.open_cursor(&c)?,
             None => PageRequest {
@@ -80,35 +83,45 @@ impl Governor {
                 from: From::Page(page.unwrap_or(1)),
             },
         };
-        let stored = match self.stored(owner, &request.handle).await {
-            Ok(listed) => listed.stored,
-            Err(e) => {
+        let page = match self.page(owner, &request).await {
+            Ok(page) => page,
+            Err(ReadError::Store(StoreError::Unknown(_))) if cursor_given => {
+                return Err(invalid_cursor(
+                    "this cursor belongs to a result this session does not have",
+                ));
+            }
+            Err(ReadError::Store(e)) => {
                 return Err(ErrorData::resource_not_found(
                     format!("{e}. {}", self.handles_hint(owner).await),
                     Some(json!({"uri": quoted_cut(uri)})),
                 ));
             }
+            Err(ReadError::Page(e)) => {
+                return Err(ErrorData::invalid_params(
+                    page_error(&request.handle, &e),
+                    None,
+                ));
+            }
+            Err(ReadError::Cursor) => {
+                return Err(invalid_cursor("this cursor does not point into its result"));
+            }
         };
-        let page = page_off_thread(&stored, &request)
-            .await
-            .map_err(|e| match e {
-                PageFailure::Model(message) => ErrorData::invalid_params(message, None),
-                PageFailure::Cursor => invalid_cursor("this cursor does not point into its result"),
-            })?;
-        let next = self.next_cursor(&stored, &request, &page);
-        let mut meta = self.page_meta(&stored, &page, next.as_deref());
+        let next = self.next_cursor(&request, &page);
+        let mut meta = self.page_meta(&request.handle, &page, next.as_deref());
         let next_uri = next
             .as_ref()
-            .map(|c| format!("{RESULT_URI}{}?cursor={c}", stored.handle));
+            .map(|c| format!("{RESULT_URI}{}?cursor={c}", request.handle));
         meta["header"] = Value::String(page.header(next_uri.as_deref()));
-        let mut result =
-            ReadResourceResult::new(vec![ResourceContents::text(page.data, uri).with_mime_type(
-                if page.form != sluice_core::pager::Form::Text {
-                    "application/json"
-                } else {
-                    mime_of(stored.doc.kind())
-                },
-            )]);
+        // A text document's pages are text; a JSON document's, JSON (its
+        // slices included: they are of its compact JSON).
+        let text = page.form == Form::Text && page.path.is_none();
+        let mut result = ReadResourceResult::new(vec![
+            ResourceContents::text(page.data, uri).with_mime_type(mime_of(if text {
+                Kind::Text
+            } else {
+                Kind::Json
+            })),
+        ]);
         result.meta = Some(with_meta(None, crate::contract::meta::PAGE, meta));
         Ok(result)
     }

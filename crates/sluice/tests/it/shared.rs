@@ -206,12 +206,52 @@ async fn two_instances_share_results_and_cursors_and_outlive_a_kill() {
         first_text(&second_on_a)
     );
 
-    // A killed; a new A serves the handle.
+    // A killed; a new A serves the handle, reading only the frames its
+    // page spans, by the plan saved with the result: its last frame, far
+    // from page 2, deleted meanwhile, is not missed.
     a.child.start_kill().unwrap();
     a.child.wait().await.unwrap();
     drop(on_a);
+    let mut redis_client = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let key = format!("sluice:r:{handle}");
+    let fields: Vec<String> = redis::cmd("HKEYS")
+        .arg(&key)
+        .query_async(&mut redis_client)
+        .await
+        .unwrap();
+    assert!(
+        fields.iter().any(|f| f.starts_with("p:")),
+        "a plan saved: {fields:?}"
+    );
+    let frames = fields.iter().filter(|f| f.starts_with('f')).count();
+    assert!(frames >= 3, "{fields:?}");
+    let _: () = redis::cmd("HDEL")
+        .arg(&key)
+        .arg(format!("f{}", frames - 1))
+        .query_async(&mut redis_client)
+        .await
+        .unwrap();
     let a = start(&config).await;
     let on_a = stateless_http_client(&a.url, loopback()).await;
+    let again = read(&on_a, json!({"handle": handle, "page": 2})).await;
+    assert_eq!(first_text(&again), first_text(&second_on_a));
+    // What needs the whole document says it is missing, and A goes on.
+    let counted = call(
+        &on_a,
+        "sluice_query",
+        json!({"handle": handle, "filter": ".items | length"}),
+    )
+    .await;
+    assert_eq!(counted.is_error, Some(true), "{}", first_text(&counted));
+    assert!(
+        first_text(&counted).contains("frames of") && first_text(&counted).contains("damaged"),
+        "{}",
+        first_text(&counted)
+    );
     let again = read(&on_a, json!({"handle": handle, "page": 2})).await;
     assert_eq!(first_text(&again), first_text(&second_on_a));
     on_a.cancel().await.unwrap();

@@ -1,0 +1,154 @@
+//! A page read from a store: what is asked ([`PageAsk`]), why it fails
+//! ([`ReadError`]), and the two ways it is served: from a whole document
+//! ([`PageAsk::serve`]), or from the frames of a document kept outside
+//! memory, with its saved plan ([`FramedPlan::page`]), reading only the
+//! frames the page spans.
+
+use crate::budget::Budget;
+use crate::document::Document;
+use crate::pager::{Page, PageError, SavedPlan, Start, WindowError, plan_key};
+
+use super::StoreError;
+use super::framed::{FRAME_BYTES, Meta, decode_frame};
+
+/// A page asked of a stored result.
+#[derive(Debug, Clone)]
+pub struct PageAsk {
+    /// The path paged (`None`: the whole document).
+    pub path: Option<String>,
+    /// The budget of the page's data (the caller's, less the page's wrapper).
+    pub budget: Budget,
+    /// Where the page starts.
+    pub start: Start,
+}
+
+/// Why a page cannot be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReadError {
+    /// The result is not available.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The page cannot be served (a page past the end, a bad path).
+    #[error(transparent)]
+    Page(#[from] PageError),
+    /// A cursor's position that its result's plan could not have produced.
+    #[error("the position is not in the result's pages")]
+    Cursor,
+}
+
+impl PageAsk {
+    /// The key its plan is kept under; `None` for a path too long to be
+    /// worth keeping a plan of (over 1 KB), which is planned each time.
+    pub fn key(&self) -> Option<String> {
+        (self.path.as_ref().is_none_or(|p| p.len() <= 1024))
+            .then(|| plan_key(self.path.as_deref(), self.budget))
+    }
+
+    /// The page, served from the whole document.
+    pub fn serve(&self, doc: &Document) -> Result<Page, ReadError> {
+        let plan = doc.plan(self.path.as_deref(), self.budget)?;
+        let from = match self.start {
+            Start::Page(n) => plan.start_of(n)?,
+            Start::At(at) => {
+                if !plan.holds(doc, at) {
+                    return Err(ReadError::Cursor);
+                }
+                at
+            }
+        };
+        Ok(plan.serve(doc, from))
+    }
+}
+
+/// A saved plan of a document kept in frames.
+#[derive(Debug)]
+pub struct FramedPlan {
+    plan: SavedPlan,
+    /// Whether the frames are zstd frames.
+    compressed: bool,
+    /// How many frames.
+    frames: u32,
+}
+
+impl FramedPlan {
+    /// The plan saved as `bytes` for the document `meta` describes, if it
+    /// reads as one of that document.
+    pub fn of(meta: &Meta, bytes: &[u8]) -> Option<FramedPlan> {
+        let plan = SavedPlan::restore(bytes)?;
+        (plan.bytes() as u64 == meta.text_bytes).then_some(FramedPlan {
+            plan,
+            compressed: meta.compressed,
+            frames: meta.frames,
+        })
+    }
+
+    /// Memory held, approximately.
+    pub fn memory(&self) -> usize {
+        self.plan.memory()
+    }
+
+    /// Page `start`, from the frames `fetch` reads (the frames of the
+    /// numbers given, in that order): only those the page spans. Bytes that
+    /// do not read back as the plan says fail as `backend` being damaged.
+    pub fn page(
+        &self,
+        start: Start,
+        backend: &'static str,
+        fetch: impl FnOnce(&[u32]) -> Result<Vec<Vec<u8>>, StoreError>,
+    ) -> Result<Page, ReadError> {
+        let damaged = |why: String| {
+            ReadError::Store(StoreError::Unavailable {
+                backend,
+                why: format!("a stored document is damaged: {why}"),
+            })
+        };
+        let (_, ranges) = self.plan.needs(start).map_err(|e| match e {
+            WindowError::Page(e) => ReadError::Page(e),
+            WindowError::Position => ReadError::Cursor,
+            WindowError::Damaged(why) => damaged(why),
+        })?;
+        let mut numbers: Vec<u32> = ranges
+            .iter()
+            .flat_map(|r| (r.start / FRAME_BYTES) as u32..=((r.end - 1) / FRAME_BYTES) as u32)
+            .collect();
+        numbers.dedup();
+        if numbers.last().is_some_and(|&n| n >= self.frames) {
+            return Err(damaged(format!(
+                "its plan names frame {numbers:?} of {}",
+                self.frames
+            )));
+        }
+        let frames = fetch(&numbers)?;
+        if frames.len() != numbers.len() {
+            return Err(damaged(format!(
+                "{} of {} frames read back",
+                frames.len(),
+                numbers.len()
+            )));
+        }
+        let mut decoded = Vec::with_capacity(frames.len());
+        for (n, frame) in numbers.iter().zip(&frames) {
+            let bytes = decode_frame(frame, self.compressed)
+                .map_err(|e| damaged(format!("frame {n}: {e}")))?;
+            decoded.push((*n as usize * FRAME_BYTES, bytes));
+        }
+        let mut pieces = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            let mut bytes = Vec::with_capacity(r.len());
+            for (base, frame) in &decoded {
+                let (a, b) = (r.start.max(*base), r.end.min(base + frame.len()));
+                if a < b {
+                    bytes.extend_from_slice(&frame[a - base..b - base]);
+                }
+            }
+            let text = String::from_utf8(bytes)
+                .map_err(|e| damaged(format!("bytes {}..{}: {e}", r.start, r.end)))?;
+            pieces.push((r.start, text));
+        }
+        self.plan.serve(start, pieces).map_err(|e| match e {
+            WindowError::Page(e) => ReadError::Page(e),
+            WindowError::Position => ReadError::Cursor,
+            WindowError::Damaged(why) => damaged(why),
+        })
+    }
+}
