@@ -2,7 +2,7 @@
 # Installs the real MCP peers the integration tests talk to, into one folder
 # ($SLUICE_PEERS, default: <cargo target dir>/peers). Idempotent: work already
 # done is skipped, so reruns take a second. Needs only Node (any), npm, Python 3,
-# and apt-get (as root, or sudo) for jq and redis-server.
+# and apt-get (as root, or sudo) for jq, redis-server and openssl.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -54,6 +54,8 @@ fi
 debs=()
 command -v jq >/dev/null || debs+=(jq)
 command -v redis-server >/dev/null || debs+=(redis-server)
+# openssl makes the certificates of the rediss:// (TLS) test.
+command -v openssl >/dev/null || debs+=(openssl)
 if [ "${#debs[@]}" -gt 0 ]; then
   log "installing ${debs[*]}"
   sudo=""

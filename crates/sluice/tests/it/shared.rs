@@ -258,6 +258,187 @@ async fn two_instances_share_results_and_cursors_and_outlive_a_kill() {
     on_b.cancel().await.unwrap();
 }
 
+/// Runs `openssl ARGS…` in `dir`.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (Debian's)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A certificate authority of the test's own (`{name}.pem`, `{name}.key`)
+/// in `dir`.
+fn authority(dir: &std::path::Path, name: &str) {
+    let (pem, key) = (format!("{name}.pem"), format!("{name}.key"));
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &pem,
+            "-days",
+            "1",
+            "-subj",
+            &format!("/CN={name}"),
+        ],
+    );
+}
+
+/// A `redis-server` serving TLS only, on a free port, with a certificate
+/// for 127.0.0.1 that authority `ca` (in `dir`) issued.
+async fn tls_redis(dir: &std::path::Path, ca: &str) -> (tokio::process::Child, u16) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+    );
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            &format!("{ca}.pem"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "1",
+            "-extfile",
+            "san.ext",
+        ],
+    );
+    let port = free_port();
+    let child = tokio::process::Command::new("redis-server")
+        .args([
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .args([
+            "--tls-cert-file",
+            "server.pem",
+            "--tls-key-file",
+            "server.key",
+        ])
+        .args([
+            "--tls-ca-cert-file",
+            &format!("{ca}.pem"),
+            "--tls-auth-clients",
+            "no",
+        ])
+        .args(["--save", "", "--appendonly", "no"])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("redis-server (Debian's, built with TLS)");
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return (child, port);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("redis-server did not listen on port {port}");
+}
+
+#[tokio::test]
+async fn a_rediss_url_keeps_results_over_tls_and_an_unknown_certificate_is_refused_clearly() {
+    let temp = TempDir::new("shared-tls");
+    authority(&temp.0, "ca");
+    authority(&temp.0, "other-ca");
+    let (_redis, port) = tls_redis(&temp.0, "ca").await;
+    let secret = temp.0.join("secret");
+    std::fs::write(&secret, b"0123456789abcdef0123456789abcdef-shared").unwrap();
+    let config = temp.file(
+        "sluice.toml",
+        &format!(
+            "{}[store]\nbackend = \"redis\"\nurl = \"rediss://127.0.0.1:{port}/0\"\nsecret_file = {:?}\n",
+            toml_upstream("sample", &sample()),
+            secret.display().to_string()
+        ),
+    );
+    let config = config.to_str().unwrap();
+    // The server's certificate checked against the roots sluice is given
+    // (rustls-native-certs reads SSL_CERT_FILE).
+    let ca = temp.0.join("ca.pem");
+    let trusting = HttpSluice::start_with_env(
+        &["--config", config],
+        &[],
+        &[("SSL_CERT_FILE", ca.as_os_str())],
+    )
+    .await;
+    let client = stateless_http_client(&trusting.url, loopback()).await;
+    let handle = stored_handle(&call(&client, "inventory", json!({"count": 4000})).await);
+    let second = read(&client, json!({"handle": handle, "page": 2})).await;
+    assert_ne!(second.is_error, Some(true), "{}", first_text(&second));
+    let info = call(&client, "sluice_info", json!({})).await;
+    assert_eq!(
+        meta(&info, "sluice/store").expect("the store's state"),
+        json!({"backend": "redis", "healthy": true, "problem": null})
+    );
+
+    // Another instance that does not trust that authority stores nothing
+    // and says why; small results still pass.
+    let other = temp.0.join("other-ca.pem");
+    let wary = HttpSluice::start_with_env(
+        &["--config", config],
+        &[],
+        &[("SSL_CERT_FILE", other.as_os_str())],
+    )
+    .await;
+    let wary_client = stateless_http_client(&wary.url, loopback()).await;
+    let refused = call(&wary_client, "inventory", json!({"count": 4000})).await;
+    let text = first_text(&refused);
+    assert!(
+        text.contains("the redis store is unavailable") && text.contains("rediss://127.0.0.1"),
+        "{text}"
+    );
+    assert!(text.to_lowercase().contains("certificate"), "{text}");
+    let small = call(&wary_client, "inventory", json!({"count": 2})).await;
+    assert_ne!(small.is_error, Some(true), "{}", first_text(&small));
+    client.cancel().await.unwrap();
+    wary_client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_python_sdk_client_stores_through_one_instance_and_reads_through_another() {
     let redis = Redis::start().await;

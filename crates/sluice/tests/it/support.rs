@@ -211,9 +211,19 @@ pub struct HttpSluice {
 impl HttpSluice {
     /// Starts `sluice --listen 127.0.0.1:0 EXTRA… -- UPSTREAM` and waits until it serves.
     pub async fn start(extra: &[&str], upstream: &[String]) -> Self {
+        Self::start_with_env(extra, upstream, &[]).await
+    }
+
+    /// [`HttpSluice::start`], with environment variables `env` set.
+    pub async fn start_with_env(
+        extra: &[&str],
+        upstream: &[String],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Self {
         let mut cmd = Command::new(sluice());
         cmd.args(["--listen", "127.0.0.1:0", "--log-level", "info"])
-            .args(extra);
+            .args(extra)
+            .envs(env.iter().copied());
         if !upstream.is_empty() {
             cmd.arg("--").args(upstream);
         }
