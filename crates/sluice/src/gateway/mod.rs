@@ -183,10 +183,17 @@ impl Gateway {
     /// Drops expired stored results every 30 s while the gateway lives
     /// (on a blocking thread where the backend writes files), and says
     /// once when the store starts failing and once when it recovers.
+    ///
+    /// The first sweep is 30 s after the start, not at once: a store opened
+    /// has nothing expired to drop yet (the disk store drops it when it
+    /// opens), and a sweep still running on a blocking thread when a
+    /// one-shot `sluice call` ends would meet the runtime shutting down
+    /// (the Redis store's deadline, a timer, then panics).
     fn spawn_store_sweeper(self: &Arc<Self>) {
         let gateway = Arc::downgrade(self);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(30));
+            let every = Duration::from_secs(30);
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             let mut failing = false;
             loop {
                 tick.tick().await;
