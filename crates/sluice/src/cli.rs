@@ -52,12 +52,34 @@ pub struct Args {
     )]
     pub log_level: String,
 
+    /// How log lines are written to stderr: text (the default), or json (one
+    /// JSON object per line: timestamp, level, target, fields), for log
+    /// collectors.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "FORMAT",
+        default_value = "text",
+        env = "SLUICE_LOG_FORMAT"
+    )]
+    pub log_format: LogFormat,
+
     #[command(subcommand)]
     pub command: Option<Sub>,
 
     /// The upstream server command, after `--`.
     #[arg(last = true, value_name = "UPSTREAM CMD")]
     pub upstream: Vec<String>,
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// `2026-11-26T15:10:47.068423Z  INFO sluice::state: …`
+    Text,
+    /// `{"timestamp":"…","level":"INFO","fields":{"message":"…"},"target":"sluice::state"}`
+    Json,
 }
 
 /// Subcommands.

@@ -19,6 +19,7 @@ mod http;
 mod http_limits;
 mod inproc;
 mod jsonrpc_fuzz;
+mod logs;
 mod notifications;
 mod operations;
 mod owners;
