@@ -1017,6 +1017,16 @@ async fn keep_shared(
                     continue;
                 }
                 written.retain(|id, _| running.iter().any(|o| o.id == *id));
+                // Cancellations asked while this instance's listener was
+                // away (their messages lost): kept for it to find.
+                let ids: Vec<String> = running.iter().map(|o| o.id.clone()).collect();
+                if let Ok(asked) = link.cancels_asked(&ids).await {
+                    for op in running.iter().filter(|o| asked.contains(&o.id)) {
+                        if stop(op).is_ok() {
+                            tracing::info!(operation = %op.id, "cancelled at another instance's request");
+                        }
+                    }
+                }
                 for op in running {
                     let changes = op.partial.changes.load(Ordering::Relaxed);
                     let stale = written.get(&op.id).is_none_or(|(seen, at)| {

@@ -242,4 +242,13 @@ impl Backing {
             Backing::Disk(_) => Ok(()),
         }
     }
+
+    /// Which of operations `ids` (this instance's, running) another
+    /// instance asked to cancel (none on disk).
+    pub async fn cancels_asked(&self, ids: &[String]) -> Result<Vec<String>, String> {
+        match self {
+            Backing::Shared(shared) => shared.cancels_asked(ids).await,
+            Backing::Disk(_) => Ok(Vec::new()),
+        }
+    }
 }

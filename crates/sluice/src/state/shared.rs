@@ -20,6 +20,10 @@
 //! - `i:{instance}`: an instance's heartbeat, which lapses within
 //!   [`HEARTBEAT_LEASE`] of its death: its running operations are then
 //!   reported failed.
+//! - `cx:{id}`: a request to cancel operation `id`, kept [`CANCEL_KEPT`]:
+//!   the owner looks for requests for its running operations on every
+//!   tick, so one published while its listener was reconnecting is not
+//!   lost.
 //!
 //! Channels, `sluice:n:{topic}`: `c:{digest}` when a miss's lock is
 //! released, `op:{id}` when an operation's record changes, and
@@ -55,6 +59,8 @@ pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(3);
 const COMPRESS_FROM: usize = 4096;
 /// Cancellation requests waiting for the operations' task.
 const CANCELS_QUEUED: usize = 256;
+/// How long a cancellation request is kept for its owner to find.
+const CANCEL_KEPT: Duration = Duration::from_secs(60);
 
 /// Compare-and-delete and compare-and-extend of a lock.
 const UNLOCK: &str =
@@ -443,19 +449,46 @@ impl Shared {
         .await
     }
 
-    /// Asks `instance` to cancel its operation `id` (a message: lost if
-    /// the owner's listener is reconnecting just then).
+    /// Asks `instance` to cancel its operation `id`: a message, for the
+    /// owner to act at once, and a request kept [`CANCEL_KEPT`], which the
+    /// owner finds on its next tick if the message was lost (its listener
+    /// reconnecting just then).
     pub async fn ask_cancel(&self, instance: &str, id: &str) -> Result<(), String> {
         let channel = format!("{CHANNELS}cancel:{instance}");
+        let request = key(&["cx:", id]);
         let id = id.to_owned();
         self.run(|mut c| async move {
-            redis::cmd("PUBLISH")
+            redis::pipe()
+                .cmd("SET")
+                .arg(&request)
+                .arg(1)
+                .arg("PX")
+                .arg(CANCEL_KEPT.as_millis() as u64)
+                .ignore()
+                .cmd("PUBLISH")
                 .arg(&channel)
                 .arg(&id)
+                .ignore()
                 .query_async::<()>(&mut c)
                 .await
         })
         .await
+    }
+
+    /// Which of operations `ids` another instance asked to cancel.
+    pub async fn cancels_asked(&self, ids: &[String]) -> Result<Vec<String>, String> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = ids.iter().map(|id| key(&["cx:", id])).collect();
+        let asked: Vec<Option<String>> = self
+            .run(|mut c| async move { redis::cmd("MGET").arg(&keys).query_async(&mut c).await })
+            .await?;
+        Ok(ids
+            .iter()
+            .zip(asked)
+            .filter_map(|(id, asked)| asked.map(|_| id.clone()))
+            .collect())
     }
 }
 

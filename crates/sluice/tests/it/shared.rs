@@ -738,6 +738,49 @@ async fn an_operation_started_on_one_instance_is_collected_and_cancelled_through
         first_text(&again)
     );
 
+    // A request whose message A never got (its listener away just then)
+    // is found on A's next tick: kept in Redis, as B keeps it.
+    let marker = temp.0.join("marker-kept");
+    let started = call(
+        &on_a,
+        "sleep",
+        json!({"seconds": 30, "marker": marker, "_timeout_s": 0.5}),
+    )
+    .await;
+    let id_kept = operation(&started)["id"].as_str().unwrap().to_owned();
+    let mut redis_client = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(format!("sluice:cx:{id_kept}"))
+        .arg(1)
+        .arg("PX")
+        .arg(60_000)
+        .query_async(&mut redis_client)
+        .await
+        .unwrap();
+    assert_eq!(
+        wait_for_line(&marker, "cancelled", Duration::from_secs(15))
+            .await
+            .trim(),
+        "cancelled",
+        "the upstream saw the cancellation"
+    );
+    let seen = call(
+        &on_b,
+        "sluice_result",
+        json!({"operation": id_kept, "wait_s": 10}),
+    )
+    .await;
+    assert_eq!(
+        operation(&seen)["status"],
+        "cancelled",
+        "{}",
+        first_text(&seen)
+    );
+
     // A text that is no operation id touches no key.
     for bogus in ["op_nope\r\nFLUSHALL", "sluice:op:*", &"op_A".repeat(10_000)] {
         for tool in ["sluice_result", "sluice_cancel"] {
