@@ -255,7 +255,16 @@ impl SavedPlan {
     /// whole document).
     pub fn restore(bytes: &[u8]) -> Option<SavedPlan> {
         let saved: Saved = serde_json::from_slice(bytes).ok()?;
-        if saved.format != FORMAT || saved.pages.is_empty() {
+        let max_chars = saved.budget.1 as usize;
+        if saved.format != FORMAT
+            || saved.pages.is_empty()
+            || saved.chars > saved.bytes as u64
+            || saved.lines > saved.bytes as u64 + 1
+            // What the plan's page sizes derive from (a page surely fits
+            // its bytes up to `sure_bytes`: never more than the budget's).
+            || saved.page_bytes > max_chars.max(16)
+            || saved.sure_bytes > max_chars
+        {
             return None;
         }
         let within = |r: (usize, usize)| r.0 <= r.1 && r.1 <= saved.bytes;
@@ -267,15 +276,18 @@ impl SavedPlan {
             .containers
             .into_iter()
             .map(|(pointer, object, start, end, total)| {
-                within((start, end)).then(|| {
-                    Arc::new(Container {
-                        pointer,
-                        object,
-                        range: start..end,
-                        total,
-                        children: None,
-                    })
-                })
+                // Brackets around children that are at least one byte each.
+                (within((start, end)) && start.saturating_add(2).saturating_add(total) <= end).then(
+                    || {
+                        Arc::new(Container {
+                            pointer,
+                            object,
+                            range: start..end,
+                            total,
+                            children: None,
+                        })
+                    },
+                )
             })
             .collect::<Option<_>>()?;
         let mut pages = Vec::with_capacity(saved.pages.len());
@@ -286,7 +298,13 @@ impl SavedPlan {
             let segment = match page.segment {
                 SavedSegment::Children(index, a, b) => {
                     let container = containers.get(index)?;
-                    if a > b || b > container.total as u64 {
+                    let inside = container.range.start < page.extent.0
+                        && page.extent.1 < container.range.end;
+                    if a > b
+                        || b > container.total as u64
+                        || (a == b) != (page.extent.0 == page.extent.1)
+                        || (a < b && !inside)
+                    {
                         return None;
                     }
                     Segment::Children {
@@ -304,7 +322,11 @@ impl SavedPlan {
                     chars,
                     deep,
                 } => {
-                    if !sliced(value, from, to) {
+                    if !sliced(value, from, to)
+                        || page.extent != (value.0 + from as usize, value.0 + to as usize)
+                        || char_from > chars
+                        || chars > saved.bytes as u64
+                    {
                         return None;
                     }
                     Segment::Slice {
@@ -318,7 +340,7 @@ impl SavedPlan {
                     }
                 }
                 SavedSegment::Lines(a, b, char_from) => {
-                    if a > b || b > saved.lines {
+                    if a > b || b > saved.lines || char_from > saved.chars {
                         return None;
                     }
                     Segment::Lines { a, b, char_from }
@@ -330,7 +352,11 @@ impl SavedPlan {
                     char_from,
                     bytes,
                 } => {
-                    if !sliced(bytes, from, to) {
+                    if !sliced(bytes, from, to)
+                        || page.extent != (bytes.0 + from as usize, bytes.0 + to as usize)
+                        || line >= saved.lines
+                        || char_from > saved.chars
+                    {
                         return None;
                     }
                     Segment::LineSlice {
@@ -625,6 +651,16 @@ mod tests {
         assert!(SavedPlan::restore(&serde_json::to_vec(&value).unwrap()).is_none());
         let mut value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         value["pages"][0]["segment"]["Children"][2] = 1_000_000.into();
+        assert!(SavedPlan::restore(&serde_json::to_vec(&value).unwrap()).is_none());
+        let mut value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        value["pages"][1]["extent"][1] = value["pages"][1]["extent"][0].clone();
+        assert!(SavedPlan::restore(&serde_json::to_vec(&value).unwrap()).is_none());
+        let mut value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        value["containers"][0][2] = 0.into();
+        value["containers"][0][3] = 0.into();
+        assert!(SavedPlan::restore(&serde_json::to_vec(&value).unwrap()).is_none());
+        let mut value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        value["sure_bytes"] = 1_000_000_000.into();
         assert!(SavedPlan::restore(&serde_json::to_vec(&value).unwrap()).is_none());
         let mut value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         value["format"] = 99.into();

@@ -48,6 +48,7 @@ use super::{
     Brief, Clock, FramedPlan, Listed, Loaded, Owner, PageAsk, Plans, ReadError, Store, StoreError,
     StoreLimits, Stored, SystemClock,
 };
+use super::{PLANS_PER_RESULT, SAVED_PLAN_BYTES};
 use crate::document::Document;
 use crate::pager::Page;
 use crate::summary::StoredInfo;
@@ -843,8 +844,20 @@ impl Store for DiskStore {
                 let saved = crate::pager::save(&plan, &stored.doc);
                 let written = self.with_db(|db| {
                     let txn = db.begin_write()?;
-                    txn.open_table(PLANS)?
-                        .insert(plan_row(handle, &key).as_str(), saved.as_slice())?;
+                    {
+                        let mut plans = txn.open_table(PLANS)?;
+                        let (from, to) = (format!("{handle}/"), format!("{handle}0"));
+                        let kept = plans.range(from.as_str()..to.as_str())?.count();
+                        // Only beside a result still there (not evicted or
+                        // expired meanwhile: its rows are gone), and within
+                        // the plans' bounds.
+                        if txn.open_table(RESULTS)?.get(handle)?.is_some()
+                            && kept < PLANS_PER_RESULT
+                            && saved.len() <= SAVED_PLAN_BYTES
+                        {
+                            plans.insert(plan_row(handle, &key).as_str(), saved.as_slice())?;
+                        }
+                    }
                     txn.commit()?;
                     Ok(())
                 });
@@ -853,19 +866,28 @@ impl Store for DiskStore {
             return Ok(page);
         };
         plan.page(ask.start, "disk", |numbers| {
-            self.with_db(|db| {
-                let txn = db.begin_read()?;
-                let table = txn.open_table(FRAMES)?;
-                let mut frames = Vec::with_capacity(numbers.len());
-                for &n in numbers {
-                    match table.get((handle, n))? {
-                        Some(frame) => frames.push(frame.value().to_vec()),
-                        None => break,
+            let frames = self
+                .with_db(|db| {
+                    let txn = db.begin_read()?;
+                    let table = txn.open_table(FRAMES)?;
+                    let mut frames = Vec::with_capacity(numbers.len());
+                    for &n in numbers {
+                        match table.get((handle, n))? {
+                            Some(frame) => frames.push(frame.value().to_vec()),
+                            None => break,
+                        }
                     }
-                }
-                Ok(frames)
-            })
-            .map_err(|e| self.unavailable(e))
+                    Ok(frames)
+                })
+                .map_err(|e| self.unavailable(e))?;
+            match (frames.len() < numbers.len())
+                .then(|| self.gone_meanwhile(owner, handle))
+                .flatten()
+            {
+                // Evicted or expired since it was found: say so.
+                Some(gone) => Err(gone),
+                None => Ok(frames),
+            }
         })
     }
 
@@ -1160,6 +1182,25 @@ mod tests {
             other[4]
         );
         assert!(store.loaded.get(&handle).is_none(), "read from frames");
+
+        // Plans saved per result are bounded: more budgets read whole.
+        let mut store = store;
+        for tokens in [600, 800, 900, 1000, 1100] {
+            drop(store);
+            store = open();
+            store
+                .page(&owner, &handle, &ask(Start::Page(1), tokens))
+                .unwrap();
+        }
+        let (from, to) = (format!("{handle}/"), format!("{handle}0"));
+        let saved = store
+            .with_db(|db| {
+                let txn = db.begin_read()?;
+                let table = txn.open_table(PLANS)?;
+                Ok(table.range(from.as_str()..to.as_str())?.count())
+            })
+            .unwrap();
+        assert_eq!(saved, PLANS_PER_RESULT);
     }
 
     #[test]

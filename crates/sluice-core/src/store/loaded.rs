@@ -65,8 +65,10 @@ impl Loaded {
     }
 }
 
-/// The most saved page plans a store keeps read back.
+/// The most saved page plans a store keeps read back, and the most bytes
+/// they may hold.
 const PLANS_KEPT: usize = 32;
+const PLANS_BYTES: usize = 64 << 20;
 
 /// Page plans a store read back lately, by handle and key: a document
 /// read page by page reads its plan once.
@@ -96,8 +98,11 @@ impl Plans {
         let mut plans = self.lock();
         plans.retain(|(h, k, _)| !(h == handle && k == key));
         plans.push_back((handle.to_owned(), key.to_owned(), plan));
-        while plans.len() > PLANS_KEPT {
-            plans.pop_front();
+        let mut bytes: usize = plans.iter().map(|(_, _, p)| p.memory()).sum();
+        while plans.len() > 1 && (plans.len() > PLANS_KEPT || bytes > PLANS_BYTES) {
+            if let Some((_, _, old)) = plans.pop_front() {
+                bytes -= old.memory();
+            }
         }
     }
 

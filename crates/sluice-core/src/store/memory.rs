@@ -16,13 +16,10 @@ use super::{
     Brief, Clock, FramedPlan, Listed, Loaded, Owner, PageAsk, ReadError, Store, StoreError,
     StoreLimits, Stored, SystemClock,
 };
+use super::{PLANS_PER_RESULT, SAVED_PLAN_BYTES};
 use crate::document::Document;
 use crate::pager::Page;
 use crate::summary::StoredInfo;
-
-/// The most page plans a compressed result keeps (one per path and budget
-/// asked).
-const PLANS_PER_RESULT: usize = 8;
 
 /// The most bytes of documents a compressed memory store keeps decoded.
 const LOADED_BYTES: u64 = 16 << 20;
@@ -272,10 +269,13 @@ impl Store for MemoryStore {
             if let (Ok(plan), Some(meta)) = (
                 stored.doc.plan(ask.path.as_deref(), ask.budget),
                 Meta::parse(&frames.meta),
-            ) && let Some(plan) = FramedPlan::of(&meta, &crate::pager::save(&plan, &stored.doc))
-            {
+            ) {
+                let saved = crate::pager::save(&plan, &stored.doc);
                 let mut plans = frames.plans.lock().unwrap_or_else(|p| p.into_inner());
-                if plans.len() < PLANS_PER_RESULT {
+                if plans.len() < PLANS_PER_RESULT
+                    && saved.len() <= SAVED_PLAN_BYTES
+                    && let Some(plan) = FramedPlan::of(&meta, &saved)
+                {
                     plans.push((key, Arc::new(plan)));
                 }
             }

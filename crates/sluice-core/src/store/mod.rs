@@ -31,7 +31,7 @@ mod reading;
 pub use disk::{DiskStore, DiskStoreError, Side};
 pub use loaded::{LOADED_BYTES, Loaded, Plans};
 pub use memory::MemoryStore;
-pub use reading::{FramedPlan, PageAsk, ReadError};
+pub use reading::{FramedPlan, PLANS_PER_RESULT, PageAsk, ReadError, SAVED_PLAN_BYTES};
 
 /// Who a stored result, an operation or a per-session cache entry belongs
 /// to. Another owner is told "unknown handle", never shown the data.

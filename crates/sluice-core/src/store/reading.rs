@@ -11,6 +11,15 @@ use crate::pager::{Page, PageError, SavedPlan, Start, WindowError, plan_key};
 use super::StoreError;
 use super::framed::{FRAME_BYTES, Meta, decode_frame};
 
+/// The most page plans saved with one result: the one made for the client
+/// that stored it, and those of the next paths and budgets asked. A path or
+/// budget past them is planned from the document read back whole (then
+/// kept decoded among the documents read lately) on each instance.
+pub const PLANS_PER_RESULT: usize = 4;
+/// The largest plan saved after a result was stored (a tiny page budget
+/// over a huge document makes a plan of many pages): over it, it is not.
+pub const SAVED_PLAN_BYTES: usize = 1 << 20;
+
 /// A page asked of a stored result.
 #[derive(Debug, Clone)]
 pub struct PageAsk {
@@ -140,6 +149,14 @@ impl FramedPlan {
                 if a < b {
                     bytes.extend_from_slice(&frame[a - base..b - base]);
                 }
+            }
+            if bytes.len() != r.len() {
+                return Err(damaged(format!(
+                    "bytes {}..{} read back as {}",
+                    r.start,
+                    r.end,
+                    bytes.len()
+                )));
             }
             let text = String::from_utf8(bytes)
                 .map_err(|e| damaged(format!("bytes {}..{}: {e}", r.start, r.end)))?;

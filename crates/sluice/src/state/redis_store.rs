@@ -37,6 +37,18 @@ use sluice_core::store::{
     Brief, FramedPlan, Listed, Loaded, Owner, PageAsk, Plans, ReadError, Store, StoreError,
     StoreLimits, Stored, StoredInfo,
 };
+use sluice_core::store::{PLANS_PER_RESULT, SAVED_PLAN_BYTES};
+
+/// Saves a plan (`ARGV[1]` → `ARGV[2]`) into a result's hash (`KEYS[1]`)
+/// only while it exists (one that expired meanwhile is not made again) and
+/// holds fewer than `ARGV[3]` plans.
+const SAVE_PLAN: &str = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end \
+    local n = 0 \
+    for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do \
+      if string.sub(f, 1, 2) == 'p:' then n = n + 1 end \
+    end \
+    if n >= tonumber(ARGV[3]) then return 0 end \
+    return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])";
 
 /// The prefix of every key sluice writes.
 const PREFIX: &str = "sluice:";
@@ -426,22 +438,20 @@ impl Store for RedisStore {
             if let Ok(plan) = stored.doc.plan(ask.path.as_deref(), ask.budget) {
                 let saved = sluice_core::pager::save(&plan, &stored.doc);
                 let field = format!("p:{plan_key}");
-                // A failure only costs the next first read its plan.
-                let _ = self.run(|mut c| async move {
-                    // Only into the hash while it exists: one that expired
-                    // meanwhile is not made again.
-                    redis::cmd("EVAL")
-                        .arg(
-                            "if redis.call('EXISTS', KEYS[1]) == 1 then \
-                             redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end",
-                        )
-                        .arg(1)
-                        .arg(&result)
-                        .arg(&field)
-                        .arg(saved)
-                        .query_async::<()>(&mut c)
-                        .await
-                });
+                if saved.len() <= SAVED_PLAN_BYTES {
+                    // A failure only costs the next first read its plan.
+                    let _ = self.run(|mut c| async move {
+                        redis::cmd("EVAL")
+                            .arg(SAVE_PLAN)
+                            .arg(1)
+                            .arg(&result)
+                            .arg(&field)
+                            .arg(saved)
+                            .arg(PLANS_PER_RESULT)
+                            .query_async::<()>(&mut c)
+                            .await
+                    });
+                }
             }
             return Ok(page);
         };
