@@ -1400,18 +1400,23 @@ fn display_path(path: Option<&str>) -> &str {
     }
 }
 
+/// What a document keys its plan of `path` for `budget` by.
+fn plan_key_of(path: Option<&str>, budget: Budget) -> PlanKey {
+    (
+        path.map(str::to_owned),
+        budget.max_tokens,
+        budget.max_chars,
+        budget.max_lines.unwrap_or(0),
+        budget.token_factor.to_bits(),
+    )
+}
+
 /// Page plans are made here and kept with their document.
 impl Document {
     /// The page plan of `path` (`None`: the whole document) for page data
     /// within `budget`, made on first use and kept.
     pub fn plan(&self, path: Option<&str>, budget: Budget) -> Result<Arc<Plan>, PageError> {
-        let key = (
-            path.map(str::to_owned),
-            budget.max_tokens,
-            budget.max_chars,
-            budget.max_lines.unwrap_or(0),
-            budget.token_factor.to_bits(),
-        );
+        let key = plan_key_of(path, budget);
         if let Some(plan) = self.lock_plans().get(&key)
             && let Ok(plan) = plan.downcast::<Plan>()
         {
@@ -1422,6 +1427,13 @@ impl Document {
         let delta = self.lock_plans().put(key, plan.clone(), bytes);
         self.count_index_bytes(delta);
         Ok(plan)
+    }
+
+    /// Whether the plan of `path` for `budget` was made already (and is
+    /// still kept).
+    pub fn has_plan(&self, path: Option<&str>, budget: Budget) -> bool {
+        let key = plan_key_of(path, budget);
+        self.lock_plans().iter().any(|(k, _)| *k == key)
     }
 
     pub(crate) fn lock_plans(

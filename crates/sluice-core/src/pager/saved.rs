@@ -88,13 +88,7 @@ fn range((a, b): (usize, usize)) -> Range<usize> {
 
 /// The key a plan of `path` for page data within `budget` is kept under.
 pub fn plan_key(path: Option<&str>, budget: Budget) -> String {
-    key_text(&(
-        path.map(str::to_owned),
-        budget.max_tokens,
-        budget.max_chars,
-        budget.max_lines.unwrap_or(0),
-        budget.token_factor.to_bits(),
-    ))
+    key_text(&super::plan_key_of(path, budget))
 }
 
 /// [`plan_key`] of what a document keys its plans by (the path as asked:

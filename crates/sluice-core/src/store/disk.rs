@@ -590,6 +590,47 @@ impl DiskStore {
             .map_err(|e| self.unavailable(e))
     }
 
+    /// Page `ask` served from `doc`, the document of `handle`; a plan it
+    /// made for the page is saved as `key` beside the result (while it is
+    /// still there, within the plans' bounds) for the next first read.
+    fn served_and_saved(
+        &self,
+        handle: &str,
+        key: &str,
+        doc: &Document,
+        ask: &PageAsk,
+    ) -> Result<Page, ReadError> {
+        let new = !doc.has_plan(ask.path.as_deref(), ask.budget);
+        let page = ask.serve(doc)?;
+        if !new {
+            return Ok(page);
+        }
+        let Ok(plan) = doc.plan(ask.path.as_deref(), ask.budget) else {
+            return Ok(page);
+        };
+        let saved = crate::pager::save(&plan, doc);
+        if saved.len() > SAVED_PLAN_BYTES {
+            return Ok(page);
+        }
+        let written = self.with_db(|db| {
+            let txn = db.begin_write()?;
+            {
+                let mut plans = txn.open_table(PLANS)?;
+                let (from, to) = (format!("{handle}/"), format!("{handle}0"));
+                let kept = plans.range(from.as_str()..to.as_str())?.count();
+                // Only beside a result still there (not evicted or expired
+                // meanwhile: its rows are gone).
+                if txn.open_table(RESULTS)?.get(handle)?.is_some() && kept < PLANS_PER_RESULT {
+                    plans.insert(plan_row(handle, key).as_str(), saved.as_slice())?;
+                }
+            }
+            txn.commit()?;
+            Ok(())
+        });
+        self.note(written.map_err(|e| format!("saving a page plan failed: {e}")));
+        Ok(page)
+    }
+
     /// `handle`'s saved plan `key`, read back (and kept), if it has one
     /// that reads.
     fn read_plan(&self, handle: &str, key: &str) -> Result<Option<Arc<FramedPlan>>, StoreError> {
@@ -826,10 +867,15 @@ impl Store for DiskStore {
     }
 
     fn page(&self, owner: &Owner, handle: &str, ask: &PageAsk) -> Result<Page, ReadError> {
-        let key = match ask.key() {
-            Some(key) if self.loaded.get(handle).is_none() => key,
-            _ => return ask.serve(&self.get(owner, handle)?.stored.doc),
+        let Some(key) = ask.key() else {
+            return ask.serve(&self.get(owner, handle)?.stored.doc);
         };
+        if self.loaded.get(handle).is_some() {
+            // Held decoded here: served from it, and a plan made now is
+            // saved for the next first read.
+            let stored = self.get(owner, handle)?.stored;
+            return self.served_and_saved(handle, &key, &stored.doc, ask);
+        }
         self.touch(owner, handle)?;
         let plan = match self.plans.get(handle, &key) {
             Some(plan) => Some(plan),
@@ -839,31 +885,7 @@ impl Store for DiskStore {
             // No plan of this path and budget yet: planned from the whole
             // document, once, and saved for the next first read.
             let stored = self.get(owner, handle)?.stored;
-            let page = ask.serve(&stored.doc)?;
-            if let Ok(plan) = stored.doc.plan(ask.path.as_deref(), ask.budget) {
-                let saved = crate::pager::save(&plan, &stored.doc);
-                let written = self.with_db(|db| {
-                    let txn = db.begin_write()?;
-                    {
-                        let mut plans = txn.open_table(PLANS)?;
-                        let (from, to) = (format!("{handle}/"), format!("{handle}0"));
-                        let kept = plans.range(from.as_str()..to.as_str())?.count();
-                        // Only beside a result still there (not evicted or
-                        // expired meanwhile: its rows are gone), and within
-                        // the plans' bounds.
-                        if txn.open_table(RESULTS)?.get(handle)?.is_some()
-                            && kept < PLANS_PER_RESULT
-                            && saved.len() <= SAVED_PLAN_BYTES
-                        {
-                            plans.insert(plan_row(handle, &key).as_str(), saved.as_slice())?;
-                        }
-                    }
-                    txn.commit()?;
-                    Ok(())
-                });
-                self.note(written.map_err(|e| format!("saving a page plan failed: {e}")));
-            }
-            return Ok(page);
+            return self.served_and_saved(handle, &key, &stored.doc, ask);
         };
         plan.page(ask.start, "disk", |numbers| {
             let frames = self
@@ -1173,6 +1195,14 @@ mod tests {
             other[1]
         );
         assert!(store.loaded.get(&handle).is_some(), "read whole, once");
+        // A plan made while the document is held decoded is saved too.
+        let third = reference_pages(&reference, budget(650));
+        assert_eq!(
+            store
+                .page(&owner, &handle, &ask(Start::Page(3), 650))
+                .unwrap(),
+            third[2]
+        );
         drop(store);
         let store = open();
         assert_eq!(
@@ -1180,6 +1210,12 @@ mod tests {
                 .page(&owner, &handle, &ask(Start::Page(5), 700))
                 .unwrap(),
             other[4]
+        );
+        assert_eq!(
+            store
+                .page(&owner, &handle, &ask(Start::Page(2), 650))
+                .unwrap(),
+            third[1]
         );
         assert!(store.loaded.get(&handle).is_none(), "read from frames");
 

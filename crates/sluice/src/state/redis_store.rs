@@ -248,6 +248,39 @@ impl RedisStore {
         }
     }
 
+    /// Page `ask` served from `doc`, the document of `handle`; a plan it
+    /// made for the page is saved as `plan_key` in the result's hash
+    /// (while it exists, within the plans' bounds) for the next first read
+    /// anywhere. A failure to save only costs that read its plan.
+    fn served_and_saved(
+        &self,
+        handle: &str,
+        plan_key: &str,
+        doc: &Document,
+        ask: &PageAsk,
+    ) -> Result<Page, ReadError> {
+        let new = !doc.has_plan(ask.path.as_deref(), ask.budget);
+        let page = ask.serve(doc)?;
+        if let (true, Ok(plan)) = (new, doc.plan(ask.path.as_deref(), ask.budget)) {
+            let saved = sluice_core::pager::save(&plan, doc);
+            if saved.len() <= SAVED_PLAN_BYTES {
+                let (result, field) = (key(&["r:", handle]), format!("p:{plan_key}"));
+                let _ = self.run(|mut c| async move {
+                    redis::cmd("EVAL")
+                        .arg(SAVE_PLAN)
+                        .arg(1)
+                        .arg(&result)
+                        .arg(&field)
+                        .arg(saved)
+                        .arg(PLANS_PER_RESULT)
+                        .query_async::<()>(&mut c)
+                        .await
+                });
+            }
+        }
+        Ok(page)
+    }
+
     /// Why frames of `handle` did not read back: it expired since its
     /// meta was read (said as expired), or it lost them (damaged).
     fn frames_missing(&self, owner: &Owner, handle: &str) -> StoreError {
@@ -401,10 +434,14 @@ impl Store for RedisStore {
 
     fn page(&self, owner: &Owner, handle: &str, ask: &PageAsk) -> Result<Page, ReadError> {
         let (meta, _) = self.use_entry(owner, handle)?;
-        let plan_key = match ask.key() {
-            Some(plan_key) if self.loaded.get(handle).is_none() => plan_key,
-            _ => return ask.serve(&self.get(owner, handle)?.stored.doc),
+        let Some(plan_key) = ask.key() else {
+            return ask.serve(&self.get(owner, handle)?.stored.doc);
         };
+        if let Some(stored) = self.loaded.get(handle) {
+            // Held decoded here: served from it, and a plan made now is
+            // saved for the next first read anywhere.
+            return self.served_and_saved(handle, &plan_key, &stored.doc, ask);
+        }
         let result = key(&["r:", handle]);
         let plan = match self.plans.get(handle, &plan_key) {
             Some(plan) => Some(plan),
@@ -434,26 +471,7 @@ impl Store for RedisStore {
             // document, once, and saved for the next first read anywhere.
             let stored = self.read(owner, handle, meta)?;
             self.loaded.keep(stored.clone());
-            let page = ask.serve(&stored.doc)?;
-            if let Ok(plan) = stored.doc.plan(ask.path.as_deref(), ask.budget) {
-                let saved = sluice_core::pager::save(&plan, &stored.doc);
-                let field = format!("p:{plan_key}");
-                if saved.len() <= SAVED_PLAN_BYTES {
-                    // A failure only costs the next first read its plan.
-                    let _ = self.run(|mut c| async move {
-                        redis::cmd("EVAL")
-                            .arg(SAVE_PLAN)
-                            .arg(1)
-                            .arg(&result)
-                            .arg(&field)
-                            .arg(saved)
-                            .arg(PLANS_PER_RESULT)
-                            .query_async::<()>(&mut c)
-                            .await
-                    });
-                }
-            }
-            return Ok(page);
+            return self.served_and_saved(handle, &plan_key, &stored.doc, ask);
         };
         plan.page(ask.start, "redis", |numbers| {
             let fields: Vec<String> = numbers.iter().map(|n| format!("f{n}")).collect();
