@@ -169,3 +169,92 @@ impl FramedPlan {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::framed::{self, Encoded};
+    use crate::store::{Owner, Stored, StoredInfo};
+    use crate::summary::Overview;
+
+    /// A tree whose bulk is one member: its first page carries `Around`.
+    fn stored() -> Stored {
+        let rows: Vec<String> = (0..3000)
+            .map(|i| format!(r#"{{"id":{i},"name":"row {i} é"}}"#))
+            .collect();
+        let doc = Document::json(format!(
+            r#"{{"name":"root","kind":"table","rows":[{}]}}"#,
+            rows.join(",")
+        ))
+        .unwrap();
+        doc.plan(None, budget()).unwrap();
+        let info = StoredInfo {
+            source: "t".into(),
+            bytes: 0,
+            chars: 0,
+            tokens: 0,
+            tokens_estimated: false,
+            is_error: false,
+            sent_twice: false,
+            overview: Overview::of(&doc),
+        };
+        Stored::new(&Owner::Anonymous, doc, info, std::time::SystemTime::now())
+    }
+
+    fn budget() -> Budget {
+        Budget {
+            max_tokens: 1500,
+            max_chars: 6000,
+            max_lines: None,
+            token_factor: 1.0,
+        }
+    }
+
+    #[test]
+    fn frames_that_do_not_hold_a_page_are_a_damaged_store_not_a_page() {
+        let stored = stored();
+        let Encoded {
+            meta,
+            frames,
+            plans,
+            ..
+        } = framed::encode(&stored, false).unwrap();
+        let meta = Meta::parse(&meta).unwrap();
+        let plan = FramedPlan::of(&meta, &plans[0].1).expect("the plan made before the put");
+        let whole = stored.doc.plan(None, budget()).unwrap();
+        let want = whole.serve(&stored.doc, whole.start_of(1).unwrap());
+        assert!(!want.around.is_empty(), "the first page carries Around");
+        let fetch = |numbers: &[u32]| -> Result<Vec<Vec<u8>>, StoreError> {
+            Ok(numbers
+                .iter()
+                .map(|&n| frames[n as usize].clone())
+                .collect())
+        };
+        assert_eq!(plan.page(Start::Page(1), "disk", fetch).unwrap(), want);
+        let damaged = |result: Result<Page, ReadError>| matches!(result, Err(ReadError::Store(StoreError::Unavailable { backend: "disk", ref why })) if why.contains("damaged"));
+        // A frame cut short, a frame missing, a frame of other bytes.
+        assert!(damaged(plan.page(Start::Page(1), "disk", |numbers| {
+            let mut got = fetch(numbers)?;
+            // Past the Around's members, short of the page's items.
+            got[0].truncate(40);
+            Ok(got)
+        })));
+        assert!(damaged(plan.page(Start::Page(1), "disk", |numbers| {
+            let mut got = fetch(numbers)?;
+            got.pop();
+            Ok(got)
+        })));
+        assert!(damaged(plan.page(Start::Page(1), "disk", |numbers| {
+            Ok(fetch(numbers)?
+                .into_iter()
+                .map(|f| vec![b'x'; f.len()])
+                .collect())
+        })));
+        // What the store says passes through.
+        let gone = StoreError::Unknown("h_x".into());
+        assert_eq!(
+            plan.page(Start::Page(1), "disk", |_| Err(gone.clone())),
+            Err(ReadError::Store(gone))
+        );
+    }
+}
