@@ -42,13 +42,13 @@ use std::time::{Duration, SystemTime};
 
 use redb::{Database, ReadableDatabase as _, ReadableTable as _, TableDefinition};
 
+use super::PLANS_PER_RESULT;
 use super::framed::{self, Encoded, Meta, at_millis, millis};
 use super::ledger::{Held, Ledger};
 use super::{
     Brief, Clock, FramedPlan, Listed, Loaded, Owner, PageAsk, Plans, ReadError, Store, StoreError,
     StoreLimits, Stored, SystemClock,
 };
-use super::{PLANS_PER_RESULT, SAVED_PLAN_BYTES};
 use crate::document::Document;
 use crate::pager::Page;
 use crate::summary::StoredInfo;
@@ -600,18 +600,10 @@ impl DiskStore {
         doc: &Document,
         ask: &PageAsk,
     ) -> Result<Page, ReadError> {
-        let new = !doc.has_plan(ask.path.as_deref(), ask.budget);
-        let page = ask.serve(doc)?;
-        if !new {
-            return Ok(page);
-        }
-        let Ok(plan) = doc.plan(ask.path.as_deref(), ask.budget) else {
+        let (page, saved) = ask.serve_and_save(doc)?;
+        let Some(saved) = saved else {
             return Ok(page);
         };
-        let saved = crate::pager::save(&plan, doc);
-        if saved.len() > SAVED_PLAN_BYTES {
-            return Ok(page);
-        }
         let written = self.with_db(|db| {
             let txn = db.begin_write()?;
             {
@@ -1179,6 +1171,19 @@ mod tests {
             store.page(&owner, &handle, &ask(Start::At(nowhere), 2000)),
             Err(ReadError::Cursor)
         );
+        // A path too long to key a plan by is planned each time: a path
+        // that leads nowhere says so, and the store goes on serving.
+        let long = PageAsk {
+            path: Some(format!("/rows/{}", "9".repeat(2000))),
+            budget: budget(2000),
+            start: Start::Page(1),
+        };
+        assert!(long.key().is_none());
+        assert!(matches!(
+            store.page(&owner, &handle, &long),
+            Err(ReadError::Page(crate::pager::PageError::Pointer(_)))
+        ));
+        store.loaded.forget(std::slice::from_ref(&handle));
         let mallory = Owner::Principal("mallory".into());
         assert!(matches!(
             store.page(&mallory, &handle, &ask(Start::Page(1), 2000)),

@@ -10,13 +10,13 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::PLANS_PER_RESULT;
 use super::framed::{self, Meta};
 use super::ledger::{Held, Ledger};
 use super::{
     Brief, Clock, FramedPlan, Listed, Loaded, Owner, PageAsk, ReadError, Store, StoreError,
     StoreLimits, Stored, SystemClock,
 };
-use super::{PLANS_PER_RESULT, SAVED_PLAN_BYTES};
 use crate::document::Document;
 use crate::pager::Page;
 use crate::summary::StoredInfo;
@@ -251,8 +251,9 @@ impl Store for MemoryStore {
 
     fn page(&self, owner: &Owner, handle: &str, ask: &PageAsk) -> Result<Page, ReadError> {
         let (frames, key) = match (self.used(owner, handle)?, ask.key()) {
-            (Kept::Framed(frames), Some(key)) if self.loaded.get(handle).is_none() => (frames, key),
-            _ => return ask.serve(&self.get(owner, handle)?.stored.doc),
+            (Kept::Framed(frames), Some(key)) => (frames, key),
+            (Kept::Whole(stored), _) => return ask.serve(&stored.doc),
+            (Kept::Framed(frames), None) => return ask.serve(&self.decoded(handle, &frames)?.doc),
         };
         let plan = {
             let plans = frames.plans.lock().unwrap_or_else(|p| p.into_inner());
@@ -261,25 +262,26 @@ impl Store for MemoryStore {
                 .find(|(k, _)| *k == key)
                 .map(|(_, p)| p.clone())
         };
-        let Some(plan) = plan else {
-            // No plan of this path and budget yet: planned from the whole
-            // document, once, and kept for the next first read.
-            let stored = self.decoded(handle, &frames)?;
-            let page = ask.serve(&stored.doc)?;
-            if let (Ok(plan), Some(meta)) = (
-                stored.doc.plan(ask.path.as_deref(), ask.budget),
-                Meta::parse(&frames.meta),
-            ) {
-                let saved = crate::pager::save(&plan, &stored.doc);
-                let mut plans = frames.plans.lock().unwrap_or_else(|p| p.into_inner());
-                if plans.len() < PLANS_PER_RESULT
-                    && saved.len() <= SAVED_PLAN_BYTES
-                    && let Some(plan) = FramedPlan::of(&meta, &saved)
-                {
-                    plans.push((key, Arc::new(plan)));
+        let plan = match plan {
+            Some(plan) if self.loaded.get(handle).is_none() => plan,
+            _ => {
+                // Decoded here lately, or no plan of this path and budget
+                // yet (then planned from the whole document, once): a plan
+                // made now is kept for the next first read.
+                let stored = self.decoded(handle, &frames)?;
+                let (page, saved) = ask.serve_and_save(&stored.doc)?;
+                let meta = Meta::parse(&frames.meta);
+                if let (Some(saved), Some(meta)) = (saved, meta) {
+                    let mut plans = frames.plans.lock().unwrap_or_else(|p| p.into_inner());
+                    if plans.len() < PLANS_PER_RESULT
+                        && !plans.iter().any(|(k, _)| *k == key)
+                        && let Some(plan) = FramedPlan::of(&meta, &saved)
+                    {
+                        plans.push((key, Arc::new(plan)));
+                    }
                 }
+                return Ok(page);
             }
-            return Ok(page);
         };
         plan.page(ask.start, "memory", |numbers| {
             Ok(numbers

@@ -67,6 +67,22 @@ impl PageAsk {
         };
         Ok(plan.serve(doc, from))
     }
+
+    /// The page, served from the whole document, and the plan serving it
+    /// made, saved ([`crate::pager::save`]), for a store to keep beside the
+    /// document's frames for the next first read: `None` when the document
+    /// had that plan already (kept then, or saved when stored) or it is
+    /// over [`SAVED_PLAN_BYTES`].
+    pub fn serve_and_save(&self, doc: &Document) -> Result<(Page, Option<Vec<u8>>), ReadError> {
+        let new = !doc.has_plan(self.path.as_deref(), self.budget);
+        let page = self.serve(doc)?;
+        let saved = new
+            .then(|| doc.plan(self.path.as_deref(), self.budget).ok())
+            .flatten()
+            .map(|plan| crate::pager::save(&plan, doc))
+            .filter(|saved| saved.len() <= SAVED_PLAN_BYTES);
+        Ok((page, saved))
+    }
 }
 
 /// A saved plan of a document kept in frames.

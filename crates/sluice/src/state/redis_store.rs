@@ -32,12 +32,12 @@ use std::time::{Duration, SystemTime};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use sluice_core::document::Document;
 use sluice_core::pager::Page;
+use sluice_core::store::PLANS_PER_RESULT;
 use sluice_core::store::framed::{self, Encoded, Meta, at_millis, millis};
 use sluice_core::store::{
     Brief, FramedPlan, Listed, Loaded, Owner, PageAsk, Plans, ReadError, Store, StoreError,
     StoreLimits, Stored, StoredInfo,
 };
-use sluice_core::store::{PLANS_PER_RESULT, SAVED_PLAN_BYTES};
 
 /// Saves a plan (`ARGV[1]` → `ARGV[2]`) into a result's hash (`KEYS[1]`)
 /// only while it exists (one that expired meanwhile is not made again) and
@@ -259,24 +259,20 @@ impl RedisStore {
         doc: &Document,
         ask: &PageAsk,
     ) -> Result<Page, ReadError> {
-        let new = !doc.has_plan(ask.path.as_deref(), ask.budget);
-        let page = ask.serve(doc)?;
-        if let (true, Ok(plan)) = (new, doc.plan(ask.path.as_deref(), ask.budget)) {
-            let saved = sluice_core::pager::save(&plan, doc);
-            if saved.len() <= SAVED_PLAN_BYTES {
-                let (result, field) = (key(&["r:", handle]), format!("p:{plan_key}"));
-                let _ = self.run(|mut c| async move {
-                    redis::cmd("EVAL")
-                        .arg(SAVE_PLAN)
-                        .arg(1)
-                        .arg(&result)
-                        .arg(&field)
-                        .arg(saved)
-                        .arg(PLANS_PER_RESULT)
-                        .query_async::<()>(&mut c)
-                        .await
-                });
-            }
+        let (page, saved) = ask.serve_and_save(doc)?;
+        if let Some(saved) = saved {
+            let (result, field) = (key(&["r:", handle]), format!("p:{plan_key}"));
+            let _ = self.run(|mut c| async move {
+                redis::cmd("EVAL")
+                    .arg(SAVE_PLAN)
+                    .arg(1)
+                    .arg(&result)
+                    .arg(&field)
+                    .arg(saved)
+                    .arg(PLANS_PER_RESULT)
+                    .query_async::<()>(&mut c)
+                    .await
+            });
         }
         Ok(page)
     }

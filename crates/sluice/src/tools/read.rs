@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_core::budget::Budget;
 use sluice_core::cursor::Cursor;
-use sluice_core::pager::{Page, PageError, Position, Start};
+use sluice_core::pager::{Page, PageError, Start};
 use sluice_core::store::{Owner, PageAsk, ReadError, StoreError};
 
 use crate::govern::{Governor, page_budget, with_meta};
@@ -44,20 +44,14 @@ struct ReadArgs {
     cursor: Option<String>,
 }
 
-/// Where a read starts.
-#[derive(Clone)]
-pub(super) enum From {
-    Page(u64),
-    At(Position),
-}
-
 /// A page request, validated.
 #[derive(Clone)]
 pub(super) struct PageRequest {
     pub(super) handle: String,
     pub(super) path: Option<String>,
     pub(super) budget: Budget,
-    pub(super) from: From,
+    /// Where the read starts: a page number, or a cursor's position.
+    pub(super) from: Start,
 }
 
 pub(super) fn invalid_cursor(why: impl std::fmt::Display) -> ErrorData {
@@ -113,7 +107,7 @@ impl Governor {
                     handle,
                     path: args.path,
                     budget,
-                    from: From::Page(args.page.unwrap_or(1)),
+                    from: Start::Page(args.page.unwrap_or(1)),
                 }
             }
             (None, None) => {
@@ -123,7 +117,7 @@ impl Governor {
                 )));
             }
         };
-        let via_cursor = matches!(request.from, From::At(_));
+        let via_cursor = matches!(request.from, Start::At(_));
         match self.page(owner, &request).await {
             Ok(page) => Ok(self.page_result(&request, &page)),
             Err(ReadError::Store(StoreError::Unknown(_))) if via_cursor => Err(invalid_cursor(
@@ -152,7 +146,7 @@ impl Governor {
             handle,
             path,
             budget,
-            from: From::At(at),
+            from: Start::At(at),
         })
     }
 }
@@ -167,10 +161,7 @@ impl Governor {
         let ask = PageAsk {
             path: request.path.clone(),
             budget: page_budget(request.budget, request.path.as_deref()),
-            start: match request.from {
-                From::Page(n) => Start::Page(n),
-                From::At(at) => Start::At(at),
-            },
+            start: request.from,
         };
         self.page_of(owner, &request.handle, ask).await
     }

@@ -7,13 +7,13 @@ use serde_json::{Value, json};
 use sluice_core::budget::Budget;
 use sluice_core::document::Kind;
 use sluice_core::format::quoted_cut;
-use sluice_core::pager::Form;
+use sluice_core::pager::{Form, Start};
 use sluice_core::store::{Owner, ReadError, StoreError};
 
 use crate::contract::RESULT_URI;
 use crate::govern::{Governor, mime_of, with_meta};
 
-use super::read::{From, PageRequest, invalid_cursor, page_error};
+use super::read::{PageRequest, invalid_cursor, page_error};
 
 /// The resource template of stored results.
 pub fn template() -> ResourceTemplate {
@@ -80,7 +80,7 @@ impl Governor {
                 handle: handle.to_owned(),
                 path,
                 budget,
-                from: From::Page(page.unwrap_or(1)),
+                from: Start::Page(page.unwrap_or(1)),
             },
         };
         let page = match self.page(owner, &request).await {

@@ -64,6 +64,15 @@ impl Redis {
             && &answer == b"+PONG\r\n"
     }
 
+    /// A connection of the test's own, to look at or alter what sluice keeps.
+    async fn connection(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
     async fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             child.kill().await.unwrap();
@@ -212,11 +221,7 @@ async fn two_instances_share_results_and_cursors_and_outlive_a_kill() {
     a.child.start_kill().unwrap();
     a.child.wait().await.unwrap();
     drop(on_a);
-    let mut redis_client = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut redis_client = redis.connection().await;
     let key = format!("sluice:r:{handle}");
     let fields: Vec<String> = redis::cmd("HKEYS")
         .arg(&key)
@@ -748,11 +753,7 @@ async fn an_operation_started_on_one_instance_is_collected_and_cancelled_through
     )
     .await;
     let id_kept = operation(&started)["id"].as_str().unwrap().to_owned();
-    let mut redis_client = redis::Client::open(redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut redis_client = redis.connection().await;
     let _: () = redis::cmd("SET")
         .arg(format!("sluice:cx:{id_kept}"))
         .arg(1)
