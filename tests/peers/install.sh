@@ -2,7 +2,7 @@
 # Installs the real MCP peers the integration tests talk to, into one folder
 # ($SLUICE_PEERS, default: <cargo target dir>/peers). Idempotent: work already
 # done is skipped, so reruns take a second. Needs only Node (any), npm, Python 3,
-# and apt-get (as root, or sudo) for jq, redis-server and openssl.
+# and apt-get (as root, or sudo) for jq, redis-server, openssl and chromium.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,7 +23,8 @@ NPM_PEERS=(
   conformance-2026@npm:@modelcontextprotocol/conformance@0.2.0-alpha.12
   @modelcontextprotocol/sdk@1.32.2
 )
-PY_PEERS=(mcp==2.3.0 mcp-server-git==2026.10.19)
+# prometheus-client: its parser reads sluice's /metrics in the admin tests.
+PY_PEERS=(mcp==2.3.0 mcp-server-git==2026.10.19 prometheus-client==0.26.0)
 
 log() { printf 'peers: %s\n' "$*" >&2; }
 
@@ -56,6 +57,8 @@ command -v jq >/dev/null || debs+=(jq)
 command -v redis-server >/dev/null || debs+=(redis-server)
 # openssl makes the certificates of the rediss:// (TLS) test.
 command -v openssl >/dev/null || debs+=(openssl)
+# Headless Chromium loads the admin page in the admin tests.
+command -v chromium >/dev/null || debs+=(chromium)
 if [ "${#debs[@]}" -gt 0 ]; then
   log "installing ${debs[*]}"
   sudo=""

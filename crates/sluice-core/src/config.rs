@@ -115,6 +115,9 @@ pub struct Config {
     pub limits: MessageLimits,
     /// Who may use the HTTP listener (`[auth]`); `None` when the file has no `[auth]`.
     pub auth: Option<AuthConfig>,
+    /// Where the admin server (metrics, the live page) listens
+    /// (`[admin] listen`; `--admin` overrides it); `None`: it does not run.
+    pub admin: Option<std::net::SocketAddr>,
 }
 
 /// The `[auth]` table: the bearer tokens the HTTP listener accepts, and the
@@ -324,6 +327,27 @@ struct RawConfig {
     http: Option<Spanned<RawHttp>>,
     limits: Option<Spanned<RawLimits>>,
     auth: Option<Spanned<RawAuth>>,
+    admin: Option<Spanned<RawAdmin>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdmin {
+    listen: Option<String>,
+}
+
+impl RawAdmin {
+    fn check(self) -> Result<Option<std::net::SocketAddr>, String> {
+        self.listen
+            .map(|listen| {
+                listen.parse().map_err(|_| {
+                    format!(
+                        "[admin]: `listen = {listen:?}` is not an address and port, like \"127.0.0.1:9464\""
+                    )
+                })
+            })
+            .transpose()
+    }
 }
 
 #[derive(Deserialize)]
@@ -1158,6 +1182,13 @@ impl Config {
                 )
             }
         };
+        let admin = match raw.admin {
+            None => None,
+            Some(raw) => {
+                let span = raw.span();
+                raw.into_inner().check().map_err(|e| at(span, e))?
+            }
+        };
         Ok(Config {
             upstreams,
             budget,
@@ -1168,6 +1199,7 @@ impl Config {
             http,
             limits,
             auth,
+            admin,
         })
     }
 
@@ -1199,6 +1231,7 @@ impl Config {
             http: HttpLimits::default(),
             limits: MessageLimits::default(),
             auth: None,
+            admin: None,
         })
     }
 }
@@ -1771,6 +1804,22 @@ cache_mb = 0
         .unwrap();
         assert_eq!(longest.store.limits.ttl.as_secs(), 31_536_000);
         assert_eq!(longest.query.cache_bytes, 1 << 40);
+    }
+
+    #[test]
+    fn admin_listen_is_an_address_and_port() {
+        let up = "[upstreams.a]\ncommand = \"x\"\n";
+        let config = parse(&format!("{up}[admin]\nlisten = \"127.0.0.1:9464\"\n")).unwrap();
+        assert_eq!(config.admin, Some("127.0.0.1:9464".parse().unwrap()));
+        assert_eq!(parse(up).unwrap().admin, None);
+        assert_eq!(parse(&format!("{up}[admin]\n")).unwrap().admin, None);
+        let err = parse(&format!("{up}[admin]\nlisten = \"localhost\"\n")).unwrap_err();
+        assert!(
+            err.contains("[admin]: `listen = \"localhost\"` is not an address and port"),
+            "{err}"
+        );
+        let err = parse(&format!("{up}[admin]\nport = 9464\n")).unwrap_err();
+        assert!(err.contains("port"), "{err}");
     }
 
     #[test]

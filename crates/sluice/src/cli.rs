@@ -8,7 +8,9 @@ use sluice_core::config::{AUTH_EXAMPLE, Config};
 
 use crate::downstream::auth::Authenticator;
 
+use crate::admin::AdminSettings;
 use crate::downstream::HttpAccess;
+use crate::downstream::http_front::AllowedHosts;
 
 /// sluice: an MCP gateway that keeps every tool result within the client's
 /// context budget, losslessly.
@@ -17,7 +19,7 @@ use crate::downstream::HttpAccess;
     name = "sluice",
     version,
     about,
-    after_help = "Examples:\n  sluice -- npx -y @modelcontextprotocol/server-filesystem ~/code\n  sluice --config sluice.toml --listen 127.0.0.1:8808\n  sluice call --tool echo --args '{\"message\":\"hi\"}' -- npx -y @modelcontextprotocol/server-everything\n  sluice demo"
+    after_help = "Examples:\n  sluice -- npx -y @modelcontextprotocol/server-filesystem ~/code\n  sluice --config sluice.toml --listen 127.0.0.1:8808 --admin 127.0.0.1:9464\n  sluice call --tool echo --args '{\"message\":\"hi\"}' -- npx -y @modelcontextprotocol/server-everything\n  sluice demo"
 )]
 pub struct Args {
     /// A TOML file listing the upstream servers ([upstreams.NAME] tables).
@@ -28,11 +30,17 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
 
-    /// With --listen: also accept this Host (and Origin) besides localhost; repeatable.
+    /// Also serve the admin endpoints at http://ADDR/ (a live page),
+    /// /metrics (Prometheus) and /api/state; overrides `[admin] listen`.
+    /// Not loopback: only with [auth].
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<SocketAddr>,
+
+    /// With --listen or --admin: also accept this Host (and Origin) besides localhost; repeatable.
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
 
-    /// With --listen: accept any Host and Origin (only behind a trusted proxy).
+    /// With --listen or --admin: accept any Host and Origin (only behind a trusted proxy).
     #[arg(long)]
     pub allow_any_host: bool,
 
@@ -114,10 +122,10 @@ pub enum Sub {
 /// What to run, validated.
 #[derive(Debug)]
 pub enum Command {
-    /// Serve clients over stdio.
-    Stdio(Config),
-    /// Serve clients over Streamable HTTP.
-    Http(Config, SocketAddr, HttpAccess),
+    /// Serve clients over stdio, and the admin endpoints if asked.
+    Stdio(Config, Option<AdminSettings>),
+    /// Serve clients over Streamable HTTP, and the admin endpoints if asked.
+    Http(Config, SocketAddr, HttpAccess, Option<AdminSettings>),
     /// One call, printed.
     Call {
         /// The upstreams.
@@ -148,6 +156,11 @@ impl Args {
                     (None, _) => Ok(Config::single_command(upstream)?),
                 }
             };
+        if self.admin.is_some() && self.command.is_some() {
+            anyhow::bail!(
+                "--admin applies when sluice serves clients (over stdio or --listen), not to a subcommand"
+            );
+        }
         match self.command {
             Some(Sub::Demo) => Ok(Command::Demo),
             Some(Sub::SampleServer { listen }) => Ok(Command::SampleServer(listen)),
@@ -171,21 +184,39 @@ impl Args {
             }
             None => {
                 let config = config_from(&self.config, &self.upstream)?;
+                if self.no_auth && self.listen.is_none() {
+                    anyhow::bail!("--no-auth only applies with --listen");
+                }
+                let admin_addr = self.admin.or(config.admin);
                 if self.listen.is_none()
-                    && (self.allow_any_host || !self.allow_hosts.is_empty() || self.no_auth)
+                    && admin_addr.is_none()
+                    && (self.allow_any_host || !self.allow_hosts.is_empty())
                 {
                     anyhow::bail!(
-                        "--allow-host, --allow-any-host and --no-auth only apply with --listen"
+                        "--allow-host and --allow-any-host only apply with --listen or --admin"
                     );
                 }
-                let Some(addr) = self.listen else {
-                    return Ok(Command::Stdio(config));
+                // One authenticator for /mcp and the admin server.
+                let authenticator = match &config.auth {
+                    Some(auth) => Some(Authenticator::new(auth)?),
+                    None => None,
                 };
-                let auth = match (&config.auth, self.no_auth) {
+                let admin = admin_addr.map(|addr| AdminSettings {
+                    addr,
+                    auth: authenticator.clone(),
+                    hosts: AllowedHosts::new(&self.allow_hosts, self.allow_any_host),
+                });
+                if let Some(admin) = &admin {
+                    admin.check()?;
+                }
+                let Some(addr) = self.listen else {
+                    return Ok(Command::Stdio(config, admin));
+                };
+                let auth = match (authenticator, self.no_auth) {
                     (Some(_), true) => anyhow::bail!(
                         "--no-auth and an [auth] table together: remove one (with [auth], every request to /mcp needs a bearer token)"
                     ),
-                    (Some(auth), false) => Some(Authenticator::new(auth)?),
+                    (Some(auth), false) => Some(auth),
                     (None, false) if !addr.ip().to_canonical().is_loopback() => {
                         anyhow::bail!(
                             "--listen {addr} is not a loopback address and no [auth] is configured: anyone who reaches it could call every upstream tool. Add to the config file (--config FILE):\n\n{AUTH_EXAMPLE}\n\nor pass --no-auth to serve without authentication (only behind a proxy that authenticates, or on a trusted network)."
@@ -201,6 +232,7 @@ impl Args {
                         allowed_hosts: self.allow_hosts,
                         allow_any: self.allow_any_host,
                     },
+                    admin,
                 ))
             }
         }

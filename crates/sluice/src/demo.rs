@@ -142,6 +142,7 @@ pub async fn run() -> anyhow::Result<()> {
         http: Default::default(),
         limits: Default::default(),
         auth: None,
+        admin: None,
     };
     println!("sluice demo: a sample MCP server (`sluice sample-server`) behind the gateway,");
     println!("and a client session through it. Everything below is what a model would see.");

@@ -67,6 +67,23 @@ pub struct SessionEntry {
     /// Where sluice's own layer writes to the client, as bytes (a stdio
     /// connection, an HTTP session's streams).
     pub link: Option<Arc<crate::downstream::link::ClientLink>>,
+    /// Who the client is, for the operator's view (`--admin`).
+    pub seen: SessionSeen,
+}
+
+/// What an operator is shown of a session: the client's `clientInfo.name`
+/// (cut to 100 characters) and protocol version, its principal (with
+/// `[auth]`), and when it opened.
+#[derive(Debug, Clone)]
+pub struct SessionSeen {
+    /// `clientInfo.name`.
+    pub client: String,
+    /// The protocol version it asked for.
+    pub version: String,
+    /// Who it authenticated as, with `[auth]`.
+    pub principal: Option<Arc<str>>,
+    /// When it sent `initialize`.
+    pub opened: std::time::SystemTime,
 }
 
 /// A notification an upstream sent about one request.

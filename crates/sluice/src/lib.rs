@@ -48,6 +48,8 @@
 //!   and the built-in server they use.
 //! - [`state`]: `[store]` opened at start: the result store's backend and
 //!   the key that seals cursors.
+//! - [`metrics`]: what sluice counts for its operators; [`admin`]: the
+//!   `--admin` server (`/metrics`, the live page, `/api/state`).
 //! - [`clock`]: the runtime's clocks, which every lifetime is measured by
 //!   (a paused test clock moves them); `testing` (hidden from the docs):
 //!   the in-process test harness.
@@ -66,6 +68,7 @@ pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+pub mod admin;
 pub mod cache;
 pub mod call;
 pub mod caller;
@@ -82,6 +85,7 @@ pub mod govern;
 pub mod hub;
 pub mod jq;
 pub mod jsonrpc;
+pub mod metrics;
 pub mod operations;
 pub mod sample_server;
 pub mod state;

@@ -100,7 +100,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             ExitCode::FAILURE
         }),
-        Command::Stdio(config) => {
+        Command::Stdio(config, admin) => {
             if config.store.backend != sluice_core::store::StoreBackend::Memory {
                 tracing::warn!(
                     "[store] backend = {:?} over stdio: this connection's results belong to it, and a restarted sluice serves a new one that cannot read them (README, Durable state)",
@@ -109,11 +109,15 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             let gateway = Gateway::open(&config)?;
             let shutdown = shutdown_on_signal();
-            let result = sluice::downstream::stdio::serve(gateway.clone(), shutdown).await;
+            let admin = start_admin(&gateway, admin, &shutdown, log_format).await?;
+            let result = sluice::downstream::stdio::serve(gateway.clone(), shutdown.clone()).await;
+            // The admin server ends with the client's connection.
+            shutdown.cancel();
+            stop_admin(admin).await;
             gateway.shutdown().await;
             result.map(|()| ExitCode::SUCCESS)
         }
-        Command::Http(config, addr, access) => {
+        Command::Http(config, addr, access, admin) => {
             if access.auth.is_none() && !addr.ip().to_canonical().is_loopback() {
                 tracing::warn!(
                     "--no-auth: serving {addr} without authentication: anyone who reaches it can call every upstream tool"
@@ -121,12 +125,13 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             let gateway = Gateway::open(&config)?;
             let shutdown = shutdown_on_signal();
+            let admin = start_admin(&gateway, admin, &shutdown, log_format).await?;
             let result = sluice::downstream::http::serve(
                 gateway.clone(),
                 addr,
                 access,
                 config.http,
-                shutdown,
+                shutdown.clone(),
                 |bound| {
                     say(
                         log_format,
@@ -136,9 +141,42 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 },
             )
             .await;
+            shutdown.cancel();
+            stop_admin(admin).await;
             gateway.shutdown().await;
             result.map(|()| ExitCode::SUCCESS)
         }
+    }
+}
+
+/// Starts the admin server if asked (`--admin`, `[admin] listen`), and says
+/// where it serves, as where MCP is served is said.
+async fn start_admin(
+    gateway: &std::sync::Arc<Gateway>,
+    admin: Option<sluice::admin::AdminSettings>,
+    shutdown: &CancellationToken,
+    log_format: LogFormat,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    let Some(admin) = admin else {
+        return Ok(None);
+    };
+    let (bound, serving) =
+        sluice::admin::start(gateway.clone(), admin, shutdown.child_token()).await?;
+    tracing::info!(
+        "serving the admin page at http://{bound}/ and metrics at http://{bound}/metrics"
+    );
+    say(
+        log_format,
+        "INFO",
+        &format!("serving the admin page at http://{bound}/ and metrics at http://{bound}/metrics"),
+    );
+    Ok(Some(serving))
+}
+
+/// Waits for the admin server to end (its shutdown was asked).
+async fn stop_admin(admin: Option<tokio::task::JoinHandle<()>>) {
+    if let Some(serving) = admin {
+        let _ = serving.await;
     }
 }
 

@@ -472,7 +472,8 @@ impl Operation {
         })
     }
 
-    fn status(&self) -> Status {
+    /// Where it is now.
+    pub fn status(&self) -> Status {
         lock(&self.state).status
     }
 
@@ -821,6 +822,14 @@ impl Operations {
             .collect();
         mine.sort_by_key(|o| std::cmp::Reverse(o.started));
         mine
+    }
+
+    /// Every operation this instance keeps, whoever owns it, newest first
+    /// (for the operator's view: `--admin`).
+    pub fn all(&self) -> Vec<Arc<Operation>> {
+        let mut all: Vec<Arc<Operation>> = self.live().values().cloned().collect();
+        all.sort_by_key(|o| std::cmp::Reverse(o.started));
+        all
     }
 
     /// "Operations of this session: …" for `sluice_info {}` and errors.

@@ -914,6 +914,15 @@ impl Store for DiskStore {
             })
     }
 
+    fn newest(&self, limit: usize) -> Vec<Brief> {
+        let when = (self.clock.now(), self.clock.wall());
+        self.lock()
+            .recently_used(when, limit, |entry, expires_at| Brief {
+                expires_at,
+                ..entry.brief.clone()
+            })
+    }
+
     fn purge_expired(&self) -> usize {
         let now = self.clock.now();
         let purged: Vec<String> = self.lock().purge(now).into_iter().map(|(h, _)| h).collect();

@@ -257,6 +257,28 @@ impl<P: Held> Ledger<P> {
         listed
     }
 
+    /// Every owner's entries not expired at `now`, as `brief` describes
+    /// them, the most recently used first (the latest expiry), at most
+    /// `limit`: for the operator's view.
+    pub(crate) fn recently_used(
+        &self,
+        (now, wall): (Instant, SystemTime),
+        limit: usize,
+        brief: impl Fn(&P, SystemTime) -> Brief,
+    ) -> Vec<Brief> {
+        let mut live: Vec<(&P, Instant)> = self
+            .entries
+            .values()
+            .filter(|e| e.expires > now)
+            .map(|e| (&e.held, e.expires))
+            .collect();
+        live.sort_by_key(|(_, expires)| std::cmp::Reverse(*expires));
+        live.into_iter()
+            .take(limit)
+            .map(|(held, expires)| brief(held, wall + expires.duration_since(now)))
+            .collect()
+    }
+
     /// Drops the entries expired at `now`; returns them.
     pub(crate) fn purge(&mut self, now: Instant) -> Vec<(String, P)> {
         let expired: Vec<(String, Instant)> = self

@@ -293,14 +293,12 @@ impl Store for MemoryStore {
 
     fn list(&self, owner: &Owner, limit: usize) -> Vec<Brief> {
         let when = (self.clock.now(), self.clock.wall());
-        self.lock()
-            .briefs(owner, when, limit, |kept, expires_at| match kept {
-                Kept::Whole(stored) => Brief::of(stored, expires_at),
-                Kept::Framed(frames) => Brief {
-                    expires_at,
-                    ..frames.brief.clone()
-                },
-            })
+        self.lock().briefs(owner, when, limit, described)
+    }
+
+    fn newest(&self, limit: usize) -> Vec<Brief> {
+        let when = (self.clock.now(), self.clock.wall());
+        self.lock().recently_used(when, limit, described)
     }
 
     fn purge_expired(&self) -> usize {
@@ -316,6 +314,17 @@ impl Store for MemoryStore {
         let newest = ledger.newest();
         ledger.make_room(self.limits.max_bytes, 0, newest.as_deref());
         ledger.usage()
+    }
+}
+
+/// What a listing says of a result kept until `expires_at`.
+fn described(kept: &Kept, expires_at: std::time::SystemTime) -> Brief {
+    match kept {
+        Kept::Whole(stored) => Brief::of(stored, expires_at),
+        Kept::Framed(frames) => Brief {
+            expires_at,
+            ..frames.brief.clone()
+        },
     }
 }
 
@@ -340,6 +349,19 @@ mod tests {
 
     fn session(id: u64) -> Owner {
         Owner::Session(id)
+    }
+
+    /// A store of 1 MiB whose entries live 30 s, on a clock the test moves.
+    fn clocked() -> (Arc<ManualClock>, MemoryStore) {
+        let clock = ManualClock::new();
+        let store = MemoryStore::with_clock(
+            StoreLimits {
+                max_bytes: 1 << 20,
+                ttl: Duration::from_secs(30),
+            },
+            clock.clone(),
+        );
+        (clock, store)
     }
 
     fn doc(n: usize) -> Document {
@@ -573,15 +595,36 @@ mod tests {
     }
 
     #[test]
-    fn unused_entries_expire_at_their_ttl_from_last_use_and_say_so() {
-        let clock = ManualClock::new();
-        let store = MemoryStore::with_clock(
-            StoreLimits {
-                max_bytes: 1 << 20,
-                ttl: Duration::from_secs(30),
-            },
-            clock.clone(),
+    fn the_operators_listing_holds_every_owners_results_most_recently_used_first() {
+        let (clock, store) = clocked();
+        let alice = store
+            .put(&Owner::Principal("alice".into()), doc(10), info())
+            .unwrap();
+        clock.advance(Duration::from_secs(1));
+        let anonymous = store.put(&Owner::Anonymous, doc(10), info()).unwrap();
+        clock.advance(Duration::from_secs(1));
+        let session = store.put(&session(3), doc(10), info()).unwrap();
+        let handles =
+            |limit| -> Vec<String> { store.newest(limit).into_iter().map(|b| b.handle).collect() };
+        assert_eq!(
+            handles(10),
+            [&*session.handle, &anonymous.handle, &alice.handle]
         );
+        // A use makes it the most recent; the limit keeps the first.
+        clock.advance(Duration::from_secs(1));
+        store
+            .get(&Owner::Principal("alice".into()), &alice.handle)
+            .unwrap();
+        assert_eq!(handles(2), [&*alice.handle, &session.handle]);
+        assert!(handles(0).is_empty());
+        // Expired results are not listed.
+        clock.advance(Duration::from_millis(29_500));
+        assert_eq!(handles(10), [&*alice.handle]);
+    }
+
+    #[test]
+    fn unused_entries_expire_at_their_ttl_from_last_use_and_say_so() {
+        let (clock, store) = clocked();
         let a = store.put(&session(1), doc(10), info()).unwrap();
         let b = store.put(&session(1), doc(10), info()).unwrap();
         clock.advance(Duration::from_millis(29_999));

@@ -231,6 +231,9 @@ pub trait Store: Send + Sync {
     /// `owner`'s results, most recently stored first, at most `limit`
     /// (never an anonymous owner's: see [`Owner::may_list`]).
     fn list(&self, owner: &Owner, limit: usize) -> Vec<Brief>;
+    /// Every owner's results not expired, the most recently used first, at
+    /// most `limit`: for the operator's view, never for a client.
+    fn newest(&self, limit: usize) -> Vec<Brief>;
     /// Drops expired entries; returns how many.
     fn purge_expired(&self) -> usize;
     /// Entries and bytes held.

@@ -675,7 +675,7 @@ async fn require_bearer(
 
 /// The token of the request's `Authorization: Bearer` header: `None`
 /// without one, an error for any other form.
-fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, &'static str> {
+pub(crate) fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, &'static str> {
     let mut values = headers.get_all(header::AUTHORIZATION).iter();
     let Some(value) = values.next() else {
         return Ok(None);

@@ -67,6 +67,21 @@ pub async fn serve(
     raise_open_files_limit();
     tracing::info!("serving MCP at http://{bound}/mcp");
     ready(bound);
+    serve_connections(listener, router, limits.header_timeout, shutdown).await;
+    Ok(())
+}
+
+/// Serves `router` on every connection `listener` accepts (HTTP/1.1, each
+/// request told its peer's address as a [`PeerAddr`]) until `shutdown`
+/// fires; then waits for open connections to end, at most 5 s. A
+/// connection idle for `header_timeout` (or slow to send its headers) is
+/// closed.
+pub(crate) async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    header_timeout: std::time::Duration,
+    shutdown: CancellationToken,
+) {
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
         let accepted = tokio::select! {
@@ -100,7 +115,7 @@ pub async fn serve(
         // idle that long: half-open and idle connections cannot pile up.
         builder
             .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(limits.header_timeout);
+            .header_read_timeout(header_timeout);
         let connection = builder.serve_connection(
             hyper_util::rt::TokioIo::new(tcp),
             hyper_util::service::TowerToHyperService::new(service),
@@ -120,7 +135,6 @@ pub async fn serve(
             tracing::debug!("HTTP connections still open at shutdown were dropped");
         }
     }
-    Ok(())
 }
 
 /// Lets the listener hold as many connections as the system allows: the

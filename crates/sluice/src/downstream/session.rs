@@ -14,7 +14,7 @@ use crate::downstream::PeerAddr;
 use crate::downstream::auth::Principal;
 use crate::era::Era;
 use crate::gateway::Gateway;
-use crate::hub::{Event, FirstClient, SessionEntry, SessionId};
+use crate::hub::{Event, FirstClient, SessionEntry, SessionId, SessionSeen};
 
 /// The [`Caller`] of one request of session `id` (`connection`: the whole
 /// connection is the session, as stdio's is, or an HTTP session's).
@@ -105,6 +105,7 @@ pub(crate) async fn open(
     gateway: &Arc<Gateway>,
     id: SessionId,
     request: &InitializeRequestParams,
+    principal: Option<&Principal>,
     link: Option<Arc<crate::downstream::link::ClientLink>>,
     closed: tokio_util::sync::CancellationToken,
 ) {
@@ -128,6 +129,12 @@ pub(crate) async fn open(
             subscriptions: Default::default(),
             log_level: None,
             link,
+            seen: SessionSeen {
+                client: request.client_info.name.chars().take(100).collect(),
+                version: request.protocol_version.to_string(),
+                principal: principal.map(|p| p.0.clone()),
+                opened: crate::clock::wall(),
+            },
         },
     );
     // The client left while the upstreams started: no session to keep.

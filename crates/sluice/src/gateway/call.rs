@@ -2,6 +2,7 @@
 //! `_timeout_s` (operations), `_fresh` (cache) and governing of the result.
 
 use super::*;
+use crate::metrics::Outcome;
 
 impl Gateway {
     /// Calls a tool.
@@ -43,25 +44,45 @@ impl Gateway {
                     }
                 });
         }
+        let started = std::time::Instant::now();
         // No tool has a name this long (MCP names are at most 128
         // characters): refused here, not sent on and echoed back whole.
-        if exposed.len() > MAX_TOOL_NAME_BYTES {
-            return Err(self.unknown("tool", &exposed));
-        }
-        self.call_routed(params, caller, exposed, budget).await
+        let route = (exposed.len() <= MAX_TOOL_NAME_BYTES)
+            .then(|| self.namer.route(&exposed))
+            .flatten();
+        let (answer, outcome) = match route {
+            None => (Err(self.unknown("tool", &exposed)), Outcome::Error),
+            Some(_) => {
+                self.call_routed(params, caller, exposed.clone(), budget)
+                    .await
+            }
+        };
+        // Labelled by the tool only if its upstream lists it (the call
+        // learned the list if none was): a name a client made up is not.
+        let listed = route.is_some() && lock(&self.input_schemas).contains_key(&exposed);
+        self.governor
+            .metrics()
+            .tool(
+                route.map(|(upstream, _)| upstream),
+                route.map(|(_, tool)| tool).filter(|_| listed),
+                &exposed,
+            )
+            .record(outcome, started.elapsed());
+        answer
     }
 
     /// A call of an upstream's tool (`exposed`), with `_timeout_s`, `_fresh`
-    /// and the limits on operations.
+    /// and the limits on operations; and how it ended, for the metrics (the
+    /// one place that tells).
     async fn call_routed(
         self: &Arc<Self>,
         mut params: CallToolRequestParams,
         caller: &Caller,
         exposed: String,
         budget: sluice_core::budget::Budget,
-    ) -> Result<Relayed, ErrorData> {
+    ) -> (Result<Relayed, ErrorData>, Outcome) {
         let Some((upstream, name)) = self.namer.route(&exposed) else {
-            return Err(self.unknown("tool", &exposed));
+            return (Err(self.unknown("tool", &exposed)), Outcome::Error);
         };
         let upstream = self
             .upstream(upstream)
@@ -98,7 +119,7 @@ impl Gateway {
         let timeout =
             match settings.timeout(timeout_arg.as_ref(), settings_timeout(&upstream, name)) {
                 Ok(timeout) => timeout,
-                Err(message) => return Ok(Relayed::error_result(message)),
+                Err(message) => return (Ok(Relayed::error_result(message)), Outcome::Error),
             };
         // So is `_fresh`, for the tools sluice caches.
         let cached = match self.cache_policy(&exposed) {
@@ -117,10 +138,11 @@ impl Gateway {
                     None | Some(serde_json::Value::Bool(false)) => false,
                     Some(serde_json::Value::Bool(true)) => true,
                     Some(other) => {
-                        return Ok(Relayed::error_result(format!(
+                        let message = format!(
                             "`_fresh` must be true (skip the cached result and refresh it) or false, not {}",
                             sluice_core::format::quoted_cut(&other.to_string())
-                        )));
+                        );
+                        return (Ok(Relayed::error_result(message)), Outcome::Error);
                     }
                 };
                 let owner = cache_policy.per_session.then(|| caller.owner.key());
@@ -137,7 +159,7 @@ impl Gateway {
             }
         };
         if let Err(message) = self.operations.admit(&caller.owner, &caller.quota) {
-            return Ok(Relayed::error_result(message));
+            return (Ok(Relayed::error_result(message)), Outcome::Error);
         }
         // The call runs in a task of its own, which a timeout leaves running
         // in the background; until then the client's cancellation stops it.
@@ -168,7 +190,7 @@ impl Gateway {
                 stop.cancel();
                 // It tells the upstream, then ends.
                 tokio::spawn(call);
-                return Err(call_error(CallError::Cancelled));
+                return (Err(call_error(CallError::Cancelled)), Outcome::Error);
             }
             // One timer for every call's timeout (see `deadlines`).
             () = self.deadlines.after(timeout) => {
@@ -198,7 +220,7 @@ impl Gateway {
                 // the record's write.
                 tokio::spawn(async move {
                     let outcome = match call.await {
-                        Ok(Done::Answer(answer)) => match *answer {
+                        Ok(Done::Answer(answer, _)) => match *answer {
                             // Within the budget, as the upstream sent it:
                             // kept as those bytes, never decoded.
                             Ok(Relayed {
@@ -221,16 +243,19 @@ impl Gateway {
                     op.finish(outcome);
                 });
                 self.operations.recorded(&recorded).await;
-                return Ok(Relayed::made(answer));
+                return (Ok(Relayed::made(answer)), Outcome::Operation);
             }
         };
         match done {
-            Ok(Done::Answer(answer)) => *answer,
-            Ok(Done::Unavailable(message)) => Ok(Relayed::error_result(message)),
-            Err(panic) => Err(ErrorData::internal_error(
-                format!("sluice lost the call: {}", panic_message(&panic)),
-                None,
-            )),
+            Ok(Done::Answer(answer, outcome)) => (*answer, outcome),
+            Ok(Done::Unavailable(message)) => (Ok(Relayed::error_result(message)), Outcome::Error),
+            Err(panic) => (
+                Err(ErrorData::internal_error(
+                    format!("sluice lost the call: {}", panic_message(&panic)),
+                    None,
+                )),
+                Outcome::Error,
+            ),
         }
     }
 
@@ -259,11 +284,11 @@ impl Gateway {
                 // its bytes, never decoded.
                 if let Fetched::Sent(answer) = &fetched
                     && answer.undecoded().is_some()
-                    && let Some(relayed) = self
+                    && let Some((relayed, outcome)) = self
                         .governed_from_bytes(&answer.raw, &policy, caller, None, false)
                         .await
                 {
-                    return Done::Answer(Box::new(Ok(relayed)));
+                    return Done::Answer(Box::new(Ok(relayed)), outcome);
                 }
                 let legacy = caller.era.is_legacy();
                 let (sent, response) = fetched.decode_off_thread(upstream, legacy).await;
@@ -289,13 +314,16 @@ impl Gateway {
                             None => None,
                         };
                         if let Some(answer) = renewed {
-                            return Done::Answer(Box::new(Ok(Relayed::made(
-                                CallToolResponse::Complete(with_hit(answer, &entry)),
-                            ))));
+                            return Done::Answer(
+                                Box::new(Ok(Relayed::made(CallToolResponse::Complete(with_hit(
+                                    answer, &entry,
+                                ))))),
+                                Outcome::Cached,
+                            );
                         }
                         // Governed from its bytes, never decoded.
                         if let Some(sent) = entry.raw()
-                            && let Some(relayed) = self
+                            && let Some((relayed, outcome)) = self
                                 .governed_from_bytes(
                                     sent,
                                     &policy,
@@ -305,7 +333,7 @@ impl Gateway {
                                 )
                                 .await
                         {
-                            return Done::Answer(Box::new(Ok(relayed)));
+                            return Done::Answer(Box::new(Ok(relayed)), outcome);
                         }
                         raw = entry.raw().cloned();
                         let result = ServerResult::CallToolResult(entry.result());
@@ -321,11 +349,11 @@ impl Gateway {
                         // made of it keeps a large result's stored answer.
                         Ok(crate::cache::Fetched::Sent { response, .. }) => {
                             let keeper = entry.as_deref().map(|e| (e, governed_key.as_str()));
-                            if let Some(relayed) = self
+                            if let Some((relayed, outcome)) = self
                                 .governed_from_bytes(&response, &policy, caller, keeper, false)
                                 .await
                             {
-                                return Done::Answer(Box::new(Ok(relayed)));
+                                return Done::Answer(Box::new(Ok(relayed)), outcome);
                             }
                             // Not reachable: the fetcher read these bytes as
                             // a tool's result.
@@ -350,7 +378,7 @@ impl Gateway {
             return Done::Unavailable(why);
         }
         let answer = self.call_answer(upstream, sent);
-        Done::Answer(Box::new(match answer {
+        let answer = match answer {
             // Within the budget, as the upstream sent it: passed on as its bytes.
             Ok(CallToolResponse::Complete(result))
                 if raw.is_some() && self.governor.passes(&result, &policy) =>
@@ -384,15 +412,21 @@ impl Gateway {
                 Err(Box::pin(self.governor.tool_error(error, upstream.name(), &policy)).await)
             }
             Ok(other) => Ok(Relayed::made(other)),
-        }))
+        };
+        let outcome = match &answer {
+            _ if hit => Outcome::Cached,
+            Err(_) => Outcome::Error,
+            Ok(relayed) => relayed.outcome(),
+        };
+        Done::Answer(Box::new(answer), outcome)
     }
 
     /// Governs a tool's result from the bytes of `sent` (the upstream's
     /// response, or a cache entry's, with the key of the stored answers
     /// the entry keeps): within the budget, relayed as those bytes (marked
     /// as a `hit` if it is one); over it, stored (the answer kept by the
-    /// entry). `None` if the bytes do not read as a tool's result, which
-    /// must be decoded.
+    /// entry); and how the call ended. `None` if the bytes do not read as a
+    /// tool's result, which must be decoded.
     async fn governed_from_bytes(
         &self,
         sent: &crate::jsonrpc::Message,
@@ -400,16 +434,23 @@ impl Gateway {
         caller: &Caller,
         cached: Option<(&crate::cache::Entry, &str)>,
         hit: bool,
-    ) -> Option<Relayed> {
+    ) -> Option<(Relayed, Outcome)> {
         let legacy = caller.era.is_legacy();
         let hit = cached.map(|(entry, _)| entry).filter(|_| hit);
         match self.governor.sent_result(sent, policy).await? {
-            Governed::Passes => {
+            Governed::Passes { is_error } => {
                 let sent = match hit {
                     Some(entry) => with_hit_as_sent(sent, entry)?,
                     None => sent.clone(),
                 };
-                Some(Relayed::sent(sent, legacy))
+                let outcome = if hit.is_some() {
+                    Outcome::Cached
+                } else if is_error {
+                    Outcome::Error
+                } else {
+                    Outcome::Passed
+                };
+                Some((Relayed::sent(sent, legacy), outcome))
             }
             Governed::Stored(result) => {
                 let mut result = call_in_era(result, legacy);
@@ -418,10 +459,14 @@ impl Gateway {
                 {
                     entry.keep_governed(governed_key.to_owned(), result.clone());
                 }
-                if let Some(entry) = hit {
-                    result = with_hit(result, entry);
-                }
-                Some(Relayed::made(CallToolResponse::Complete(result)))
+                let outcome = match hit {
+                    Some(entry) => {
+                        result = with_hit(result, entry);
+                        Outcome::Cached
+                    }
+                    None => made_outcome(&result),
+                };
+                Some((Relayed::made(CallToolResponse::Complete(result)), outcome))
             }
         }
     }
@@ -711,8 +756,8 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 
 /// How an upstream tool call ended.
 pub(super) enum Done {
-    /// An answer (governed), or a JSON-RPC error.
-    Answer(Box<Result<Relayed, ErrorData>>),
+    /// An answer (governed), or a JSON-RPC error; and what it was.
+    Answer(Box<Result<Relayed, ErrorData>>, Outcome),
     /// The upstream could not be reached or died: why.
     Unavailable(String),
 }
@@ -924,6 +969,20 @@ impl Relayed {
         Relayed::made(CallToolResponse::Complete(error_result(message)))
     }
 
+    /// How the call this answers ended (not a cache hit): passed, stored,
+    /// or an error result.
+    fn outcome(&self) -> Outcome {
+        match &self.response {
+            // Results left as sent are told apart where they are read
+            // (`governed_from_bytes`); none comes here.
+            CallAnswer::Sent { .. } => Outcome::Passed,
+            CallAnswer::Made(response) => match &**response {
+                CallToolResponse::Complete(result) => made_outcome(result),
+                _ => Outcome::Passed,
+            },
+        }
+    }
+
     /// The answer, decoded if it was left as sent. A result sluice relayed
     /// unread but cannot decode (rmcp knows no such content block) is an
     /// error result that says so, for those that need it typed.
@@ -943,6 +1002,18 @@ impl Relayed {
                 "the upstream's result could not be read: {e}"
             ))),
         }
+    }
+}
+
+/// How a call answered with `result` (its own, or the answer that stands
+/// for it) ended: stored, an error, or passed.
+fn made_outcome(result: &rmcp::model::CallToolResult) -> Outcome {
+    if crate::govern::stored_handle(result).is_some() {
+        Outcome::Stored
+    } else if result.is_error == Some(true) {
+        Outcome::Error
+    } else {
+        Outcome::Passed
     }
 }
 

@@ -80,6 +80,8 @@ pub struct Governor {
     searches: std::sync::Mutex<std::collections::VecDeque<(SearchKey, Arc<Hits>)>>,
     /// The jq workers of `sluice_query`.
     jq: crate::jq::pool::JqPool,
+    /// What is counted for operators (`--admin`).
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// What a search's hits depend on.
@@ -133,8 +135,12 @@ struct Kept {
 /// What governing made of a tool's result read from its bytes.
 #[derive(Debug)]
 pub enum Governed {
-    /// Within the budget: it goes as the upstream sent it.
-    Passes,
+    /// Within the budget: it goes as the upstream sent it. `is_error`: the
+    /// result says so.
+    Passes {
+        /// Its `isError` is true.
+        is_error: bool,
+    },
     /// Stored: the answer that stands for it.
     Stored(CallToolResult),
 }
@@ -173,7 +179,13 @@ impl Governor {
             budgets: config.budget.clone(),
             searches: Default::default(),
             jq: crate::jq::pool::JqPool::new(config.query),
+            metrics: Default::default(),
         }
+    }
+
+    /// What is counted for operators.
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
     }
 
     /// The budget of a client, by its `clientInfo.name`.
@@ -411,17 +423,17 @@ impl Governor {
         policy: &Policy,
     ) -> Option<Governed> {
         let (budget, passthrough) = (policy.budget, policy.mode == Mode::Passthrough);
-        let kept = read_result(response, move |result| {
+        let (is_error, kept) = read_result(response, move |result| {
             let call = SentCall::read(result)?;
             let size = call.size(&budget);
             if passthrough || budget.admits(&size) {
-                return Some(None);
+                return Some((call.is_error(), None));
             }
-            Some(Some(call.kept(size, &budget)))
+            Some((call.is_error(), Some(call.kept(size, &budget))))
         })
         .await?;
         Some(match kept {
-            None => Governed::Passes,
+            None => Governed::Passes { is_error },
             Some(kept) => Governed::Stored(self.stored_answer(kept, policy).await),
         })
     }
@@ -649,6 +661,19 @@ impl Governor {
             .with_mime_type(mime_of(stored.doc.kind()))
             .with_size(stored.info.bytes),
         );
+        // What the client's context was spared: the result's tokens less
+        // those of everything that stands for it.
+        let factor = policy.budget.token_factor;
+        let (meta_text, link_text) = (
+            meta.to_string(),
+            serde_json::to_string(&link).unwrap_or_default(),
+        );
+        let answered = [text.as_str(), &meta_text, &link_text]
+            .iter()
+            .map(|part| u64::from(count_tokens(part, factor)))
+            .sum::<u64>();
+        self.metrics
+            .saved(stored.info.tokens.saturating_sub(answered));
         (text, link, meta)
     }
 }

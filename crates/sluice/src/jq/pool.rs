@@ -72,6 +72,26 @@ pub struct JqStats {
     pub queries_waiting: usize,
 }
 
+/// Why a query gave no outputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failed {
+    /// The filter's own error: it does not compile, or failed on the
+    /// document (`cannot index …`). The model's to mend.
+    Refused(String),
+    /// It was stopped (its time or memory ran out, its worker died) or
+    /// never ran (no worker came free).
+    Stopped(String),
+}
+
+impl Failed {
+    /// What to tell the model.
+    pub fn message(&self) -> &str {
+        match self {
+            Failed::Refused(message) | Failed::Stopped(message) => message,
+        }
+    }
+}
+
 /// Warm jq workers.
 pub struct JqPool {
     settings: QuerySettings,
@@ -136,7 +156,7 @@ impl JqPool {
     /// Runs `filter` over `doc` in a worker, for the owner of `doc` (who
     /// asked: the store gives a document to its owner only): the outputs, or
     /// a message for the model.
-    pub async fn run(&self, filter: &str, doc: &Stored) -> Result<Answer, String> {
+    pub async fn run(&self, filter: &str, doc: &Stored) -> Result<Answer, Failed> {
         self.start_reaper();
         // The wait for a worker has a clock of its own: a filter that waited
         // still gets its whole time limit, and is never blamed for the wait.
@@ -156,12 +176,12 @@ impl JqPool {
         let (worker, outcome) = loop {
             let slot = match self.slots.acquire(&doc.owner, wait, preemptible).await {
                 Ok(slot) => slot,
-                Err(busy) => return Err(busy.message(wait)),
+                Err(busy) => return Err(Failed::Stopped(busy.message(wait))),
             };
             let deadline = tokio::time::Instant::now() + self.settings.timeout;
             let mut worker = match self.take(&doc.handle) {
                 Some(worker) => worker,
-                None => Worker::start()?,
+                None => Worker::start().map_err(Failed::Stopped)?,
             };
             let outcome = tokio::select! {
                 outcome = tokio::time::timeout_at(deadline, worker.query(request(), body)) => outcome,
@@ -180,19 +200,19 @@ impl JqPool {
             Ok(Ok(answer)) => {
                 self.put_back(worker);
                 self.count(answer.as_ref().is_ok_and(|a| !a.parsed), false);
-                answer
+                answer.map_err(Failed::Refused)
             }
             Ok(Err(died)) => {
                 self.count(false, true);
-                Err(worker.why_dead(died, &self.settings).await)
+                Err(Failed::Stopped(worker.why_dead(died, &self.settings).await))
             }
             // Dropping the worker kills it.
             Err(_) => {
                 self.count(false, true);
-                Err(format!(
+                Err(Failed::Stopped(format!(
                     "the filter was stopped after {}: it may never end (e.g. a recursion without a base case, or `repeat`/`range` without a bound). Narrow it, or use `limit(n; …)` / `first(…)`.",
                     seconds(self.settings.timeout)
-                ))
+                )))
             }
         }
     }

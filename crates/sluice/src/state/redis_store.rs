@@ -494,73 +494,15 @@ impl Store for RedisStore {
         if !owner.may_list() || limit == 0 {
             return Vec::new();
         }
-        let listed = key(&["o:", &owner.key()]);
-        let handles: Vec<String> = match self.run(|mut c| {
-            let listed = listed.clone();
-            async move {
-                redis::cmd("ZREVRANGE")
-                    .arg(&listed)
-                    .arg(0)
-                    .arg(4 * limit as isize - 1)
-                    .query_async(&mut c)
-                    .await
-            }
-        }) {
-            Ok(handles) => handles,
-            Err(_) => return Vec::new(),
-        };
-        let metas: Vec<(Option<Vec<u8>>, i64)> = match self.run(|mut c| {
-            let handles = handles.clone();
-            async move {
-                let mut pipe = redis::pipe();
-                for handle in &handles {
-                    let result = key(&["r:", handle]);
-                    pipe.cmd("HGET").arg(&result).arg("meta");
-                    pipe.cmd("PTTL").arg(&result);
-                }
-                let flat: Vec<redis::Value> = pipe.query_async(&mut c).await?;
-                Ok(flat
-                    .chunks(2)
-                    .map(|pair| {
-                        let meta = redis::from_redis_value::<Option<Vec<u8>>>(pair[0].clone())
-                            .unwrap_or(None);
-                        let ttl = redis::from_redis_value::<i64>(pair[1].clone()).unwrap_or(-2);
-                        (meta, ttl)
-                    })
-                    .collect())
-            }
-        }) {
-            Ok(metas) => metas,
-            Err(_) => return Vec::new(),
-        };
-        let now = crate::clock::wall();
-        let mut briefs = Vec::new();
-        let mut gone = Vec::new();
-        for (handle, (meta, ttl_ms)) in handles.iter().zip(metas) {
-            let brief = meta
-                .as_deref()
-                .and_then(Meta::parse)
-                .filter(|m| m.owner == owner.key())
-                .and_then(|m| {
-                    let expires = now + Duration::from_millis(ttl_ms.max(0) as u64);
-                    m.brief(handle, expires).map(|(_, b)| b)
-                });
-            match brief {
-                Some(brief) if ttl_ms > 0 => briefs.push(brief),
-                _ => gone.push(handle.clone()),
-            }
+        self.briefs_in(key(&["o:", &owner.key()]), Some(owner), limit)
+    }
+
+    fn newest(&self, limit: usize) -> Vec<Brief> {
+        if limit == 0 {
+            return Vec::new();
         }
-        if !gone.is_empty() {
-            let _ = self.run(|mut c| async move {
-                redis::cmd("ZREM")
-                    .arg(&listed)
-                    .arg(&gone)
-                    .query_async::<()>(&mut c)
-                    .await
-            });
-        }
-        briefs.truncate(limit);
-        briefs
+        // Scored by expiry: the most recently used first.
+        self.briefs_in(key(&["all"]), None, limit)
     }
 
     fn purge_expired(&self) -> usize {
@@ -643,6 +585,80 @@ impl Store for RedisStore {
             None => Ok(()),
             Some(why) => Err(format!("{}: {why}", self.shown)),
         }
+    }
+}
+
+impl RedisStore {
+    /// The results listed in the sorted set `listed`, highest scores
+    /// first, at most `limit`: `owner`'s (whose set it is: the handles of
+    /// results gone are taken out of it), or anyone's.
+    fn briefs_in(&self, listed: String, owner: Option<&Owner>, limit: usize) -> Vec<Brief> {
+        let handles: Vec<String> = match self.run(|mut c| {
+            let listed = listed.clone();
+            async move {
+                redis::cmd("ZREVRANGE")
+                    .arg(&listed)
+                    .arg(0)
+                    .arg(4 * limit as isize - 1)
+                    .query_async(&mut c)
+                    .await
+            }
+        }) {
+            Ok(handles) => handles,
+            Err(_) => return Vec::new(),
+        };
+        let metas: Vec<(Option<Vec<u8>>, i64)> = match self.run(|mut c| {
+            let handles = handles.clone();
+            async move {
+                let mut pipe = redis::pipe();
+                for handle in &handles {
+                    let result = key(&["r:", handle]);
+                    pipe.cmd("HGET").arg(&result).arg("meta");
+                    pipe.cmd("PTTL").arg(&result);
+                }
+                let flat: Vec<redis::Value> = pipe.query_async(&mut c).await?;
+                Ok(flat
+                    .chunks(2)
+                    .map(|pair| {
+                        let meta = redis::from_redis_value::<Option<Vec<u8>>>(pair[0].clone())
+                            .unwrap_or(None);
+                        let ttl = redis::from_redis_value::<i64>(pair[1].clone()).unwrap_or(-2);
+                        (meta, ttl)
+                    })
+                    .collect())
+            }
+        }) {
+            Ok(metas) => metas,
+            Err(_) => return Vec::new(),
+        };
+        let now = crate::clock::wall();
+        let mut briefs = Vec::new();
+        let mut gone = Vec::new();
+        for (handle, (meta, ttl_ms)) in handles.iter().zip(metas) {
+            let brief = meta
+                .as_deref()
+                .and_then(Meta::parse)
+                .filter(|m| owner.is_none_or(|o| m.owner == o.key()))
+                .and_then(|m| {
+                    let expires = now + Duration::from_millis(ttl_ms.max(0) as u64);
+                    m.brief(handle, expires).map(|(_, b)| b)
+                });
+            match brief {
+                Some(brief) if ttl_ms > 0 => briefs.push(brief),
+                _ => gone.push(handle.clone()),
+            }
+        }
+        if owner.is_some() && !gone.is_empty() {
+            let _ = self.run(|mut c| async move {
+                redis::cmd("ZREM")
+                    .arg(&listed)
+                    .arg(&gone)
+                    .query_async::<()>(&mut c)
+                    .await
+            });
+        }
+        briefs.truncate(limit);
+        briefs
     }
 }
 

@@ -9,6 +9,7 @@ use sluice_core::format::quoted_cut;
 use sluice_core::store::Owner;
 
 use crate::govern::{Governor, with_meta};
+use crate::metrics::QueryOutcome;
 
 use super::*;
 
@@ -41,6 +42,15 @@ pub(super) async fn run(
     }
 }
 
+/// How a `sluice_query` that answered `result` ended, for the metrics.
+fn outcome(result: &Result<CallToolResult, ToolError>, stopped: bool) -> QueryOutcome {
+    match result {
+        _ if stopped => QueryOutcome::Stopped,
+        Ok(_) => QueryOutcome::Answered,
+        Err(_) => QueryOutcome::Refused,
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct QueryArgs {
@@ -56,6 +66,21 @@ impl Governor {
         arguments: Option<JsonObject>,
         owner: &Owner,
         budget: Budget,
+    ) -> Result<CallToolResult, ToolError> {
+        let mut stopped = false;
+        let result = self
+            .query_counted(arguments, owner, budget, &mut stopped)
+            .await;
+        self.metrics().query(outcome(&result, stopped));
+        result
+    }
+
+    async fn query_counted(
+        &self,
+        arguments: Option<JsonObject>,
+        owner: &Owner,
+        budget: Budget,
+        stopped: &mut bool,
     ) -> Result<CallToolResult, ToolError> {
         let args: QueryArgs = match parse_args(
             QUERY,
@@ -83,10 +108,11 @@ impl Governor {
         let outputs = match self.jq().run(&args.filter, &stored).await {
             Ok(answer) => answer.outputs,
             // The message may quote the filter: cut.
-            Err(message) => {
+            Err(failed) => {
+                *stopped = matches!(failed, crate::jq::pool::Failed::Stopped(_));
                 return Err(ToolError::Model(format!(
                     "{QUERY}: {}",
-                    sluice_core::format::cut(&message, 1000)
+                    sluice_core::format::cut(failed.message(), 1000)
                 )));
             }
         };

@@ -163,7 +163,11 @@ impl Governor {
             budget: page_budget(request.budget, request.path.as_deref()),
             start: request.from,
         };
-        self.page_of(owner, &request.handle, ask).await
+        let page = self.page_of(owner, &request.handle, ask).await;
+        if page.is_ok() {
+            self.metrics().page_served();
+        }
+        page
     }
 }
 

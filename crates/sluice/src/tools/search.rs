@@ -261,6 +261,7 @@ impl Governor {
             ContentBlock::text(header),
         ]);
         result.meta = Some(with_meta(None, crate::contract::meta::SEARCH, meta));
+        self.metrics().search();
         Ok(result)
     }
 }

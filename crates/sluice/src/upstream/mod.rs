@@ -79,6 +79,8 @@ pub struct Upstream {
     tail: Arc<Mutex<Tail>>,
     /// Whether a connection was ever made (a later one is a restart).
     connected_before: AtomicBool,
+    /// Connections made after the first.
+    restarts: std::sync::atomic::AtomicU64,
     /// The handshake under way, if any.
     attempt: Mutex<Option<Attempt>>,
     /// Whether a request gave up waiting for the handshake under way (its
@@ -114,6 +116,7 @@ impl Upstream {
             last_failure: Mutex::new(None),
             tail: Arc::new(Mutex::new(Tail::new(TAIL_LINES))),
             connected_before: AtomicBool::new(false),
+            restarts: Default::default(),
             attempt: Mutex::new(None),
             kept_waiting: AtomicBool::new(false),
             in_memory: Mutex::new(None),
@@ -218,6 +221,9 @@ impl Upstream {
                     // and clients told it was not ready listed without it:
                     // they should list again.
                     let restarted = me.connected_before.swap(true, Ordering::Relaxed);
+                    if restarted {
+                        me.restarts.fetch_add(1, Ordering::Relaxed);
+                    }
                     if me.kept_waiting.swap(false, Ordering::Relaxed) || restarted {
                         for event in [
                             Event::ToolsChanged,
@@ -255,6 +261,26 @@ impl Upstream {
             task: abort,
         });
         Ok((began, outcome))
+    }
+
+    /// How often a connection was made after the first (it died or was
+    /// lost, and sluice started it again).
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// Why the last connection ended or the last start failed, while no
+    /// connection has been made since.
+    pub fn problem(&self) -> Option<String> {
+        lock(&self.last_failure).clone()
+    }
+
+    /// `stdio` or `http`.
+    pub fn transport(&self) -> &'static str {
+        match self.spec.transport {
+            UpstreamTransport::Stdio { .. } => "stdio",
+            UpstreamTransport::Http { .. } => "http",
+        }
     }
 
     /// The connection if it is up, without starting anything.

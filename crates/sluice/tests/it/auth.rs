@@ -570,7 +570,10 @@ async fn a_public_listen_address_needs_auth_or_no_auth() {
     assert_eq!(code, Some(2), "{err}");
     let (code, err) = run(&["--no-auth"]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("only apply with --listen"), "{err}");
+    assert!(
+        err.contains("--no-auth only applies with --listen"),
+        "{err}"
+    );
 
     let dir = TempDir::new("auth-no-auth");
     let file = config(

@@ -6,6 +6,7 @@
 
 mod support;
 
+mod admin;
 mod auth;
 mod cache;
 mod config_errors;

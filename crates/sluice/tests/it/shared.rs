@@ -198,6 +198,38 @@ async fn two_instances_share_results_and_cursors_and_outlive_a_kill() {
         meta(&info, "sluice/store").expect("the store's state"),
         json!({"backend": "redis", "healthy": true, "problem": null})
     );
+    // A third instance's operator sees the result stored through A (an
+    // anonymous one, listed to no client) and the store's figures.
+    let c = HttpSluice::start(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--admin",
+            "127.0.0.1:0",
+        ],
+        &[],
+    )
+    .await;
+    let admin = c
+        .stderr
+        .lock()
+        .unwrap()
+        .iter()
+        .find_map(|l| l.strip_prefix("sluice: serving the admin page at "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
+        .expect("the admin server's address");
+    let state: serde_json::Value = reqwest::get(format!("{admin}api/state"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(state["store"]["backend"], "redis");
+    assert_eq!(state["store"]["results"], 1);
+    assert_eq!(state["store"]["newest"][0]["handle"], handle.as_str());
+    assert_eq!(state["store"]["newest"][0]["tool"], "inventory");
+    drop(c);
 
     // A client's text that is no handle touches no key: unknown, and B
     // goes on serving.

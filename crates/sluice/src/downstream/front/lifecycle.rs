@@ -312,8 +312,11 @@ impl Front {
             return Err(removed_in_2026(method));
         }
         if method == "initialize" {
+            let principal = asked
+                .http
+                .and_then(|parts| parts.extensions.get::<crate::downstream::auth::Principal>());
             return self
-                .initialize(typed(method, params)?)
+                .initialize(typed(method, params)?, principal)
                 .await
                 .map(Answered::Made);
         }
@@ -462,6 +465,7 @@ impl Front {
     async fn initialize(
         self: &Arc<Self>,
         request: InitializeRequestParams,
+        principal: Option<&crate::downstream::auth::Principal>,
     ) -> Result<ServerResult, ErrorData> {
         let version = negotiated(&request, self.gateway.info())?.protocol_version;
         let mut hello = request.clone();
@@ -471,6 +475,7 @@ impl Front {
             &self.gateway,
             self.session,
             &request,
+            principal,
             self.link.get().cloned(),
             self.stop.clone(),
         )

@@ -1,0 +1,242 @@
+//! `--admin ADDR`: the operator's server, apart from `/mcp`.
+//!
+//! - `GET /metrics`: every figure of [`crate::metrics`] in the Prometheus
+//!   text format (0.0.4);
+//! - `GET /`: a live page for people (`page.html`, served as is: no
+//!   external asset, it polls `/api/state` every 2 s);
+//! - `GET /api/state`: what the page shows, as JSON ([`state`]).
+//!
+//! Who may ask: with `[auth]`, `/metrics` and `/api/state` need a bearer
+//! token of `[auth]` (any principal: an operator's view is of everyone's
+//! figures); the page itself holds no data and is served to anyone (it asks
+//! for a token). Without `[auth]` the server may only listen on a loopback
+//! address ([`AdminSettings::check`]), and a request must name a loopback
+//! Host (and Origin), as `/mcp` requires: a page of another site reached
+//! through DNS rebinding gets nothing.
+
+pub mod state;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokio_util::sync::CancellationToken;
+
+use crate::downstream::auth::Authenticator;
+use crate::downstream::http_front::AllowedHosts;
+use crate::gateway::Gateway;
+
+/// The page, served as is.
+const PAGE: &str = include_str!("page.html");
+
+/// How long a connection may take to send a request's headers, or stay
+/// idle between requests.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the admin server listens and who may ask it.
+#[derive(Debug)]
+pub struct AdminSettings {
+    /// `--admin ADDR` or `[admin] listen`.
+    pub addr: SocketAddr,
+    /// `[auth]`'s tokens, if configured.
+    pub auth: Option<Arc<Authenticator>>,
+    /// Hosts besides localhost a request may name (`--allow-host`), or any.
+    pub hosts: AllowedHosts,
+}
+
+/// Why the admin server cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// Not loopback, and no `[auth]`.
+    #[error(
+        "--admin {0} is not a loopback address and no [auth] is configured: anyone who reaches it could read every session's figures and the handles of stored results. Add an [auth] table to the config file (its tokens then guard /metrics and /api/state), or listen on 127.0.0.1"
+    )]
+    Unguarded(SocketAddr),
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr} for --admin: {why}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// What the system said.
+        why: std::io::Error,
+    },
+}
+
+impl AdminSettings {
+    /// Refuses an address that is not loopback without `[auth]`.
+    pub fn check(&self) -> Result<(), AdminError> {
+        if self.auth.is_none() && !self.addr.ip().to_canonical().is_loopback() {
+            return Err(AdminError::Unguarded(self.addr));
+        }
+        Ok(())
+    }
+}
+
+/// What every request of the admin server reaches.
+#[derive(Clone)]
+struct Admin {
+    gateway: Arc<Gateway>,
+    auth: Option<Arc<Authenticator>>,
+    hosts: Arc<AllowedHosts>,
+    /// When the server started (the page's uptime).
+    started: std::time::SystemTime,
+}
+
+/// Binds `settings.addr` and serves the admin endpoints there, in a task,
+/// until `shutdown` fires; returns the bound address and the task. Also
+/// keeps the tokens-saved history (a point every
+/// [`crate::metrics::HISTORY_STEP`]).
+pub async fn start(
+    gateway: Arc<Gateway>,
+    settings: AdminSettings,
+    shutdown: CancellationToken,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), AdminError> {
+    settings.check()?;
+    let listener = tokio::net::TcpListener::bind(settings.addr)
+        .await
+        .map_err(|why| AdminError::Bind {
+            addr: settings.addr,
+            why,
+        })?;
+    let bound = listener.local_addr().map_err(|why| AdminError::Bind {
+        addr: settings.addr,
+        why,
+    })?;
+    let admin = Admin {
+        gateway: gateway.clone(),
+        auth: settings.auth,
+        hosts: Arc::new(settings.hosts),
+        started: crate::clock::wall(),
+    };
+    let metrics = gateway.governor().metrics().clone();
+    let sampling = shutdown.child_token();
+    tokio::spawn({
+        let sampling = sampling.clone();
+        async move {
+            let mut tick = tokio::time::interval(crate::metrics::HISTORY_STEP);
+            loop {
+                tokio::select! {
+                    () = sampling.cancelled() => return,
+                    _ = tick.tick() => metrics.sample(crate::clock::wall()),
+                }
+            }
+        }
+    });
+    let router = axum::Router::new()
+        .route("/", axum::routing::get(page))
+        .route("/metrics", axum::routing::get(metrics_text))
+        .route("/api/state", axum::routing::get(api_state))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(admin.clone(), guard))
+        .with_state(admin);
+    let serving = tokio::spawn(async move {
+        crate::downstream::http::serve_connections(listener, router, HEADER_TIMEOUT, shutdown)
+            .await;
+        sampling.cancel();
+    });
+    Ok((bound, serving))
+}
+
+/// Checks who asks: the Host (without `[auth]`), then the bearer token
+/// (with `[auth]`, for everything but the page).
+async fn guard(State(admin): State<Admin>, request: Request, next: Next) -> Response {
+    match &admin.auth {
+        // A bearer token is never sent by a browser on its own: a page of
+        // another site cannot use it, whatever Host it names.
+        Some(auth) if request.uri().path() != "/" => {
+            let token = match crate::downstream::auth::bearer_token(request.headers()) {
+                Ok(Some(token)) => token,
+                Ok(None) => {
+                    return unauthorized(
+                        "this endpoint needs an `Authorization: Bearer <token>` header with a token of [auth]",
+                    );
+                }
+                Err(why) => return unauthorized(why),
+            };
+            if let Err(why) = auth.authenticate(token).await {
+                tracing::info!(reason = %why, "refused a request to the admin server");
+                return unauthorized(&why);
+            }
+        }
+        Some(_) => {}
+        None => {
+            if let Some(refusal) = admin.hosts.refusal(request.headers()) {
+                return refusal;
+            }
+        }
+    }
+    next.run(request).await
+}
+
+fn unauthorized(why: &str) -> Response {
+    let body = serde_json::json!({"error": "unauthorized", "error_description": why});
+    let mut response = (
+        StatusCode::UNAUTHORIZED,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"sluice admin\""),
+    );
+    response
+}
+
+/// `GET /`: the page. It loads nothing from elsewhere, which its policy
+/// says to the browser too.
+async fn page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        PAGE,
+    )
+        .into_response()
+}
+
+/// `GET /metrics`.
+async fn metrics_text(State(admin): State<Admin>) -> Response {
+    let snapshot = state::snapshot(&admin.gateway).await;
+    let text = admin.gateway.governor().metrics().encode(&snapshot);
+    (
+        [
+            (header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        text,
+    )
+        .into_response()
+}
+
+/// `GET /api/state`.
+async fn api_state(State(admin): State<Admin>) -> Response {
+    let body = state::state(&admin.gateway, admin.started).await;
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+async fn not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        "Not Found: the admin server serves GET /, /metrics and /api/state",
+    )
+        .into_response()
+}
