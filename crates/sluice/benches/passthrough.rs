@@ -28,6 +28,13 @@
 //! `-- --auth` measures only what `[auth]` costs per request: sluice over
 //! keep-alive HTTP without `[auth]`, with a static token and with an ES256
 //! JWT (a JWKS file), `--calls` echo calls on each, interleaved.
+//!
+//! `-- --metrics` measures only what the metrics cost: in process, the
+//! work each tool call adds (the clock read, the listed-tool check, the
+//! series lookup and the record), alone and from 2 threads at once; one
+//! scrape of `/metrics` with 1,000 tools; and, with
+//! `SLUICE_BENCH_BASE_BIN=PATH` (a build without metrics), the small stdio
+//! call through that build and through this one, interleaved.
 
 mod common;
 
@@ -406,6 +413,102 @@ fn b64url(bytes: &[u8]) -> String {
 /// What `[auth]` adds per request: the same echo call through sluice over
 /// keep-alive HTTP without `[auth]`, with a static token and with an ES256
 /// JWT checked against a JWKS file; interleaved, p50 and p99 of each.
+/// What the metrics add to a tool call, and what a scrape costs.
+async fn metrics_cost(calls: usize) {
+    use sluice::metrics::{Metrics, Outcome, Snapshot};
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+
+    // The work `call_tool_relayed` adds to each call, as it does it.
+    let metrics = Arc::new(Metrics::new());
+    let listed: Arc<Mutex<HashMap<String, ()>>> = Arc::new(Mutex::new(
+        (0..50).map(|n| (format!("sample__tool{n}"), ())).collect(),
+    ));
+    listed.lock().unwrap().insert("sample__echo".into(), ());
+    let one_call = |metrics: &Metrics, listed: &Mutex<HashMap<String, ()>>| {
+        let started = Instant::now();
+        metrics
+            .tool("sample__echo", || {
+                let known = listed.lock().unwrap().contains_key("sample__echo");
+                (Some("sample"), Some("echo").filter(|_| known))
+            })
+            .record(Outcome::Passed, started.elapsed());
+    };
+    const N: u32 = 2_000_000;
+    for _ in 0..10_000 {
+        one_call(&metrics, &listed);
+    }
+    let start = Instant::now();
+    for _ in 0..N {
+        one_call(&metrics, &listed);
+    }
+    let alone = start.elapsed() / N;
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (metrics, listed) = (metrics.clone(), listed.clone());
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                for _ in 0..N {
+                    one_call(&metrics, &listed);
+                }
+                start.elapsed() / N
+            })
+        })
+        .collect();
+    let contended: Vec<Duration> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    println!(
+        "metrics per tool call, in process: {:.0} ns alone, {:.0} / {:.0} ns from 2 threads at once ({} calls each)",
+        alone.as_nanos(),
+        contended[0].as_nanos(),
+        contended[1].as_nanos(),
+        N
+    );
+
+    // A scrape with 1,000 tools called (5 outcomes and a histogram each).
+    for n in 0..1_000 {
+        let tool = format!("t{n}");
+        metrics
+            .tool(&format!("sample__t{n}"), || (Some("sample"), Some(&tool)))
+            .record(Outcome::Stored, Duration::from_millis(3));
+    }
+    let snapshot = Snapshot {
+        upstreams: vec![("sample".into(), true, 0)],
+        ..Default::default()
+    };
+    let start = Instant::now();
+    let mut bytes = 0;
+    for _ in 0..20 {
+        bytes = metrics.encode(&snapshot).len();
+    }
+    println!(
+        "one scrape of /metrics with 1,000 tools: {:.1} ms, {} kB",
+        (start.elapsed() / 20).as_secs_f64() * 1e3,
+        bytes / 1000
+    );
+
+    // End to end, against a build without metrics.
+    let Ok(base) = std::env::var("SLUICE_BENCH_BASE_BIN") else {
+        println!("(set SLUICE_BENCH_BASE_BIN to a build without metrics to compare end to end)");
+        return;
+    };
+    let without = stdio_client(
+        &base,
+        &["--log-level", "error", "--", sluice(), "sample-server"],
+    )
+    .await;
+    let with = stdio_client(
+        sluice(),
+        &["--log-level", "error", "--", sluice(), "sample-server"],
+    )
+    .await;
+    println!("small stdio call: \"direct\" is the build without metrics, \"sluice\" this one");
+    for _ in 0..3 {
+        latency("metrics", &without, &with, calls).await;
+    }
+    without.cancel().await.unwrap();
+    with.cancel().await.unwrap();
+}
+
 async fn auth_cost(calls: usize) {
     use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
     use sha2::Digest as _;
@@ -537,6 +640,9 @@ async fn bench() {
     let seconds = arg("--seconds", 3.0);
     if std::env::args().any(|a| a == "--auth") {
         return auth_cost(calls).await;
+    }
+    if std::env::args().any(|a| a == "--metrics") {
+        return metrics_cost(calls).await;
     }
 
     println!(

@@ -17,7 +17,7 @@
 //! [`UNKNOWN`], and tools past the bound under [`OTHER`].
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 use prometheus::core::Collector;
@@ -181,7 +181,7 @@ pub struct Metrics {
     jq_workers: IntGaugeVec,
     build_info: IntGaugeVec,
     /// The series of each tool called, by the name clients call it by.
-    tools: Mutex<HashMap<String, Arc<ToolSeries>>>,
+    tools: RwLock<HashMap<String, Arc<ToolSeries>>>,
     /// Scrapes one at a time: the figures read from elsewhere are set,
     /// then written.
     scraping: Mutex<()>,
@@ -291,7 +291,7 @@ impl Metrics {
             )
             .expect("valid metric"),
             registry,
-            tools: Mutex::default(),
+            tools: RwLock::default(),
             scraping: Mutex::default(),
             history: Mutex::default(),
         };
@@ -335,16 +335,21 @@ impl Metrics {
         metrics
     }
 
-    /// The series of a call of `exposed` (the name clients call), routed to
-    /// `upstream` (`None`: to none), where it is `tool` if the upstream
-    /// lists it (`None`: a name it does not list, counted as [`UNKNOWN`]).
-    pub fn tool(
+    /// The series of a call of `exposed` (the name clients call). For a
+    /// name not seen yet, `route` says the upstream it was routed to
+    /// (`None`: none) and its tool there if the upstream lists it (`None`:
+    /// a name it does not list, counted as [`UNKNOWN`]); it is asked only
+    /// then, so a call of a known tool takes one read lock here.
+    pub fn tool<'a>(
         &self,
-        upstream: Option<&str>,
-        tool: Option<&str>,
         exposed: &str,
+        route: impl FnOnce() -> (Option<&'a str>, Option<&'a str>),
     ) -> Arc<ToolSeries> {
-        let mut tools = lock(&self.tools);
+        if let Some(series) = read(&self.tools).get(exposed) {
+            return series.clone();
+        }
+        let (upstream, tool) = route();
+        let mut tools = write(&self.tools);
         if let Some(series) = tools.get(exposed) {
             return series.clone();
         }
@@ -503,6 +508,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|p| p.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -515,18 +528,18 @@ mod tests {
     #[test]
     fn calls_are_counted_by_tool_and_outcome_and_names_past_the_bound_share_one_series() {
         let metrics = Metrics::new();
-        let echo = metrics.tool(Some("demo"), Some("echo"), "demo__echo");
+        let echo = metrics.tool("demo__echo", || (Some("demo"), Some("echo")));
         echo.record(Outcome::Passed, Duration::from_millis(3));
         echo.record(Outcome::Stored, Duration::from_millis(30));
         metrics
-            .tool(Some("demo"), Some("echo"), "demo__echo")
+            .tool("demo__echo", || (Some("demo"), Some("echo")))
             .record(Outcome::Passed, Duration::from_millis(1));
         metrics
-            .tool(None, None, "made_up")
+            .tool("made_up", || (None, None))
             .record(Outcome::Error, Duration::ZERO);
         // Routed (one upstream takes every name) but not listed by it.
         metrics
-            .tool(Some("demo"), None, "made_up_too")
+            .tool("made_up_too", || (Some("demo"), None))
             .record(Outcome::Error, Duration::ZERO);
         let text = metrics.encode(&Snapshot::default());
         assert_eq!(
@@ -562,8 +575,9 @@ mod tests {
         assert!(!text.contains("made_up"), "{text}");
 
         for n in 0..MAX_TOOL_SERIES + 50 {
+            let tool = format!("t{n}");
             metrics
-                .tool(Some("demo"), Some(&format!("t{n}")), &format!("demo__t{n}"))
+                .tool(&format!("demo__t{n}"), || (Some("demo"), Some(&tool)))
                 .record(Outcome::Passed, Duration::ZERO);
         }
         let text = metrics.encode(&Snapshot::default());

@@ -59,14 +59,15 @@ impl Gateway {
         };
         // Labelled by the tool only if its upstream lists it (the call
         // learned the list if none was): a name a client made up is not.
-        let listed = route.is_some() && lock(&self.input_schemas).contains_key(&exposed);
         self.governor
             .metrics()
-            .tool(
-                route.map(|(upstream, _)| upstream),
-                route.map(|(_, tool)| tool).filter(|_| listed),
-                &exposed,
-            )
+            .tool(&exposed, || {
+                let listed = route.is_some() && lock(&self.input_schemas).contains_key(&exposed);
+                (
+                    route.map(|(upstream, _)| upstream),
+                    route.map(|(_, tool)| tool).filter(|_| listed),
+                )
+            })
             .record(outcome, started.elapsed());
         answer
     }

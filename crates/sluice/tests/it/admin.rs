@@ -44,6 +44,7 @@ fn admin_url(sluice: &HttpSluice) -> String {
 }
 
 async fn get(url: &str, token: Option<&str>) -> reqwest::Response {
+    sluice::install_tls_provider();
     let mut request = reqwest::Client::new().get(url);
     if let Some(token) = token {
         request = request.bearer_auth(token);
@@ -439,6 +440,12 @@ async fn the_live_page_shows_a_stored_result_an_operation_and_the_tokens_saved_i
     client.cancel().await.ok();
 }
 
+/// `http://HOST:PORT` of `url`.
+fn base_of(url: &str) -> String {
+    let rest = url.strip_prefix("http://").unwrap();
+    format!("http://{}", &rest[..rest.find('/').unwrap_or(rest.len())])
+}
+
 fn sha256_hex(token: &str) -> String {
     Sha256::digest(token.as_bytes())
         .iter()
@@ -474,6 +481,31 @@ async fn with_auth_the_data_needs_a_token_and_without_it_only_loopback_hosts_are
         let served = get(&format!("{base}{path}"), Some(token)).await;
         assert_eq!(served.status(), 200, "{path}");
     }
+    // A session's principal is shown to the operator.
+    let mcp = format!("{}/mcp", base_of(&_sluice.url));
+    let opened = reqwest::Client::new()
+        .post(&mcp)
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "ops-console", "version": "1"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), 200);
+    let state: Value = get(&format!("{base}/api/state"), Some(token))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(state["sessions"][0]["principal"], "ops", "{state}");
+    assert_eq!(state["sessions"][0]["client"], "ops-console", "{state}");
+
     let page = get(&format!("{base}/"), None).await;
     assert_eq!(page.status(), 200);
     assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");

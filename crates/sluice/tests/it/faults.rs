@@ -102,9 +102,12 @@ async fn an_upstream_that_dies_during_the_handshake_is_explained() {
 #[tokio::test]
 async fn a_crash_mid_call_is_reported_and_the_next_call_restarts_the_upstream() {
     let dir = TempDir::new("crash");
+    let admin = format!("127.0.0.1:{}", free_port());
     let config = dir.file(
         "sluice.toml",
-        &(toml_upstream("py", &py_server()) + &toml_upstream("shop", &sample())),
+        &(toml_upstream("py", &py_server())
+            + &toml_upstream("shop", &sample())
+            + &format!("[admin]\nlisten = \"{admin}\"\n")),
     );
     let (client, inbox) = connect(&via_config(&config)).await;
     let crashed = client
@@ -144,6 +147,27 @@ async fn a_crash_mid_call_is_reported_and_the_next_call_restarts_the_upstream() 
             "no tools/list_changed after the restart"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The operator saw it: the crash counted as an error of its tool, the
+    // restart counted, the upstream up again (sluice over stdio, its
+    // admin server from `[admin] listen`).
+    sluice::install_tls_provider();
+    let metrics = reqwest::get(format!("http://{admin}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "sluice_tool_calls_total{outcome=\"error\",tool=\"crash\",upstream=\"py\"} 1",
+        "sluice_tool_calls_total{outcome=\"passed\",tool=\"echo\",upstream=\"py\"} 1",
+        "sluice_tool_calls_total{outcome=\"passed\",tool=\"echo\",upstream=\"shop\"} 1",
+        "sluice_upstream_restarts_total{upstream=\"py\"} 1",
+        "sluice_upstream_restarts_total{upstream=\"shop\"} 0",
+        "sluice_upstream_up{upstream=\"py\"} 1",
+        "sluice_sessions 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
     }
     client.cancel().await.unwrap();
 }

@@ -219,6 +219,7 @@ async fn two_instances_share_results_and_cursors_and_outlive_a_kill() {
         .and_then(|rest| rest.split_whitespace().next())
         .map(str::to_owned)
         .expect("the admin server's address");
+    sluice::install_tls_provider();
     let state: serde_json::Value = reqwest::get(format!("{admin}api/state"))
         .await
         .unwrap()
