@@ -40,7 +40,8 @@ pub struct Args {
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
 
-    /// With --listen or --admin: accept any Host and Origin (only behind a trusted proxy).
+    /// With --listen: accept any Host and Origin (only behind a trusted proxy;
+    /// never on --admin, which checks Hosts without [auth]).
     #[arg(long)]
     pub allow_any_host: bool,
 
@@ -188,6 +189,11 @@ impl Args {
                     anyhow::bail!("--no-auth only applies with --listen");
                 }
                 let admin_addr = self.admin.or(config.admin);
+                if self.allow_any_host && self.listen.is_none() && admin_addr.is_some() {
+                    anyhow::bail!(
+                        "--allow-any-host only applies with --listen: the admin server accepts localhost and --allow-host hosts only"
+                    );
+                }
                 if self.listen.is_none()
                     && admin_addr.is_none()
                     && (self.allow_any_host || !self.allow_hosts.is_empty())
@@ -204,7 +210,9 @@ impl Args {
                 let admin = admin_addr.map(|addr| AdminSettings {
                     addr,
                     auth: authenticator.clone(),
-                    hosts: AllowedHosts::new(&self.allow_hosts, self.allow_any_host),
+                    // Never any Host: without [auth] the Host check is all
+                    // that keeps a DNS-rebinding page from the data.
+                    hosts: AllowedHosts::new(&self.allow_hosts, false),
                 });
                 if let Some(admin) = &admin {
                     admin.check()?;

@@ -228,6 +228,11 @@ impl Hub {
         lock(&self.sessions).contains_key(&id)
     }
 
+    /// How many sessions are open (without cloning them).
+    pub fn session_count(&self) -> usize {
+        lock(&self.sessions).len()
+    }
+
     /// The sessions, for counting and broadcasting.
     pub fn sessions(&self) -> Vec<(SessionId, SessionEntry)> {
         lock(&self.sessions)

@@ -154,6 +154,8 @@ pub struct Snapshot {
     pub upstreams: Vec<(String, bool, u64)>,
     /// Open client sessions.
     pub sessions: u64,
+    /// Whether the store's last write succeeded.
+    pub store_healthy: bool,
     /// jq workers running a query, and waiting for one.
     pub jq_busy: u64,
     /// See `jq_busy`.
@@ -171,6 +173,7 @@ pub struct Metrics {
     searches: IntCounter,
     stored_results: IntGauge,
     store_bytes: IntGauge,
+    store_healthy: IntGauge,
     operations: IntGaugeVec,
     cache_hits: IntCounter,
     cache_misses: IntCounter,
@@ -243,6 +246,10 @@ impl Metrics {
                 "sluice_store_bytes",
                 "Bytes of the documents in the store.",
             ),
+            store_healthy: gauge(
+                "sluice_store_healthy",
+                "1 while the store works (its last write succeeded), else 0: the store's figures are 0 while it fails.",
+            ),
             operations: IntGaugeVec::new(
                 Opts::new(
                     "sluice_operations",
@@ -295,7 +302,7 @@ impl Metrics {
             scraping: Mutex::default(),
             history: Mutex::default(),
         };
-        let collectors: [Box<dyn Collector>; 17] = [
+        let collectors: [Box<dyn Collector>; 18] = [
             Box::new(metrics.calls.clone()),
             Box::new(metrics.durations.clone()),
             Box::new(metrics.tokens_saved.clone()),
@@ -304,6 +311,7 @@ impl Metrics {
             Box::new(metrics.searches.clone()),
             Box::new(metrics.stored_results.clone()),
             Box::new(metrics.store_bytes.clone()),
+            Box::new(metrics.store_healthy.clone()),
             Box::new(metrics.operations.clone()),
             Box::new(metrics.cache_hits.clone()),
             Box::new(metrics.cache_misses.clone()),
@@ -349,22 +357,22 @@ impl Metrics {
             return series.clone();
         }
         let (upstream, tool) = route();
+        let upstream = upstream.unwrap_or(UNKNOWN);
+        // Unknown names and those past the bound are not kept by name (the
+        // map would grow with every name a client makes up), and take no
+        // write lock: the registry keeps their few series.
+        let Some(tool) = tool else {
+            return Arc::new(self.series(upstream, UNKNOWN));
+        };
         let mut tools = write(&self.tools);
         if let Some(series) = tools.get(exposed) {
             return series.clone();
         }
-        let upstream = upstream.unwrap_or(UNKNOWN);
-        let (tool, kept) = match tool {
-            None => (UNKNOWN, false),
-            Some(_) if tools.len() >= MAX_TOOL_SERIES => (OTHER, false),
-            Some(tool) => (tool, true),
-        };
-        let series = Arc::new(self.series(upstream, tool));
-        // Unknown names and those past the bound are not kept by name:
-        // the map would grow with every name a client makes up.
-        if kept {
-            tools.insert(exposed.to_owned(), series.clone());
+        if tools.len() >= MAX_TOOL_SERIES {
+            return Arc::new(self.series(upstream, OTHER));
         }
+        let series = Arc::new(self.series(upstream, tool));
+        tools.insert(exposed.to_owned(), series.clone());
         series
     }
 
@@ -455,6 +463,7 @@ impl Metrics {
         let _one_at_a_time = lock(&self.scraping);
         self.stored_results.set(gauge_value(now.stored_results));
         self.store_bytes.set(gauge_value(now.store_bytes));
+        self.store_healthy.set(i64::from(now.store_healthy));
         self.operations.reset();
         for status in ["running", "completed", "failed", "cancelled"] {
             self.operations.with_label_values(&[status]);
@@ -614,11 +623,13 @@ mod tests {
             sessions: 4,
             jq_busy: 1,
             jq_idle: 2,
+            store_healthy: true,
         };
         let text = metrics.encode(&now);
         for (series, value) in [
             ("sluice_stored_results", 3.0),
             ("sluice_store_bytes", 1_000.0),
+            ("sluice_store_healthy", 1.0),
             ("sluice_operations{status=\"running\"}", 2.0),
             ("sluice_operations{status=\"failed\"}", 0.0),
             ("sluice_cache_hits_total", 5.0),

@@ -54,7 +54,8 @@ pub async fn snapshot(gateway: &Arc<Gateway>) -> Snapshot {
         cache_misses: cache.misses,
         cache_bytes: cache.bytes,
         upstreams,
-        sessions: gateway.hub().sessions().len() as u64,
+        sessions: gateway.hub().session_count() as u64,
+        store_healthy: gateway.governor().store().health().is_ok(),
         jq_busy: jq.workers_busy as u64,
         jq_idle: jq.workers_idle as u64,
     }

@@ -51,11 +51,16 @@ impl Gateway {
             .then(|| self.namer.route(&exposed))
             .flatten();
         let (answer, outcome) = match route {
-            None => (Err(self.unknown("tool", &exposed)), Outcome::Error),
+            None => (Err(self.unknown("tool", &exposed)), Some(Outcome::Error)),
             Some(_) => {
                 self.call_routed(params, caller, exposed.clone(), budget)
                     .await
             }
+        };
+        // An `input_required` answer ends nothing: the client calls again
+        // with its input, and that call is counted.
+        let Some(outcome) = outcome else {
+            return answer;
         };
         // Labelled by the tool only if its upstream lists it (the call
         // learned the list if none was): a name a client made up is not.
@@ -81,9 +86,9 @@ impl Gateway {
         caller: &Caller,
         exposed: String,
         budget: sluice_core::budget::Budget,
-    ) -> (Result<Relayed, ErrorData>, Outcome) {
+    ) -> (Result<Relayed, ErrorData>, Option<Outcome>) {
         let Some((upstream, name)) = self.namer.route(&exposed) else {
-            return (Err(self.unknown("tool", &exposed)), Outcome::Error);
+            return (Err(self.unknown("tool", &exposed)), Some(Outcome::Error));
         };
         let upstream = self
             .upstream(upstream)
@@ -120,7 +125,7 @@ impl Gateway {
         let timeout =
             match settings.timeout(timeout_arg.as_ref(), settings_timeout(&upstream, name)) {
                 Ok(timeout) => timeout,
-                Err(message) => return (Ok(Relayed::error_result(message)), Outcome::Error),
+                Err(message) => return (Ok(Relayed::error_result(message)), Some(Outcome::Error)),
             };
         // So is `_fresh`, for the tools sluice caches.
         let cached = match self.cache_policy(&exposed) {
@@ -143,7 +148,7 @@ impl Gateway {
                             "`_fresh` must be true (skip the cached result and refresh it) or false, not {}",
                             sluice_core::format::quoted_cut(&other.to_string())
                         );
-                        return (Ok(Relayed::error_result(message)), Outcome::Error);
+                        return (Ok(Relayed::error_result(message)), Some(Outcome::Error));
                     }
                 };
                 let owner = cache_policy.per_session.then(|| caller.owner.key());
@@ -160,7 +165,7 @@ impl Gateway {
             }
         };
         if let Err(message) = self.operations.admit(&caller.owner, &caller.quota) {
-            return (Ok(Relayed::error_result(message)), Outcome::Error);
+            return (Ok(Relayed::error_result(message)), Some(Outcome::Error));
         }
         // The call runs in a task of its own, which a timeout leaves running
         // in the background; until then the client's cancellation stops it.
@@ -191,7 +196,7 @@ impl Gateway {
                 stop.cancel();
                 // It tells the upstream, then ends.
                 tokio::spawn(call);
-                return (Err(call_error(CallError::Cancelled)), Outcome::Error);
+                return (Err(call_error(CallError::Cancelled)), Some(Outcome::Error));
             }
             // One timer for every call's timeout (see `deadlines`).
             () = self.deadlines.after(timeout) => {
@@ -244,18 +249,20 @@ impl Gateway {
                     op.finish(outcome);
                 });
                 self.operations.recorded(&recorded).await;
-                return (Ok(Relayed::made(answer)), Outcome::Operation);
+                return (Ok(Relayed::made(answer)), Some(Outcome::Operation));
             }
         };
         match done {
             Ok(Done::Answer(answer, outcome)) => (*answer, outcome),
-            Ok(Done::Unavailable(message)) => (Ok(Relayed::error_result(message)), Outcome::Error),
+            Ok(Done::Unavailable(message)) => {
+                (Ok(Relayed::error_result(message)), Some(Outcome::Error))
+            }
             Err(panic) => (
                 Err(ErrorData::internal_error(
                     format!("sluice lost the call: {}", panic_message(&panic)),
                     None,
                 )),
-                Outcome::Error,
+                Some(Outcome::Error),
             ),
         }
     }
@@ -289,7 +296,7 @@ impl Gateway {
                         .governed_from_bytes(&answer.raw, &policy, caller, None, false)
                         .await
                 {
-                    return Done::Answer(Box::new(Ok(relayed)), outcome);
+                    return Done::Answer(Box::new(Ok(relayed)), Some(outcome));
                 }
                 let legacy = caller.era.is_legacy();
                 let (sent, response) = fetched.decode_off_thread(upstream, legacy).await;
@@ -319,7 +326,7 @@ impl Gateway {
                                 Box::new(Ok(Relayed::made(CallToolResponse::Complete(with_hit(
                                     answer, &entry,
                                 ))))),
-                                Outcome::Cached,
+                                Some(Outcome::Cached),
                             );
                         }
                         // Governed from its bytes, never decoded.
@@ -334,7 +341,7 @@ impl Gateway {
                                 )
                                 .await
                         {
-                            return Done::Answer(Box::new(Ok(relayed)), outcome);
+                            return Done::Answer(Box::new(Ok(relayed)), Some(outcome));
                         }
                         raw = entry.raw().cloned();
                         let result = ServerResult::CallToolResult(entry.result());
@@ -354,7 +361,7 @@ impl Gateway {
                                 .governed_from_bytes(&response, &policy, caller, keeper, false)
                                 .await
                             {
-                                return Done::Answer(Box::new(Ok(relayed)), outcome);
+                                return Done::Answer(Box::new(Ok(relayed)), Some(outcome));
                             }
                             // Not reachable: the fetcher read these bytes as
                             // a tool's result.
@@ -415,8 +422,8 @@ impl Gateway {
             Ok(other) => Ok(Relayed::made(other)),
         };
         let outcome = match &answer {
-            _ if hit => Outcome::Cached,
-            Err(_) => Outcome::Error,
+            _ if hit => Some(Outcome::Cached),
+            Err(_) => Some(Outcome::Error),
             Ok(relayed) => relayed.outcome(),
         };
         Done::Answer(Box::new(answer), outcome)
@@ -757,8 +764,9 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 
 /// How an upstream tool call ended.
 pub(super) enum Done {
-    /// An answer (governed), or a JSON-RPC error; and what it was.
-    Answer(Box<Result<Relayed, ErrorData>>, Outcome),
+    /// An answer (governed), or a JSON-RPC error; and how the call ended
+    /// (`None`: it has not: the upstream asked for input).
+    Answer(Box<Result<Relayed, ErrorData>>, Option<Outcome>),
     /// The upstream could not be reached or died: why.
     Unavailable(String),
 }
@@ -971,15 +979,18 @@ impl Relayed {
     }
 
     /// How the call this answers ended (not a cache hit): passed, stored,
-    /// or an error result.
-    fn outcome(&self) -> Outcome {
+    /// an error result, or an upstream's task (an operation); `None` for
+    /// `input_required` (the call goes on when the client answers).
+    fn outcome(&self) -> Option<Outcome> {
         match &self.response {
             // Results left as sent are told apart where they are read
             // (`governed_from_bytes`); none comes here.
-            CallAnswer::Sent { .. } => Outcome::Passed,
+            CallAnswer::Sent { .. } => Some(Outcome::Passed),
             CallAnswer::Made(response) => match &**response {
-                CallToolResponse::Complete(result) => made_outcome(result),
-                _ => Outcome::Passed,
+                CallToolResponse::Complete(result) => Some(made_outcome(result)),
+                CallToolResponse::Task(_) => Some(Outcome::Operation),
+                // (`CallToolResponse` is non-exhaustive.)
+                _ => None,
             },
         }
     }
@@ -1007,12 +1018,13 @@ impl Relayed {
 }
 
 /// How a call answered with `result` (its own, or the answer that stands
-/// for it) ended: stored, an error, or passed.
+/// for it) ended: an error (its `isError`, stored or not), stored, or
+/// passed.
 fn made_outcome(result: &rmcp::model::CallToolResult) -> Outcome {
-    if crate::govern::stored_handle(result).is_some() {
-        Outcome::Stored
-    } else if result.is_error == Some(true) {
+    if result.is_error == Some(true) {
         Outcome::Error
+    } else if crate::govern::stored_handle(result).is_some() {
+        Outcome::Stored
     } else {
         Outcome::Passed
     }

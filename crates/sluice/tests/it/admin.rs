@@ -135,6 +135,10 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
         let echoed = call(&client, "echo", json!({"text": marker})).await;
         assert_eq!(first_text(&echoed), marker);
     }
+    // A result that says `isError` (and a second miss: errors are never
+    // cached).
+    let refused_echo = call(&client, "echo", json!({})).await;
+    assert_eq!(refused_echo.is_error, Some(true));
     // Stored.
     let stored = call(&client, "inventory", json!({"count": 20000})).await;
     let handle = stored_handle(&stored);
@@ -189,6 +193,7 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
         ("sluice_tokens_saved", "counter"),
         ("sluice_stored_results", "gauge"),
         ("sluice_store_bytes", "gauge"),
+        ("sluice_store_healthy", "gauge"),
         ("sluice_pages_served", "counter"),
         ("sluice_queries", "counter"),
         ("sluice_searches", "counter"),
@@ -214,6 +219,7 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
     let expected: HashMap<(String, String, String), f64> = [
         ("sample", "echo", "passed"),
         ("sample", "echo", "cached"),
+        ("sample", "echo", "error"),
         ("sample", "inventory", "stored"),
         ("sample", "slow_task", "operation"),
         ("sample", "(unknown)", "error"),
@@ -244,10 +250,10 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
             "sluice_tool_call_duration_seconds_count",
             &[("upstream", "sample"), ("tool", "echo")]
         ),
-        2.0
+        3.0
     );
     assert_eq!(moved("sluice_cache_hits_total", &[]), 1.0);
-    assert_eq!(moved("sluice_cache_misses_total", &[]), 1.0);
+    assert_eq!(moved("sluice_cache_misses_total", &[]), 2.0);
     assert_eq!(moved("sluice_pages_served_total", &[]), 1.0);
     assert_eq!(
         moved("sluice_queries_total", &[("outcome", "answered")]),
@@ -271,6 +277,7 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
     );
     assert_eq!(sample_of(&after, "sluice_stored_results", &[]), 1.0);
     assert!(sample_of(&after, "sluice_store_bytes", &[]) > 1_000_000.0);
+    assert_eq!(sample_of(&after, "sluice_store_healthy", &[]), 1.0);
     assert_eq!(
         sample_of(&after, "sluice_operations", &[("status", "running")]),
         1.0
@@ -310,7 +317,7 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
     assert_eq!(state["operations"][0]["tool"], "slow_task");
     assert_eq!(state["operations"][0]["status"], "running");
     assert_eq!(state["calls"]["stored"], 1);
-    assert_eq!(state["calls"]["error"], 1);
+    assert_eq!(state["calls"]["error"], 2);
     assert_eq!(
         state["tokens_saved"].as_f64().unwrap(),
         sample_of(&after, "sluice_tokens_saved_total", &[])
@@ -364,7 +371,12 @@ async fn the_live_page_shows_a_stored_result_an_operation_and_the_tokens_saved_i
     )
     .await;
     // Progress has come in for the operation.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let state = loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no progress of the operation within 30 s"
+        );
         let state: Value = get(&format!("{base}/api/state"), None)
             .await
             .json()
@@ -533,6 +545,13 @@ async fn with_auth_the_data_needs_a_token_and_without_it_only_loopback_hosts_are
         .await
         .unwrap();
     assert_eq!(rebinding.status(), 403);
+    let other_site = reqwest::Client::new()
+        .get(format!("{base}/metrics"))
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other_site.status(), 403);
     assert_eq!(get(&format!("{base}/api/state"), None).await.status(), 200);
     assert_eq!(get(&format!("{base}/nothing"), None).await.status(), 404);
 
@@ -559,6 +578,19 @@ async fn with_auth_the_data_needs_a_token_and_without_it_only_loopback_hosts_are
     assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("--admin 0.0.0.0:0 is not a loopback address and no [auth] is configured"),
+        "{err}"
+    );
+    let unguarded = open.file(
+        "unguarded.toml",
+        &format!(
+            "{}[admin]\nlisten = \"0.0.0.0:9464\"\n",
+            toml_upstream("sample", &sample())
+        ),
+    );
+    let (code, err) = run(vec!["--config".into(), unguarded.display().to_string()]).await;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--admin 0.0.0.0:9464 is not a loopback address"),
         "{err}"
     );
     let (code, err) = run(["--admin", "127.0.0.1:0", "demo"]

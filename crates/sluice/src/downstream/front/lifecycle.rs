@@ -470,11 +470,13 @@ impl Front {
         let version = negotiated(&request, self.gateway.info())?.protocol_version;
         let mut hello = request.clone();
         hello.protocol_version = version.clone();
-        *lock(&self.hello) = Some(Arc::new(hello));
+        let hello = Arc::new(hello);
+        *lock(&self.hello) = Some(hello.clone());
+        // The session as negotiated (the version sluice answers with).
         crate::downstream::session::open(
             &self.gateway,
             self.session,
-            &request,
+            &hello,
             principal,
             self.link.get().cloned(),
             self.stop.clone(),
