@@ -194,16 +194,38 @@ async fn page() -> Response {
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-store"),
-            (
-                header::CONTENT_SECURITY_POLICY,
-                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-            ),
+            (header::CONTENT_SECURITY_POLICY, page_policy()),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
             (header::REFERRER_POLICY, "no-referrer"),
         ],
         PAGE,
     )
         .into_response()
+}
+
+/// The page's Content-Security-Policy: nothing from elsewhere, and no
+/// script but the page's own, allowed by its SHA-256 (a value that found
+/// its way into the page as markup could not run).
+fn page_policy() -> &'static str {
+    static POLICY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    POLICY.get_or_init(|| {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(inline_script(PAGE).as_bytes());
+        let digest = base64::engine::general_purpose::STANDARD.encode(digest);
+        format!(
+            "default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        )
+    })
+}
+
+/// The text of `page`'s one `<script>` element (what a CSP hash covers).
+fn inline_script(page: &str) -> &str {
+    let start = page.find("<script>").map_or(0, |at| at + "<script>".len());
+    let end = page[start..]
+        .find("</script>")
+        .map_or(start, |at| start + at);
+    &page[start..end]
 }
 
 /// `GET /metrics`.
@@ -239,4 +261,22 @@ async fn not_found() -> Response {
         "Not Found: the admin server serves GET /, /metrics and /api/state",
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_has_one_inline_script_and_the_policy_allows_only_it() {
+        assert_eq!(PAGE.matches("<script").count(), 1, "one script element");
+        assert!(!PAGE.contains("<script src"));
+        let script = inline_script(PAGE);
+        assert!(script.len() > 1_000, "{}", script.len());
+        assert!(script.contains("api/state"));
+        let policy = page_policy();
+        assert!(policy.contains("script-src 'sha256-"), "{policy}");
+        assert!(!policy.contains("script-src 'unsafe-inline'"), "{policy}");
+        assert_eq!(inline_script("<p>no script</p>"), "");
+    }
 }
