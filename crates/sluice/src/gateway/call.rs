@@ -52,8 +52,8 @@ impl Gateway {
             .flatten();
         let (answer, outcome) = match route {
             None => (Err(self.unknown("tool", &exposed)), Some(Outcome::Error)),
-            Some(_) => {
-                self.call_routed(params, caller, exposed.clone(), budget)
+            Some(route) => {
+                self.call_routed(params, caller, &exposed, route, budget)
                     .await
             }
         };
@@ -77,19 +77,18 @@ impl Gateway {
         answer
     }
 
-    /// A call of an upstream's tool (`exposed`), with `_timeout_s`, `_fresh`
-    /// and the limits on operations; and how it ended, for the metrics (the
-    /// one place that tells).
+    /// A call of an upstream's tool (`exposed`, routed to `name` of
+    /// `upstream`), with `_timeout_s`, `_fresh` and the limits on
+    /// operations; and how it ended, for the metrics (the one place that
+    /// tells).
     async fn call_routed(
         self: &Arc<Self>,
         mut params: CallToolRequestParams,
         caller: &Caller,
-        exposed: String,
+        exposed: &str,
+        (upstream, name): (&str, &str),
         budget: sluice_core::budget::Budget,
     ) -> (Result<Relayed, ErrorData>, Option<Outcome>) {
-        let Some((upstream, name)) = self.namer.route(&exposed) else {
-            return (Err(self.unknown("tool", &exposed)), Some(Outcome::Error));
-        };
         let upstream = self
             .upstream(upstream)
             .expect("routed to a known upstream")
@@ -101,13 +100,13 @@ impl Gateway {
             let _ = self.list_tools().await;
         }
         let narrowing = lock(&self.input_schemas)
-            .get(&exposed)
+            .get(exposed)
             .map(|schema| sluice_core::summary::narrowing_arguments(schema))
             .unwrap_or_default();
         let policy = Policy {
             owner: caller.owner.clone(),
             budget: budget.narrowed(&settings.budget()),
-            source: exposed.clone(),
+            source: exposed.to_owned(),
             mode: settings.mode.unwrap_or_default(),
             preview_depth: settings
                 .preview_depth
@@ -128,7 +127,7 @@ impl Gateway {
                 Err(message) => return (Ok(Relayed::error_result(message)), Some(Outcome::Error)),
             };
         // So is `_fresh`, for the tools sluice caches.
-        let cached = match self.cache_policy(&exposed) {
+        let cached = match self.cache_policy(exposed) {
             None => None,
             // Clients without a session or a principal cannot be told apart:
             // an entry "per session" would be shared by all of them.
@@ -203,7 +202,7 @@ impl Gateway {
                 let op = self.operations.start(
                     caller.owner.clone(),
                     caller.quota.clone(),
-                    &exposed,
+                    exposed,
                     partial,
                     stop,
                     started,

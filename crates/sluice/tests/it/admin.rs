@@ -493,6 +493,27 @@ async fn with_auth_the_data_needs_a_token_and_without_it_only_loopback_hosts_are
         let served = get(&format!("{base}{path}"), Some(token)).await;
         assert_eq!(served.status(), 200, "{path}");
     }
+    // Other forms of Authorization, other methods: refused, and the admin
+    // server goes on serving.
+    let basic = reqwest::Client::new()
+        .get(format!("{base}/metrics"))
+        .header("authorization", "Basic b3BzOnNlY3JldA==")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(basic.status(), 401);
+    let posted = reqwest::Client::new()
+        .post(format!("{base}/metrics"))
+        .bearer_auth(token)
+        .body("x".repeat(100_000))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 405);
+    assert_eq!(
+        get(&format!("{base}/metrics"), Some(token)).await.status(),
+        200
+    );
     // A session's principal is shown to the operator.
     let mcp = format!("{}/mcp", base_of(&_sluice.url));
     let opened = reqwest::Client::new()
