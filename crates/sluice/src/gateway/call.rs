@@ -101,7 +101,7 @@ impl Gateway {
         }
         let narrowing = lock(&self.input_schemas)
             .get(exposed)
-            .map(|schema| sluice_core::summary::narrowing_arguments(schema))
+            .map(|listed| listed.narrowing.clone())
             .unwrap_or_default();
         let policy = Policy {
             owner: caller.owner.clone(),

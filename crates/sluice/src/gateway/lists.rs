@@ -138,7 +138,7 @@ impl Gateway {
     /// request is still being taken (SEP-2243's `Mcp-Param-*` headers).
     pub fn tool_input_schema(&self, name: &str) -> Option<serde_json::Value> {
         // The lock is held only to take the Arc; the copy is made after.
-        let schema = lock(&self.input_schemas).get(name).cloned()?;
+        let schema = lock(&self.input_schemas).get(name)?.schema.clone();
         Some(serde_json::Value::Object((*schema).clone()))
     }
 
@@ -172,7 +172,15 @@ impl Gateway {
                 })
             })
             .inspect(|(tool, _, _)| {
-                schemas.insert(tool.name.to_string(), tool.input_schema.clone());
+                let narrowing =
+                    sluice_core::summary::narrowing_arguments(&tool.input_schema).into();
+                schemas.insert(
+                    tool.name.to_string(),
+                    super::ListedSchema {
+                        schema: tool.input_schema.clone(),
+                        narrowing,
+                    },
+                );
             })
             .collect();
         let annotated: std::collections::HashSet<String> = all
@@ -213,7 +221,7 @@ impl Gateway {
         }
         let marked = schemas
             .iter()
-            .filter(|(_, schema)| schema.values().any(marks_param_header))
+            .filter(|(_, listed)| listed.schema.values().any(marks_param_header))
             .map(|(name, _)| name.clone())
             .collect();
         *lock(&self.param_header_tools) = marked;

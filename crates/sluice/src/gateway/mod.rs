@@ -45,6 +45,15 @@ use crate::upstream::{CallError, Upstream};
 use sluice_core::config::Mode;
 use sluice_core::store::Owner;
 
+/// A listed tool's input schema, with what is found in it once per listing
+/// rather than on every call.
+struct ListedSchema {
+    /// As its upstream listed it (without sluice's own arguments).
+    schema: Arc<rmcp::model::JsonObject>,
+    /// Its arguments that narrow a result ([`Policy::narrowing`]).
+    narrowing: Arc<[String]>,
+}
+
 /// The gateway.
 pub struct Gateway {
     upstreams: Vec<Arc<Upstream>>,
@@ -66,7 +75,7 @@ pub struct Gateway {
     operations: crate::operations::Operations,
     /// The input schema of every listed tool, by exposed name (for the
     /// arguments that narrow a result).
-    input_schemas: Mutex<HashMap<String, Arc<rmcp::model::JsonObject>>>,
+    input_schemas: Mutex<HashMap<String, ListedSchema>>,
     /// The listed tools whose schemas mark arguments with `x-mcp-header`
     /// (found once per listing, not per call: the HTTP fast path asks).
     param_header_tools: Mutex<std::collections::HashSet<String>>,

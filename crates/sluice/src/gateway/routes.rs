@@ -91,7 +91,7 @@ impl Gateway {
             source: format!("resources/read {}", params.uri),
             mode: Mode::Buffer,
             preview_depth: DEFAULT_PREVIEW_DEPTH,
-            narrowing: Vec::new(),
+            narrowing: Arc::default(),
         };
         params.meta = forwarded_meta(&caller.meta);
         // As the client sent it.

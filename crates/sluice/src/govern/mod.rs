@@ -103,8 +103,9 @@ pub struct Policy {
     pub mode: Mode,
     /// How deep previews go.
     pub preview_depth: usize,
-    /// Arguments of the tool that narrow its result.
-    pub narrowing: Vec<String>,
+    /// Arguments of the tool that narrow its result (found once per tool
+    /// listing, shared by its calls).
+    pub narrowing: Arc<[String]>,
 }
 
 /// A result taken apart for storing.
@@ -584,8 +585,25 @@ impl Governor {
         // index, the overview (sampled) and the caller's first page plan.
         let ingest = move || {
             let (doc, tokens, estimated) = ingest(raw, size, factor);
-            let overview = Overview::of(&doc);
-            let _ = doc.plan(None, page_budget(budget, None));
+            // The overview and the first page plan each read the whole
+            // document and neither needs the other: a large one's (made off
+            // the async threads) are made at once, the plan on a second
+            // thread, while the client waits.
+            let overview = if size.bytes > BLOCKING_BYTES {
+                std::thread::scope(|scope| {
+                    let planning = scope.spawn(|| {
+                        let _ = doc.plan(None, page_budget(budget, None));
+                    });
+                    let overview = Overview::of(&doc);
+                    if let Err(panic) = planning.join() {
+                        std::panic::resume_unwind(panic);
+                    }
+                    overview
+                })
+            } else {
+                let _ = doc.plan(None, page_budget(budget, None));
+                Overview::of(&doc)
+            };
             (doc, tokens, estimated, overview)
         };
         let (doc, tokens, estimated, overview) = if size.bytes > BLOCKING_BYTES {
@@ -1104,7 +1122,7 @@ mod tests {
             source: "run_tests".into(),
             mode: Mode::Buffer,
             preview_depth: DEFAULT_PREVIEW_DEPTH,
-            narrowing: Vec::new(),
+            narrowing: Arc::default(),
         };
         let answer = governor.tool_result(result, policy).await;
         let stored = answer.meta.as_ref().unwrap().0[crate::contract::meta::STORED].clone();
@@ -1140,7 +1158,7 @@ mod tests {
             source: "gallery".into(),
             mode: Mode::Buffer,
             preview_depth: DEFAULT_PREVIEW_DEPTH,
-            narrowing: Vec::new(),
+            narrowing: Arc::default(),
         };
         let answer = governor
             .tool_result(CallToolResult::success(blocks), policy)
@@ -1209,7 +1227,7 @@ mod tests {
             source: "search".into(),
             mode: Mode::Buffer,
             preview_depth: DEFAULT_PREVIEW_DEPTH,
-            narrowing: Vec::new(),
+            narrowing: Arc::default(),
         };
         let small = ErrorData::invalid_params("bad query", None);
         assert_eq!(

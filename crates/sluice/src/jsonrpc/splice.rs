@@ -120,52 +120,20 @@ impl Message {
     /// object is replaced. Every other byte is kept; the result is parsed
     /// again (one pass), as requests that carry tokens are small.
     pub fn with_progress_token(&self, token: &Id) -> Result<Message, MessageError> {
-        let bytes = self.as_bytes();
-        let token_member = format!("\"progressToken\":{token}");
-        let (range, text) = match (self.span(Member::Params), self.params()) {
-            (Some(span), Some(params)) if params.starts_with('{') => {
-                let object = RawObject::parse(params).map_err(|e| MessageError::NotJsonRpc {
-                    reason: format!("params could not be read: {e}"),
-                })?;
-                match object.get_parsed("_meta") {
-                    Some(meta) if meta.get().starts_with('{') => {
-                        let meta_span = shift(span_in(params, meta.get()), span.start);
-                        let members =
-                            RawObject::parse(meta.get()).map_err(|e| MessageError::NotJsonRpc {
-                                reason: format!("params._meta could not be read: {e}"),
-                            })?;
-                        match members.get_parsed("progressToken") {
-                            Some(old) => (
-                                shift(span_in(meta.get(), old.get()), meta_span.start),
-                                token.as_json().to_owned(),
-                            ),
-                            None => before_close(meta_span, members.is_empty(), &token_member),
-                        }
-                    }
-                    Some(meta) => (
-                        shift(span_in(params, meta.get()), span.start),
-                        format!("{{{token_member}}}"),
-                    ),
-                    None => before_close(
-                        span,
-                        object.is_empty(),
-                        &format!("\"_meta\":{{{token_member}}}"),
-                    ),
-                }
+        match (self.span(Member::Params), self.params()) {
+            (Some(span), Some(params)) => {
+                let params = params_with_progress_token(params, token)?;
+                self.edit(&[(span, &params)])
             }
-            (Some(_), _) => {
-                return Err(MessageError::NotJsonRpc {
-                    reason: "params is an array, which has no _meta for a progress token"
-                        .to_owned(),
-                });
+            _ => {
+                let (range, text) = before_close(
+                    0..self.as_bytes().len(),
+                    false,
+                    &format!("\"params\":{{\"_meta\":{{\"progressToken\":{token}}}}}"),
+                );
+                self.edit(&[(range, &text)])
             }
-            (None, _) => before_close(
-                0..bytes.len(),
-                false,
-                &format!("\"params\":{{\"_meta\":{{{token_member}}}}}"),
-            ),
-        };
-        self.edit(&[(range, &text)])
+        }
     }
 
     /// A `notifications/progress` with `params.progressToken` set to
@@ -208,6 +176,48 @@ impl Message {
         })?;
         Message::parse(Bytes::from(out))
     }
+}
+
+/// A request's `params` (an object's text) with `_meta.progressToken` set
+/// to `token`, as [`Message::with_progress_token`] sets it; every other byte
+/// kept. For a request being made, so that it is parsed once, with its
+/// token.
+pub fn params_with_progress_token(params: &str, token: &Id) -> Result<String, MessageError> {
+    if !params.starts_with('{') {
+        return Err(MessageError::NotJsonRpc {
+            reason: "params is an array, which has no _meta for a progress token".to_owned(),
+        });
+    }
+    let token_member = format!("\"progressToken\":{token}");
+    let object = RawObject::parse(params).map_err(|e| MessageError::NotJsonRpc {
+        reason: format!("params could not be read: {e}"),
+    })?;
+    let (range, text) = match object.get_parsed("_meta") {
+        Some(meta) if meta.get().starts_with('{') => {
+            let meta_span = span_in(params, meta.get());
+            let members = RawObject::parse(meta.get()).map_err(|e| MessageError::NotJsonRpc {
+                reason: format!("params._meta could not be read: {e}"),
+            })?;
+            match members.get_parsed("progressToken") {
+                Some(old) => (
+                    shift(span_in(meta.get(), old.get()), meta_span.start),
+                    token.as_json().to_owned(),
+                ),
+                None => before_close(meta_span, members.is_empty(), &token_member),
+            }
+        }
+        Some(meta) => (span_in(params, meta.get()), format!("{{{token_member}}}")),
+        None => before_close(
+            0..params.len(),
+            object.is_empty(),
+            &format!("\"_meta\":{{{token_member}}}"),
+        ),
+    };
+    let out =
+        splice(params.as_bytes(), &[(range, &text)]).map_err(|e| MessageError::NotJsonRpc {
+            reason: format!("an edit could not be made: {e}"),
+        })?;
+    Ok(String::from_utf8(out).expect("UTF-8 spliced into UTF-8 at member bounds"))
 }
 
 fn shift(range: Range<usize>, by: usize) -> Range<usize> {
@@ -333,9 +343,19 @@ mod tests {
             let m = parse(before).with_progress_token(&token).unwrap();
             assert_eq!(text(&m), after);
             assert_eq!(m.routing().unwrap().progress_token, Some(token.clone()));
+            // A request being made gets its params so edited before it is
+            // parsed: the same params.
+            if let Some(params) = parse(before).params() {
+                assert_eq!(
+                    params_with_progress_token(params, &token).unwrap(),
+                    parse(after).params().unwrap()
+                );
+            }
         }
         let array = parse(r#"{"jsonrpc":"2.0","id":1,"method":"a","params":[]}"#);
         assert!(array.with_progress_token(&token).is_err());
+        assert!(params_with_progress_token("[]", &token).is_err());
+        assert!(params_with_progress_token("{\"a\":}", &token).is_err());
     }
 
     #[test]

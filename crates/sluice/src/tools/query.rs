@@ -140,7 +140,7 @@ impl Governor {
             source: format!("{QUERY} {}", quoted_cut(&args.filter)),
             mode: sluice_core::config::Mode::Buffer,
             preview_depth: crate::govern::DEFAULT_PREVIEW_DEPTH,
-            narrowing: Vec::new(),
+            narrowing: Arc::default(),
         };
         let mut result = self
             .tool_result(

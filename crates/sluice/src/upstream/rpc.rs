@@ -437,22 +437,28 @@ impl Link {
         routes: impl FnOnce(&Outgoing) -> G,
     ) -> Result<Decoded, RpcError> {
         let (id, waiter) = self.shared.pending.register();
-        let method = serde_json::to_string(method).expect("a string serializes");
-        let text = format!(
-            r#"{{"jsonrpc":"2.0","id":{},"method":{method},"params":{params}}}"#,
-            id.as_json()
-        );
         let made = |e: crate::jsonrpc::MessageError| {
             RpcError::Failed(format!(
                 "the request could not be made from its params: {e}"
             ))
         };
-        let mut message = Message::parse(bytes::Bytes::from(text)).map_err(made)?;
+        // The token goes into the params before the message is made, so
+        // that the message is parsed once.
+        let with_token;
+        let params = if progress {
+            with_token = crate::jsonrpc::params_with_progress_token(params, &id).map_err(made)?;
+            with_token.as_str()
+        } else {
+            params
+        };
+        let method = serde_json::to_string(method).expect("a string serializes");
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":{method},"params":{params}}}"#,
+            id.as_json()
+        );
+        let message = Message::parse(bytes::Bytes::from(text)).map_err(made)?;
         let progress_token = progress
             .then(|| rmcp::model::ProgressToken(NumberOrString::Number(request_id_number(&id))));
-        if progress {
-            message = message.with_progress_token(&id).map_err(made)?;
-        }
         self.exchange(id, waiter, message, progress_token, ct, routes)
             .await
     }

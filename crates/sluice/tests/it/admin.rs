@@ -341,8 +341,11 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
     client.cancel().await.ok();
 }
 
-/// Where Debian's Chromium is (`tests/peers/install.sh` installs it).
+/// Where Debian's Chromium is (`tests/peers/install.sh` installs it, with
+/// the other peers, on first use: a test run by itself on a fresh machine
+/// waits for it rather than finding none).
 fn chromium() -> std::path::PathBuf {
+    peers();
     ["chromium", "chromium-browser", "google-chrome"]
         .iter()
         .flat_map(|name| {

@@ -22,6 +22,8 @@ pub(crate) struct Redis {
 
 impl Redis {
     pub(crate) async fn start() -> Self {
+        // Debian's redis-server comes with the peers (installed on first use).
+        peers();
         let mut redis = Self {
             port: free_port(),
             child: None,
@@ -339,6 +341,7 @@ fn authority(dir: &std::path::Path, name: &str) {
 /// A `redis-server` serving TLS only, on a free port, with a certificate
 /// for 127.0.0.1 that authority `ca` (in `dir`) issued.
 async fn tls_redis(dir: &std::path::Path, ca: &str) -> (tokio::process::Child, u16) {
+    peers();
     openssl(
         dir,
         &[
