@@ -17,7 +17,10 @@
 //!    (stdio) and `sluice --listen` (HTTP) before a client connects, after
 //!    `initialize` + `tools/list`, after a small call, and after a 20 kB
 //!    result (the first that needs the tokenizer, which loads then); and
-//!    the size of the sluice binary these figures were taken with.
+//!    the size of the sluice binary these figures were taken with. The one
+//!    `cargo bench` builds carries rmcp's client transports, which only the
+//!    benches' and tests' clients use: `cargo build --release` leaves them
+//!    out (0.2 MB less on 2026-11-26).
 //!
 //! Run with `cargo bench -p sluice --bench passthrough` (optionally
 //! `-- --calls N --seconds S`). Figures vary with the machine: compare the
@@ -748,7 +751,7 @@ async fn bench() {
     print_rest("http", at_rest(pid, http_client(&gateway_url)).await);
     let binary = std::fs::metadata(sluice()).unwrap().len();
     println!(
-        "{:<14} {:.1} MB ({})",
+        "{:<14} {:.1} MB ({}; built by cargo bench, a release build is smaller)",
         "sluice binary",
         binary as f64 / 1e6,
         sluice()
