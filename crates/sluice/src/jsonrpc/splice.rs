@@ -118,7 +118,10 @@ impl Message {
     /// replaced where there is one, else inserted into `_meta` (into
     /// `params`, into the message) as needed. A `_meta` that is not an
     /// object is replaced. Every other byte is kept; the result is parsed
-    /// again (one pass), as requests that carry tokens are small.
+    /// again (one pass). sluice itself sets the token while it makes a
+    /// request, before the one parse ([`params_with_progress_token`]); this
+    /// is that edit on a message already made (the fuzz suite checks it on
+    /// every message it generates).
     pub fn with_progress_token(&self, token: &Id) -> Result<Message, MessageError> {
         match (self.span(Member::Params), self.params()) {
             (Some(span), Some(params)) => {
@@ -185,7 +188,7 @@ impl Message {
 pub fn params_with_progress_token(params: &str, token: &Id) -> Result<String, MessageError> {
     if !params.starts_with('{') {
         return Err(MessageError::NotJsonRpc {
-            reason: "params is an array, which has no _meta for a progress token".to_owned(),
+            reason: "params is not an object, so it has no _meta for a progress token".to_owned(),
         });
     }
     let token_member = format!("\"progressToken\":{token}");

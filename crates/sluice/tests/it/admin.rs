@@ -52,6 +52,17 @@ async fn get(url: &str, token: Option<&str>) -> reqwest::Response {
     request.send().await.expect("the admin server answers")
 }
 
+/// `GET url` with one header `name: value` (and no token).
+async fn get_with(url: &str, name: &str, value: &str) -> reqwest::Response {
+    sluice::install_tls_provider();
+    reqwest::Client::new()
+        .get(url)
+        .header(name, value)
+        .send()
+        .await
+        .expect("the admin server answers")
+}
+
 /// `/metrics` parsed by `prometheus_client`'s text parser: each sample
 /// keyed `name{"label":"value",…}` (labels sorted), and each family's type
 /// as `TYPE name`.
@@ -498,12 +509,12 @@ async fn with_auth_the_data_needs_a_token_and_without_it_only_loopback_hosts_are
     }
     // Other forms of Authorization, other methods: refused, and the admin
     // server goes on serving.
-    let basic = reqwest::Client::new()
-        .get(format!("{base}/metrics"))
-        .header("authorization", "Basic b3BzOnNlY3JldA==")
-        .send()
-        .await
-        .unwrap();
+    let basic = get_with(
+        &format!("{base}/metrics"),
+        "authorization",
+        "Basic b3BzOnNlY3JldA==",
+    )
+    .await;
     assert_eq!(basic.status(), 401);
     let posted = reqwest::Client::new()
         .post(format!("{base}/metrics"))
@@ -562,19 +573,9 @@ async fn with_auth_the_data_needs_a_token_and_without_it_only_loopback_hosts_are
     let open = TempDir::new("admin-open");
     let file = sample_config(&open, "");
     let (_sluice, base) = start(&["--config", file.to_str().unwrap()]).await;
-    let rebinding = reqwest::Client::new()
-        .get(format!("{base}/api/state"))
-        .header("host", "evil.example:80")
-        .send()
-        .await
-        .unwrap();
+    let rebinding = get_with(&format!("{base}/api/state"), "host", "evil.example:80").await;
     assert_eq!(rebinding.status(), 403);
-    let other_site = reqwest::Client::new()
-        .get(format!("{base}/metrics"))
-        .header("origin", "http://evil.example")
-        .send()
-        .await
-        .unwrap();
+    let other_site = get_with(&format!("{base}/metrics"), "origin", "http://evil.example").await;
     assert_eq!(other_site.status(), 403);
     assert_eq!(get(&format!("{base}/api/state"), None).await.status(), 200);
     assert_eq!(get(&format!("{base}/nothing"), None).await.status(), 404);
