@@ -196,23 +196,38 @@ pub fn tokens_within(text: &str, factor: f32, limit: u32) -> Option<u32> {
         .filter(|&t| t <= limit)
 }
 
+/// How many bytes of a text [`bytes_per_token`] samples, at most three
+/// times, to estimate its tokens without counting them all.
+pub const TOKEN_SAMPLE_BYTES: usize = 8 * 1024;
+
 /// o200k tokens per byte of `text`, measured on up to three samples of
 /// `sample` bytes (start, middle, end), for planning pages without counting
 /// the whole document.
 pub fn bytes_per_token(text: &str, sample: usize) -> f32 {
-    let tokenizer = o200k::tokenizer();
+    bytes_per_token_of(&token_samples(text, sample))
+}
+
+/// The samples [`bytes_per_token`] measures in `text`: the whole text when
+/// it is at most three samples long, else `sample` bytes at its start, its
+/// middle and its end.
+pub fn token_samples(text: &str, sample: usize) -> Vec<&str> {
     let len = text.len();
     if len <= sample * 3 {
-        let tokens = tokenizer.count(text).max(1);
-        return len.max(1) as f32 / tokens as f32;
+        return vec![text];
     }
-    let mut bytes = 0;
-    let mut tokens = 0;
-    for start in [0, len / 2 - sample / 2, len - sample] {
-        let piece = char_slice(text, start, start + sample);
-        bytes += piece.len();
-        tokens += tokenizer.count(piece);
-    }
+    [0, len / 2 - sample / 2, len - sample]
+        .iter()
+        .map(|&start| char_slice(text, start, start + sample))
+        .collect()
+}
+
+/// o200k bytes per token of `samples` taken together.
+pub fn bytes_per_token_of(samples: &[impl AsRef<str>]) -> f32 {
+    let tokenizer = o200k::tokenizer();
+    let (bytes, tokens) = samples.iter().fold((0, 0), |(bytes, tokens), sample| {
+        let sample = sample.as_ref();
+        (bytes + sample.len(), tokens + tokenizer.count(sample))
+    });
     bytes.max(1) as f32 / tokens.max(1) as f32
 }
 

@@ -12,9 +12,9 @@
 use std::any::Any;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::budget::count_chars;
+use crate::budget::{TOKEN_SAMPLE_BYTES, bytes_per_token, count_chars};
 use crate::scan::{self, ArraySpan, PointerError};
 
 /// What a document holds.
@@ -69,6 +69,9 @@ pub struct Document {
     pub(crate) plans: Mutex<Recent<PlanKey, dyn Any + Send + Sync>>,
     /// Bytes held by `items` and `plans`.
     index_bytes: AtomicUsize,
+    /// Bytes per o200k token of the whole text, sampled once (see
+    /// [`Document::bytes_per_token`]).
+    per_token: OnceLock<f32>,
 }
 
 /// What a page plan depends on besides the document.
@@ -222,6 +225,41 @@ impl SavedIndex {
     }
 }
 
+/// How large a JSON text must be for its check and its index to be made
+/// on two threads at once: the size from which sluice works on a result
+/// off its async threads (below it, a thread costs more than it saves).
+const PARALLEL_BYTES: usize = crate::limits::BLOCKING_BYTES;
+
+/// The index of a JSON document: made by scans that assume valid JSON and
+/// never fail on other text (see [`scan`]).
+struct JsonIndex {
+    /// The text without whitespace outside strings, if it had any.
+    compact: Option<String>,
+    /// The largest arrays of the compact text.
+    arrays: Vec<ArraySpan>,
+    /// The compact text's characters.
+    chars: u64,
+}
+
+impl JsonIndex {
+    fn of(text: &str) -> Self {
+        let compact = match scan::minify(text) {
+            std::borrow::Cow::Borrowed(_) => None,
+            std::borrow::Cow::Owned(mut compact) => {
+                // Minifying allocated for the input's size: give back the rest.
+                compact.shrink_to_fit();
+                Some(compact)
+            }
+        };
+        let text = compact.as_deref().unwrap_or(text);
+        Self {
+            arrays: scan::largest_arrays(text, ARRAYS_KEPT),
+            chars: count_chars(text) as u64,
+            compact,
+        }
+    }
+}
+
 /// Why a JSON text could not be stored as JSON.
 #[derive(Debug, thiserror::Error)]
 #[error("not JSON: {0}")]
@@ -238,13 +276,12 @@ impl Document {
     /// document.
     pub fn json_or_text(text: String) -> Self {
         let first = text.trim_start().as_bytes().first().copied();
-        let json = matches!(first, Some(b'{' | b'['))
-            && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
-        if json {
-            // Validated once, just above (it is most of the cost).
-            Self::valid_json(text, Kind::Json)
-        } else {
-            Self::text(text)
+        if !matches!(first, Some(b'{' | b'[')) {
+            return Self::text(text);
+        }
+        match Self::checked_json(text, Kind::Json) {
+            Ok(doc) => doc,
+            Err((text, _)) => Self::text(text),
         }
     }
 
@@ -254,8 +291,40 @@ impl Document {
     }
 
     fn json_kind(text: String, kind: Kind) -> Result<Self, NotJson> {
-        serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| NotJson(e.to_string()))?;
-        Ok(Self::valid_json(text, kind))
+        Self::checked_json(text, kind).map_err(|(_, e)| e)
+    }
+
+    /// A JSON document of `text` if it is valid JSON, else `text` back
+    /// with why not. The check (serde_json's parse) and the index (the
+    /// scans of [`JsonIndex::of`], which read any text without failing)
+    /// each read the whole text and neither needs the other: a large
+    /// text's are made at once, the check on a second thread, while the
+    /// client waits; the index of a text that fails is dropped.
+    fn checked_json(text: String, kind: Kind) -> Result<Self, (String, NotJson)> {
+        let check = |text: &str| {
+            serde_json::from_str::<serde::de::IgnoredAny>(text)
+                .map(drop)
+                .map_err(|e| NotJson(e.to_string()))
+        };
+        let (checked, index) = if text.len() > PARALLEL_BYTES {
+            std::thread::scope(|scope| {
+                let checking = scope.spawn(|| check(&text));
+                let index = JsonIndex::of(&text);
+                let checked = checking
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                (checked, index)
+            })
+        } else {
+            match check(&text) {
+                Ok(()) => (Ok(()), JsonIndex::of(&text)),
+                Err(e) => return Err((text, e)),
+            }
+        };
+        match checked {
+            Ok(()) => Ok(Self::indexed(text, kind, index)),
+            Err(e) => Err((text, e)),
+        }
     }
 
     /// A document read back from a store: `text` is what
@@ -283,6 +352,7 @@ impl Document {
                 items: Mutex::new(Recent::new(ITEMS_KEPT)),
                 plans: Mutex::new(Recent::new(PLANS_KEPT)),
                 index_bytes: AtomicUsize::new(0),
+                per_token: OnceLock::new(),
             },
             (Kind::Json | Kind::Blocks, _) => Self::valid_json(text, kind),
         };
@@ -305,24 +375,22 @@ impl Document {
 
     /// A JSON document of `text`, which is known to be valid JSON.
     fn valid_json(text: String, kind: Kind) -> Self {
-        let text = match scan::minify(&text) {
-            std::borrow::Cow::Borrowed(_) => text,
-            std::borrow::Cow::Owned(mut compact) => {
-                // Minifying allocated for the input's size: give back the rest.
-                compact.shrink_to_fit();
-                compact
-            }
-        };
-        let arrays = scan::largest_arrays(&text, ARRAYS_KEPT);
+        let index = JsonIndex::of(&text);
+        Self::indexed(text, kind, index)
+    }
+
+    /// A JSON document of valid JSON `text` and its index.
+    fn indexed(text: String, kind: Kind, index: JsonIndex) -> Self {
         Self {
             kind,
-            chars: count_chars(&text) as u64,
-            text,
-            arrays,
+            chars: index.chars,
+            text: index.compact.unwrap_or(text),
+            arrays: index.arrays,
             line_starts: Vec::new(),
             items: Mutex::new(Recent::new(ITEMS_KEPT)),
             plans: Mutex::new(Recent::new(PLANS_KEPT)),
             index_bytes: AtomicUsize::new(0),
+            per_token: OnceLock::new(),
         }
     }
 
@@ -343,6 +411,7 @@ impl Document {
             items: Mutex::new(Recent::new(ITEMS_KEPT)),
             plans: Mutex::new(Recent::new(PLANS_KEPT)),
             index_bytes: AtomicUsize::new(0),
+            per_token: OnceLock::new(),
         }
     }
 
@@ -359,6 +428,24 @@ impl Document {
     /// Its size in bytes.
     pub fn bytes(&self) -> usize {
         self.text.len()
+    }
+
+    /// Bytes per o200k token of its whole text, measured on samples of
+    /// [`TOKEN_SAMPLE_BYTES`] (see [`bytes_per_token`]) once: the plan of
+    /// its pages and the estimate of its tokens both need it, and sampling
+    /// tokenizes up to three samples.
+    pub fn bytes_per_token(&self) -> f32 {
+        *self
+            .per_token
+            .get_or_init(|| bytes_per_token(&self.text, TOKEN_SAMPLE_BYTES))
+    }
+
+    /// The document, told its bytes per token by one who measured its text
+    /// before it was made (the same text: [`Document::bytes_per_token`]
+    /// would find the same).
+    pub fn knowing_bytes_per_token(self, per_token: f32) -> Self {
+        let _ = self.per_token.set(per_token);
+        self
     }
 
     /// Its size in characters.
@@ -478,6 +565,34 @@ impl Document {
 mod tests {
     use super::*;
     use crate::budget::Budget;
+
+    #[test]
+    fn a_large_text_is_checked_and_indexed_at_once_and_one_that_fails_stays_text() {
+        let items: Vec<serde_json::Value> = (0..6000)
+            .map(|i| serde_json::json!({"id": i, "name": format!("item {i}")}))
+            .collect();
+        let pretty = serde_json::to_string_pretty(&serde_json::json!({ "items": items })).unwrap();
+        assert!(pretty.len() > PARALLEL_BYTES);
+        let compact = scan::minify(&pretty).into_owned();
+        let doc = Document::json_or_text(pretty.clone());
+        assert_eq!(doc.kind(), Kind::Json);
+        assert_eq!(doc.text_str(), compact);
+        assert_eq!(doc.arrays, scan::largest_arrays(&compact, ARRAYS_KEPT));
+        assert_eq!(doc.chars(), count_chars(&compact) as u64);
+        // The same as a small text gets, checked and then indexed.
+        let small = Document::valid_json(pretty.clone(), Kind::Json);
+        assert_eq!(
+            (small.text_str(), &small.arrays),
+            (doc.text_str(), &doc.arrays)
+        );
+        // Cut short: not JSON, though its index was made meanwhile.
+        let broken = pretty[..pretty.len() - 1].to_owned();
+        let text = Document::json_or_text(broken.clone());
+        assert_eq!(text.kind(), Kind::Text);
+        assert_eq!(text.text_str(), broken);
+        assert!(Document::json(broken.clone()).is_err());
+        assert!(Document::blocks(broken).is_err());
+    }
 
     #[test]
     fn json_is_minified_and_its_arrays_indexed() {

@@ -28,7 +28,9 @@ use std::any::Any;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::budget::{Budget, bytes_per_token, count_chars, floor_boundary, tokens_within};
+use crate::budget::{
+    Budget, TOKEN_SAMPLE_BYTES, bytes_per_token, count_chars, floor_boundary, tokens_within,
+};
 use crate::document::{Document, Items, Kind, PlanKey, Recent};
 use crate::scan::{self, PointerError};
 
@@ -358,9 +360,6 @@ pub struct Plan {
 /// descended into, which is always valid, just in smaller pages.
 const TOKENIZED_WHEN_PLANNING: usize = 4 << 20;
 
-/// The most bytes of a document sampled to estimate bytes per token.
-const SAMPLE: usize = 8 * 1024;
-
 impl Plan {
     /// Plans the pages of `path` (`None`: the whole document) in `doc` for
     /// data within `budget` (the caller's budget less what the page's
@@ -379,7 +378,12 @@ impl Plan {
                 (Some(pointer), range)
             }
         };
-        let per_token = bytes_per_token(&text[range.clone()], SAMPLE);
+        // The whole document's is measured once, for every plan of it.
+        let per_token = if range == (0..text.len()) {
+            doc.bytes_per_token()
+        } else {
+            bytes_per_token(&text[range.clone()], TOKEN_SAMPLE_BYTES)
+        };
         let raw_tokens = f64::from(budget.max_tokens) / f64::from(budget.token_factor.max(0.01));
         // 10 % below the estimate: serving shortens a page that still does
         // not fit, but that costs a continuation.
@@ -1459,6 +1463,30 @@ mod tests {
 
     fn plan(doc: &Document, path: Option<&str>, b: Budget) -> Plan {
         Plan::new(doc, path, b).unwrap()
+    }
+
+    #[test]
+    fn the_whole_documents_bytes_per_token_is_sampled_once_and_may_be_told() {
+        let items: Vec<Value> = (0..4000)
+            .map(|i| json!({"id": i, "name": format!("item {i}"), "tags": ["a", "b"]}))
+            .collect();
+        let text = serde_json::to_string(&json!({ "items": items })).unwrap();
+        let doc = Document::json_or_text(text.clone());
+        assert_eq!(
+            doc.bytes_per_token(),
+            bytes_per_token(&text, TOKEN_SAMPLE_BYTES)
+        );
+        // Planning the whole document uses the figure it was told (here a
+        // wrong one, ten times too high: pages ten times too long in
+        // tokens, so far fewer of them); a path inside it is sampled anew.
+        let b = budget(2_000, 1_000_000);
+        let measured = plan(&doc, None, b).pages();
+        let told =
+            Document::json_or_text(text).knowing_bytes_per_token(doc.bytes_per_token() * 10.0);
+        assert!(plan(&told, None, b).pages() * 5 < measured, "{measured}");
+        let inside = plan(&doc, Some("/items"), b).pages();
+        assert!(inside > 1, "{inside}");
+        assert_eq!(plan(&told, Some("/items"), b).pages(), inside);
     }
 
     /// Follows the cursor chain from page 1 and returns every page; checks

@@ -15,7 +15,10 @@ use rmcp::model::{
     ResourceContents,
 };
 use serde_json::{Value, json};
-use sluice_core::budget::{Budget, Size, bytes_per_token, count_tokens, floor_boundary};
+use sluice_core::budget::{
+    Budget, Size, TOKEN_SAMPLE_BYTES, bytes_per_token_of, count_tokens, floor_boundary,
+    token_samples,
+};
 use sluice_core::config::{BudgetConfig, Config, Mode};
 use sluice_core::cursor::CursorKey;
 use sluice_core::document::{Document, Kind};
@@ -973,28 +976,96 @@ fn ingest(raw: Raw, size: Size, factor: f32) -> (Document, u64, bool) {
     let text = match &raw {
         Raw::Text(t) | Raw::Json(t) | Raw::Blocks(t) => t.as_str(),
     };
-    let (tokens, estimated) = match size.tokens {
-        Some(tokens) => (tokens, false),
+    let sent_bytes = text.len();
+    let exact = match size.tokens {
+        Some(tokens) => Some(tokens),
         None if text.len() <= EXACT_TOKENS_BYTES && text.len() as u64 == size.bytes => {
-            (u64::from(count_tokens(text, factor)), false)
+            Some(u64::from(count_tokens(text, factor)))
         }
-        None => {
-            let per_token = f64::from(bytes_per_token(text, 8 * 1024));
-            let raw_tokens = size.bytes as f64 / per_token.max(0.1);
-            ((raw_tokens * f64::from(factor)).ceil() as u64, true)
-        }
+        None => None,
     };
-    let doc = match raw {
-        Raw::Text(t) => Document::json_or_text(t),
-        Raw::Json(t) => Document::json(t).unwrap_or_else(|e| Document::text(e.to_string())),
-        Raw::Blocks(t) => Document::blocks(t).unwrap_or_else(|e| Document::text(e.to_string())),
+    let make = |raw: Raw| match raw {
+        Raw::Text(t) => (Document::json_or_text(t), true),
+        Raw::Json(t) => Document::json(t)
+            .map(|doc| (doc, true))
+            .unwrap_or_else(|e| (Document::text(e.to_string()), false)),
+        Raw::Blocks(t) => Document::blocks(t)
+            .map(|doc| (doc, true))
+            .unwrap_or_else(|e| (Document::text(e.to_string()), false)),
     };
-    (doc, tokens, estimated)
+    let Some(tokens) = exact else {
+        // Estimated from samples of the text as sent, copied out (a few
+        // KB) so that they are tokenized while the document is made: on a
+        // second thread for a large one.
+        let samples: Vec<String> = token_samples(text, TOKEN_SAMPLE_BYTES)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let ((doc, kept_as_sent), per_token) = if sent_bytes > BLOCKING_BYTES as usize {
+            std::thread::scope(|scope| {
+                let measuring = scope.spawn(|| bytes_per_token_of(&samples));
+                let made = make(raw);
+                let per_token = measuring
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                (made, per_token)
+            })
+        } else {
+            (make(raw), bytes_per_token_of(&samples))
+        };
+        let raw_tokens = size.bytes as f64 / f64::from(per_token).max(0.1);
+        let tokens = (raw_tokens * f64::from(factor)).ceil() as u64;
+        // A document that holds the text as sent (minifying, which only
+        // takes bytes out, took none) has the bytes per token just
+        // measured: its first page plan, made next, does not sample it
+        // again.
+        let doc = if kept_as_sent && doc.bytes() == sent_bytes {
+            doc.knowing_bytes_per_token(per_token)
+        } else {
+            doc
+        };
+        return (doc, tokens, true);
+    };
+    (make(raw).0, tokens, false)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_large_texts_tokens_are_estimated_from_samples_of_it_as_sent() {
+        let items: Vec<Value> = (0..12_000)
+            .map(|i| json!({"id": i, "name": format!("item {i}"), "tags": ["a", "b"]}))
+            .collect();
+        let factor = 1.25;
+        let expect = |text: &str| {
+            let per_token = sluice_core::budget::bytes_per_token(text, TOKEN_SAMPLE_BYTES);
+            ((text.len() as f64 / f64::from(per_token)) * f64::from(factor)).ceil() as u64
+        };
+        for text in [
+            serde_json::to_string(&items).unwrap(),
+            serde_json::to_string_pretty(&items).unwrap(),
+        ] {
+            assert!(text.len() > EXACT_TOKENS_BYTES && text.len() > BLOCKING_BYTES as usize);
+            let size = Size {
+                bytes: text.len() as u64,
+                chars: text.len() as u64,
+                lines: 1,
+                tokens: None,
+            };
+            let (doc, tokens, estimated) = ingest(Raw::Text(text.clone()), size, factor);
+            assert!(estimated);
+            assert_eq!(tokens, expect(&text));
+            assert_eq!(doc.kind(), Kind::Json);
+            // The document's own figure: told when it holds the text as
+            // sent, sampled from its compact text when minifying changed it.
+            assert_eq!(
+                doc.bytes_per_token(),
+                sluice_core::budget::bytes_per_token(doc.text_str(), TOKEN_SAMPLE_BYTES)
+            );
+        }
+    }
 
     #[test]
     fn measuring_counts_text_and_structured_content() {
