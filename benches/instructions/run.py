@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""What sluice's own code costs per call, measured two steady ways.
+
+1. Instructions, counted by `valgrind --tool=callgrind` in the gateway
+   process only (its upstream runs natively): the count for N calls minus
+   the count for fewer, divided by the difference, so start-up cancels out.
+   The same binary and input give the same count on every run, on any
+   machine load: a change of 2 % shows, where wall-clock figures on a
+   shared VM move by 10 %.
+   - a small call: `echo` of `sluice sample-server`, 1,200 minus 200 calls;
+   - a 1 MB stored result: from an upstream that answers at once (this
+     script's own, below), 6 minus 2 calls.
+2. Time to the answer of the 1 MB stored result, with that instant
+   upstream, through sluice and directly: the p50 of 60 sequential calls,
+   rounds alternating. The upstream's own work is nil, so the difference
+   is sluice's reading, storing and answering.
+
+usage: benches/instructions/run.py [SLUICE_BINARY ...]
+   (default: target/release/sluice; several binaries are measured side by
+   side). Needs valgrind for (1); `--time-only` skips it.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def instant_upstream(count):
+    """An MCP server (stdio) whose `inventory` answers at once with a
+    precomputed text block of `count` items (JSON in a string: ~1 MB for
+    10,000)."""
+    items = [
+        {"id": f"SKU-{i:05}", "name": f"Item number {i}",
+         "category": ["tools", "garden", "kitchen"][i % 3],
+         "price": round(i % 100 + 0.99, 2), "stock": i % 50}
+        for i in range(count)
+    ]
+    text = json.dumps(items, separators=(",", ":"))
+    for line in sys.stdin:
+        message = json.loads(line)
+        if "id" not in message:
+            continue
+        method = message.get("method")
+        if method == "initialize":
+            result = {"protocolVersion": message["params"]["protocolVersion"],
+                      "capabilities": {"tools": {}},
+                      "serverInfo": {"name": "instant", "version": "1"}}
+        elif method == "tools/list":
+            result = {"tools": [{"name": "inventory", "description": "items",
+                                 "inputSchema": {"type": "object"}}]}
+        elif method == "tools/call":
+            result = {"content": [{"type": "text", "text": text}]}
+        else:
+            result = {}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\n")
+        sys.stdout.flush()
+
+
+def drive(command, calls, tool, arguments):
+    """Runs `command` (an MCP server over stdio), initializes it, makes
+    `calls` sequential calls of `tool`; returns each call's seconds."""
+    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL)
+
+    def send(message):
+        child.stdin.write((json.dumps(message) + "\n").encode())
+        child.stdin.flush()
+
+    def answer():
+        while True:
+            line = child.stdout.readline()
+            if not line:
+                raise SystemExit(f"{command[0]} ended without answering")
+            message = json.loads(line)
+            if "id" in message and ("result" in message or "error" in message):
+                return message
+
+    send({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+          "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                     "clientInfo": {"name": "instructions", "version": "1"}}})
+    answer()
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    answer()
+    times = []
+    for i in range(calls):
+        start = time.perf_counter()
+        send({"jsonrpc": "2.0", "id": i + 2, "method": "tools/call",
+              "params": {"name": tool, "arguments": arguments}})
+        message = answer()
+        times.append(time.perf_counter() - start)
+        if "result" not in message:
+            raise SystemExit(f"call failed: {message}")
+    child.stdin.close()
+    child.wait()
+    return times
+
+
+def instructions(sluice, upstream, calls, tool, arguments):
+    """callgrind's instruction count of the gateway for each of `calls`
+    (two counts of calls); returns the count per call between them."""
+    totals = []
+    for n in calls:
+        out = f"/tmp/sluice-instructions-{os.getpid()}-{n}.out"
+        drive(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sluice, "--"] + upstream,
+              n, tool, arguments)
+        with open(out) as f:
+            totals.append(next(int(l.split()[1]) for l in f if l.startswith("totals:")))
+        os.remove(out)
+    return (totals[1] - totals[0]) / (calls[1] - calls[0])
+
+
+def median(values):
+    return sorted(values)[len(values) // 2]
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    binaries = args or ["target/release/sluice"]
+    instant = [sys.executable, os.path.abspath(__file__), "--instant-upstream", "10000"]
+    if not "--time-only" in sys.argv:
+        if not shutil.which("valgrind"):
+            raise SystemExit("valgrind is not installed (apt-get install valgrind), or pass --time-only")
+        for sluice in binaries:
+            small = instructions(sluice, [sluice, "sample-server"], (200, 1200), "echo", {"text": "hello"})
+            large = instructions(sluice, instant, (2, 6), "inventory", {})
+            print(f"{sluice}: {small:,.0f} instructions per small call, {large / 1e6:,.1f} M per 1 MB stored result")
+    rounds = 3
+    direct = []
+    through = {sluice: [] for sluice in binaries}
+    for _ in range(rounds):
+        direct.append(median(drive(instant, 60, "inventory", {})))
+        for sluice in binaries:
+            through[sluice].append(median(drive([sluice, "--"] + instant, 60, "inventory", {})))
+    print("1 MB result from an instant upstream, p50 of 60 calls per round, "
+          f"{rounds} rounds: directly (the whole result) {' / '.join(f'{t * 1e3:.2f}' for t in direct)} ms")
+    for sluice, times in through.items():
+        print(f"  through {sluice} (stored, answered with its summary): {' / '.join(f'{t * 1e3:.2f}' for t in times)} ms")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--instant-upstream":
+        instant_upstream(int(sys.argv[2]))
+    else:
+        main()
