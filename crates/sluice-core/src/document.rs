@@ -594,6 +594,37 @@ mod tests {
         assert!(Document::blocks(broken).is_err());
     }
 
+    /// The index of a large text is made before its check says whether it
+    /// is JSON at all: it must read any text without failing.
+    #[test]
+    fn the_index_reads_every_prefix_of_json_without_failing() {
+        let json = r#"{"a": [1, {"b\\\"": ["x", [], {}]}, "é\u00e9"], "c": {"d": [[2, 3], "]"]}}"#;
+        for end in (0..=json.len()).filter(|&end| json.is_char_boundary(end)) {
+            let index = JsonIndex::of(&json[..end]);
+            let text = index.compact.as_deref().unwrap_or(&json[..end]);
+            assert!(index.arrays.iter().all(|a| a.range.end <= text.len()));
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+
+        #[test]
+        fn the_index_reads_any_text_without_failing(
+            text in "[\\[\\]{}\":,\\\\ a1é]{0,120}|\\PC{0,120}"
+        ) {
+            let index = JsonIndex::of(&text);
+            let indexed = index.compact.as_deref().unwrap_or(&text);
+            proptest::prop_assert!(index.arrays.iter().all(|a| a.range.end <= indexed.len()));
+            // What is not JSON is kept as the text it is.
+            if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err() {
+                let doc = Document::json_or_text(text.clone());
+                proptest::prop_assert_eq!(doc.kind(), Kind::Text);
+                proptest::prop_assert_eq!(doc.text_str(), text.as_str());
+            }
+        }
+    }
+
     #[test]
     fn json_is_minified_and_its_arrays_indexed() {
         let doc =
