@@ -20,6 +20,11 @@ use tokio_util::sync::CancellationToken;
 use super::transport::{INBOUND_CAPACITY, Inbound, SendError, Transport};
 use crate::jsonrpc::{self, Frame, Message, MessageError};
 
+/// How much of an upstream's output one read takes: a pipe's whole
+/// default capacity on Linux (64 KiB), so that a 1 MB answer is read in 16
+/// system calls, not the 128 of `BufReader`'s default 8 KiB.
+const READ_BUFFER: usize = 64 << 10;
+
 /// A newline-delimited connection.
 pub struct LinesTransport<W> {
     writer: tokio::sync::Mutex<Option<W>>,
@@ -61,7 +66,7 @@ async fn read<R: AsyncRead + Unpin>(
     tx: mpsc::Sender<Inbound>,
     stop: CancellationToken,
 ) {
-    let mut lines = jsonrpc::LineReader::new(BufReader::new(reader), limit);
+    let mut lines = jsonrpc::LineReader::new(BufReader::with_capacity(READ_BUFFER, reader), limit);
     loop {
         let frame = tokio::select! {
             frame = lines.read_message() => frame,
