@@ -779,6 +779,22 @@ mod tests {
             parse(&nested(1_000_000)),
             Err(MessageError::TooDeep { .. })
         ));
+        // A large text (a stored result's size), its nesting at the limit
+        // and one past it: the same answers.
+        let padded = |depth: usize| {
+            let inner = depth - 2;
+            let pad = "x".repeat(sluice_core::limits::BLOCKING_BYTES);
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"result":["{pad}",{}0{}]}}"#,
+                "[".repeat(inner),
+                "]".repeat(inner)
+            )
+        };
+        assert!(parse(&padded(MAX_DEPTH)).is_ok());
+        assert_eq!(
+            parse(&padded(MAX_DEPTH + 1)).unwrap_err(),
+            MessageError::TooDeep { limit: MAX_DEPTH }
+        );
     }
 
     #[test]
