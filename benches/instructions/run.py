@@ -8,8 +8,9 @@
    machine load: a change of 2 % shows, where wall-clock figures on a
    shared VM move by 10 %.
    - a small call: `echo` of `sluice sample-server`, 1,200 minus 200 calls;
-   - a 1 MB stored result: from an upstream that answers at once (this
-     script's own, below), 6 minus 2 calls.
+   - a 1 MB stored result: from an upstream that answers at once (the
+     tests' hand-written server, `tests/fixtures/raw_server.py`, its `huge`
+     tool: a 1 MiB text block holding a JSON array), 6 minus 2 calls.
 2. Time to the answer of the 1 MB stored result, with that instant
    upstream, through sluice and directly: the p50 of 60 sequential calls,
    rounds alternating. The upstream's own work is nil, so the difference
@@ -24,40 +25,10 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def instant_upstream(count):
-    """An MCP server (stdio) whose `inventory` answers at once with a
-    precomputed text block of `count` items (JSON in a string: ~1 MB for
-    10,000)."""
-    items = [
-        {"id": f"SKU-{i:05}", "name": f"Item number {i}",
-         "category": ["tools", "garden", "kitchen"][i % 3],
-         "price": round(i % 100 + 0.99, 2), "stock": i % 50}
-        for i in range(count)
-    ]
-    text = json.dumps(items, separators=(",", ":"))
-    for line in sys.stdin:
-        message = json.loads(line)
-        if "id" not in message:
-            continue
-        method = message.get("method")
-        if method == "initialize":
-            result = {"protocolVersion": message["params"]["protocolVersion"],
-                      "capabilities": {"tools": {}},
-                      "serverInfo": {"name": "instant", "version": "1"}}
-        elif method == "tools/list":
-            result = {"tools": [{"name": "inventory", "description": "items",
-                                 "inputSchema": {"type": "object"}}]}
-        elif method == "tools/call":
-            result = {"content": [{"type": "text", "text": text}]}
-        else:
-            result = {}
-        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\n")
-        sys.stdout.flush()
 
 
 def drive(command, calls, tool, arguments):
@@ -121,29 +92,30 @@ def median(values):
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     binaries = args or ["target/release/sluice"]
-    instant = [sys.executable, os.path.abspath(__file__), "--instant-upstream", "10000"]
-    if not "--time-only" in sys.argv:
+    record = tempfile.mkdtemp(prefix="sluice-instructions-")
+    raw_server = os.path.join(HERE, "..", "..", "tests", "fixtures", "raw_server.py")
+    instant = [sys.executable, os.path.abspath(raw_server), "--record", record]
+    huge = {"mb": 1, "form": "json"}
+    if "--time-only" not in sys.argv:
         if not shutil.which("valgrind"):
             raise SystemExit("valgrind is not installed (apt-get install valgrind), or pass --time-only")
         for sluice in binaries:
             small = instructions(sluice, [sluice, "sample-server"], (200, 1200), "echo", {"text": "hello"})
-            large = instructions(sluice, instant, (2, 6), "inventory", {})
+            large = instructions(sluice, instant, (2, 6), "huge", huge)
             print(f"{sluice}: {small:,.0f} instructions per small call, {large / 1e6:,.1f} M per 1 MB stored result")
     rounds = 3
     direct = []
     through = {sluice: [] for sluice in binaries}
     for _ in range(rounds):
-        direct.append(median(drive(instant, 60, "inventory", {})))
+        direct.append(median(drive(instant, 60, "huge", huge)))
         for sluice in binaries:
-            through[sluice].append(median(drive([sluice, "--"] + instant, 60, "inventory", {})))
+            through[sluice].append(median(drive([sluice, "--"] + instant, 60, "huge", huge)))
     print("1 MB result from an instant upstream, p50 of 60 calls per round, "
           f"{rounds} rounds: directly (the whole result) {' / '.join(f'{t * 1e3:.2f}' for t in direct)} ms")
     for sluice, times in through.items():
         print(f"  through {sluice} (stored, answered with its summary): {' / '.join(f'{t * 1e3:.2f}' for t in times)} ms")
+    shutil.rmtree(record, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == "--instant-upstream":
-        instant_upstream(int(sys.argv[2]))
-    else:
-        main()
+    main()

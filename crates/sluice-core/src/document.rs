@@ -306,21 +306,14 @@ impl Document {
                 .map(drop)
                 .map_err(|e| NotJson(e.to_string()))
         };
-        let (checked, index) = if text.len() > PARALLEL_BYTES {
-            std::thread::scope(|scope| {
-                let checking = scope.spawn(|| check(&text));
-                let index = JsonIndex::of(&text);
-                let checked = checking
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                (checked, index)
-            })
-        } else {
-            match check(&text) {
-                Ok(()) => (Ok(()), JsonIndex::of(&text)),
-                Err(e) => return Err((text, e)),
-            }
-        };
+        if text.len() <= PARALLEL_BYTES {
+            return match check(&text) {
+                Ok(()) => Ok(Self::valid_json(text, kind)),
+                Err(e) => Err((text, e)),
+            };
+        }
+        let (index, checked) =
+            crate::parallel::both(true, || JsonIndex::of(&text), || check(&text));
         match checked {
             Ok(()) => Ok(Self::indexed(text, kind, index)),
             Err(e) => Err((text, e)),

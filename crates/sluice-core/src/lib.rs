@@ -16,7 +16,8 @@
 //! - [`budget`]: how much a client takes, and how text is measured (o200k
 //!   tokens × a factor, characters, lines).
 //! - [`document`]: a stored result (JSON minified, or text) and its index;
-//!   [`scan`] is the structural JSON scanner behind it.
+//!   [`scan`] is the structural JSON scanner behind it; [`parallel`] makes
+//!   two reads of a large one at once.
 //! - [`shape`]: the inferred schema and the depth-cut preview of a result.
 //! - [`summary`]: the answer a model gets instead of a result too large.
 //! - [`pager`]: page plans and pages, lossless and O(page).
@@ -45,6 +46,7 @@ pub mod limits;
 pub mod naming;
 pub mod operation;
 pub mod pager;
+pub mod parallel;
 pub mod query;
 pub mod scan;
 pub mod search;

@@ -592,21 +592,13 @@ impl Governor {
             // document and neither needs the other: a large one's (made off
             // the async threads) are made at once, the plan on a second
             // thread, while the client waits.
-            let overview = if size.bytes > BLOCKING_BYTES {
-                std::thread::scope(|scope| {
-                    let planning = scope.spawn(|| {
-                        let _ = doc.plan(None, page_budget(budget, None));
-                    });
-                    let overview = Overview::of(&doc);
-                    if let Err(panic) = planning.join() {
-                        std::panic::resume_unwind(panic);
-                    }
-                    overview
-                })
-            } else {
-                let _ = doc.plan(None, page_budget(budget, None));
-                Overview::of(&doc)
-            };
+            let (overview, ()) = sluice_core::parallel::both(
+                size.bytes > BLOCKING_BYTES,
+                || Overview::of(&doc),
+                || {
+                    let _ = doc.plan(None, page_budget(budget, None));
+                },
+            );
             (doc, tokens, estimated, overview)
         };
         let (doc, tokens, estimated, overview) = if size.bytes > BLOCKING_BYTES {
@@ -1001,18 +993,11 @@ fn ingest(raw: Raw, size: Size, factor: f32) -> (Document, u64, bool) {
             .into_iter()
             .map(str::to_owned)
             .collect();
-        let ((doc, kept_as_sent), per_token) = if sent_bytes > BLOCKING_BYTES as usize {
-            std::thread::scope(|scope| {
-                let measuring = scope.spawn(|| bytes_per_token_of(&samples));
-                let made = make(raw);
-                let per_token = measuring
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                (made, per_token)
-            })
-        } else {
-            (make(raw), bytes_per_token_of(&samples))
-        };
+        let ((doc, kept_as_sent), per_token) = sluice_core::parallel::both(
+            sent_bytes > BLOCKING_BYTES as usize,
+            || make(raw),
+            || bytes_per_token_of(&samples),
+        );
         let raw_tokens = size.bytes as f64 / f64::from(per_token).max(0.1);
         let tokens = (raw_tokens * f64::from(factor)).ceil() as u64;
         // A document that holds the text as sent (minifying, which only
