@@ -56,7 +56,7 @@ pub use message::{Id, Kind, MAX_DEPTH, Member, Message, MessageError, Routing};
 pub use object::{ObjectError, RawObject};
 pub use pending::{CallFailed, Pending, Waiter};
 pub use scan::salvage_id;
-pub use splice::{SpliceError, params_with_progress_token, splice};
+pub use splice::{SpliceError, params_with_meta, params_with_progress_token, splice};
 pub use sse::{Event, SseError, SseParser, write_event};
 
 /// The byte range that `inner`, a slice borrowed from `outer`, covers in

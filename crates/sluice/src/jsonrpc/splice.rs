@@ -186,40 +186,81 @@ impl Message {
 /// kept. For a request being made, so that it is parsed once, with its
 /// token.
 pub fn params_with_progress_token(params: &str, token: &Id) -> Result<String, MessageError> {
+    params_with_meta(params, &[("progressToken", token.as_json())])
+}
+
+/// A request's `params` (an object's text) with each of `members` (a key,
+/// and its value as JSON text) set in `params._meta`: its value replaced
+/// where the key is there, else the member added at the end of `_meta`
+/// (made where there is none; a `_meta` that is not an object is
+/// replaced). Every other byte is kept. This is how sluice adds what a
+/// request carries for it (its progress token; for an upstream of
+/// 2026-07-28, the client context and log level) to the client's text.
+pub fn params_with_meta(params: &str, members: &[(&str, &str)]) -> Result<String, MessageError> {
     if !params.starts_with('{') {
         return Err(MessageError::NotJsonRpc {
-            reason: "params is not an object, so it has no _meta for a progress token".to_owned(),
+            reason: "params is not an object, so it has no _meta to carry what sluice adds"
+                .to_owned(),
         });
     }
-    let token_member = format!("\"progressToken\":{token}");
+    if members.is_empty() {
+        return Ok(params.to_owned());
+    }
+    let member_text = |(key, value): &(&str, &str)| {
+        format!(
+            "{}:{value}",
+            serde_json::to_string(key).expect("a string serializes")
+        )
+    };
+    let all = || {
+        members
+            .iter()
+            .map(member_text)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     let object = RawObject::parse(params).map_err(|e| MessageError::NotJsonRpc {
         reason: format!("params could not be read: {e}"),
     })?;
-    let (range, text) = match object.get_parsed("_meta") {
+    let mut edits: Vec<(Range<usize>, String)> = Vec::new();
+    match object.get_parsed("_meta") {
         Some(meta) if meta.get().starts_with('{') => {
             let meta_span = span_in(params, meta.get());
-            let members = RawObject::parse(meta.get()).map_err(|e| MessageError::NotJsonRpc {
+            let present = RawObject::parse(meta.get()).map_err(|e| MessageError::NotJsonRpc {
                 reason: format!("params._meta could not be read: {e}"),
             })?;
-            match members.get_parsed("progressToken") {
-                Some(old) => (
-                    shift(span_in(meta.get(), old.get()), meta_span.start),
-                    token.as_json().to_owned(),
-                ),
-                None => before_close(meta_span, members.is_empty(), &token_member),
+            let mut added = Vec::new();
+            for member in members {
+                match present.get_parsed(member.0) {
+                    Some(old) => edits.push((
+                        shift(span_in(meta.get(), old.get()), meta_span.start),
+                        member.1.to_owned(),
+                    )),
+                    None => added.push(member_text(member)),
+                }
+            }
+            if !added.is_empty() {
+                edits.push(before_close(
+                    meta_span,
+                    present.is_empty(),
+                    &added.join(","),
+                ));
             }
         }
-        Some(meta) => (span_in(params, meta.get()), format!("{{{token_member}}}")),
-        None => before_close(
+        Some(meta) => edits.push((span_in(params, meta.get()), format!("{{{}}}", all()))),
+        None => edits.push(before_close(
             0..params.len(),
             object.is_empty(),
-            &format!("\"_meta\":{{{token_member}}}"),
-        ),
-    };
-    let out =
-        splice(params.as_bytes(), &[(range, &text)]).map_err(|e| MessageError::NotJsonRpc {
-            reason: format!("an edit could not be made: {e}"),
-        })?;
+            &format!("\"_meta\":{{{}}}", all()),
+        )),
+    }
+    let edits: Vec<(Range<usize>, &str)> = edits
+        .iter()
+        .map(|(range, text)| (range.clone(), text.as_str()))
+        .collect();
+    let out = splice(params.as_bytes(), &edits).map_err(|e| MessageError::NotJsonRpc {
+        reason: format!("an edit could not be made: {e}"),
+    })?;
     Ok(String::from_utf8(out).expect("UTF-8 spliced into UTF-8 at member bounds"))
 }
 
@@ -359,6 +400,45 @@ mod tests {
         assert!(array.with_progress_token(&token).is_err());
         assert!(params_with_progress_token("[]", &token).is_err());
         assert!(params_with_progress_token("{\"a\":}", &token).is_err());
+    }
+
+    /// A 2026-07-28 upstream's request: the client context, the log level
+    /// and the token set in the client's `_meta` at once, each replacing
+    /// the client's value of its key or added after its members; the rest
+    /// of the text (`1.50`, `-0`, an escape, spacing) as sent.
+    #[test]
+    fn several_members_are_set_in_meta_at_once_and_nothing_else_moves() {
+        let members = [
+            ("io.modelcontextprotocol/protocolVersion", r#""2026-07-28""#),
+            ("io.modelcontextprotocol/clientInfo", r#"{"name":"sluice"}"#),
+            ("progressToken", "7"),
+        ];
+        let cases = [
+            (
+                r#"{"name":"a","arguments":{"n":1.50,"s":"caf\u00e9"},"_meta":{"x":-0,"io.modelcontextprotocol/protocolVersion":"2025-11-25", "progressToken":"p"}}"#,
+                r#"{"name":"a","arguments":{"n":1.50,"s":"caf\u00e9"},"_meta":{"x":-0,"io.modelcontextprotocol/protocolVersion":"2026-07-28", "progressToken":7,"io.modelcontextprotocol/clientInfo":{"name":"sluice"}}}"#,
+            ),
+            (
+                r#"{"name":"a","x-p":1e2}"#,
+                r#"{"name":"a","x-p":1e2,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"sluice"},"progressToken":7}}"#,
+            ),
+            (
+                r#"{"_meta":"odd"}"#,
+                r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"sluice"},"progressToken":7}}"#,
+            ),
+            (
+                r#"{"_meta":{}}"#,
+                r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"sluice"},"progressToken":7}}"#,
+            ),
+        ];
+        for (before, after) in cases {
+            assert_eq!(params_with_meta(before, &members).unwrap(), after);
+        }
+        // Nothing to set: the text as it is.
+        for params in [r#"{"_meta":{"a":1}}"#, r#"{"a":1}"#] {
+            assert_eq!(params_with_meta(params, &[]).unwrap(), params);
+        }
+        assert!(params_with_meta("[1]", &members).is_err());
     }
 
     #[test]

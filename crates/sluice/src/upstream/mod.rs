@@ -320,9 +320,9 @@ impl Upstream {
     }
 
     /// [`Self::send`] for a request whose `params` are JSON text (the
-    /// client's, as sent, with sluice's edits): sent as that text to an
-    /// upstream of the initialize era; `typed`, the same request decoded,
-    /// to one that needs the client's context added.
+    /// client's, as sent, with sluice's edits): sent as that text, with
+    /// what sluice adds to its `_meta` spliced in (see
+    /// [`rpc::Link::request_text`]); `typed` is the same request decoded.
     pub async fn send_text(
         &self,
         typed: ClientRequest,
@@ -333,15 +333,13 @@ impl Upstream {
         routes: impl FnOnce(&rpc::Outgoing) -> Vec<RouteGuard>,
     ) -> Result<rpc::Decoded, CallError> {
         let conn = self.connection().await?;
-        if !conn.rpc.takes_text() || conn.era() == Era::Stateless {
-            drop(conn);
-            return self.send(typed, progress, log_level, ct, routes).await;
-        }
+        // A 2026-07-28 upstream has no `logging/setLevel` (see `send`).
+        let log_level = log_level.filter(|_| conn.era() == Era::Stateless);
         let method = typed.method();
         let governed_later = matches!(typed, ClientRequest::CallToolRequest(_));
         let answer = conn
             .rpc
-            .request_text(method, params, progress, ct, routes)
+            .request_text(method, params, progress, log_level, ct, routes)
             .await;
         self.outcome(&conn, governed_later, answer).await
     }

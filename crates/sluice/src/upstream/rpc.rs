@@ -165,13 +165,36 @@ struct Shared {
     /// How the connection ended, once it has.
     ended: watch::Sender<Option<String>>,
     /// The client context every request carries (2026-07-28).
-    context: Mutex<Option<RequestMetaObject>>,
+    context: Mutex<Option<Arc<Context>>>,
     /// Server→client requests being handled, by id, to cancel.
     serving: Mutex<HashMap<Id, CancellationToken>>,
     hub: Arc<Hub>,
     client: Arc<UpstreamClient>,
     /// Stops the reader and every server→client request's task.
     stop: CancellationToken,
+}
+
+/// The client context a 2026-07-28 upstream's every request carries in its
+/// `_meta`: typed for the requests sluice makes itself, and as members'
+/// text for those it forwards as the client's text
+/// ([`crate::jsonrpc::params_with_meta`]).
+struct Context {
+    typed: RequestMetaObject,
+    /// Each key of `typed` and its value's JSON text.
+    members: Vec<(String, String)>,
+}
+
+impl Context {
+    fn new(typed: RequestMetaObject) -> Arc<Context> {
+        let members = match serde_json::to_value(&typed) {
+            Ok(serde_json::Value::Object(map)) => map
+                .into_iter()
+                .map(|(key, value)| (key, value.to_string()))
+                .collect(),
+            _ => unreachable!("a request's `_meta` serializes as an object"),
+        };
+        Arc::new(Context { typed, members })
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -279,11 +302,12 @@ impl Link {
         // A version without a handshake (2026-07-28 answered to
         // `initialize`): from here every request carries the context.
         if !result.protocol_version.has_initialize() {
-            *lock(&self.shared.context) = Some(RequestMetaObject::with_client_context(
-                result.protocol_version.clone(),
-                client.client_info.clone(),
-                client.capabilities.clone(),
-            ));
+            *lock(&self.shared.context) =
+                Some(Context::new(RequestMetaObject::with_client_context(
+                    result.protocol_version.clone(),
+                    client.client_info.clone(),
+                    client.capabilities.clone(),
+                )));
         }
         self.shared
             .transport
@@ -335,11 +359,12 @@ impl Link {
                             versions(&preferred)
                         ));
                     };
-                    *lock(&self.shared.context) = Some(RequestMetaObject::with_client_context(
-                        selected.clone(),
-                        client.client_info.clone(),
-                        client.capabilities.clone(),
-                    ));
+                    *lock(&self.shared.context) =
+                        Some(Context::new(RequestMetaObject::with_client_context(
+                            selected.clone(),
+                            client.client_info.clone(),
+                            client.capabilities.clone(),
+                        )));
                     self.shared.transport.negotiated(&selected.to_string());
                     return Ok(Discovered::Modern(Box::new(
                         ServerPeerInfo::from_discover_result(selected, result),
@@ -400,7 +425,7 @@ impl Link {
         routes: impl FnOnce(&Outgoing) -> G,
     ) -> Result<Decoded, RpcError> {
         if let Some(context) = lock(&self.shared.context).clone() {
-            request.get_meta_mut().extend(context);
+            request.get_meta_mut().extend(context.typed.clone());
         }
         if let Some(level) = log_level {
             request.get_meta_mut().set_log_level(level);
@@ -418,21 +443,18 @@ impl Link {
             .await
     }
 
-    /// Whether requests made from text may go as they are: the upstream
-    /// needs no client context in their `_meta` (the initialize era).
-    pub fn takes_text(&self) -> bool {
-        lock(&self.shared.context).is_none()
-    }
-
-    /// Sends a request of `method` whose `params` are JSON text (kept as
-    /// they are, but for the progress token set when `progress`), and waits
-    /// for its answer; see [`Link::request`]. Only for an upstream that
-    /// [`Link::takes_text`].
+    /// Sends a request of `method` whose `params` are JSON text, kept as
+    /// they are but for what sluice adds to their `_meta`: the progress
+    /// token when `progress`; for an upstream of 2026-07-28, the client
+    /// context and `log_level`, replacing the client's own values of those
+    /// keys, as [`Link::request`] does. Waits for its answer; see
+    /// [`Link::request`].
     pub async fn request_text<G>(
         &self,
         method: &str,
         params: &str,
         progress: bool,
+        log_level: Option<LoggingLevel>,
         ct: &CancellationToken,
         routes: impl FnOnce(&Outgoing) -> G,
     ) -> Result<Decoded, RpcError> {
@@ -442,18 +464,25 @@ impl Link {
                 "the request could not be made from its params: {e}"
             ))
         };
-        // The token goes into the params before the message is made, so
-        // that the message is parsed once.
-        let with_token;
-        let params = if progress {
-            with_token = crate::jsonrpc::params_with_progress_token(params, &id).map_err(made)?;
-            with_token.as_str()
-        } else {
-            params
-        };
+        let context = lock(&self.shared.context).clone();
+        let level =
+            log_level.map(|level| serde_json::to_string(&level).expect("a log level serializes"));
+        let mut members: Vec<(&str, &str)> = context
+            .iter()
+            .flat_map(|c| c.members.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .collect();
+        if let Some(level) = &level {
+            members.push(("io.modelcontextprotocol/logLevel", level));
+        }
+        if progress {
+            members.push(("progressToken", id.as_json()));
+        }
+        // What sluice adds goes into the params before the message is made,
+        // so that the message is parsed once.
+        let edited = crate::jsonrpc::params_with_meta(params, &members).map_err(made)?;
         let method = serde_json::to_string(method).expect("a string serializes");
         let text = format!(
-            r#"{{"jsonrpc":"2.0","id":{},"method":{method},"params":{params}}}"#,
+            r#"{{"jsonrpc":"2.0","id":{},"method":{method},"params":{edited}}}"#,
             id.as_json()
         );
         let message = Message::parse(bytes::Bytes::from(text)).map_err(made)?;

@@ -1501,6 +1501,56 @@ fn raw_session(name: &str) -> (TempDir, Raw) {
     (dir, raw)
 }
 
+/// A 2026-07-28 upstream gets a call's params as the client sent them too
+/// (they went through rmcp's typed model before, which respelled `1.50`
+/// and dropped unknown members): only `_meta` gains what sluice sets, the
+/// client context of sluice's own connection.
+#[tokio::test]
+async fn a_2026_upstream_gets_a_calls_params_as_the_client_sent_them() {
+    let dir = TempDir::new("relay-2026-params");
+    let record = dir.0.join("record");
+    let mut server = raw_server(&record);
+    server.extend(["--era".to_owned(), "2026".to_owned()]);
+    let config = dir.file(
+        "sluice.toml",
+        &format!(
+            "{}protocol = \"2026-07-28\"\n",
+            toml_upstream("raw", &server)
+        ),
+    );
+    let mut raw = Raw::start(&["--config".to_owned(), config.display().to_string()]);
+    raw.initialize().await;
+    let params = r#"{"name":"ok","arguments":{"n":1.50,"s":"caf\u00e9","z":-0},"x-p":1e2,"_meta":{"x-client":{"k":1.50}}}"#;
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{params}}}"#
+    ))
+    .await;
+    let answer = raw.response_text(2).await;
+    assert!(member(&answer, "result").is_some(), "{answer}");
+    let received = lines(&record.join("received.jsonl"));
+    let call = messages(&received)
+        .into_iter()
+        .find(|m| member(m, "method") == Some(r#""tools/call""#))
+        .unwrap_or_else(|| panic!("the server got no call: {answer} {:?}", messages(&received)));
+    let forwarded = member(&call, "params").unwrap();
+    for (key, value) in members(params) {
+        if key != "_meta" {
+            assert_eq!(member(forwarded, &key), Some(value), "{key}: {call}");
+        }
+    }
+    let meta = member(forwarded, "_meta").unwrap();
+    assert_eq!(member(meta, "x-client"), Some(r#"{"k":1.50}"#), "{call}");
+    assert_eq!(
+        member(meta, "io.modelcontextprotocol/protocolVersion"),
+        Some(r#""2026-07-28""#),
+        "{call}"
+    );
+    assert!(
+        member(meta, "io.modelcontextprotocol/clientInfo").is_some_and(|i| i.contains("sluice")),
+        "sluice's own client context: {call}"
+    );
+}
+
 /// The raw server's answer to the `novel` call of [`raw_session`], as sent.
 fn novel_answer(dir: &TempDir) -> String {
     messages(&lines(&dir.0.join("record").join("sent.jsonl")))
