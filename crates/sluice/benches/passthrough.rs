@@ -2,7 +2,11 @@
 //!
 //! 1. Latency over stdio: a small `tools/call` (`echo`) to sluice's sample
 //!    server, directly and through `sluice --`, interleaved call by call;
-//!    p50/p99 of each and the difference.
+//!    p50/p99 of each and the difference. Beside them, two floors: a byte
+//!    relay (two threads copying bytes, the least any stdio proxy costs)
+//!    and an envelope relay (one tokio thread that reads each line's
+//!    envelope and renumbers ids, the least a gateway built as sluice is
+//!    costs), each set against the direct calls and against the other.
 //! 2. Latency over Streamable HTTP: the sample server serving HTTP, directly
 //!    and through `sluice --listen` with it as an HTTP upstream.
 //!    Then large results (1 and 10 MB of JSON text), median of 7 each way:
@@ -397,6 +401,104 @@ fn relay(command: &[String]) {
     let _ = down.join();
 }
 
+/// `passthrough --envelope-relay CMD…`: the least an async MCP gateway
+/// must do, on the runtime sluice's stdio mode uses (tokio, one thread):
+/// read each line, parse its envelope (`id`, `method`), give each client
+/// request an id of its own and each answer its client's id back, write
+/// the line on. Nothing else: no routing, no budget, no tasks. The floor
+/// of any gateway built the way sluice is, beside [`relay`]'s floor of any
+/// stdio proxy.
+fn envelope_relay(command: &[String]) {
+    use serde_json::value::RawValue;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::net::unix::pipe;
+
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        id: Option<&'a RawValue>,
+        method: Option<&'a str>,
+    }
+    /// `line` with `id` (a slice of it) replaced by `by`.
+    fn with_id(line: &[u8], id: &RawValue, by: &[u8]) -> Vec<u8> {
+        let start = id.get().as_ptr() as usize - line.as_ptr() as usize;
+        let end = start + id.get().len();
+        [&line[..start], by, &line[end..]].concat()
+    }
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut child = Command::new(&command[0])
+            .args(&command[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut to_upstream = child.stdin.take().unwrap();
+        let mut from_upstream = BufReader::with_capacity(1 << 16, child.stdout.take().unwrap());
+        // Reopened as sluice's stdio mode does (`downstream/stdio_fds.rs`),
+        // so that the reactor drives them.
+        let mut from_client = BufReader::with_capacity(
+            1 << 16,
+            pipe::OpenOptions::new()
+                .open_receiver("/proc/self/fd/0")
+                .unwrap(),
+        );
+        let mut to_client = pipe::OpenOptions::new()
+            .open_sender("/proc/self/fd/1")
+            .unwrap();
+        let mut pending: std::collections::HashMap<u64, Box<RawValue>> = Default::default();
+        let mut next = 0u64;
+        let (mut request, mut answer) = (Vec::new(), Vec::new());
+        loop {
+            tokio::select! {
+                read = from_client.read_until(b'\n', &mut request) => {
+                    if read.unwrap() == 0 {
+                        break;
+                    }
+                    let envelope: Envelope = serde_json::from_slice(&request).unwrap();
+                    let line = match envelope {
+                        Envelope { id: Some(id), method: Some(_) } => {
+                            next += 1;
+                            pending.insert(next, id.to_owned());
+                            with_id(&request, id, next.to_string().as_bytes())
+                        }
+                        _ => request.clone(),
+                    };
+                    to_upstream.write_all(&line).await.unwrap();
+                    request.clear();
+                }
+                read = from_upstream.read_until(b'\n', &mut answer) => {
+                    if read.unwrap() == 0 {
+                        break;
+                    }
+                    let envelope: Envelope = serde_json::from_slice(&answer).unwrap();
+                    let theirs = match envelope {
+                        Envelope { id: Some(id), method: None } => id
+                            .get()
+                            .parse()
+                            .ok()
+                            .and_then(|ours: u64| pending.remove(&ours))
+                            .map(|theirs| (id, theirs)),
+                        _ => None,
+                    };
+                    let line = match theirs {
+                        Some((id, theirs)) => with_id(&answer, id, theirs.get().as_bytes()),
+                        None => answer.clone(),
+                    };
+                    to_client.write_all(&line).await.unwrap();
+                    answer.clear();
+                }
+            }
+        }
+        drop(to_upstream);
+        let _ = child.wait().await;
+    });
+}
+
 /// Base64url without padding (JWT segments).
 fn b64url(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -634,6 +736,9 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("--relay") {
         return relay(&args[2..]);
     }
+    if args.get(1).map(String::as_str) == Some("--envelope-relay") {
+        return envelope_relay(&args[2..]);
+    }
     tokio::runtime::Runtime::new().unwrap().block_on(bench());
 }
 
@@ -666,10 +771,18 @@ async fn bench() {
     .await;
     latency("stdio relay", &direct, &relayed, calls).await;
     latency("sluice/relay", &relayed, &proxied, calls).await;
+    let enveloped = stdio_client(
+        me.to_str().unwrap(),
+        &["--envelope-relay", sluice(), "sample-server"],
+    )
+    .await;
+    latency("envelope relay", &direct, &enveloped, calls).await;
+    latency("envelope/relay", &relayed, &enveloped, calls).await;
+    latency("sluice/envelope", &enveloped, &proxied, calls).await;
     for count in [10_000, 100_000] {
         large_result(&direct, &proxied, count).await;
     }
-    for client in [direct, proxied, relayed] {
+    for client in [direct, proxied, relayed, enveloped] {
         client.cancel().await.unwrap();
     }
 
