@@ -9,6 +9,10 @@ use sluice::cli::{Args, Command, LogFormat};
 use sluice::gateway::Gateway;
 use tokio_util::sync::CancellationToken;
 
+/// mimalloc (see Cargo.toml for why and what it measured).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let log_format = args.log_format;

@@ -565,6 +565,12 @@ impl Worker {
         let mut child = tokio::process::Command::new(exe)
             .arg("jq-worker")
             .env("RUST_BACKTRACE", "0")
+            // A worker's memory limit is `RLIMIT_AS`, which counts address
+            // space. mimalloc reserves 1 GiB of it for its arenas when it
+            // starts, before the limit is set, and a query allocating
+            // inside that reservation would not meet the limit. Without
+            // arenas every block is mapped when it is needed, and counted.
+            .env("MIMALLOC_DISALLOW_ARENA_ALLOC", "1")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
