@@ -174,6 +174,10 @@ struct Shared {
     stop: CancellationToken,
 }
 
+/// The `_meta` key of the client's log level on a 2026-07-28 request
+/// (rmcp's `RequestMetaObject::set_log_level` writes the same).
+const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
+
 /// The client context a 2026-07-28 upstream's every request carries in its
 /// `_meta`: typed for the requests sluice makes itself, and as members'
 /// text for those it forwards as the client's text
@@ -472,7 +476,7 @@ impl Link {
             .flat_map(|c| c.members.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .collect();
         if let Some(level) = &level {
-            members.push(("io.modelcontextprotocol/logLevel", level));
+            members.push((LOG_LEVEL_META, level));
         }
         if progress {
             members.push(("progressToken", id.as_json()));

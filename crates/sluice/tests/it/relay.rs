@@ -1504,7 +1504,7 @@ fn raw_session(name: &str) -> (TempDir, Raw) {
 /// A 2026-07-28 upstream gets a call's params as the client sent them too
 /// (they went through rmcp's typed model before, which respelled `1.50`
 /// and dropped unknown members): only `_meta` gains what sluice sets, the
-/// client context of sluice's own connection.
+/// client context of sluice's own connection and the client's log level.
 #[tokio::test]
 async fn a_2026_upstream_gets_a_calls_params_as_the_client_sent_them() {
     let dir = TempDir::new("relay-2026-params");
@@ -1520,6 +1520,13 @@ async fn a_2026_upstream_gets_a_calls_params_as_the_client_sent_them() {
     );
     let mut raw = Raw::start(&["--config".to_owned(), config.display().to_string()]);
     raw.initialize().await;
+    // The client's log level travels with each request in this era.
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":9,"method":"logging/setLevel","params":{"level":"warning"}}"#,
+    )
+    .await;
+    let set = raw.response_text(9).await;
+    assert!(member(&set, "result").is_some(), "{set}");
     let params = r#"{"name":"ok","arguments":{"n":1.50,"s":"caf\u00e9","z":-0},"x-p":1e2,"_meta":{"x-client":{"k":1.50}}}"#;
     raw.send(&format!(
         r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{params}}}"#
@@ -1548,6 +1555,11 @@ async fn a_2026_upstream_gets_a_calls_params_as_the_client_sent_them() {
     assert!(
         member(meta, "io.modelcontextprotocol/clientInfo").is_some_and(|i| i.contains("sluice")),
         "sluice's own client context: {call}"
+    );
+    assert_eq!(
+        member(meta, "io.modelcontextprotocol/logLevel"),
+        Some(r#""warning""#),
+        "{call}"
     );
 }
 
