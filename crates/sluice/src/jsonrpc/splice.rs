@@ -7,6 +7,7 @@
 //! the result differs from the input only there. Changing an id needs no
 //! parse at all: the spans after it just move.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use bytes::Bytes;
@@ -186,25 +187,29 @@ impl Message {
 /// kept. For a request being made, so that it is parsed once, with its
 /// token.
 pub fn params_with_progress_token(params: &str, token: &Id) -> Result<String, MessageError> {
-    params_with_meta(params, &[("progressToken", token.as_json())])
+    params_with_meta(params, &[("progressToken", token.as_json())]).map(Cow::into_owned)
 }
 
 /// A request's `params` (an object's text) with each of `members` (a key,
 /// and its value as JSON text) set in `params._meta`: its value replaced
 /// where the key is there, else the member added at the end of `_meta`
 /// (made where there is none; a `_meta` that is not an object is
-/// replaced). Every other byte is kept. This is how sluice adds what a
-/// request carries for it (its progress token; for an upstream of
-/// 2026-07-28, the client context and log level) to the client's text.
-pub fn params_with_meta(params: &str, members: &[(&str, &str)]) -> Result<String, MessageError> {
+/// replaced). Every other byte is kept; with nothing to set, the text is
+/// not even copied. This is how sluice adds what a request carries for it
+/// (its progress token; for an upstream of 2026-07-28, the client context
+/// and log level) to the client's text.
+pub fn params_with_meta<'a>(
+    params: &'a str,
+    members: &[(&str, &str)],
+) -> Result<Cow<'a, str>, MessageError> {
+    if members.is_empty() {
+        return Ok(Cow::Borrowed(params));
+    }
     if !params.starts_with('{') {
         return Err(MessageError::NotJsonRpc {
             reason: "params is not an object, so it has no _meta to carry what sluice adds"
                 .to_owned(),
         });
-    }
-    if members.is_empty() {
-        return Ok(params.to_owned());
     }
     let member_text = |(key, value): &(&str, &str)| {
         format!(
@@ -261,7 +266,9 @@ pub fn params_with_meta(params: &str, members: &[(&str, &str)]) -> Result<String
     let out = splice(params.as_bytes(), &edits).map_err(|e| MessageError::NotJsonRpc {
         reason: format!("an edit could not be made: {e}"),
     })?;
-    Ok(String::from_utf8(out).expect("UTF-8 spliced into UTF-8 at member bounds"))
+    Ok(Cow::Owned(
+        String::from_utf8(out).expect("UTF-8 spliced into UTF-8 at member bounds"),
+    ))
 }
 
 fn shift(range: Range<usize>, by: usize) -> Range<usize> {
@@ -435,8 +442,8 @@ mod tests {
             assert_eq!(params_with_meta(before, &members).unwrap(), after);
         }
         // Nothing to set: the text as it is.
-        for params in [r#"{"_meta":{"a":1}}"#, r#"{"a":1}"#] {
-            assert_eq!(params_with_meta(params, &[]).unwrap(), params);
+        for params in [r#"{"_meta":{"a":1}}"#, r#"{"a":1}"#, "[1]"] {
+            assert!(matches!(params_with_meta(params, &[]), Ok(Cow::Borrowed(p)) if p == params));
         }
         assert!(params_with_meta("[1]", &members).is_err());
     }
