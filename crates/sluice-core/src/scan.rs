@@ -365,32 +365,37 @@ pub fn unescape_token(token: &str) -> String {
     token.replace("~1", "/").replace("~0", "~")
 }
 
+/// The end (exclusive) of the array or object whose opening bracket is at
+/// `start` (whitespace anywhere), or the text's length when it does not
+/// end. Assumes valid JSON; never panics on other text.
+pub fn container_end(b: &[u8], start: usize) -> usize {
+    let mut depth = 0usize;
+    let mut i = start;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i = string_end(b, i);
+                continue;
+            }
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    b.len()
+}
+
 /// The end (exclusive) of the value starting at `start`.
 fn value_end(b: &[u8], start: usize) -> usize {
     match b.get(start) {
         Some(b'"') => string_end(b, start),
-        Some(b'[' | b'{') => {
-            let mut depth = 0usize;
-            let mut i = start;
-            while i < b.len() {
-                match b[i] {
-                    b'"' => {
-                        i = string_end(b, i);
-                        continue;
-                    }
-                    b'[' | b'{' => depth += 1,
-                    b']' | b'}' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return i + 1;
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-            b.len()
-        }
+        Some(b'[' | b'{') => container_end(b, start),
         Some(_) => {
             let mut i = start;
             while i < b.len() && !matches!(b[i], b',' | b']' | b'}') {

@@ -13,92 +13,105 @@
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
-use serde::de::IgnoredAny;
-use serde_json::value::RawValue;
+use crate::jsonrpc::walk;
 use sluice_core::budget::{Budget, Size};
 
-/// The members of a tool's result that governing reads.
-#[derive(Deserialize)]
-struct Members<'a> {
-    #[serde(borrow, default)]
-    content: Option<Vec<&'a RawValue>>,
-    #[serde(rename = "structuredContent", borrow, default)]
-    structured: Option<&'a RawValue>,
-    #[serde(rename = "isError", default)]
-    is_error: Option<bool>,
-    #[serde(rename = "_meta", borrow, default)]
-    meta: Option<&'a RawValue>,
-    #[serde(rename = "resultType", borrow, default)]
-    result_type: Option<Text<'a>>,
-    #[serde(default)]
-    task: Option<IgnoredAny>,
-    #[serde(rename = "inputRequests", default)]
-    input_requests: Option<IgnoredAny>,
-}
-
-/// What a content block sends, as far as measuring goes.
-#[derive(Deserialize)]
-struct Block<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Text<'a>,
-    #[serde(borrow, default)]
-    text: Option<Text<'a>>,
-    #[serde(borrow, default)]
-    data: Option<Text<'a>>,
-    #[serde(borrow, default)]
-    resource: Option<Contents<'a>>,
-}
-
-/// An embedded resource's contents: a text or a base64 blob.
-#[derive(Deserialize)]
-struct Contents<'a> {
-    #[serde(borrow, default)]
-    text: Option<Text<'a>>,
-    #[serde(borrow, default)]
-    blob: Option<Text<'a>>,
-}
-
-/// A JSON string, borrowed from the text when it has no escapes (serde's
-/// own `Cow<str>` always copies inside an `Option`). Read as bytes, which
-/// serde_json lets hold a lone UTF-16 surrogate escape (`\ud800`, which
-/// JavaScript's `JSON.stringify` writes for half a pair): valid JSON that
-/// no Rust string holds, read here with U+FFFD in its place, so that such a
-/// text is measured (and relayed as sent) instead of failing its call.
-#[derive(PartialEq, Eq, Hash)]
-struct Text<'a>(Cow<'a, str>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = Text<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_bytes<E>(self, bytes: &'de [u8]) -> Result<Text<'de>, E> {
-                // `from_utf8` first: its ASCII fast path is several times
-                // quicker than `from_utf8_lossy`'s chunks on a large text.
-                Ok(Text(match std::str::from_utf8(bytes) {
-                    Ok(text) => Cow::Borrowed(text),
-                    Err(_) => String::from_utf8_lossy(bytes),
-                }))
-            }
-            fn visit_bytes<E>(self, bytes: &[u8]) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Owned(match std::str::from_utf8(bytes) {
-                    Ok(text) => text.to_owned(),
-                    Err(_) => String::from_utf8_lossy(bytes).into_owned(),
-                })))
-            }
-            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Borrowed(text)))
-            }
-            fn visit_str<E>(self, text: &str) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Owned(text.to_owned())))
-            }
-        }
-        deserializer.deserialize_bytes(Visitor)
+/// A string member's value: the text, or `None` for `null`; `None`
+/// (outside) for any other value or an escape that cannot be read.
+fn string_or_null(read: Option<walk::StringValue<'_>>) -> Option<Option<Cow<'_, str>>> {
+    match read? {
+        walk::StringValue::Text(text) => Some(Some(text)),
+        walk::StringValue::Null => Some(None),
+        walk::StringValue::Other => None,
     }
+}
+
+/// A value that may be `null` (which is the member left out), as sent.
+fn unless_null(value: &str) -> Option<&str> {
+    (value != "null").then_some(value)
+}
+
+/// What a content block sends, and whether it is a text block.
+type Sent<'a> = (Cow<'a, str>, bool);
+
+/// An embedded resource's `text` and `blob`.
+type Contents<'a> = (Option<Cow<'a, str>>, Option<Cow<'a, str>>);
+
+/// The content array at the walk's position, read where it lies (each
+/// block's members walked into, not skipped first): what each block sends
+/// and whether it is a text block, and the array's text when it has
+/// blocks. `None` when it is not an array (or `null`) of blocks that read.
+fn content<'a>(
+    walker: &mut walk::Walker<'a>,
+    result: &'a str,
+) -> Option<(Vec<Sent<'a>>, Option<&'a str>)> {
+    if walker.peek() == Some(b'n') {
+        return (walker.value() == "null").then(|| (Vec::new(), None));
+    }
+    let start = walker.position();
+    if !walker.enter(b'[') {
+        return None;
+    }
+    let mut blocks = Vec::new();
+    while walker.item() {
+        blocks.push(sent_by(walker, result)?);
+    }
+    let text = result
+        .get(start..walker.position())
+        .filter(|_| !blocks.is_empty());
+    Some((blocks, text))
+}
+
+/// What the block at the walk's position sends, read where it lies: its
+/// text or data, or for a block of another kind, its JSON as sent; and
+/// whether it is a text block. `None` when it is not an object, or a member
+/// read is of the wrong type or appears twice.
+fn sent_by<'a>(walker: &mut walk::Walker<'a>, result: &'a str) -> Option<Sent<'a>> {
+    let start = walker.position();
+    if !walker.enter(b'{') {
+        return None;
+    }
+    let (mut kind, mut text, mut data, mut resource) = (None, None, None, None);
+    let mut seen = [false; 4];
+    let wanted = ["\"type\"", "\"text\"", "\"data\"", "\"resource\""];
+    while let Some(slot) = walker.wanted(&wanted, &mut seen) {
+        match slot.ok()? {
+            0 => kind = string_or_null(walker.string())?,
+            1 => text = string_or_null(walker.string())?,
+            2 => data = string_or_null(walker.string())?,
+            _ => resource = unless_null(walker.value()),
+        }
+    }
+    let whole = Cow::Borrowed(result.get(start..walker.position())?);
+    let sent = match kind?.as_ref() {
+        "text" => return text.map(|t| (t, true)),
+        "image" | "audio" => data?,
+        "resource" => match resource.map(contents) {
+            Some(Some((Some(text), _))) => text,
+            Some(Some((None, Some(blob)))) => blob,
+            Some(None) => return None,
+            _ => whole,
+        },
+        _ => whole,
+    };
+    Some((sent, false))
+}
+
+/// An embedded resource's contents: its `text` or base64 `blob`; `None`
+/// when it is not an object or either is not a string.
+fn contents(resource: &str) -> Option<Contents<'_>> {
+    let (mut text, mut blob) = (None, None);
+    let mut walker = walk::members(resource)?;
+    let mut seen = [false; 2];
+    while let Some(slot) = walker.wanted(&["\"text\"", "\"blob\""], &mut seen) {
+        let slot = if slot.ok()? == 0 {
+            &mut text
+        } else {
+            &mut blob
+        };
+        *slot = string_or_null(walker.string())?;
+    }
+    Some((text, blob))
 }
 
 /// A tool's result as sent, read in place: what its content blocks send,
@@ -124,33 +137,50 @@ impl<'a> SentCall<'a> {
     /// does not read as a tool's result (a block without its `type` or with
     /// a text that is not a string), which is left to the decoder to say.
     pub fn read(result: &'a str) -> Option<SentCall<'a>> {
-        // serde would read an array as the members in order.
-        if !result.trim_start().starts_with('{') {
+        let mut walker = walk::members(result)?;
+        let (mut blocks, mut content_text) = (Vec::new(), None);
+        let (mut structured, mut is_error, mut meta, mut result_type) = (None, None, None, None);
+        // A `task` or `inputRequests` (not `null`): another answer.
+        let mut other_answer = false;
+        let mut seen = [false; 7];
+        let wanted = [
+            "\"content\"",
+            "\"structuredContent\"",
+            "\"isError\"",
+            "\"_meta\"",
+            "\"resultType\"",
+            "\"task\"",
+            "\"inputRequests\"",
+        ];
+        while let Some(slot) = walker.wanted(&wanted, &mut seen) {
+            match slot.ok()? {
+                0 => (blocks, content_text) = content(&mut walker, result)?,
+                1 => structured = unless_null(walker.value()),
+                2 => {
+                    is_error = match walker.value() {
+                        "null" => None,
+                        "true" => Some(true),
+                        "false" => Some(false),
+                        _ => return None,
+                    }
+                }
+                3 => meta = unless_null(walker.value()),
+                4 => result_type = string_or_null(walker.string())?,
+                _ => other_answer |= unless_null(walker.value()).is_some(),
+            }
+        }
+        if other_answer || result_type.as_ref().is_some_and(|t| t != "complete") {
             return None;
         }
-        let members: Members<'a> = serde_json::from_str(result).ok()?;
-        let complete = members
-            .result_type
-            .as_ref()
-            .is_none_or(|t| t.0 == "complete");
-        if !complete || members.task.is_some() || members.input_requests.is_some() {
-            return None;
-        }
-        let blocks = members.content.unwrap_or_default();
-        let (parts, is_text): (Vec<_>, Vec<_>) = blocks
-            .iter()
-            .map(|block| sent_by(block))
-            .collect::<Option<Vec<_>>>()?
-            .into_iter()
-            .unzip();
+        let (parts, is_text) = blocks.into_iter().unzip();
         Some(SentCall {
             parts,
             is_text,
-            content: array_text(result, &blocks),
-            structured: members.structured.map(RawValue::get),
-            is_error: members.is_error,
-            says_complete: members.result_type.is_some(),
-            meta: members.meta.map(RawValue::get),
+            content: content_text,
+            structured,
+            is_error,
+            says_complete: result_type.is_some(),
+            meta,
         })
     }
 
@@ -217,11 +247,12 @@ impl<'a> SentCall<'a> {
         };
         let text = text.as_ref();
         let holds_the_text = match structured.as_bytes().first() {
-            Some(b'"') => serde_json::from_str::<Text<'_>>(structured).is_ok_and(|s| s.0 == text),
-            Some(b'{') => {
-                serde_json::from_str::<std::collections::HashMap<Text<'_>, Text<'_>>>(structured)
-                    .is_ok_and(|map| map.len() == 1 && map.values().all(|v| v.0 == text))
-            }
+            Some(b'"') => walk::string_at(structured, 0).is_some_and(|(_, s)| s == text),
+            Some(b'{') => walk::members(structured).is_some_and(|mut m| {
+                let one = m.key().is_some()
+                    && m.string() == Some(walk::StringValue::Text(Cow::Borrowed(text)));
+                one && m.key().is_none()
+            }),
             _ => false,
         };
         let same = holds_the_text || {
@@ -241,42 +272,6 @@ impl<'a> SentCall<'a> {
         let parts: Vec<&str> = self.parts.iter().map(|p| p.as_ref()).collect();
         super::measure_parts(parts, self.structured.map(super::Structured::Sent), budget)
     }
-}
-
-/// The text of the array in `whole` whose items are `items` (slices of
-/// `whole`), from its `[` to its `]`: found around the items, so that the
-/// array is not scanned again. `None` for no items.
-fn array_text<'a>(whole: &'a str, items: &[&'a RawValue]) -> Option<&'a str> {
-    let offset = |item: &str| item.as_ptr() as usize - whole.as_ptr() as usize;
-    let (first, last) = (items.first()?.get(), items.last()?.get());
-    let open = whole[..offset(first)].trim_end().len().checked_sub(1)?;
-    let after = offset(last) + last.len();
-    let close = whole.len() - whole[after..].trim_start().len();
-    let bytes = whole.as_bytes();
-    (bytes.get(open) == Some(&b'[') && bytes.get(close) == Some(&b']'))
-        .then(|| &whole[open..=close])
-}
-
-/// What `block` sends: its text or data, or for a block of another kind,
-/// its JSON as sent; and whether it is a text block.
-fn sent_by<'a>(block: &'a RawValue) -> Option<(Cow<'a, str>, bool)> {
-    let read: Block<'a> = serde_json::from_str(block.get()).ok()?;
-    let whole = Cow::Borrowed(block.get());
-    let sent = match read.kind.0.as_ref() {
-        "text" => return read.text.map(|t| (t.0, true)),
-        "image" | "audio" => read.data?.0,
-        "resource" => match read.resource {
-            Some(Contents {
-                text: Some(text), ..
-            }) => text.0,
-            Some(Contents {
-                blob: Some(blob), ..
-            }) => blob.0,
-            _ => whole,
-        },
-        _ => whole,
-    };
-    Some((sent, false))
 }
 
 #[cfg(test)]
@@ -329,6 +324,37 @@ mod tests {
         // an empty result.
         assert!(size(r#"{"resultType":"complete","content":[]}"#).is_some());
         assert_eq!(size(r#"{"isError":true}"#).unwrap().bytes, 0);
+    }
+
+    #[test]
+    fn a_member_of_the_wrong_type_or_sent_twice_leaves_the_result_to_the_decoder() {
+        for unread in [
+            r#"{"isError":"yes","content":[]}"#,
+            r#"{"content":[],"content":[]}"#,
+            r#"{"resultType":7}"#,
+            r#"{"content":[{"type":"text","text":"a","text":"b"}]}"#,
+            r#"{"content":[["text","a"]]}"#,
+            r#"{"content":[{"type":7,"text":"a"}]}"#,
+            r#"{"content":[{"type":"image","data":null}]}"#,
+            r#"{"content":[{"type":"resource","resource":7}]}"#,
+            r#"{"content":[{"type":"resource","resource":{"text":1}}]}"#,
+        ] {
+            assert!(SentCall::read(unread).is_none(), "{unread}");
+        }
+        // `null` is the member left out.
+        for read in [
+            r#"{"task":null,"inputRequests":null,"resultType":null,"content":null}"#,
+            r#"{"isError":null,"structuredContent":null,"_meta":null}"#,
+        ] {
+            let call = SentCall::read(read).unwrap();
+            assert_eq!(call.size(&Budget::default()).bytes, 0, "{read}");
+            assert!(!call.says_complete && call.structured.is_none() && call.meta.is_none());
+        }
+        // A resource without text or blob counts as its JSON.
+        let block = r#"{"type":"resource","resource":{"uri":"a:b"}}"#;
+        let result = format!(r#"{{"content":[{block}]}}"#);
+        let call = SentCall::read(&result).unwrap();
+        assert_eq!(call.parts[0], block);
     }
 
     #[test]

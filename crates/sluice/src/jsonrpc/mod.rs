@@ -33,6 +33,8 @@
 //! - [`object`]: [`RawObject`], a JSON object edited without losing members.
 //! - [`frame`]: newline-delimited framing (stdio), both directions.
 //! - [`sse`]: Server-Sent Events, parsed incrementally and written.
+//! - [`walk`]: a [`Walker`](walk::Walker) through JSON this layer has
+//!   already checked (a tool's result read where it lies, in one pass).
 //! - [`body`]: an HTTP body collected under a byte limit.
 //! - [`pending`]: request correlation: outgoing ids and their waiters.
 //!
@@ -49,6 +51,7 @@ pub mod pending;
 pub mod scan;
 pub mod splice;
 pub mod sse;
+pub mod walk;
 
 pub use body::{BodyError, collect_body};
 pub use frame::{Frame, LineReader, LineSplitter, write_line};

@@ -1,0 +1,467 @@
+//! Walks JSON text that the envelope parse has already checked: the members
+//! of an object, the items of an array, and a string's text, found by byte
+//! scans instead of a second parse.
+//!
+//! [`Message::parse`](super::Message::parse) checks a whole message against
+//! JSON's grammar once. Reading a tool's result out of it again with
+//! `serde_json` checked the same bytes again, twice for a text block (once
+//! to skip it as a raw value, once to unescape it): a 1 MB result that is
+//! JSON inside a text block (an escape every few bytes) cost ~33 M
+//! instructions that way. Here the result is walked once: a value is
+//! skipped by finding its end (a string's closing quote with `memchr2`,
+//! brackets counted outside strings), a value read is walked into where it
+//! lies, and a wanted string is unescaped while its end is found.
+//!
+//! The text is assumed to be valid JSON. On text that is not, nothing here
+//! panics or loops: the answers are only meaningless, or `None` where an
+//! escape cannot be read.
+
+use std::borrow::Cow;
+
+use super::scan::string_end;
+
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+/// The first index at or after `i` that is not JSON whitespace.
+fn skip_space(b: &[u8], mut i: usize) -> usize {
+    while b.get(i).is_some_and(|&c| is_space(c)) {
+        i += 1;
+    }
+    i
+}
+
+/// The index just past the value that starts at `start` (no whitespace
+/// before it): a string's closing quote, a container's closing bracket, or
+/// the end of a number or literal.
+fn value_end(b: &[u8], start: usize) -> usize {
+    match b.get(start) {
+        Some(b'"') => string_end(b, start).unwrap_or(b.len()),
+        Some(b'[' | b'{') => sluice_core::scan::container_end(b, start),
+        Some(_) => {
+            let mut i = start;
+            while b
+                .get(i)
+                .is_some_and(|&c| !matches!(c, b',' | b']' | b'}') && !is_space(c))
+            {
+                i += 1;
+            }
+            i.max(start + 1).min(b.len())
+        }
+        None => b.len(),
+    }
+}
+
+/// A walk into the object `text` (its whole text, `{` to `}`), at its
+/// first member; `None` when `text` is not an object.
+pub fn members(text: &str) -> Option<Walker<'_>> {
+    let mut walker = Walker {
+        text,
+        at: 0,
+        done: false,
+    };
+    walker.enter(b'{').then_some(walker)
+}
+
+/// A walk through JSON text, one value after another, in one pass: into
+/// objects and arrays ([`Walker::enter`]), from member to member
+/// ([`Walker::key`]) or item to item ([`Walker::item`]), over a value
+/// ([`Walker::value`]) or through a string ([`Walker::string`]). A value
+/// walked into is not also skipped: a content block is read where it lies,
+/// inside the content array, inside the result.
+#[derive(Debug, Clone)]
+pub struct Walker<'a> {
+    text: &'a str,
+    /// Where the walk is.
+    at: usize,
+    /// Set on text that is not JSON: the walk ends.
+    done: bool,
+}
+
+impl<'a> Walker<'a> {
+    /// Where the walk is: after [`Walker::key`], where the member's value
+    /// starts; after [`Walker::item`], where the item starts; after either
+    /// found the end, just past the closing bracket.
+    pub fn position(&self) -> usize {
+        self.at
+    }
+
+    /// The first byte of the value at the position.
+    pub fn peek(&self) -> Option<u8> {
+        let b = self.text.as_bytes();
+        b.get(skip_space(b, self.at)).copied()
+    }
+
+    /// Moves into the object or array (`open` is `{` or `[`) at the
+    /// position; `false`, without moving, when another value is there.
+    pub fn enter(&mut self, open: u8) -> bool {
+        let b = self.text.as_bytes();
+        let i = skip_space(b, self.at);
+        if self.done || b.get(i) != Some(&open) {
+            return false;
+        }
+        self.at = i + 1;
+        true
+    }
+
+    /// The next member's key literal (quotes included, as sent) of the
+    /// object walked into, the position then at its value, which the
+    /// caller reads or skips next; `None` past the closing brace.
+    pub fn key(&mut self) -> Option<&'a str> {
+        if self.done {
+            return None;
+        }
+        let b = self.text.as_bytes();
+        let mut i = skip_space(b, self.at);
+        if b.get(i) == Some(&b',') {
+            i = skip_space(b, i + 1);
+        }
+        if b.get(i) == Some(&b'}') {
+            self.at = i + 1;
+            return None;
+        }
+        let colon = match b.get(i) {
+            Some(b'"') => string_end(b, i).map(|end| (end, skip_space(b, end))),
+            _ => None,
+        };
+        let Some((key_end, colon)) = colon.filter(|&(_, colon)| b.get(colon) == Some(&b':')) else {
+            self.done = true;
+            return None;
+        };
+        self.at = skip_space(b, colon + 1);
+        self.text.get(i..key_end)
+    }
+
+    /// The next member of the object walked into whose key literal is one
+    /// of `wanted` (quotes included): its index there, the position then at
+    /// its value; members not wanted are skipped. `Some(Err(Repeated))`
+    /// when a wanted key comes a second time (`seen` keeps which came);
+    /// `None` past the closing brace.
+    pub fn wanted(
+        &mut self,
+        wanted: &[&str],
+        seen: &mut [bool],
+    ) -> Option<Result<usize, Repeated>> {
+        loop {
+            let key = self.key()?;
+            let Some(i) = wanted.iter().position(|w| *w == key) else {
+                self.value();
+                continue;
+            };
+            let twice = seen.get_mut(i).map(|seen| std::mem::replace(seen, true));
+            return Some(if twice == Some(true) {
+                Err(Repeated)
+            } else {
+                Ok(i)
+            });
+        }
+    }
+
+    /// Moves to the next item of the array walked into: `true` when there
+    /// is one (the position then at it, which the caller reads or skips
+    /// next), `false` past the closing bracket.
+    pub fn item(&mut self) -> bool {
+        if self.done {
+            return false;
+        }
+        let b = self.text.as_bytes();
+        let mut i = skip_space(b, self.at);
+        if b.get(i) == Some(&b',') {
+            i = skip_space(b, i + 1);
+        }
+        match b.get(i) {
+            Some(b']') => {
+                self.at = i + 1;
+                false
+            }
+            None => {
+                self.done = true;
+                false
+            }
+            Some(_) => {
+                self.at = i;
+                true
+            }
+        }
+    }
+
+    /// The text of the value at the position, which the walk moves past.
+    pub fn value(&mut self) -> &'a str {
+        let b = self.text.as_bytes();
+        let start = skip_space(b, self.at);
+        let end = value_end(b, start);
+        self.at = end;
+        self.text.get(start..end).unwrap_or_default()
+    }
+
+    /// The value at the position, read as a string (unescaped, in the same
+    /// pass that finds its end), which the walk moves past; `None` when it
+    /// is a string with an escape that cannot be read.
+    pub fn string(&mut self) -> Option<StringValue<'a>> {
+        if self.peek() != Some(b'"') {
+            return Some(match self.value() {
+                "null" => StringValue::Null,
+                _ => StringValue::Other,
+            });
+        }
+        let quote = skip_space(self.text.as_bytes(), self.at);
+        let (end, text) = string_at(self.text, quote)?;
+        self.at = end;
+        Some(StringValue::Text(text))
+    }
+}
+
+/// A wanted member came twice ([`Walker::wanted`]): which one counts is
+/// unclear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repeated;
+
+/// A value read as a string ([`Walker::string`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum StringValue<'a> {
+    /// A string, unescaped.
+    Text(Cow<'a, str>),
+    /// `null`.
+    Null,
+    /// Any other value (skipped).
+    Other,
+}
+
+/// The string whose opening quote is at `quote` in `text`: the index just
+/// past its closing quote, and its text unescaped (borrowed when it has no
+/// escape), found in one pass. A lone UTF-16 surrogate escape (`\ud800`,
+/// which JavaScript writes for half a pair) reads as U+FFFD, as no Rust
+/// string can hold it. `None` for an escape that cannot be read, or a
+/// string that does not end.
+pub fn string_at(text: &str, quote: usize) -> Option<(usize, Cow<'_, str>)> {
+    let b = text.as_bytes();
+    let start = quote + 1;
+    let mut out: Option<String> = None;
+    let mut i = start;
+    loop {
+        let at = i + memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
+        if b[at] == b'"' {
+            let rest = text.get(i..at)?;
+            return Some((
+                at + 1,
+                match out {
+                    None => Cow::Borrowed(rest),
+                    Some(mut owned) => {
+                        owned.push_str(rest);
+                        Cow::Owned(owned)
+                    }
+                },
+            ));
+        }
+        // Grown as it fills: sized from the rest of `text`, a short string
+        // in a long text would ask for the whole text's size.
+        let owned = out.get_or_insert_with(String::new);
+        owned.push_str(text.get(i..at)?);
+        let (c, len) = escape_at(b, at)?;
+        owned.push(c);
+        i = at + len;
+    }
+}
+
+/// The character the escape at `at` (its backslash) stands for, and the
+/// escape's length in bytes.
+fn escape_at(b: &[u8], at: usize) -> Option<(char, usize)> {
+    let c = match *b.get(at + 1)? {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        b'u' => {
+            let unit = hex4(b, at + 2)?;
+            if (0xD800..0xDC00).contains(&unit)
+                && b.get(at + 6..at + 8) == Some(b"\\u")
+                && let Some(low) = hex4(b, at + 8).filter(|low| (0xDC00..0xE000).contains(low))
+            {
+                let c = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                return Some((char::from_u32(c)?, 12));
+            }
+            return Some((char::from_u32(unit).unwrap_or('\u{FFFD}'), 6));
+        }
+        _ => return None,
+    };
+    Some((c, 2))
+}
+
+/// The four hex digits at `at`, as a number.
+fn hex4(b: &[u8], at: usize) -> Option<u32> {
+    let digits = std::str::from_utf8(b.get(at..at + 4)?).ok()?;
+    if !digits.bytes().all(|d| d.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(digits, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each member's key and value, walked over.
+    fn pairs(text: &str) -> Vec<(&str, &str)> {
+        let mut walker = members(text).unwrap();
+        let mut pairs = Vec::new();
+        while let Some(key) = walker.key() {
+            pairs.push((key, walker.value()));
+        }
+        pairs
+    }
+
+    /// Each item, walked over.
+    fn items(text: &str) -> Option<Vec<&str>> {
+        let mut walker = Walker {
+            text,
+            at: 0,
+            done: false,
+        };
+        if !walker.enter(b'[') {
+            return None;
+        }
+        let mut items = Vec::new();
+        while walker.item() {
+            items.push(walker.value());
+        }
+        Some(items)
+    }
+
+    #[test]
+    fn members_and_items_are_found_with_any_whitespace_and_kept_as_sent() {
+        let text = " { \"a\" : [ 1.50 , {\"b\":\"]}\\\"\"} , -0 ] ,\n\"c\":true,\"d\" :null , \"e\":\"x\" } ";
+        let found = pairs(text);
+        assert_eq!(
+            found,
+            [
+                ("\"a\"", "[ 1.50 , {\"b\":\"]}\\\"\"} , -0 ]"),
+                ("\"c\"", "true"),
+                ("\"d\"", "null"),
+                ("\"e\"", "\"x\""),
+            ]
+        );
+        let inner = items(found[0].1).unwrap();
+        assert_eq!(inner, ["1.50", "{\"b\":\"]}\\\"\"}", "-0"]);
+        assert_eq!(items("[ ]").unwrap().len(), 0);
+        assert_eq!(pairs("{}").len(), 0);
+        assert!(members("[1]").is_none() && items("{}").is_none());
+    }
+
+    #[test]
+    fn a_value_walked_into_is_read_in_place_and_the_walk_goes_on_after_it() {
+        let text = r#"{"content" : [ {"type":"text","text":"a\"b"} , {"n":[1]} ], "k":"v"}"#;
+        let mut walker = members(text).unwrap();
+        assert_eq!(walker.key(), Some("\"content\""));
+        let start = walker.position();
+        assert!(walker.enter(b'['));
+        let mut blocks = Vec::new();
+        while walker.item() {
+            let at = walker.position();
+            assert!(walker.enter(b'{'));
+            let mut keys = Vec::new();
+            while let Some(key) = walker.key() {
+                keys.push(key);
+                let _ = walker.string();
+            }
+            blocks.push((&text[at..walker.position()], keys));
+        }
+        assert_eq!(
+            &text[start..walker.position()],
+            r#"[ {"type":"text","text":"a\"b"} , {"n":[1]} ]"#
+        );
+        assert_eq!(
+            blocks[0],
+            (
+                r#"{"type":"text","text":"a\"b"}"#,
+                vec!["\"type\"", "\"text\""]
+            )
+        );
+        assert_eq!(blocks[1], (r#"{"n":[1]}"#, vec!["\"n\""]));
+        assert_eq!(walker.key(), Some("\"k\""));
+        assert_eq!(walker.value(), "\"v\"");
+        assert_eq!(walker.key(), None);
+    }
+
+    #[test]
+    fn a_string_is_unescaped_as_serde_json_reads_it_and_borrowed_without_escapes() {
+        for literal in [
+            r#""plain héllo""#,
+            r#""a\"b\\c\/d\b\f\n\r\t""#,
+            r#""caf\u00e9 \ud83d\ude00 \u0000""#,
+            r#""\\u00e9 is not an escape""#,
+        ] {
+            let (end, text) = string_at(literal, 0).unwrap();
+            assert_eq!(end, literal.len());
+            assert_eq!(text, serde_json::from_str::<String>(literal).unwrap());
+        }
+        assert!(matches!(
+            string_at(r#""plain" tail"#, 0),
+            Some((7, Cow::Borrowed("plain")))
+        ));
+        // Half a pair reads as U+FFFD, whatever follows it.
+        for (literal, read) in [
+            (r#""a\ud800b""#, "a\u{FFFD}b"),
+            (r#""\udc00\ud83d""#, "\u{FFFD}\u{FFFD}"),
+            (r#""\ud800\u0041""#, "\u{FFFD}A"),
+        ] {
+            assert_eq!(string_at(literal, 0).unwrap().1, read);
+        }
+        // An escape that cannot be read, or no end.
+        for bad in [r#""\u12""#, r#""\x""#, r#""open"#, r#""\"#] {
+            assert!(string_at(bad, 0).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_members_string_value_is_read_and_any_other_value_skipped() {
+        let mut m = members(r#"{"t":"a\nb","n":[1,"x"],"z":null,"k":"v"}"#).unwrap();
+        assert_eq!(m.key(), Some("\"t\""));
+        assert_eq!(
+            m.string(),
+            Some(StringValue::Text(Cow::Owned("a\nb".to_owned())))
+        );
+        assert_eq!(m.key(), Some("\"n\""));
+        assert_eq!(m.string(), Some(StringValue::Other));
+        assert_eq!(m.key(), Some("\"z\""));
+        assert_eq!(m.string(), Some(StringValue::Null));
+        assert_eq!(m.key(), Some("\"k\""));
+        assert_eq!(m.value(), "\"v\"");
+        assert_eq!(m.key(), None);
+    }
+
+    #[test]
+    fn any_text_is_walked_without_panicking() {
+        let pieces = [
+            "{", "}", "[", "]", "\"", "\\", ":", ",", " ", "a", "1", "\\u", "é",
+        ];
+        let mut texts = vec![String::new()];
+        for _ in 0..4 {
+            texts = texts
+                .iter()
+                .flat_map(|t| pieces.iter().map(move |p| format!("{t}{p}")))
+                .collect();
+            for text in &texts {
+                if let Some(mut m) = members(text) {
+                    while m.key().is_some() {
+                        if !m.enter(b'[') {
+                            let _ = m.string();
+                            continue;
+                        }
+                        while m.item() {
+                            let _ = m.value();
+                        }
+                    }
+                }
+                let _ = items(text);
+                for quote in text.match_indices('"').map(|(i, _)| i) {
+                    let _ = string_at(text, quote);
+                }
+            }
+        }
+    }
+}
