@@ -243,7 +243,8 @@ struct JsonIndex {
 
 impl JsonIndex {
     fn of(text: &str) -> Self {
-        let compact = match scan::minify(text) {
+        let (compact, arrays) = scan::minified_with_largest_arrays(text, ARRAYS_KEPT);
+        let compact = match compact {
             std::borrow::Cow::Borrowed(_) => None,
             std::borrow::Cow::Owned(mut compact) => {
                 // Minifying allocated for the input's size: give back the rest.
@@ -253,7 +254,7 @@ impl JsonIndex {
         };
         let text = compact.as_deref().unwrap_or(text);
         Self {
-            arrays: scan::largest_arrays(text, ARRAYS_KEPT),
+            arrays,
             chars: count_chars(text) as u64,
             compact,
         }

@@ -45,7 +45,7 @@ pub(crate) fn string_end(bytes: &[u8], quote: usize) -> Option<usize> {
 /// time with word-wide bit operations ([`Blocks`]), not byte by byte, so
 /// long strings dense with escapes (JSON inside a text block) cost little.
 pub(crate) fn nests_deeper_than(json: &[u8], limit: usize) -> bool {
-    let opening = json.iter().filter(|&&b| b | 0x20 == b'{').count();
+    let opening = sluice_core::budget::count_bytes(json, |b| b | 0x20 == b'{');
     if opening <= limit {
         return false;
     }
