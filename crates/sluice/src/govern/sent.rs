@@ -341,6 +341,12 @@ mod tests {
         ] {
             assert!(SentCall::read(unread).is_none(), "{unread}");
         }
+        // A key spelled with escapes is the key it spells: a result cannot
+        // hide its content from the budget that way, and the same key
+        // twice, spelled two ways, is still twice.
+        let escaped = r#"{"\u0063ontent":[{"type":"te\u0078t","t\u0065xt":"abc"}]}"#;
+        assert_eq!(size(escaped).unwrap().bytes, 3);
+        assert!(SentCall::read(r#"{"content":[],"\u0063ontent":[]}"#).is_none());
         // `null` is the member left out.
         for read in [
             r#"{"task":null,"inputRequests":null,"resultType":null,"content":null}"#,

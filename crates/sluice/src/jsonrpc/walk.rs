@@ -133,8 +133,9 @@ impl<'a> Walker<'a> {
         self.text.get(i..key_end)
     }
 
-    /// The next member of the object walked into whose key literal is one
-    /// of `wanted` (quotes included): its index there, the position then at
+    /// The next member of the object walked into whose key is one of
+    /// `wanted` (literals, quotes included, without escapes; a key sent
+    /// with escapes is compared as the key it spells): its index there, the position then at
     /// its value; members not wanted are skipped. `Some(Err(Repeated))`
     /// when a wanted key comes a second time (`seen` keeps which came);
     /// `None` past the closing brace.
@@ -144,7 +145,17 @@ impl<'a> Walker<'a> {
         seen: &mut [bool],
     ) -> Option<Result<usize, Repeated>> {
         loop {
-            let key = self.key()?;
+            let literal = self.key()?;
+            // A key spelled with escapes (`"\u0063ontent"`) is the key it
+            // spells, as any JSON reader takes it: else an upstream could
+            // hide its content from the budget that way.
+            let key = match literal.contains('\\') {
+                false => Cow::Borrowed(literal),
+                true => match string_at(literal, 0) {
+                    Some((_, key)) => Cow::Owned(format!("\"{key}\"")),
+                    None => Cow::Borrowed(literal),
+                },
+            };
             let Some(i) = wanted.iter().position(|w| *w == key) else {
                 self.value();
                 continue;
