@@ -113,10 +113,7 @@ impl<'a> Walker<'a> {
             return None;
         }
         let b = self.text.as_bytes();
-        let mut i = skip_space(b, self.at);
-        if b.get(i) == Some(&b',') {
-            i = skip_space(b, i + 1);
-        }
+        let i = self.after_comma();
         if b.get(i) == Some(&b'}') {
             self.at = i + 1;
             return None;
@@ -135,10 +132,10 @@ impl<'a> Walker<'a> {
 
     /// The next member of the object walked into whose key is one of
     /// `wanted` (literals, quotes included, without escapes; a key sent
-    /// with escapes is compared as the key it spells): its index there, the position then at
-    /// its value; members not wanted are skipped. `Some(Err(Repeated))`
-    /// when a wanted key comes a second time (`seen` keeps which came);
-    /// `None` past the closing brace.
+    /// with escapes is compared as the key it spells): its index there,
+    /// the position then at its value; members not wanted are skipped.
+    /// `Some(Err(Repeated))` when a wanted key comes a second time (`seen`
+    /// keeps which came); `None` past the closing brace.
     pub fn wanted(
         &mut self,
         wanted: &[&str],
@@ -177,10 +174,7 @@ impl<'a> Walker<'a> {
             return false;
         }
         let b = self.text.as_bytes();
-        let mut i = skip_space(b, self.at);
-        if b.get(i) == Some(&b',') {
-            i = skip_space(b, i + 1);
-        }
+        let i = self.after_comma();
         match b.get(i) {
             Some(b']') => {
                 self.at = i + 1;
@@ -194,6 +188,17 @@ impl<'a> Walker<'a> {
                 self.at = i;
                 true
             }
+        }
+    }
+
+    /// Where the next member or item (or the closing bracket) starts: past
+    /// whitespace, the comma after the last one, and whitespace again.
+    fn after_comma(&self) -> usize {
+        let b = self.text.as_bytes();
+        let i = skip_space(b, self.at);
+        match b.get(i) {
+            Some(b',') => skip_space(b, i + 1),
+            _ => i,
         }
     }
 

@@ -190,13 +190,12 @@ struct Context {
 
 impl Context {
     fn new(typed: RequestMetaObject) -> Arc<Context> {
-        let members = match serde_json::to_value(&typed) {
-            Ok(serde_json::Value::Object(map)) => map
-                .into_iter()
-                .map(|(key, value)| (key, value.to_string()))
-                .collect(),
-            _ => unreachable!("a request's `_meta` serializes as an object"),
-        };
+        // The type is its map (serialized transparently): its members are
+        // the map's.
+        let members = typed
+            .iter()
+            .map(|(key, value)| (key.clone(), value.to_string()))
+            .collect();
         Arc::new(Context { typed, members })
     }
 }
