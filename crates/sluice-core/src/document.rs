@@ -81,6 +81,12 @@ pub(crate) type PlanKey = (Option<String>, u32, u32, u32, u32);
 const PLANS_KEPT: usize = 16;
 /// The most arrays whose item offsets are kept per document.
 const ITEMS_KEPT: usize = 16;
+/// How many of the largest arrays keep the item offsets found while the
+/// document was indexed: the two that a stored result's overview and first
+/// page plan split (the largest, and the one inside it when it is one item
+/// around it); the others' are dropped, as they would be made again only if
+/// read.
+const ITEMS_SPLIT_WHILE_INDEXING: usize = 2;
 
 /// The few values used last, each with the bytes it holds; the least
 /// recently used is dropped first.
@@ -237,13 +243,18 @@ struct JsonIndex {
     compact: Option<String>,
     /// The largest arrays of the compact text.
     arrays: Vec<ArraySpan>,
+    /// Where each item of the first [`ITEMS_SPLIT_WHILE_INDEXING`] of them
+    /// starts, in the same order.
+    item_starts: Vec<Vec<u64>>,
     /// The compact text's characters.
     chars: u64,
 }
 
 impl JsonIndex {
     fn of(text: &str) -> Self {
-        let (compact, arrays) = scan::minified_with_largest_arrays(text, ARRAYS_KEPT);
+        let (compact, indexed) = scan::minified_and_indexed(text, ARRAYS_KEPT);
+        let (arrays, mut item_starts): (Vec<_>, Vec<_>) = indexed.into_iter().unzip();
+        item_starts.truncate(ITEMS_SPLIT_WHILE_INDEXING);
         let compact = match compact {
             std::borrow::Cow::Borrowed(_) => None,
             std::borrow::Cow::Owned(mut compact) => {
@@ -255,6 +266,7 @@ impl JsonIndex {
         let text = compact.as_deref().unwrap_or(text);
         Self {
             arrays,
+            item_starts,
             chars: count_chars(text) as u64,
             compact,
         }
@@ -373,9 +385,11 @@ impl Document {
         Self::indexed(text, kind, index)
     }
 
-    /// A JSON document of valid JSON `text` and its index.
+    /// A JSON document of valid JSON `text` and its index. The largest
+    /// arrays' items, split while indexing, are kept as if read already
+    /// (the smallest first, so the largest are the last dropped).
     fn indexed(text: String, kind: Kind, index: JsonIndex) -> Self {
-        Self {
+        let doc = Self {
             kind,
             chars: index.chars,
             text: index.compact.unwrap_or(text),
@@ -385,7 +399,11 @@ impl Document {
             plans: Mutex::new(Recent::new(PLANS_KEPT)),
             index_bytes: AtomicUsize::new(0),
             per_token: OnceLock::new(),
+        };
+        for (span, starts) in doc.arrays.iter().zip(index.item_starts).rev() {
+            doc.keep_items(Items::new(span.range.clone(), starts));
         }
+        doc
     }
 
     /// A text document.
@@ -514,9 +532,36 @@ impl Document {
         }
     }
 
-    /// The bytes of the value at `pointer`.
+    /// The bytes of the value at `pointer`. Values the index knows the end
+    /// of (the root, the largest arrays) are skipped without reading them.
     pub fn resolve(&self, pointer: &str) -> Result<Range<usize>, PointerError> {
-        scan::resolve(&self.text, pointer)
+        scan::resolve_knowing(&self.text, pointer, &|start| self.known_end(start))
+    }
+
+    /// Where each member of the object at `range` starts (see
+    /// [`scan::member_starts`]), skipping the values the index knows the
+    /// end of: an object that holds the bulk in one array (the usual
+    /// `{"items":[…],"total":…}`) has its members found without reading
+    /// that array.
+    pub fn member_starts(&self, range: Range<usize>) -> Vec<u64> {
+        scan::member_starts_knowing(&self.text, range, &|start| self.known_end(start))
+    }
+
+    /// Where the value starting at byte `start` ends, when the index knows
+    /// without reading it: a JSON document's text is its value, compact,
+    /// so the root ends where the text does; and the largest arrays' spans
+    /// were found when it was indexed.
+    fn known_end(&self, start: usize) -> Option<usize> {
+        if self.kind == Kind::Text {
+            return None;
+        }
+        if start == 0 {
+            return Some(self.text.len());
+        }
+        self.arrays
+            .iter()
+            .find(|a| a.range.start == start)
+            .map(|a| a.range.end)
     }
 
     /// The items of the array at `pointer` (indexed on first use), or
@@ -532,15 +577,20 @@ impl Document {
         if let Some(items) = self.cached_items(&range) {
             return Ok(Some(items));
         }
-        let items = Arc::new(Items::new(
+        Ok(Some(self.keep_items(Items::new(
             range.clone(),
             scan::item_starts(&self.text, range),
-        ));
+        ))))
+    }
+
+    /// Keeps `items` among those read lately, counted in its memory.
+    fn keep_items(&self, items: Items) -> Arc<Items> {
+        let items = Arc::new(items);
         let delta = self
             .lock_items()
             .put(items.range.start, items.clone(), items.memory());
         self.count_index_bytes(delta);
-        Ok(Some(items))
+        items
     }
 
     /// The items of the array at `range` if they were indexed already.
@@ -643,6 +693,47 @@ mod tests {
     }
 
     #[test]
+    fn values_the_index_knows_are_skipped_not_read() {
+        let text =
+            r#"{"total":3,"items":[{"a":[1,2]},{"a":[3]},{"a":[]}],"next":{"x":[4,5,6,7,8,9,10]}}"#;
+        let doc = Document::json(text.into()).unwrap();
+        for pointer in [
+            "",
+            "/items",
+            "/items/1",
+            "/items/2/a",
+            "/next",
+            "/next/x",
+            "/next/x/6",
+        ] {
+            assert_eq!(
+                doc.resolve(pointer),
+                scan::resolve(text, pointer),
+                "{pointer}"
+            );
+        }
+        for pointer in ["", "/items/0", "/next"] {
+            let range = doc.resolve(pointer).unwrap();
+            assert_eq!(
+                doc.member_starts(range.clone()),
+                scan::member_starts(text, range),
+                "{pointer}"
+            );
+        }
+        assert!(doc.resolve("/none").is_err());
+        // Read back with an index that says /a ends one byte early, at the
+        // inner array's `]`: what the index says is what is used.
+        let text = r#"{"a":[1,[2]],"b":3}"#;
+        let saved = SavedIndex {
+            chars: text.len() as u64,
+            arrays: vec![("/a".into(), 5, 11, 2)],
+        };
+        let doc = Document::restored(Kind::Json, text.into(), Some(saved));
+        assert_eq!(doc.resolve("/a"), Ok(5..11));
+        assert_eq!(scan::resolve(text, "/a"), Ok(5..12));
+    }
+
+    #[test]
     fn invalid_json_is_refused() {
         assert_eq!(
             Document::json_or_text("{\"a\": [1, 2".into()).kind(),
@@ -688,6 +779,16 @@ mod tests {
         let rows: Vec<String> = (0..100).map(|i| format!("[{i},{i},{i}]")).collect();
         let doc = Document::json(format!("[{}]", rows.join(","))).unwrap();
         let bare = doc.memory();
+        // The two largest arrays' items were split while indexing: kept and
+        // counted from the start.
+        let counted = |doc: &Document| {
+            doc.lock_items().entries.iter().map(|e| e.2).sum::<usize>()
+                + doc.lock_plans().entries.iter().map(|e| e.2).sum::<usize>()
+        };
+        let split = counted(&doc);
+        assert_eq!(doc.lock_items().entries.len(), ITEMS_SPLIT_WHILE_INDEXING);
+        assert!(doc.cached_items(&doc.resolve("").unwrap()).is_some());
+        assert!(split > 100 * 8, "{split} bytes for the root's 100 items");
         // One array, spelled every way a pointer can: one spelling works.
         assert!(doc.items("/7").unwrap().is_some());
         for alias in ["/+7", "/07", "/ 7", "/007", "/7 "] {
@@ -716,9 +817,11 @@ mod tests {
             kept < 40 * one + PLANS_KEPT * 4096,
             "{kept} bytes for {one} per index"
         );
-        let counted: usize = doc.lock_items().entries.iter().map(|e| e.2).sum::<usize>()
-            + doc.lock_plans().entries.iter().map(|e| e.2).sum::<usize>();
-        assert_eq!(kept, counted, "what is kept is what is counted");
+        assert_eq!(
+            kept + split,
+            counted(&doc),
+            "what is kept is what is counted"
+        );
     }
 
     #[test]

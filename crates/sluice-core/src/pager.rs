@@ -115,7 +115,7 @@ impl Source for Document {
             Arc::new(Items::new(
                 range.clone(),
                 if container.object {
-                    scan::member_starts(text, range)
+                    self.member_starts(range)
                 } else {
                     scan::item_starts(text, range)
                 },
@@ -450,7 +450,7 @@ impl Plan {
             _ => Arc::new(Items::new(
                 range.clone(),
                 if object {
-                    scan::member_starts(text, range.clone())
+                    doc.member_starts(range.clone())
                 } else {
                     scan::item_starts(text, range.clone())
                 },

@@ -64,6 +64,19 @@ fn check_compact(doc: &str, value: &Value) -> Result<(), TestCaseError> {
         let some = scan::largest_arrays(doc, keep);
         prop_assert_eq!(&some[..], &all[..keep.min(all.len())], "keep {}", keep);
     }
+    // Found with their items' starts in the same pass: those the array's
+    // own split gives.
+    let (_, indexed) = scan::minified_and_indexed(doc, usize::MAX);
+    prop_assert_eq!(indexed.len(), all.len());
+    for ((span, starts), plain) in indexed.iter().zip(&all) {
+        prop_assert_eq!(span, plain);
+        prop_assert_eq!(
+            starts,
+            &scan::item_starts(doc, span.range.clone()),
+            "the items of {:?}",
+            span
+        );
+    }
     for span in &all {
         let text = &doc[span.range.clone()];
         let found: Value = serde_json::from_str(text)
@@ -79,14 +92,38 @@ fn check_compact(doc: &str, value: &Value) -> Result<(), TestCaseError> {
         );
     }
 
+    // What a document's index knows: where the root and the arrays end.
+    let known = |start: usize| {
+        (start == 0).then_some(doc.len()).or_else(|| {
+            all.iter()
+                .find(|a| a.range.start == start)
+                .map(|a| a.range.end)
+        })
+    };
+
     // Arrays split into items, objects into members, and join back.
     for (pointer, inner) in &everything {
         let range = scan::resolve(doc, pointer)
             .map_err(|e| TestCaseError::fail(format!("`{pointer}` does not resolve: {e}")))?;
+        prop_assert_eq!(
+            scan::resolve_knowing(doc, pointer, &known),
+            Ok(range.clone()),
+            "`{}` resolves elsewhere when the arrays' ends are known",
+            pointer
+        );
         let container = &doc[range.clone()];
         let (starts, open, close) = match inner {
             Value::Array(_) => (scan::item_starts(doc, range.clone()), '[', ']'),
-            Value::Object(_) => (scan::member_starts(doc, range.clone()), '{', '}'),
+            Value::Object(_) => {
+                let starts = scan::member_starts(doc, range.clone());
+                prop_assert_eq!(
+                    &scan::member_starts_knowing(doc, range.clone(), &known),
+                    &starts,
+                    "the members of `{}` when the arrays' ends are known",
+                    pointer
+                );
+                (starts, '{', '}')
+            }
             _ => continue,
         };
         let children: Vec<std::ops::Range<usize>> = (0..starts.len())

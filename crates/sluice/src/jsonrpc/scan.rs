@@ -24,7 +24,7 @@ use super::message::Id;
 pub(crate) fn string_end(bytes: &[u8], quote: usize) -> Option<usize> {
     let mut i = quote + 1;
     while i <= bytes.len() {
-        let at = i + memchr::memchr2(b'"', b'\\', &bytes[i..])?;
+        let at = sluice_core::scan::quote_or_backslash(bytes, i)?;
         if bytes[at] == b'\\' {
             i = at + 2;
         } else {

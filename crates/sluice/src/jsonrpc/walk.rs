@@ -8,8 +8,8 @@
 //! to skip it as a raw value, once to unescape it): a 1 MB result that is
 //! JSON inside a text block (an escape every few bytes) cost ~33 M
 //! instructions that way. Here the result is walked once: a value is
-//! skipped by finding its end (a string's closing quote with `memchr2`,
-//! brackets counted outside strings), a value read is walked into where it
+//! skipped by finding its end (a string's closing quote with
+//! [`quote_or_backslash`], brackets counted outside strings), a value read is walked into where it
 //! lies, and a wanted string is unescaped while its end is found.
 //!
 //! The text is assumed to be valid JSON. On text that is not, nothing here
@@ -19,6 +19,7 @@
 use std::borrow::Cow;
 
 use super::scan::string_end;
+use sluice_core::scan::quote_or_backslash;
 
 fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\r' | b'\t')
@@ -252,32 +253,37 @@ pub enum StringValue<'a> {
 /// string that does not end.
 pub fn string_at(text: &str, quote: usize) -> Option<(usize, Cow<'_, str>)> {
     let b = text.as_bytes();
-    let start = quote + 1;
-    let mut out: Option<String> = None;
-    let mut i = start;
-    loop {
-        let at = i + memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
-        if b[at] == b'"' {
-            let rest = text.get(i..at)?;
-            return Some((
-                at + 1,
-                match out {
-                    None => Cow::Borrowed(rest),
-                    Some(mut owned) => {
-                        owned.push_str(rest);
-                        Cow::Owned(owned)
-                    }
-                },
-            ));
-        }
-        // Grown as it fills: sized from the rest of `text`, a short string
-        // in a long text would ask for the whole text's size.
-        let owned = out.get_or_insert_with(String::new);
-        owned.push_str(text.get(i..at)?);
-        let (c, len) = escape_at(b, at)?;
-        owned.push(c);
-        i = at + len;
+    let mut i = quote + 1;
+    let mut at = quote_or_backslash(b, i)?;
+    if b[at] == b'"' {
+        return Some((at + 1, Cow::Borrowed(text.get(i..at)?)));
     }
+    // Bytes, not a `String`: what is copied between escapes ends before an
+    // ASCII `"` or `\`, so it is whole characters, and what an escape stands
+    // for is pushed encoded; one check of the whole at the end. Grown as it
+    // fills: sized from the rest of `text`, a short string in a long text
+    // would ask for the whole text's size.
+    let mut out: Vec<u8> = Vec::new();
+    loop {
+        out.extend_from_slice(&b[i..at]);
+        if b[at] == b'"' {
+            break;
+        }
+        match b.get(at + 1) {
+            // The escapes of JSON held in a text block, pushed as they are.
+            Some(&c @ (b'"' | b'\\' | b'/')) => {
+                out.push(c);
+                i = at + 2;
+            }
+            _ => {
+                let (c, len) = escape_at(b, at)?;
+                out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+                i = at + len;
+            }
+        }
+        at = quote_or_backslash(b, i)?;
+    }
+    Some((at + 1, Cow::Owned(String::from_utf8(out).ok()?)))
 }
 
 /// The character the escape at `at` (its backslash) stands for, and the
