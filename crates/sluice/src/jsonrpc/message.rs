@@ -3,9 +3,11 @@
 //! [`Message::parse`] reads only the envelope: it checks the bytes are
 //! UTF-8, nested no deeper than [`MAX_DEPTH`], one JSON object, and a
 //! JSON-RPC 2.0 message; and it notes where the `id`, `method`, `params`,
-//! `result` and `error` members lie. Their values are skipped by
-//! `serde_json`'s borrowed parse (`RawValue`), never built into a tree, so
-//! a 1 MB result costs one pass over its bytes and no allocation. What
+//! `result` and `error` members lie. Their values are checked and skipped
+//! in one pass over the bytes (`check`), never built into a tree, so a
+//! 1 MB result costs one pass and no allocation; what that pass refuses is
+//! parsed again by `serde_json` (`RawValue`), whose error says what is
+//! wrong where. What
 //! sluice routes on inside `params` (`name`, `uri`, `cursor`, `_meta`) is
 //! read only when asked for ([`Message::routing`]).
 //!
@@ -26,6 +28,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::value::RawValue;
 
+use super::check;
 use super::object::{RawObject, raw_members, unquote};
 use super::scan::nests_deeper_than;
 use super::span_in;
@@ -327,15 +330,30 @@ impl Message {
                 )));
             }
         }
-        if nests_deeper_than(text.as_bytes(), MAX_DEPTH) {
-            return Err(MessageError::TooDeep { limit: MAX_DEPTH });
-        }
-        let members = raw_members(text).map_err(|e| MessageError::from_json(&e))?;
+        let members: Vec<(&str, &str)> = match check::object_members(text, MAX_DEPTH) {
+            Some(members) => members
+                .into_iter()
+                .map(|(key, value)| (&text[key], &text[value]))
+                .collect(),
+            // Not valid, or too deep: the depth scan and serde_json's parse
+            // say why (the same errors as ever), or read what the one-pass
+            // check refused if it is valid after all.
+            None => {
+                if nests_deeper_than(text.as_bytes(), MAX_DEPTH) {
+                    return Err(MessageError::TooDeep { limit: MAX_DEPTH });
+                }
+                raw_members(text)
+                    .map_err(|e| MessageError::from_json(&e))?
+                    .into_iter()
+                    .map(|(key, value)| (key.get(), value.get()))
+                    .collect()
+            }
+        };
 
         let mut jsonrpc = None;
-        let mut found: [Option<&RawValue>; 5] = [None; 5];
+        let mut found: [Option<&str>; 5] = [None; 5];
         for (key, value) in members {
-            let key = unquote(key.get()).unwrap_or_default();
+            let key = unquote(key).unwrap_or_default();
             let slot = match &*key {
                 "jsonrpc" => &mut jsonrpc,
                 "id" => &mut found[0],
@@ -353,7 +371,7 @@ impl Message {
         }
         let [id, method, params, result, error] = found;
 
-        match jsonrpc.map(|v| unquote(v.get())) {
+        match jsonrpc.map(unquote) {
             Some(Some(version)) if version == "2.0" => {}
             Some(_) => {
                 return Err(not_json_rpc(
@@ -362,23 +380,23 @@ impl Message {
             }
             None => return Err(not_json_rpc("the member \"jsonrpc\": \"2.0\" is missing")),
         }
-        let null_id = id.is_some_and(|id| id.get() == "null");
+        let null_id = id.is_some_and(|id| id == "null");
         if let Some(id) = id
             && !null_id
-            && !matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
+            && !matches!(id.as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
         {
             return Err(not_json_rpc(format!(
                 "the id is {}; an id is a string or a number",
-                json_type(id.get())
+                json_type(id)
             )));
         }
         let mut method_unescaped = None;
         if let Some(method) = method {
-            match unquote(method.get()) {
+            match unquote(method) {
                 None => {
                     return Err(not_json_rpc(format!(
                         "\"method\" is {}; it must be a string",
-                        json_type(method.get())
+                        json_type(method)
                     )));
                 }
                 Some(Cow::Owned(name)) => method_unescaped = Some(name.into_boxed_str()),
@@ -386,19 +404,19 @@ impl Message {
             }
         }
         if let Some(params) = params
-            && !matches!(params.get().as_bytes().first(), Some(b'{' | b'['))
+            && !matches!(params.as_bytes().first(), Some(b'{' | b'['))
         {
             return Err(not_json_rpc(format!(
                 "\"params\" is {}; it must be an object or an array",
-                json_type(params.get())
+                json_type(params)
             )));
         }
         if let Some(error) = error
-            && !error.get().starts_with('{')
+            && !error.starts_with('{')
         {
             return Err(not_json_rpc(format!(
                 "\"error\" is {}; it must be an object with a code and a message",
-                json_type(error.get())
+                json_type(error)
             )));
         }
         let kind = match (
@@ -445,7 +463,7 @@ impl Message {
                 ));
             }
         };
-        let span = |value: Option<&RawValue>| value.map(|v| span_in(text, v.get()));
+        let span = |value: Option<&str>| value.map(|v| span_in(text, v));
         let (id, method, params, result, error) = (
             span(id),
             span(method),

@@ -12,7 +12,7 @@
 //!
 //! - A [`Message`] is its received bytes plus the byte ranges of its
 //!   envelope members (`id`, `method`, `params`, `result`, `error`), found
-//!   by one borrowed parse. A message sluice does not change is forwarded
+//!   by one pass that checks the whole message's JSON. A message sluice does not change is forwarded
 //!   as those bytes; one whose id or progress token changes is spliced
 //!   ([`splice`]), every other byte kept.
 //! - What sluice does edit (tool lists, `initialize` results) is edited as
@@ -27,6 +27,8 @@
 //! # Parts
 //!
 //! - [`message`]: [`Message`], [`Id`], [`MessageError`], the envelope parse.
+//! - `check`: the one-pass check of a message's JSON (grammar, depth, its
+//!   top-level members) that the envelope parse makes first.
 //! - [`scan`]: byte scans that work on input that failed to parse:
 //!   [`salvage_id`] and the nesting check.
 //! - [`splice`]: edits to a message's raw text that keep every other byte.
@@ -44,6 +46,7 @@
 //! million levels deep is refused, not a stack overflow), and never panics.
 
 pub mod body;
+mod check;
 pub mod frame;
 pub mod message;
 pub mod object;
