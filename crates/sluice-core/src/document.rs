@@ -308,13 +308,19 @@ impl Document {
     }
 
     /// A JSON document of `text` if it is valid JSON, else `text` back
-    /// with why not. The check (serde_json's parse) and the index (the
+    /// with why not. The check ([`crate::check::is_json`]) and the index (the
     /// scans of [`JsonIndex::of`], which read any text without failing)
     /// each read the whole text and neither needs the other: a large
     /// text's are made at once, the check on a second thread, while the
     /// client waits; the index of a text that fails is dropped.
     fn checked_json(text: String, kind: Kind) -> Result<Self, (String, NotJson)> {
+        // One pass of the grammar (`check::is_json`); serde_json's parse
+        // only for the error of what is not JSON (or, should the one-pass
+        // check ever refuse what serde_json reads, to read it after all).
         let check = |text: &str| {
+            if crate::check::is_json(text) {
+                return Ok(());
+            }
             serde_json::from_str::<serde::de::IgnoredAny>(text)
                 .map(drop)
                 .map_err(|e| NotJson(e.to_string()))

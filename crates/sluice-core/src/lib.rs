@@ -15,6 +15,8 @@
 //! Governing large results, in the order a result meets them:
 //! - [`budget`]: how much a client takes, and how text is measured (o200k
 //!   tokens × a factor, characters, lines).
+//! - [`check`]: JSON checked against its grammar in one pass (a message's,
+//!   a stored document's), nothing built.
 //! - [`document`]: a stored result (JSON minified, or text) and its index;
 //!   [`scan`] is the structural JSON scanner behind it; [`parallel`] makes
 //!   two reads of a large one at once.
@@ -37,6 +39,7 @@
 pub mod backoff;
 pub mod budget;
 pub mod cache;
+pub mod check;
 pub mod config;
 pub mod cursor;
 pub mod document;

@@ -32,6 +32,9 @@
 //! sluice binary (as sample server and as gateway), to set two builds side
 //! by side.
 //!
+//! `-- --large` measures only the large results (section 2's), with
+//! `--samples N` calls each way (7 by default; the median is reported).
+//!
 //! `-- --auth` measures only what `[auth]` costs per request: sluice over
 //! keep-alive HTTP without `[auth]`, with a static token and with an ES256
 //! JWT (a JWKS file), `--calls` echo calls on each, interleaved.
@@ -145,8 +148,9 @@ async fn latency(label: &str, direct: &Client, proxied: &Client, calls: usize) {
 }
 
 /// A large result (`inventory` of `count` items, one JSON text block):
-/// median of 7 calls each way, interleaved.
+/// median of `samples` calls each way (7 unless `--samples N`), interleaved.
 async fn large_result(direct: &Client, proxied: &Client, count: usize) {
+    let samples = (arg("--samples", 7.0) as usize).max(1);
     let params = CallToolRequestParams::new("inventory").with_arguments(
         serde_json::json!({ "count": count })
             .as_object()
@@ -157,7 +161,7 @@ async fn large_result(direct: &Client, proxied: &Client, count: usize) {
     let mut answer_chars = 0;
     let mut stored = serde_json::Value::Null;
     let (mut d, mut p) = (Vec::new(), Vec::new());
-    for _ in 0..7 {
+    for _ in 0..samples {
         let start = Instant::now();
         let whole = direct.call_tool(params.clone()).await.unwrap();
         d.push(start.elapsed());
@@ -175,9 +179,9 @@ async fn large_result(direct: &Client, proxied: &Client, count: usize) {
     println!(
         "{:<14} direct p50 {:>8.1} ms (the whole result) | sluice p50 {:>8.1} ms (stored; answer of {answer_chars} chars) | sluice/direct {:.2}",
         format!("{:.1} MB result", bytes as f64 / 1e6),
-        d[3].as_secs_f64() * 1e3,
-        p[3].as_secs_f64() * 1e3,
-        p[3].as_secs_f64() / d[3].as_secs_f64()
+        d[samples / 2].as_secs_f64() * 1e3,
+        p[samples / 2].as_secs_f64() * 1e3,
+        p[samples / 2].as_secs_f64() / d[samples / 2].as_secs_f64()
     );
     // A page of it, end to end: O(page), whatever the document's size.
     let middle = stored["pages"].as_u64().unwrap() / 2 + 1;
@@ -204,6 +208,23 @@ async fn large_result(direct: &Client, proxied: &Client, count: usize) {
         stored["pages"],
         times[10].as_secs_f64() * 1e3
     );
+}
+
+/// `-- --large`: only the large results over stdio (with `--samples N`,
+/// the median of N calls each way).
+async fn large_results() {
+    let direct = stdio_client(sluice(), &["sample-server"]).await;
+    let proxied = stdio_client(
+        sluice(),
+        &["--log-level", "error", "--", sluice(), "sample-server"],
+    )
+    .await;
+    for count in [10_000, 100_000] {
+        large_result(&direct, &proxied, count).await;
+    }
+    for client in [direct, proxied] {
+        client.cancel().await.unwrap();
+    }
 }
 
 /// Requests per second from `clients` concurrent clients for `seconds`.
@@ -751,6 +772,9 @@ async fn bench() {
     }
     if std::env::args().any(|a| a == "--metrics") {
         return metrics_cost(calls).await;
+    }
+    if std::env::args().any(|a| a == "--large") {
+        return large_results().await;
     }
 
     println!(

@@ -17,8 +17,10 @@
 //! escape cannot be read.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::scan::string_end;
+use sluice_core::limits::BLOCKING_BYTES;
 use sluice_core::scan::quote_or_backslash;
 
 fn is_space(b: u8) -> bool {
@@ -245,29 +247,116 @@ pub enum StringValue<'a> {
     Other,
 }
 
+/// How much of a string is unescaped before its end is worth looking for
+/// on a second thread: most strings end within it, and a thread costs tens
+/// of microseconds, the time this much takes.
+const ALONE_BYTES: usize = 64 << 10;
+
 /// The string whose opening quote is at `quote` in `text`: the index just
 /// past its closing quote, and its text unescaped (borrowed when it has no
 /// escape), found in one pass. A lone UTF-16 surrogate escape (`\ud800`,
 /// which JavaScript writes for half a pair) reads as U+FFFD, as no Rust
 /// string can hold it. `None` for an escape that cannot be read, or a
 /// string that does not end.
+///
+/// A string still going after [`ALONE_BYTES`], in a text with more than
+/// [`BLOCKING_BYTES`] left (a large result's text block, JSON inside it
+/// with an escape every few bytes), is unescaped in two parts at once: the
+/// rest of the text is cut in the middle, where an escape starts, and a
+/// second thread unescapes from there to the closing quote while this one
+/// reaches the cut. If the string ends before the cut, the second thread's
+/// work (on what follows the string) is stopped and dropped: it never does
+/// more than this one.
 pub fn string_at(text: &str, quote: usize) -> Option<(usize, Cow<'_, str>)> {
     let b = text.as_bytes();
-    let mut i = quote + 1;
-    let mut at = quote_or_backslash(b, i)?;
+    let start = quote + 1;
+    let at = quote_or_backslash(b, start)?;
     if b[at] == b'"' {
-        return Some((at + 1, Cow::Borrowed(text.get(i..at)?)));
+        return Some((at + 1, Cow::Borrowed(text.get(start..at)?)));
     }
+    let mut out = Vec::new();
+    let (i, at) = match unescape(b, start, at, start + ALONE_BYTES, &mut out, None)? {
+        Unescaped::Ended(end) => return Some((end, Cow::Owned(String::from_utf8(out).ok()?))),
+        Unescaped::Paused { i, at } => (i, at),
+    };
+    let cut = match cut_near(b, i + (b.len() - i) / 2) {
+        Some(cut) if b.len() - i > BLOCKING_BYTES && cut > at => cut,
+        _ => {
+            return match unescape(b, i, at, usize::MAX, &mut out, None)? {
+                Unescaped::Ended(end) => Some((end, Cow::Owned(String::from_utf8(out).ok()?))),
+                Unescaped::Paused { .. } => None,
+            };
+        }
+    };
+    let stop = AtomicBool::new(false);
+    let (first, second) = sluice_core::parallel::both(
+        true,
+        || {
+            let first = unescape(b, i, at, cut, &mut out, None);
+            if !matches!(first, Some(Unescaped::Paused { .. })) {
+                stop.store(true, Ordering::Relaxed);
+            }
+            first.map(|step| (step, String::from_utf8(std::mem::take(&mut out))))
+        },
+        || {
+            let mut rest = Vec::new();
+            let at = quote_or_backslash(b, cut)?;
+            let step = unescape(b, cut, at, usize::MAX, &mut rest, Some(&stop))?;
+            Some((step, String::from_utf8(rest)))
+        },
+    );
+    match first? {
+        (Unescaped::Ended(end), head) => Some((end, Cow::Owned(head.ok()?))),
+        (Unescaped::Paused { i, .. }, head) => {
+            // Paused at the first stop past the cut: what lies between is
+            // plain, and the second part's.
+            if i > cut {
+                return None;
+            }
+            let mut head = head.ok()?;
+            head.push_str(text.get(i..cut)?);
+            let (Unescaped::Ended(end), tail) = second? else {
+                return None;
+            };
+            head.push_str(&tail.ok()?);
+            Some((end, Cow::Owned(head)))
+        }
+    }
+}
+
+/// Where [`unescape`] got to.
+enum Unescaped {
+    /// The closing quote: the index just past it.
+    Ended(usize),
+    /// At the first stop (`"` or `\`, at `at`) at or past where it was told
+    /// to pause; what lies from `i` to `at` is plain and not copied yet.
+    Paused { i: usize, at: usize },
+}
+
+/// Unescapes a string's text into `out` from `i` (the first stop at or
+/// after which is `at`) to the closing quote, pausing at the first stop at
+/// or past `pause`. `None` for an escape that cannot be read or a string
+/// that does not end, or when `stop` is set.
+fn unescape(
+    b: &[u8],
+    mut i: usize,
+    mut at: usize,
+    pause: usize,
+    out: &mut Vec<u8>,
+    stop: Option<&AtomicBool>,
+) -> Option<Unescaped> {
     // Bytes, not a `String`: what is copied between escapes ends before an
     // ASCII `"` or `\`, so it is whole characters, and what an escape stands
     // for is pushed encoded; one check of the whole at the end. Grown as it
     // fills: sized from the rest of `text`, a short string in a long text
     // would ask for the whole text's size.
-    let mut out: Vec<u8> = Vec::new();
     loop {
-        out.extend_from_slice(&b[i..at]);
+        if at >= pause {
+            return Some(Unescaped::Paused { i, at });
+        }
+        out.extend_from_slice(b.get(i..at)?);
         if b[at] == b'"' {
-            break;
+            return Some(Unescaped::Ended(at + 1));
         }
         match b.get(at + 1) {
             // The escapes of JSON held in a text block, pushed as they are.
@@ -281,9 +370,37 @@ pub fn string_at(text: &str, quote: usize) -> Option<(usize, Cow<'_, str>)> {
                 i = at + len;
             }
         }
+        if stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
+            return None;
+        }
         at = quote_or_backslash(b, i)?;
     }
-    Some((at + 1, Cow::Owned(String::from_utf8(out).ok()?)))
+}
+
+/// A place at or after `p` where a string's text can be cut in two, each
+/// part unescaped alone: the first escape that starts there or later, or
+/// just past one. A backslash after any other byte starts an escape, and
+/// the backslashes in a row after it pair up. Never at a `\u` escape, which
+/// may be the second half of a surrogate pair read as one character. `None`
+/// if no such place follows. (Past the string's end the place is
+/// meaningless: the first part then ends before it, and the second is
+/// dropped.)
+fn cut_near(b: &[u8], mut p: usize) -> Option<usize> {
+    loop {
+        let q = p + memchr::memchr(b'\\', b.get(p..)?)?;
+        let run_start = b[..q]
+            .iter()
+            .rposition(|&c| c != b'\\')
+            .map_or(0, |before| before + 1);
+        if (q - run_start) % 2 == 1 {
+            // `q` is the second backslash of an escaped backslash.
+            return Some(q + 1);
+        }
+        if b.get(q + 1) != Some(&b'u') {
+            return Some(q);
+        }
+        p = q + 6;
+    }
 }
 
 /// The character the escape at `at` (its backslash) stands for, and the
@@ -454,6 +571,68 @@ mod tests {
         assert_eq!(m.key(), Some("\"k\""));
         assert_eq!(m.value(), "\"v\"");
         assert_eq!(m.key(), None);
+    }
+
+    /// The one-thread reading of the string at `quote`, to hold the
+    /// two-part one to.
+    fn unescaped_alone(text: &str, quote: usize) -> Option<(usize, String)> {
+        let b = text.as_bytes();
+        let mut out = Vec::new();
+        let at = quote_or_backslash(b, quote + 1)?;
+        match unescape(b, quote + 1, at, usize::MAX, &mut out, None)? {
+            Unescaped::Ended(end) => Some((end, String::from_utf8(out).ok()?)),
+            Unescaped::Paused { .. } => None,
+        }
+    }
+
+    #[test]
+    fn a_long_string_is_read_in_two_parts_as_in_one_wherever_the_cut_falls() {
+        // Every kind of escape, backslashes in a row, surrogate pairs and
+        // lone halves, characters of 1 to 4 bytes, in a repeating pattern.
+        let pattern = r#"ab\"c\\\\\\d\/é\n\ud83d\ude00\u00e9\ud800x\\\\\\\\\\\"€\t🦀 "#;
+        let body = pattern.repeat(400_000 / pattern.len());
+        // The cut falls in the middle of what follows the first 64 KB: a
+        // filler after the pattern moves it by half its length, across the
+        // whole pattern.
+        for shift in 0..2 * pattern.len() {
+            let filler = "f".repeat(shift);
+            let tail = [r#","more":"x\"y"}"#, ""][shift % 2];
+            let text = format!("\"{body}{filler}\"{tail}");
+            let (end, read) = string_at(&text, 0).unwrap();
+            let alone = unescaped_alone(&text, 0).unwrap();
+            assert_eq!(
+                (end, read.as_ref()),
+                (alone.0, alone.1.as_str()),
+                "shift {shift}"
+            );
+            assert_eq!(end, text.len() - tail.len());
+        }
+        // Without lone surrogates, what serde_json reads.
+        let body = r#"{\"id\":\"SKU-1\",\"n\":\"a\\\\b\\u00e9\"},"#.repeat(40_000);
+        let text = format!("\"[{body}]\"");
+        let (_, read) = string_at(&text, 0).unwrap();
+        assert_eq!(read, serde_json::from_str::<String>(&text).unwrap());
+    }
+
+    #[test]
+    fn a_long_string_that_ends_before_the_cut_or_is_broken_is_read_as_in_one() {
+        // Ends after 100 KB, in a text of 1 MB: the second part, past the
+        // string's end, is dropped.
+        let long = r#"x\\\"y"#.repeat(20_000);
+        let after = r#","k":"v\"w","#.repeat(100_000);
+        let text = format!("\"{long}\"{after}");
+        let (end, read) = string_at(&text, 0).unwrap();
+        assert_eq!(end, long.len() + 2);
+        assert_eq!(read, r#"x\"y"#.repeat(20_000));
+        // A bad escape in either part, or no closing quote: no string.
+        let body = r#"ab\\\"cd"#.repeat(200_000);
+        for broken in [
+            format!(r#""\q{body}""#),
+            format!(r#""{body}\q""#),
+            format!(r#""{body}"#),
+        ] {
+            assert_eq!(string_at(&broken, 0), None);
+        }
     }
 
     #[test]

@@ -1,0 +1,351 @@
+//! JSON checked against its grammar in one pass over its bytes, with
+//! nothing built: a message's (its depth limited, its top-level members
+//! found on the way: [`object_members`]) and a stored document's
+//! ([`is_json`]).
+//!
+//! Every message through sluice is checked before anything of it is used
+//! or forwarded, and every JSON result stored is checked before it is
+//! indexed as JSON. `serde_json`'s parses (`RawValue`, `IgnoredAny`) took
+//! about 14 instructions a byte on JSON held in a text block (an escaped
+//! quote every few bytes), and a message's depth took a pass of its own.
+//! Here strings are read eight bytes at a time, and depth is counted on the
+//! way.
+//!
+//! It answers only "valid" (and where the members are). On anything else
+//! the caller asks `serde_json` (and the message depth scan) as before,
+//! whose errors say what is wrong and where: error texts stay what they
+//! were, and a text this check refuses but `serde_json` accepts (there
+//! should be none) is still read. What must never happen is the other way
+//! round: this check accepting what `serde_json` refuses, or a message
+//! deeper than its limit. `tests::a_value_is_json_when_serde_json_reads_it`
+//! here and `jsonrpc::check::tests` in the `sluice` crate hold it to that
+//! on generated, mutated and random texts.
+
+use std::ops::Range;
+
+/// The members of the JSON object `text` (nothing around it but
+/// whitespace), each as the ranges of its key (quotes included) and of its
+/// value, in order, repeated keys included; `None` if `text` is not one
+/// valid JSON object whose arrays and objects nest at most `max_depth`
+/// levels (the object itself being the first).
+pub fn object_members(text: &str, max_depth: usize) -> Option<Vec<(Range<usize>, Range<usize>)>> {
+    let b = text.as_bytes();
+    let mut i = skip_space(b, 0);
+    if b.get(i) != Some(&b'{') || max_depth == 0 {
+        return None;
+    }
+    let mut members = Vec::new();
+    // The containers open inside the member's value, innermost last.
+    let mut open: Vec<u8> = Vec::new();
+    i = skip_space(b, i + 1);
+    if b.get(i) == Some(&b'}') {
+        i += 1;
+    } else {
+        loop {
+            let (key_end, start) = key_and_colon(b, i)?;
+            let key = i..key_end;
+            i = start;
+            i = value(b, i, max_depth - 1, &mut open)?;
+            members.push((key, start..i));
+            i = skip_space(b, i);
+            match *b.get(i)? {
+                b',' => i = skip_space(b, i + 1),
+                b'}' => {
+                    i += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    (skip_space(b, i) == b.len()).then_some(members)
+}
+
+/// Whether `text` is one valid JSON value, with nothing around it but
+/// whitespace, however deep it nests (as `serde_json` reads it into
+/// `IgnoredAny`, which has no depth limit).
+pub fn is_json(text: &str) -> bool {
+    let b = text.as_bytes();
+    value(b, skip_space(b, 0), usize::MAX, &mut Vec::new())
+        .is_some_and(|end| skip_space(b, end) == b.len())
+}
+
+/// The key string at `i` (its end, just past the closing quote) and where
+/// the value after its colon starts.
+fn key_and_colon(b: &[u8], i: usize) -> Option<(usize, usize)> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let end = string_end(b, i)?;
+    let colon = skip_space(b, end);
+    (b.get(colon) == Some(&b':')).then(|| (end, skip_space(b, colon + 1)))
+}
+
+/// The end of the valid JSON value at `i`, whose arrays and objects nest
+/// at most `max_depth` levels; `open` is scratch (left empty).
+fn value(b: &[u8], mut i: usize, max_depth: usize, open: &mut Vec<u8>) -> Option<usize> {
+    open.clear();
+    loop {
+        // A value starts at `i`.
+        match *b.get(i)? {
+            b'"' => i = string_end(b, i)?,
+            bracket @ (b'{' | b'[') => {
+                if open.len() >= max_depth {
+                    return None;
+                }
+                let close = if bracket == b'{' { b'}' } else { b']' };
+                let inside = skip_space(b, i + 1);
+                if b.get(inside) == Some(&close) {
+                    i = inside + 1;
+                } else {
+                    open.push(bracket);
+                    i = if bracket == b'{' {
+                        key_and_colon(b, inside)?.1
+                    } else {
+                        inside
+                    };
+                    continue;
+                }
+            }
+            b't' => i = literal(b, i, b"true")?,
+            b'f' => i = literal(b, i, b"false")?,
+            b'n' => i = literal(b, i, b"null")?,
+            b'-' | b'0'..=b'9' => i = number_end(b, i)?,
+            _ => return None,
+        }
+        // A value ended at `i`: close what it ends, up to the next value.
+        loop {
+            let Some(&inner) = open.last() else {
+                return Some(i);
+            };
+            i = skip_space(b, i);
+            match (*b.get(i)?, inner) {
+                (b',', b'{') => {
+                    i = key_and_colon(b, skip_space(b, i + 1))?.1;
+                    break;
+                }
+                (b',', _) => {
+                    i = skip_space(b, i + 1);
+                    break;
+                }
+                (b'}', b'{') | (b']', b'[') => {
+                    open.pop();
+                    i += 1;
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+fn literal(b: &[u8], i: usize, word: &[u8]) -> Option<usize> {
+    (b.get(i..i + word.len())? == word).then_some(i + word.len())
+}
+
+/// The end of the number at `i`: `-`? (`0` | `[1-9][0-9]*`) (`.` digits)?
+/// (`e`|`E` `+`|`-`? digits)?
+fn number_end(b: &[u8], mut i: usize) -> Option<usize> {
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match *b.get(i)? {
+        b'0' => i += 1,
+        b'1'..=b'9' => i = digits_end(b, i),
+        _ => return None,
+    }
+    if b.get(i) == Some(&b'.') {
+        i = some_digits_end(b, i + 1)?;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        i = some_digits_end(b, i)?;
+    }
+    Some(i)
+}
+
+fn digits_end(b: &[u8], mut i: usize) -> usize {
+    while b.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    i
+}
+
+/// The end of one digit or more at `i`.
+fn some_digits_end(b: &[u8], i: usize) -> Option<usize> {
+    let end = digits_end(b, i);
+    (end > i).then_some(end)
+}
+
+/// Just past the closing quote of the valid string whose opening quote is
+/// at `quote`: no control character, every escape one JSON has.
+fn string_end(b: &[u8], quote: usize) -> Option<usize> {
+    let mut i = quote + 1;
+    loop {
+        i = string_stop(b, i)?;
+        match b[i] {
+            b'"' => return Some(i + 1),
+            b'\\' => match *b.get(i + 1)? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                b'u' => {
+                    let hex = b.get(i + 2..i + 6)?;
+                    if !hex.iter().all(u8::is_ascii_hexdigit) {
+                        return None;
+                    }
+                    i += 6;
+                }
+                _ => return None,
+            },
+            // A control character, which a string must escape.
+            _ => return None,
+        }
+    }
+}
+
+/// The first byte at or after `from` that ends a run of a string's plain
+/// characters: `"`, `\` or a control character (below 0x20), looked at
+/// eight bytes at a time.
+fn string_stop(b: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // The high bit of each byte below `n` (n ≤ 0x80), and maybe of bytes
+    // after the first such (a borrow): the lowest bit set is exact. Bytes
+    // of 0x80 and above (UTF-8 beyond ASCII) are never below.
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS;
+    let mut i = from;
+    while let Some(word) = b
+        .get(i..i + 8)
+        .and_then(|w| <[u8; 8]>::try_from(w).ok())
+        .map(u64::from_le_bytes)
+    {
+        let stops = below(word ^ (ONES * u64::from(b'"')), 1)
+            | below(word ^ (ONES * u64::from(b'\\')), 1)
+            | below(word, 0x20);
+        if stops != 0 {
+            return Some(i + (stops.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    b.get(i..)?
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+        .map(|p| i + p)
+}
+
+fn skip_space(b: &[u8], mut i: usize) -> usize {
+    while matches!(b.get(i), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn agrees(text: &str) -> Result<(), TestCaseError> {
+        let serde = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
+        prop_assert_eq!(is_json(text), serde, "{:?}", text);
+        Ok(())
+    }
+
+    /// A JSON value of any kind, written compact or spread out.
+    fn value_text() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<f64>().prop_map(serde_json::Value::from),
+            "(\\PC|[\"\\\\/\u{0}-\u{1f}\u{7f}-\u{10ffff}]){0,12}".prop_map(serde_json::Value::from),
+        ];
+        let value = leaf.prop_recursive(6, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::from),
+                prop::collection::btree_map("[a-z\"\\\\é]{0,4}", inner, 0..6)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        });
+        (value, any::<bool>()).prop_map(|(value, pretty)| {
+            if pretty {
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            } else {
+                value.to_string()
+            }
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// Valid values, then each with one byte changed, taken out or put
+        /// in (at any place: most of them make it invalid).
+        #[test]
+        fn a_value_is_json_when_serde_json_reads_it(
+            text in value_text(),
+            at in any::<prop::sample::Index>(),
+            byte in prop_oneof![
+                Just(b'"'), Just(b'\\'), Just(b','), Just(b':'), Just(b'{'), Just(b'}'),
+                Just(b'['), Just(b']'), Just(b'0'), Just(b'-'), Just(b'.'), Just(b'e'),
+                Just(b'u'), Just(b' '), Just(b'\n'), Just(0x1f), Just(b'a'),
+            ],
+            edit in 0u8..3,
+        ) {
+            agrees(&text)?;
+            let mut bytes = text.clone().into_bytes();
+            let at = at.index(bytes.len() + 1);
+            match edit {
+                0 if at < bytes.len() => bytes[at] = byte,
+                1 if at < bytes.len() => {
+                    bytes.remove(at);
+                }
+                _ => bytes.insert(at, byte),
+            }
+            if let Ok(edited) = String::from_utf8(bytes) {
+                agrees(&edited)?;
+            }
+        }
+
+        /// Texts of JSON's punctuation, digits and letters, valid or not.
+        #[test]
+        fn any_text_is_json_as_serde_json_reads_it(
+            text in "[\\[\\]{}\":, \n\t\\\\0-9.eE+\\-tfrulnsa\u{1}é]{0,40}",
+        ) {
+            agrees(&text)?;
+        }
+    }
+
+    #[test]
+    fn any_value_however_deep_is_json_and_nothing_else() {
+        for text in [
+            "1",
+            " -0.5e+3 ",
+            "\"a\\u00e9\"",
+            "[]",
+            "{}",
+            "null",
+            "[{\"a\":[true,false]}]",
+        ] {
+            assert!(is_json(text), "{text:?}");
+        }
+        for text in [
+            "",
+            " ",
+            "1 2",
+            "[1,]",
+            "{\"a\"}",
+            "01",
+            "\"\u{1}\"",
+            "tru",
+            "[",
+            "nul",
+        ] {
+            assert!(!is_json(text), "{text:?}");
+        }
+        let deep = format!("{}1{}", "[".repeat(500_000), "]".repeat(500_000));
+        assert!(is_json(&deep));
+        assert!(!is_json(&deep[1..]));
+    }
+}
