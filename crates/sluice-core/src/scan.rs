@@ -130,8 +130,8 @@ struct Frame {
     /// [`visit_strings`]: the length of the pointer built before this
     /// container's own token.
     prefix_len: usize,
-    /// [`minified_and_indexed`]: where this array's item starts after its
-    /// first begin in the stack of them.
+    /// [`minified_and_indexed`]: where this array's item starts begin in
+    /// the stack of them.
     starts_from: usize,
 }
 
@@ -174,7 +174,9 @@ pub fn minified_with_largest_arrays(json: &str, keep: usize) -> (Cow<'_, str>, V
 ///
 /// Each item start is copied once at most (when its own array closes, if
 /// that array is among the largest so far), so the pass stays linear; the
-/// starts held meanwhile are those of the arrays still open.
+/// starts held meanwhile are those of the arrays still open. The outermost
+/// array's are taken whole, not copied: a bulk array of a hundred million
+/// tiny items is held once, not twice, at its peak.
 pub fn minified_and_indexed(json: &str, keep: usize) -> (Cow<'_, str>, Vec<(ArraySpan, Vec<u64>)>) {
     minify_and_index(json, keep, true)
 }
@@ -197,9 +199,8 @@ fn minify_and_index(
     let mut stack: Vec<Frame> = Vec::new();
     // Kept so far: bytes, items, item starts; largest first.
     let mut found: Vec<(Range<usize>, usize, Vec<u64>)> = Vec::new();
-    // Where the items after the first of each open array (that may be
-    // kept) start, the innermost's last: each frame's from its
-    // `starts_from` on.
+    // Where the items of each open array (that may be kept) start, the
+    // innermost's last: each frame's from its `starts_from` on.
     let mut later_starts: Vec<u64> = Vec::new();
     let mut i = 0;
     while i < b.len() {
@@ -228,6 +229,11 @@ fn minify_and_index(
                 }
                 let mut frame = Frame::open(open, i - removed, 0);
                 frame.starts_from = later_starts.len();
+                // An array that may be kept: where its first item would
+                // start (dropped at its close if it has none).
+                if with_starts && open == b'[' && stack.len() < NAMED_DEPTH && keep > 0 {
+                    later_starts.push(frame.start as u64 + 1);
+                }
                 stack.push(frame);
             }
             b']' => {
@@ -239,12 +245,16 @@ fn minify_and_index(
                             && found.last().is_some_and(|(last, _, _)| last.len() >= bytes);
                         if !small {
                             let items = if frame.empty { 0 } else { frame.commas + 1 };
-                            let mut starts = Vec::new();
-                            if with_starts && frame.array && items > 0 {
-                                starts.reserve_exact(items);
-                                starts.push(frame.start as u64 + 1);
-                                starts.extend_from_slice(&later_starts[frame.starts_from..]);
-                            }
+                            let starts = if !(with_starts && frame.array && items > 0) {
+                                Vec::new()
+                            } else if frame.starts_from == 0 {
+                                // The outermost array with starts (the bulk,
+                                // usually): taken, not copied, so a huge one
+                                // is held once.
+                                std::mem::take(&mut later_starts)
+                            } else {
+                                later_starts[frame.starts_from..].to_vec()
+                            };
                             let at = found.partition_point(|(f, _, _)| f.len() >= bytes);
                             found.insert(at, (range, items, starts));
                             found.truncate(keep);
