@@ -308,8 +308,9 @@ pub fn string_at(text: &str, quote: usize) -> Option<(usize, Cow<'_, str>)> {
     match first? {
         (Unescaped::Ended(end), head) => Some((end, Cow::Owned(head.ok()?))),
         (Unescaped::Paused { i, .. }, head) => {
-            // Paused at the first stop past the cut: what lies between is
-            // plain, and the second part's.
+            // Paused at the first stop at or past the cut: from the last
+            // escape to the cut, plain text, copied here; the second part
+            // starts at the cut.
             if i > cut {
                 return None;
             }
