@@ -23,6 +23,8 @@
 
 use std::ops::Range;
 
+use crate::scan::{bytes_below, bytes_equal, first_flagged, word_at};
+
 /// The members of the JSON object `text` (nothing around it but
 /// whitespace), each as the ranges of its key (quotes included) and of its
 /// value, in order, repeated keys included; `None` if `text` is not one
@@ -208,23 +210,11 @@ fn string_end(b: &[u8], quote: usize) -> Option<usize> {
 /// characters: `"`, `\` or a control character (below 0x20), looked at
 /// eight bytes at a time.
 fn string_stop(b: &[u8], from: usize) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    // The high bit of each byte below `n` (n ≤ 0x80), and maybe of bytes
-    // after the first such (a borrow): the lowest bit set is exact. Bytes
-    // of 0x80 and above (UTF-8 beyond ASCII) are never below.
-    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS;
     let mut i = from;
-    while let Some(word) = b
-        .get(i..i + 8)
-        .and_then(|w| <[u8; 8]>::try_from(w).ok())
-        .map(u64::from_le_bytes)
-    {
-        let stops = below(word ^ (ONES * u64::from(b'"')), 1)
-            | below(word ^ (ONES * u64::from(b'\\')), 1)
-            | below(word, 0x20);
+    while let Some(word) = word_at(b, i) {
+        let stops = bytes_equal(word, b'"') | bytes_equal(word, b'\\') | bytes_below(word, 0x20);
         if stops != 0 {
-            return Some(i + (stops.trailing_zeros() / 8) as usize);
+            return Some(i + first_flagged(stops));
         }
         i += 8;
     }

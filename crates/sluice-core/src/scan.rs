@@ -60,30 +60,53 @@ pub(crate) fn string_end(b: &[u8], quote: usize) -> usize {
 /// same time.
 #[inline]
 pub fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    // The high bit of each byte of `word` equal to `byte`, and maybe of
-    // bytes after the first such (a borrow): the lowest bit set is exact.
-    let equal = |word: u64, byte: u8| {
-        let x = word ^ (u64::from(byte) * ONES);
-        x.wrapping_sub(ONES) & !x & HIGHS
-    };
     let mut i = from;
     for _ in 0..4 {
-        let Some(word) = b
-            .get(i..i + 8)
-            .and_then(|w| <[u8; 8]>::try_from(w).ok())
-            .map(u64::from_le_bytes)
-        else {
+        let Some(word) = word_at(b, i) else {
             break;
         };
-        let stops = equal(word, b'"') | equal(word, b'\\');
+        let stops = bytes_equal(word, b'"') | bytes_equal(word, b'\\');
         if stops != 0 {
-            return Some(i + (stops.trailing_zeros() / 8) as usize);
+            return Some(i + first_flagged(stops));
         }
         i += 8;
     }
     memchr::memchr2(b'"', b'\\', b.get(i..)?).map(|p| i + p)
+}
+
+// Eight bytes at a time (SWAR): the searches for a string's stops here and
+// in the grammar check (`check.rs`) look at a word's bytes at once.
+
+/// The eight bytes of `b` at `i` as one word (little-endian: the first
+/// byte lowest), if eight are left.
+#[inline]
+pub(crate) fn word_at(b: &[u8], i: usize) -> Option<u64> {
+    b.get(i..i + 8)
+        .and_then(|w| <[u8; 8]>::try_from(w).ok())
+        .map(u64::from_le_bytes)
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// The high bit of each byte of `word` below `n` (at most 0x80), and maybe
+/// of bytes after the first such (a borrow carries up): the lowest bit set
+/// is exact, which is all [`first_flagged`] reads. Bytes of 0x80 and above
+/// are never below.
+#[inline]
+pub(crate) fn bytes_below(word: u64, n: u8) -> u64 {
+    word.wrapping_sub(ONES * u64::from(n)) & !word & (ONES << 7)
+}
+
+/// [`bytes_below`]'s flags for the bytes of `word` equal to `byte`.
+#[inline]
+pub(crate) fn bytes_equal(word: u64, byte: u8) -> u64 {
+    bytes_below(word ^ (ONES * u64::from(byte)), 1)
+}
+
+/// Where in its word the first byte flagged in `flags` (not 0) is.
+#[inline]
+pub(crate) fn first_flagged(flags: u64) -> usize {
+    (flags.trailing_zeros() / 8) as usize
 }
 
 /// `json` without whitespace outside strings; borrowed when already compact.
@@ -162,7 +185,7 @@ pub fn largest_arrays(doc: &str, keep: usize) -> Vec<ArraySpan> {
 /// ~9 M instructions to find that it had nothing to take out, with two
 /// `memchr` searches per string, before the arrays were scanned).
 pub fn minified_with_largest_arrays(json: &str, keep: usize) -> (Cow<'_, str>, Vec<ArraySpan>) {
-    let (compact, arrays) = minify_and_index(json, keep, false);
+    let (compact, arrays) = minified_and_indexed(json, keep);
     (compact, arrays.into_iter().map(|(span, _)| span).collect())
 }
 
@@ -178,16 +201,6 @@ pub fn minified_with_largest_arrays(json: &str, keep: usize) -> (Cow<'_, str>, V
 /// array's are taken whole, not copied: a bulk array of a hundred million
 /// tiny items is held once, not twice, at its peak.
 pub fn minified_and_indexed(json: &str, keep: usize) -> (Cow<'_, str>, Vec<(ArraySpan, Vec<u64>)>) {
-    minify_and_index(json, keep, true)
-}
-
-/// The pass of [`minified_and_indexed`]; the item starts are left empty
-/// unless `with_starts`.
-fn minify_and_index(
-    json: &str,
-    keep: usize,
-    with_starts: bool,
-) -> (Cow<'_, str>, Vec<(ArraySpan, Vec<u64>)>) {
     let b = json.as_bytes();
     // The compact text, made once a byte must be taken out: what is
     // copied so far, and where the input not yet copied starts.
@@ -231,7 +244,7 @@ fn minify_and_index(
                 frame.starts_from = later_starts.len();
                 // An array that may be kept: where its first item would
                 // start (dropped at its close if it has none).
-                if with_starts && open == b'[' && stack.len() < NAMED_DEPTH && keep > 0 {
+                if open == b'[' && stack.len() < NAMED_DEPTH && keep > 0 {
                     later_starts.push(frame.start as u64 + 1);
                 }
                 stack.push(frame);
@@ -245,7 +258,7 @@ fn minify_and_index(
                             && found.last().is_some_and(|(last, _, _)| last.len() >= bytes);
                         if !small {
                             let items = if frame.empty { 0 } else { frame.commas + 1 };
-                            let starts = if !(with_starts && frame.array && items > 0) {
+                            let starts = if !(frame.array && items > 0) {
                                 Vec::new()
                             } else if frame.starts_from == 0 {
                                 // The outermost array with starts (the bulk,
@@ -275,7 +288,7 @@ fn minify_and_index(
                     top.commas += 1;
                     top.expect_key = !top.array;
                     // An array deeper than NAMED_DEPTH is never kept.
-                    if with_starts && top.array && stack.len() <= NAMED_DEPTH && keep > 0 {
+                    if top.array && stack.len() <= NAMED_DEPTH && keep > 0 {
                         // Compact: the next item starts just after the comma.
                         later_starts.push((i - removed + 1) as u64);
                     }

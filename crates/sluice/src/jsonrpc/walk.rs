@@ -274,16 +274,17 @@ pub fn string_at(text: &str, quote: usize) -> Option<(usize, Cow<'_, str>)> {
     if b[at] == b'"' {
         return Some((at + 1, Cow::Borrowed(text.get(start..at)?)));
     }
+    let owned = |end: usize, out: Vec<u8>| Some((end, Cow::Owned(String::from_utf8(out).ok()?)));
     let mut out = Vec::new();
     let (i, at) = match unescape(b, start, at, start + ALONE_BYTES, &mut out, None)? {
-        Unescaped::Ended(end) => return Some((end, Cow::Owned(String::from_utf8(out).ok()?))),
+        Unescaped::Ended(end) => return owned(end, out),
         Unescaped::Paused { i, at } => (i, at),
     };
     let cut = match cut_near(b, i + (b.len() - i) / 2) {
         Some(cut) if b.len() - i > BLOCKING_BYTES && cut > at => cut,
         _ => {
             return match unescape(b, i, at, usize::MAX, &mut out, None)? {
-                Unescaped::Ended(end) => Some((end, Cow::Owned(String::from_utf8(out).ok()?))),
+                Unescaped::Ended(end) => owned(end, out),
                 Unescaped::Paused { .. } => None,
             };
         }
