@@ -8,6 +8,7 @@
 //! by −40 % to +59 %. Results small enough that their bytes prove they fit
 //! are never tokenized, so a gateway that only sees those never loads it.
 
+mod ascii_pieces;
 pub mod o200k;
 
 use std::collections::BTreeMap;

@@ -80,7 +80,7 @@ pub fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
 /// The eight bytes of `b` at `i` as one word (little-endian: the first
 /// byte lowest), if eight are left.
 #[inline]
-pub(crate) fn word_at(b: &[u8], i: usize) -> Option<u64> {
+pub fn word_at(b: &[u8], i: usize) -> Option<u64> {
     b.get(i..i + 8)
         .and_then(|w| <[u8; 8]>::try_from(w).ok())
         .map(u64::from_le_bytes)
@@ -93,19 +93,19 @@ const ONES: u64 = 0x0101_0101_0101_0101;
 /// is exact, which is all [`first_flagged`] reads. Bytes of 0x80 and above
 /// are never below.
 #[inline]
-pub(crate) fn bytes_below(word: u64, n: u8) -> u64 {
+pub fn bytes_below(word: u64, n: u8) -> u64 {
     word.wrapping_sub(ONES * u64::from(n)) & !word & (ONES << 7)
 }
 
 /// [`bytes_below`]'s flags for the bytes of `word` equal to `byte`.
 #[inline]
-pub(crate) fn bytes_equal(word: u64, byte: u8) -> u64 {
+pub fn bytes_equal(word: u64, byte: u8) -> u64 {
     bytes_below(word ^ (ONES * u64::from(byte)), 1)
 }
 
 /// Where in its word the first byte flagged in `flags` (not 0) is.
 #[inline]
-pub(crate) fn first_flagged(flags: u64) -> usize {
+pub fn first_flagged(flags: u64) -> usize {
     (flags.trailing_zeros() / 8) as usize
 }
 

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::scan::string_end;
 use sluice_core::limits::BLOCKING_BYTES;
-use sluice_core::scan::quote_or_backslash;
+use sluice_core::scan::{bytes_equal, first_flagged, quote_or_backslash, word_at};
 
 fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\r' | b'\t')
@@ -275,17 +275,18 @@ pub fn string_at(text: &str, quote: usize) -> Option<(usize, Cow<'_, str>)> {
         return Some((at + 1, Cow::Borrowed(text.get(start..at)?)));
     }
     let owned = |end: usize, out: Vec<u8>| Some((end, Cow::Owned(String::from_utf8(out).ok()?)));
-    let mut out = Vec::new();
-    let (i, at) = match unescape(b, start, at, start + ALONE_BYTES, &mut out, None)? {
+    let mut out = Vec::with_capacity((at - start) * 2 + 64);
+    out.extend_from_slice(&b[start..at]);
+    let i = match unescape(b, at, at + ALONE_BYTES, &mut out, None)? {
         Unescaped::Ended(end) => return owned(end, out),
-        Unescaped::Paused { i, at } => (i, at),
+        Unescaped::Paused(i) => i,
     };
     let cut = match cut_near(b, i + (b.len() - i) / 2) {
-        Some(cut) if b.len() - i > BLOCKING_BYTES && cut > at => cut,
+        Some(cut) if b.len() - i > BLOCKING_BYTES => cut,
         _ => {
-            return match unescape(b, i, at, usize::MAX, &mut out, None)? {
+            return match unescape(b, i, usize::MAX, &mut out, None)? {
                 Unescaped::Ended(end) => owned(end, out),
-                Unescaped::Paused { .. } => None,
+                Unescaped::Paused(_) => None,
             };
         }
     };
@@ -293,36 +294,31 @@ pub fn string_at(text: &str, quote: usize) -> Option<(usize, Cow<'_, str>)> {
     let (first, second) = sluice_core::parallel::both(
         true,
         || {
-            let first = unescape(b, i, at, cut, &mut out, None);
-            if !matches!(first, Some(Unescaped::Paused { .. })) {
+            let first = unescape(b, i, cut, &mut out, None);
+            if !matches!(first, Some(Unescaped::Paused(_))) {
                 stop.store(true, Ordering::Relaxed);
             }
             first.map(|step| (step, String::from_utf8(std::mem::take(&mut out))))
         },
         || {
-            let mut rest = Vec::new();
-            let at = quote_or_backslash(b, cut)?;
-            let step = unescape(b, cut, at, usize::MAX, &mut rest, Some(&stop))?;
+            let mut rest = Vec::with_capacity(b.len() - cut);
+            let step = unescape(b, cut, usize::MAX, &mut rest, Some(&stop))?;
             Some((step, String::from_utf8(rest)))
         },
     );
     match first? {
         (Unescaped::Ended(end), head) => Some((end, Cow::Owned(head.ok()?))),
-        (Unescaped::Paused { i, .. }, head) => {
-            // Paused at the first stop at or past the cut: from the last
-            // escape to the cut, plain text, copied here; the second part
-            // starts at the cut.
-            if i > cut {
-                return None;
-            }
+        // The first part ends at the cut, where the second starts: an
+        // escape's start, or just past one.
+        (Unescaped::Paused(at), head) if at == cut => {
             let mut head = head.ok()?;
-            head.push_str(text.get(i..cut)?);
             let (Unescaped::Ended(end), tail) = second? else {
                 return None;
             };
             head.push_str(&tail.ok()?);
             Some((end, Cow::Owned(head)))
         }
+        (Unescaped::Paused(_), _) => None,
     }
 }
 
@@ -330,52 +326,73 @@ pub fn string_at(text: &str, quote: usize) -> Option<(usize, Cow<'_, str>)> {
 enum Unescaped {
     /// The closing quote: the index just past it.
     Ended(usize),
-    /// At the first stop (`"` or `\`, at `at`) at or past where it was told
-    /// to pause; what lies from `i` to `at` is plain and not copied yet.
-    Paused { i: usize, at: usize },
+    /// Where it paused, at or past where it was told to, between escapes:
+    /// everything before it is in the output.
+    Paused(usize),
 }
 
-/// Unescapes a string's text into `out` from `i` (the first stop at or
-/// after which is `at`) to the closing quote, pausing at the first stop at
-/// or past `pause`. `None` for an escape that cannot be read or a string
-/// that does not end, or when `stop` is set.
+/// Unescapes a string's text into `out` from `i` (not inside an escape)
+/// to the closing quote, pausing at the first place between escapes at or
+/// past `pause`. `None` for an escape that cannot be read or a string that
+/// does not end, or when `stop` is set.
+///
+/// JSON held in a text block has an escape every few bytes, so the plain
+/// runs between them are short: eight bytes are read as one word, and
+/// copied whole to `out` (the bytes past the first `"` or `\` are taken
+/// back), where copying each run on its own cost a call per escape.
 fn unescape(
     b: &[u8],
     mut i: usize,
-    mut at: usize,
     pause: usize,
     out: &mut Vec<u8>,
     stop: Option<&AtomicBool>,
 ) -> Option<Unescaped> {
     // Bytes, not a `String`: what is copied between escapes ends before an
     // ASCII `"` or `\`, so it is whole characters, and what an escape stands
-    // for is pushed encoded; one check of the whole at the end. Grown as it
-    // fills: sized from the rest of `text`, a short string in a long text
-    // would ask for the whole text's size.
+    // for is pushed encoded; one check of the whole at the end.
+    let words_until = pause.min(b.len());
     loop {
-        if at >= pause {
-            return Some(Unescaped::Paused { i, at });
+        while i + 8 <= words_until {
+            let word = word_at(b, i)?;
+            let stops = bytes_equal(word, b'"') | bytes_equal(word, b'\\');
+            out.extend_from_slice(&word.to_le_bytes());
+            if stops != 0 {
+                let plain = first_flagged(stops);
+                out.truncate(out.len() - 8 + plain);
+                i += plain;
+                break;
+            }
+            i += 8;
         }
-        out.extend_from_slice(b.get(i..at)?);
-        if b[at] == b'"' {
-            return Some(Unescaped::Ended(at + 1));
+        if i >= pause {
+            return Some(Unescaped::Paused(i));
         }
-        match b.get(at + 1) {
-            // The escapes of JSON held in a text block, pushed as they are.
-            Some(&c @ (b'"' | b'\\' | b'/')) => {
+        match *b.get(i)? {
+            b'"' => return Some(Unescaped::Ended(i + 1)),
+            b'\\' => {
+                match b.get(i + 1) {
+                    // The escapes of JSON held in a text block, pushed as
+                    // they are.
+                    Some(&c @ (b'"' | b'\\' | b'/')) => {
+                        out.push(c);
+                        i += 2;
+                    }
+                    _ => {
+                        let (c, len) = escape_at(b, i)?;
+                        out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+                        i += len;
+                    }
+                }
+                if stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
+                    return None;
+                }
+            }
+            // Fewer than eight bytes before the pause or the end.
+            c => {
                 out.push(c);
-                i = at + 2;
-            }
-            _ => {
-                let (c, len) = escape_at(b, at)?;
-                out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
-                i = at + len;
+                i += 1;
             }
         }
-        if stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
-            return None;
-        }
-        at = quote_or_backslash(b, i)?;
     }
 }
 
@@ -580,10 +597,9 @@ mod tests {
     fn unescaped_alone(text: &str, quote: usize) -> Option<(usize, String)> {
         let b = text.as_bytes();
         let mut out = Vec::new();
-        let at = quote_or_backslash(b, quote + 1)?;
-        match unescape(b, quote + 1, at, usize::MAX, &mut out, None)? {
+        match unescape(b, quote + 1, usize::MAX, &mut out, None)? {
             Unescaped::Ended(end) => Some((end, String::from_utf8(out).ok()?)),
-            Unescaped::Paused { .. } => None,
+            Unescaped::Paused(_) => None,
         }
     }
 
