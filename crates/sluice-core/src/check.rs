@@ -23,7 +23,10 @@
 
 use std::ops::Range;
 
-use crate::scan::{bytes_below, bytes_equal, first_flagged, word_at};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::limits::{ALONE_BYTES, BLOCKING_BYTES};
+use crate::scan::{bytes_below, bytes_equal, cut_near, first_flagged, word_at};
 
 /// The members of the JSON object `text` (nothing around it but
 /// whitespace), each as the ranges of its key (quotes included) and of its
@@ -183,23 +186,131 @@ fn some_digits_end(b: &[u8], i: usize) -> Option<usize> {
 
 /// Just past the closing quote of the valid string whose opening quote is
 /// at `quote`: no control character, every escape one JSON has.
+///
+/// A string still going after [`ALONE_BYTES`], in a text with more than
+/// [`BLOCKING_BYTES`] left (a large result's text block), is checked in two
+/// parts at once, as `jsonrpc::walk` unescapes it: the rest of the text is
+/// cut in the middle where an escape starts ([`cut_near`]), and a second
+/// thread checks from there to the closing quote while this one reaches
+/// the cut. The answer is the one-thread reading's wherever the cut falls:
+/// if this thread does not stop exactly at the cut (the string ended
+/// before it, or the text is no string there), the second thread's work
+/// is stopped and dropped.
 fn string_end(b: &[u8], quote: usize) -> Option<usize> {
+    let alone_until = quote.saturating_add(1 + ALONE_BYTES);
     let mut i = quote + 1;
     loop {
         i = string_stop(b, i)?;
         match b[i] {
             b'"' => return Some(i + 1),
-            b'\\' => match *b.get(i + 1)? {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
-                b'u' => {
-                    let hex = b.get(i + 2..i + 6)?;
-                    if !hex.iter().all(u8::is_ascii_hexdigit) {
-                        return None;
-                    }
-                    i += 6;
+            b'\\' => {
+                i = escape_end(b, i)?;
+                if i >= alone_until {
+                    return long_string_end(b, i);
                 }
-                _ => return None,
-            },
+            }
+            // A control character, which a string must escape.
+            _ => return None,
+        }
+    }
+}
+
+/// Just past the valid escape whose backslash is at `i`.
+#[inline(always)]
+fn escape_end(b: &[u8], i: usize) -> Option<usize> {
+    match *b.get(i + 1)? {
+        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(i + 2),
+        b'u' => {
+            let hex = b.get(i + 2..i + 6)?;
+            hex.iter().all(u8::is_ascii_hexdigit).then_some(i + 6)
+        }
+        _ => None,
+    }
+}
+
+/// [`string_end`] for a string still going at `i` (between escapes),
+/// past [`ALONE_BYTES`].
+#[cold]
+fn long_string_end(b: &[u8], i: usize) -> Option<usize> {
+    let cut = match cut_near(b, i + (b.len() - i) / 2) {
+        Some(cut) if b.len() - i > BLOCKING_BYTES => cut,
+        _ => return rest_of_string(b, i),
+    };
+    in_two_parts(b, i, cut)
+}
+
+/// The end of a string read on from `i` (not inside an escape), the part
+/// from `cut` on read on a second thread. Wherever `cut` is, the end is
+/// the one-thread reading's: the second part counts only if the first
+/// stops exactly at the cut, between escapes.
+fn in_two_parts(b: &[u8], i: usize, cut: usize) -> Option<usize> {
+    let stop = AtomicBool::new(false);
+    let (first, second) = crate::parallel::both(
+        true,
+        || {
+            let first = string_part(b, i, cut, None);
+            if first != Some(Part::Paused(cut)) {
+                stop.store(true, Ordering::Relaxed);
+            }
+            first
+        },
+        || string_part(b, cut, usize::MAX, Some(&stop)),
+    );
+    match first? {
+        Part::Ended(end) => Some(end),
+        Part::Paused(at) if at == cut => match second? {
+            Part::Ended(end) => Some(end),
+            Part::Paused(_) => None,
+        },
+        Part::Paused(at) => rest_of_string(b, at),
+    }
+}
+
+/// The end of a string read on from `i` (not inside an escape).
+fn rest_of_string(b: &[u8], i: usize) -> Option<usize> {
+    match string_part(b, i, usize::MAX, None)? {
+        Part::Ended(end) => Some(end),
+        Part::Paused(_) => None,
+    }
+}
+
+/// Where [`string_part`] got to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// The closing quote: the index just past it.
+    Ended(usize),
+    /// At or past where it was told to pause, at a place between escapes
+    /// (from which reading on gives what reading through would have).
+    Paused(usize),
+}
+
+/// How often (in bytes read) a part checked on a second thread looks
+/// whether it is still wanted.
+const STOP_CHECK_BYTES: usize = 16 << 10;
+
+/// Checks a string's characters from `i` (not inside an escape) to its
+/// closing quote, pausing at the first place between escapes at or past
+/// `pause`. `None` for a control character, an escape JSON does not have,
+/// no closing quote, or when `stop` is set.
+fn string_part(b: &[u8], mut i: usize, pause: usize, stop: Option<&AtomicBool>) -> Option<Part> {
+    // One comparison per escape: the next place where it pauses or looks
+    // at `stop`.
+    let mut next = i;
+    loop {
+        if i >= next {
+            if i >= pause {
+                return Some(Part::Paused(i));
+            }
+            if stop.is_some_and(|stop| stop.load(Ordering::Relaxed)) {
+                return None;
+            }
+            next = pause.min(i + STOP_CHECK_BYTES);
+        }
+        i = string_stop(b, i)?;
+        match b[i] {
+            b'\\' if i >= pause => return Some(Part::Paused(i)),
+            b'\\' => i = escape_end(b, i)?,
+            b'"' => return Some(Part::Ended(i + 1)),
             // A control character, which a string must escape.
             _ => return None,
         }
@@ -235,6 +346,53 @@ fn skip_space(b: &[u8], mut i: usize) -> usize {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_string_is_checked_in_two_parts_as_in_one_wherever_it_is_cut() {
+        // Every cut, between escapes or not (inside one, inside a
+        // character), of valid and broken strings.
+        for text in crate::scan::strings_to_cut::short() {
+            let (b, alone) = (text.as_bytes(), rest_of_string(text.as_bytes(), 1));
+            for cut in 1..=b.len() {
+                assert_eq!(in_two_parts(b, 1, cut), alone, "{text:?} cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_string_is_checked_in_two_parts_as_in_one_wherever_the_cut_falls() {
+        for (text, tail) in crate::scan::strings_to_cut::long() {
+            let b = text.as_bytes();
+            let end = string_end(b, 0);
+            assert_eq!(end, Some(text.len() - tail.len()), "{}", text.len());
+            assert_eq!(end, rest_of_string(b, 1), "{}", text.len());
+        }
+        // Broken in the first part, in the second, at the end, or not
+        // ended: refused, as one thread refuses it.
+        let body = r#"ab\\\"cd"#.repeat(100_000);
+        for broken in [
+            format!(r#""\q{body}{body}""#),
+            format!(r#""{body}{body}\q""#),
+            format!("\"{body}\u{1}{body}\""),
+            format!(r#""{body}{body}\u12""#),
+            format!(r#""{body}{body}"#),
+        ] {
+            assert_eq!(string_end(broken.as_bytes(), 0), None);
+            assert_eq!(rest_of_string(broken.as_bytes(), 1), None);
+        }
+        // A long string that ends before the cut, in a longer text whose
+        // rest is no string (the second part's work is dropped).
+        let long = r#"x\\\"y"#.repeat(20_000);
+        let after = r#","k":"v\"w","#.repeat(100_000);
+        let text = format!("\"{long}\"{after}");
+        assert_eq!(string_end(text.as_bytes(), 0), Some(long.len() + 2));
+        // And in a message: found, and its members.
+        let message = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[{{"type":"text","text":"{body}"}}]}}}}"#
+        );
+        assert_eq!(object_members(&message, 64).map(|m| m.len()), Some(3));
+        assert!(is_json(&format!("[\"{body}\",\"{body}\"]")));
+    }
 
     fn agrees(text: &str) -> Result<(), TestCaseError> {
         let serde = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();

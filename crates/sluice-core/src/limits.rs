@@ -8,6 +8,12 @@
 /// it takes milliseconds per MB.
 pub const BLOCKING_BYTES: usize = 256 << 10;
 
+/// How much of one string is read before its end is worth looking for on a
+/// second thread too (a text block's unescape, a message's check): most
+/// strings end within it, and a thread costs tens of microseconds, the
+/// time this much takes.
+pub const ALONE_BYTES: usize = 64 << 10;
+
 /// The `[limits]` settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageLimits {

@@ -74,6 +74,69 @@ pub fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
     memchr::memchr2(b'"', b'\\', b.get(i..)?).map(|p| i + p)
 }
 
+/// A place at or after `p` where a string's text can be cut in two, each
+/// part read alone (checked, or unescaped): the first escape that starts there or later, or
+/// just past one. A backslash after any other byte starts an escape, and
+/// the backslashes in a row after it pair up. Never at a `\u` escape, which
+/// may be the second half of a surrogate pair read as one character. `None`
+/// if no such place follows. (Past the string's end the place is
+/// meaningless: the first part then ends before it, and the second is
+/// dropped.)
+pub fn cut_near(b: &[u8], mut p: usize) -> Option<usize> {
+    loop {
+        let q = p + memchr::memchr(b'\\', b.get(p..)?)?;
+        let run_start = b[..q]
+            .iter()
+            .rposition(|&c| c != b'\\')
+            .map_or(0, |before| before + 1);
+        if (q - run_start) % 2 == 1 {
+            // `q` is the second backslash of an escaped backslash.
+            return Some(q + 1);
+        }
+        if b.get(q + 1) != Some(&b'u') {
+            return Some(q);
+        }
+        p = q + 6;
+    }
+}
+
+/// Test texts for the readers of strings cut in two (`check` here, the
+/// gateway's `jsonrpc::walk`): JSON strings from their opening quote, made
+/// of a pattern that holds every kind of escape, backslashes in a row,
+/// surrogate pairs and lone halves, and characters of 1 to 4 bytes. Short
+/// ones to cut at every byte: one whole and followed by more, and broken
+/// ones (a bad escape, a short `\u`, a control character, no closing
+/// quote).
+#[doc(hidden)]
+pub mod strings_to_cut {
+    /// The pattern.
+    pub const PATTERN: &str = r#"ab\"c\\\\\\d\/é\n\ud83d\ude00\u00e9\ud800x\\\\\\\\\\\"€\t🦀 "#;
+
+    /// Short strings, whole and broken.
+    pub fn short() -> [String; 5] {
+        let body = PATTERN.repeat(6);
+        [
+            format!("\"{body}\",\"after\""),
+            format!("\"{body}\\q{body}\""),
+            format!("\"{body}\\u12\""),
+            format!("\"{body}\u{1}\""),
+            format!("\"{body}"),
+        ]
+    }
+
+    /// Strings of ~400 KB, each with a filler after the pattern that
+    /// moves a cut in the middle of what follows their first 64 KB by half
+    /// its length, across the whole pattern; each with what follows it.
+    pub fn long() -> impl Iterator<Item = (String, &'static str)> {
+        let body = PATTERN.repeat(400_000 / PATTERN.len());
+        (0..2 * PATTERN.len()).map(move |shift| {
+            let tail = [r#","more":"x\"y"}"#, ""][shift % 2];
+            let filler = "f".repeat(shift);
+            (format!("\"{body}{filler}\"{tail}"), tail)
+        })
+    }
+}
+
 // Eight bytes at a time (SWAR): the searches for a string's stops here and
 // in the grammar check (`check.rs`) look at a word's bytes at once.
 

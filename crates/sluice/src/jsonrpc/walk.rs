@@ -20,8 +20,8 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::scan::string_end;
-use sluice_core::limits::BLOCKING_BYTES;
-use sluice_core::scan::{bytes_equal, first_flagged, quote_or_backslash, word_at};
+use sluice_core::limits::{ALONE_BYTES, BLOCKING_BYTES};
+use sluice_core::scan::{bytes_equal, cut_near, first_flagged, quote_or_backslash, word_at};
 
 fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\r' | b'\t')
@@ -247,11 +247,6 @@ pub enum StringValue<'a> {
     Other,
 }
 
-/// How much of a string is unescaped before its end is worth looking for
-/// on a second thread: most strings end within it, and a thread costs tens
-/// of microseconds, the time this much takes.
-const ALONE_BYTES: usize = 64 << 10;
-
 /// The string whose opening quote is at `quote` in `text`: the index just
 /// past its closing quote, and its text unescaped (borrowed when it has no
 /// escape), found in one pass. A lone UTF-16 surrogate escape (`\ud800`,
@@ -274,30 +269,43 @@ pub fn string_at(text: &str, quote: usize) -> Option<(usize, Cow<'_, str>)> {
     if b[at] == b'"' {
         return Some((at + 1, Cow::Borrowed(text.get(start..at)?)));
     }
-    let owned = |end: usize, out: Vec<u8>| Some((end, Cow::Owned(String::from_utf8(out).ok()?)));
     let mut out = Vec::with_capacity((at - start) * 2 + 64);
     out.extend_from_slice(&b[start..at]);
     let i = match unescape(b, at, at + ALONE_BYTES, &mut out, None)? {
-        Unescaped::Ended(end) => return owned(end, out),
+        Unescaped::Ended(end) => return Some((end, Cow::Owned(String::from_utf8(out).ok()?))),
         Unescaped::Paused(i) => i,
     };
-    let cut = match cut_near(b, i + (b.len() - i) / 2) {
-        Some(cut) if b.len() - i > BLOCKING_BYTES => cut,
-        _ => {
-            return match unescape(b, i, usize::MAX, &mut out, None)? {
-                Unescaped::Ended(end) => owned(end, out),
-                Unescaped::Paused(_) => None,
-            };
-        }
+    let read = match cut_near(b, i + (b.len() - i) / 2) {
+        Some(cut) if b.len() - i > BLOCKING_BYTES => in_two_parts(b, i, cut, out),
+        _ => read_on(b, i, out),
     };
+    read.map(|(end, text)| (end, Cow::Owned(text)))
+}
+
+/// The rest of a string unescaped from `i` (between escapes) after `out`:
+/// the index just past its closing quote, and its whole text.
+fn read_on(b: &[u8], i: usize, mut out: Vec<u8>) -> Option<(usize, String)> {
+    match unescape(b, i, usize::MAX, &mut out, None)? {
+        Unescaped::Ended(end) => Some((end, String::from_utf8(out).ok()?)),
+        Unescaped::Paused(_) => None,
+    }
+}
+
+/// [`read_on`], the part from `cut` on unescaped on a second thread.
+/// Wherever `cut` is, the answer is the one-thread reading's: the second
+/// part counts only if the first stops exactly at the cut, between
+/// escapes; if it does not (the string ended before it, or the cut is not
+/// between escapes), the second thread is stopped and its work dropped.
+fn in_two_parts(b: &[u8], i: usize, cut: usize, mut out: Vec<u8>) -> Option<(usize, String)> {
     let stop = AtomicBool::new(false);
     let (first, second) = sluice_core::parallel::both(
         true,
         || {
             let first = unescape(b, i, cut, &mut out, None);
-            if !matches!(first, Some(Unescaped::Paused(_))) {
+            if !matches!(first, Some(Unescaped::Paused(at)) if at == cut) {
                 stop.store(true, Ordering::Relaxed);
             }
+            // Each thread checks its own part's UTF-8.
             first.map(|step| (step, String::from_utf8(std::mem::take(&mut out))))
         },
         || {
@@ -307,19 +315,32 @@ pub fn string_at(text: &str, quote: usize) -> Option<(usize, Cow<'_, str>)> {
         },
     );
     match first? {
-        (Unescaped::Ended(end), head) => Some((end, Cow::Owned(head.ok()?))),
-        // The first part ends at the cut, where the second starts: an
-        // escape's start, or just past one.
+        (Unescaped::Ended(end), head) => Some((end, head.ok()?)),
         (Unescaped::Paused(at), head) if at == cut => {
-            let mut head = head.ok()?;
             let (Unescaped::Ended(end), tail) = second? else {
                 return None;
             };
-            head.push_str(&tail.ok()?);
-            Some((end, Cow::Owned(head)))
+            match (head, tail) {
+                (Ok(mut head), Ok(tail)) => {
+                    head.push_str(&tail);
+                    Some((end, head))
+                }
+                // A cut inside a character: the parts' bytes are the
+                // whole's all the same.
+                (head, tail) => {
+                    let mut bytes = bytes_of(head);
+                    bytes.extend_from_slice(&bytes_of(tail));
+                    Some((end, String::from_utf8(bytes).ok()?))
+                }
+            }
         }
-        (Unescaped::Paused(_), _) => None,
+        (Unescaped::Paused(at), head) => read_on(b, at, bytes_of(head)),
     }
+}
+
+/// The bytes a UTF-8 check was given back.
+fn bytes_of(checked: Result<String, std::string::FromUtf8Error>) -> Vec<u8> {
+    checked.map_or_else(|e| e.into_bytes(), String::into_bytes)
 }
 
 /// Where [`unescape`] got to.
@@ -393,32 +414,6 @@ fn unescape(
                 i += 1;
             }
         }
-    }
-}
-
-/// A place at or after `p` where a string's text can be cut in two, each
-/// part unescaped alone: the first escape that starts there or later, or
-/// just past one. A backslash after any other byte starts an escape, and
-/// the backslashes in a row after it pair up. Never at a `\u` escape, which
-/// may be the second half of a surrogate pair read as one character. `None`
-/// if no such place follows. (Past the string's end the place is
-/// meaningless: the first part then ends before it, and the second is
-/// dropped.)
-fn cut_near(b: &[u8], mut p: usize) -> Option<usize> {
-    loop {
-        let q = p + memchr::memchr(b'\\', b.get(p..)?)?;
-        let run_start = b[..q]
-            .iter()
-            .rposition(|&c| c != b'\\')
-            .map_or(0, |before| before + 1);
-        if (q - run_start) % 2 == 1 {
-            // `q` is the second backslash of an escaped backslash.
-            return Some(q + 1);
-        }
-        if b.get(q + 1) != Some(&b'u') {
-            return Some(q);
-        }
-        p = q + 6;
     }
 }
 
@@ -604,24 +599,28 @@ mod tests {
     }
 
     #[test]
+    fn a_string_is_read_in_two_parts_as_in_one_wherever_it_is_cut() {
+        // Every cut, between escapes or not (inside one, inside a
+        // character), of valid and broken strings.
+        for text in sluice_core::scan::strings_to_cut::short() {
+            let alone = unescaped_alone(&text, 0);
+            for cut in 1..=text.len() {
+                let two = in_two_parts(text.as_bytes(), 1, cut, Vec::new());
+                assert_eq!(two, alone, "{text:?} cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
     fn a_long_string_is_read_in_two_parts_as_in_one_wherever_the_cut_falls() {
-        // Every kind of escape, backslashes in a row, surrogate pairs and
-        // lone halves, characters of 1 to 4 bytes, in a repeating pattern.
-        let pattern = r#"ab\"c\\\\\\d\/é\n\ud83d\ude00\u00e9\ud800x\\\\\\\\\\\"€\t🦀 "#;
-        let body = pattern.repeat(400_000 / pattern.len());
-        // The cut falls in the middle of what follows the first 64 KB: a
-        // filler after the pattern moves it by half its length, across the
-        // whole pattern.
-        for shift in 0..2 * pattern.len() {
-            let filler = "f".repeat(shift);
-            let tail = [r#","more":"x\"y"}"#, ""][shift % 2];
-            let text = format!("\"{body}{filler}\"{tail}");
+        for (text, tail) in sluice_core::scan::strings_to_cut::long() {
             let (end, read) = string_at(&text, 0).unwrap();
             let alone = unescaped_alone(&text, 0).unwrap();
             assert_eq!(
                 (end, read.as_ref()),
                 (alone.0, alone.1.as_str()),
-                "shift {shift}"
+                "{}",
+                text.len()
             );
             assert_eq!(end, text.len() - tail.len());
         }
