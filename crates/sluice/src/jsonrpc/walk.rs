@@ -309,7 +309,9 @@ fn in_two_parts(b: &[u8], i: usize, cut: usize, mut out: Vec<u8>) -> Option<(usi
             first.map(|step| (step, String::from_utf8(std::mem::take(&mut out))))
         },
         || {
-            let mut rest = Vec::with_capacity(b.len() - cut);
+            // Sized for the rest, up to a bound: the string may end long
+            // before the text does.
+            let mut rest = Vec::with_capacity((b.len() - cut).min(16 * ALONE_BYTES));
             let step = unescape(b, cut, usize::MAX, &mut rest, Some(&stop))?;
             Some((step, String::from_utf8(rest)))
         },
@@ -360,7 +362,8 @@ enum Unescaped {
 /// JSON held in a text block has an escape every few bytes, so the plain
 /// runs between them are short: eight bytes are read as one word, and
 /// copied whole to `out` (the bytes past the first `"` or `\` are taken
-/// back), where copying each run on its own cost a call per escape.
+/// back), where copying each run on its own cost a call per escape. A run
+/// longer than a word is found and copied as one.
 fn unescape(
     b: &[u8],
     mut i: usize,
@@ -373,17 +376,23 @@ fn unescape(
     // for is pushed encoded; one check of the whole at the end.
     let words_until = pause.min(b.len());
     loop {
-        while i + 8 <= words_until {
-            let word = word_at(b, i)?;
+        // The plain run up to the next stop (or the pause, or the end).
+        if let Some(word) = word_at(b, i).filter(|_| i + 8 <= words_until) {
             let stops = bytes_equal(word, b'"') | bytes_equal(word, b'\\');
             out.extend_from_slice(&word.to_le_bytes());
             if stops != 0 {
                 let plain = first_flagged(stops);
                 out.truncate(out.len() - 8 + plain);
                 i += plain;
-                break;
+            } else {
+                // A longer run (prose with a `\n` now and then): found by
+                // `memchr2` and copied at once.
+                i += 8;
+                let run_end =
+                    quote_or_backslash(b, i).map_or(words_until, |stop| stop.min(words_until));
+                out.extend_from_slice(&b[i..run_end]);
+                i = run_end;
             }
-            i += 8;
         }
         if i >= pause {
             return Some(Unescaped::Paused(i));
