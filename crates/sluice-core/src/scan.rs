@@ -82,13 +82,23 @@ pub fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
 /// if no such place follows. (Past the string's end the place is
 /// meaningless: the first part then ends before it, and the second is
 /// dropped.)
-pub fn cut_near(b: &[u8], mut p: usize) -> Option<usize> {
+///
+/// It looks no further than [`CUT_WINDOW`] from `p`, and no further back
+/// than that over a run of backslashes: a text built so that no place is
+/// near (one long plain run, or backslashes for megabytes) gets `None`, and
+/// is read on one thread, rather than costing a scan of the rest for each
+/// long string in it.
+pub fn cut_near(b: &[u8], p: usize) -> Option<usize> {
+    let window_end = p.saturating_add(CUT_WINDOW).min(b.len());
+    let mut from = p;
     loop {
-        let q = p + memchr::memchr(b'\\', b.get(p..)?)?;
-        let run_start = b[..q]
-            .iter()
-            .rposition(|&c| c != b'\\')
-            .map_or(0, |before| before + 1);
+        let q = from + memchr::memchr(b'\\', b.get(from..window_end)?)?;
+        let back = q.saturating_sub(CUT_WINDOW);
+        let run_start = match b[back..q].iter().rposition(|&c| c != b'\\') {
+            Some(before) => back + before + 1,
+            None if back == 0 => 0,
+            None => return None,
+        };
         if (q - run_start) % 2 == 1 {
             // `q` is the second backslash of an escaped backslash.
             return Some(q + 1);
@@ -96,9 +106,12 @@ pub fn cut_near(b: &[u8], mut p: usize) -> Option<usize> {
         if b.get(q + 1) != Some(&b'u') {
             return Some(q);
         }
-        p = q + 6;
+        from = q + 6;
     }
 }
+
+/// How far from where it is asked [`cut_near`] looks for a place to cut.
+pub const CUT_WINDOW: usize = 64 << 10;
 
 /// Test texts for the readers of strings cut in two (`check` here, the
 /// gateway's `jsonrpc::walk`): JSON strings from their opening quote, made
@@ -913,6 +926,28 @@ fn nth_item_start(b: &[u8], array: usize, n: usize, known: KnownEnds<'_>) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cut_is_found_near_or_not_at_all() {
+        // Between escapes: at an escape's start, just past an escaped
+        // backslash, never at a `\u`.
+        let text = br#"abc\ndef\\\\x\u00e9y\"z"#;
+        assert_eq!(cut_near(text, 0), Some(3));
+        assert_eq!(cut_near(text, 4), Some(8));
+        assert_eq!(cut_near(text, 11), Some(12));
+        assert_eq!(cut_near(text, 13), Some(20));
+        assert_eq!(cut_near(text, 21), None);
+        // Nothing within the window: no cut, however far the text goes on.
+        let plain = [b"x".repeat(CUT_WINDOW + 10), br#"\n"#.to_vec()].concat();
+        assert_eq!(cut_near(&plain, 0), None);
+        assert_eq!(cut_near(&plain, 20), Some(CUT_WINDOW + 10));
+        // Inside a run of backslashes longer than the window: its parity
+        // is not looked for.
+        let run = [b"x".to_vec(), b"\\".repeat(3 * CUT_WINDOW), b"y".to_vec()].concat();
+        assert_eq!(cut_near(&run, 2 * CUT_WINDOW), None);
+        assert_eq!(cut_near(&run, 1), Some(1));
+        assert_eq!(cut_near(&run, 2), Some(3));
+    }
 
     #[test]
     fn minify_keeps_strings_and_borrows_compact_text() {
