@@ -25,8 +25,8 @@ use std::ops::Range;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::limits::{ALONE_BYTES, BLOCKING_BYTES};
-use crate::scan::{bytes_below, bytes_equal, cut_near, first_flagged, word_at};
+use crate::limits::ALONE_BYTES;
+use crate::scan::{bytes_below, bytes_equal, first_flagged, second_part_at, word_at};
 
 /// The members of the JSON object `text` (nothing around it but
 /// whitespace), each as the ranges of its key (quotes included) and of its
@@ -188,9 +188,9 @@ fn some_digits_end(b: &[u8], i: usize) -> Option<usize> {
 /// at `quote`: no control character, every escape one JSON has.
 ///
 /// A string still going after [`ALONE_BYTES`], in a text with more than
-/// [`BLOCKING_BYTES`] left (a large result's text block), is checked in two
-/// parts at once, as `jsonrpc::walk` unescapes it: the rest of the text is
-/// cut in the middle where an escape starts ([`cut_near`]), and a second
+/// 256 KB left (a large result's text block), is checked in two parts at
+/// once, as `jsonrpc::walk` unescapes it: the rest of the text is cut in
+/// the middle where an escape starts ([`second_part_at`]), and a second
 /// thread checks from there to the closing quote while this one reaches
 /// the cut. The answer is the one-thread reading's wherever the cut falls:
 /// if this thread does not stop exactly at the cut (the string ended
@@ -232,11 +232,10 @@ fn escape_end(b: &[u8], i: usize) -> Option<usize> {
 /// past [`ALONE_BYTES`].
 #[cold]
 fn long_string_end(b: &[u8], i: usize) -> Option<usize> {
-    let cut = match cut_near(b, i + (b.len() - i) / 2) {
-        Some(cut) if b.len() - i > BLOCKING_BYTES => cut,
-        _ => return rest_of_string(b, i),
-    };
-    in_two_parts(b, i, cut)
+    match second_part_at(b, i) {
+        Some(cut) => in_two_parts(b, i, cut),
+        None => rest_of_string(b, i),
+    }
 }
 
 /// The end of a string read on from `i` (not inside an escape), the part

@@ -110,6 +110,20 @@ pub fn cut_near(b: &[u8], p: usize) -> Option<usize> {
     }
 }
 
+/// Where to cut a long string still being read at `i` (between escapes)
+/// so that a second thread reads from there on: near the middle of the
+/// rest of the text ([`cut_near`]), if more than
+/// [`BLOCKING_BYTES`](crate::limits::BLOCKING_BYTES) is left (less is not
+/// worth a thread). The one rule of `check`'s and the gateway's walk's
+/// two-part readers.
+pub fn second_part_at(b: &[u8], i: usize) -> Option<usize> {
+    let rest = b.len().checked_sub(i)?;
+    if rest <= crate::limits::BLOCKING_BYTES {
+        return None;
+    }
+    cut_near(b, i + rest / 2)
+}
+
 /// How far from where it is asked [`cut_near`] looks for a place to cut.
 pub const CUT_WINDOW: usize = 64 << 10;
 
@@ -947,6 +961,20 @@ mod tests {
         assert_eq!(cut_near(&run, 2 * CUT_WINDOW), None);
         assert_eq!(cut_near(&run, 1), Some(1));
         assert_eq!(cut_near(&run, 2), Some(3));
+    }
+
+    #[test]
+    fn a_second_part_starts_near_the_middle_of_a_long_rest_only() {
+        let text = br#"ab\"cd"#.repeat(100_000);
+        // 600 KB left: cut near the middle, where an escape starts.
+        let cut = second_part_at(&text, 0).unwrap();
+        assert!((300_000..300_006).contains(&cut), "{cut}");
+        assert_eq!(text[cut], b'\\');
+        // 256 KB or less left, or none: read on one thread.
+        let near_end = text.len() - crate::limits::BLOCKING_BYTES;
+        assert_eq!(second_part_at(&text, near_end), None);
+        assert!(second_part_at(&text, near_end - 1).is_some());
+        assert_eq!(second_part_at(&text, text.len() + 1), None);
     }
 
     #[test]

@@ -20,8 +20,8 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::scan::string_end;
-use sluice_core::limits::{ALONE_BYTES, BLOCKING_BYTES};
-use sluice_core::scan::{bytes_equal, cut_near, first_flagged, quote_or_backslash, word_at};
+use sluice_core::limits::ALONE_BYTES;
+use sluice_core::scan::{bytes_equal, first_flagged, quote_or_backslash, second_part_at, word_at};
 
 fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\r' | b'\t')
@@ -255,9 +255,10 @@ pub enum StringValue<'a> {
 /// string that does not end.
 ///
 /// A string still going after [`ALONE_BYTES`], in a text with more than
-/// [`BLOCKING_BYTES`] left (a large result's text block, JSON inside it
-/// with an escape every few bytes), is unescaped in two parts at once: the
-/// rest of the text is cut in the middle, where an escape starts, and a
+/// 256 KB left (a large result's text block, JSON inside it with an escape
+/// every few bytes), is unescaped in two parts at once: the rest of the
+/// text is cut in the middle, where an escape starts
+/// ([`second_part_at`]), and a
 /// second thread unescapes from there to the closing quote while this one
 /// reaches the cut. If the string ends before the cut, the second thread's
 /// work (on what follows the string) is stopped and dropped: it never does
@@ -275,9 +276,9 @@ pub fn string_at(text: &str, quote: usize) -> Option<(usize, Cow<'_, str>)> {
         Unescaped::Ended(end) => return Some((end, Cow::Owned(String::from_utf8(out).ok()?))),
         Unescaped::Paused(i) => i,
     };
-    let read = match cut_near(b, i + (b.len() - i) / 2) {
-        Some(cut) if b.len() - i > BLOCKING_BYTES => in_two_parts(b, i, cut, out),
-        _ => read_on(b, i, out),
+    let read = match second_part_at(b, i) {
+        Some(cut) => in_two_parts(b, i, cut, out),
+        None => read_on(b, i, out),
     };
     read.map(|(end, text)| (end, Cow::Owned(text)))
 }
