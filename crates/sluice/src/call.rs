@@ -31,7 +31,7 @@ pub async fn run(
         ct: CancellationToken::new(),
         era: crate::era::Era::Stateless,
         owner: sluice_core::store::Owner::Anonymous,
-        quota: "sluice call".to_owned(),
+        quota: crate::caller::Quota::Owner(sluice_core::store::Owner::Anonymous),
         client: None,
         partial: None,
         tasks: false,

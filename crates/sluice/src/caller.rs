@@ -26,10 +26,8 @@ pub struct Caller {
     pub era: crate::era::Era,
     /// Who the results it stores belong to.
     pub owner: Owner,
-    /// Whose share of the operation limits its calls take: the owner's key,
-    /// or for an anonymous client the address it came from (so one client
-    /// cannot use up the share of every other sessionless client).
-    pub quota: String,
+    /// Whose share of the operation limits its calls take.
+    pub quota: Quota,
     /// The client's `clientInfo.name`, which picks its budget.
     pub client: Option<String>,
     /// Where a call that may become an operation keeps the progress the
@@ -53,4 +51,16 @@ pub struct Caller {
     /// Where sluice's own layer asks the client for input (sampling,
     /// elicitation, roots).
     pub link: Option<Arc<crate::downstream::link::ClientLink>>,
+}
+
+/// Whose share of `[operations] max_running` a call takes: its owner's, or
+/// for an anonymous client the address it came from (so that one client
+/// cannot use up the share of every other sessionless client). Compared,
+/// never formatted: it is made for every request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Quota {
+    /// The owner's (a session's, a principal's; `sluice call`'s).
+    Owner(Owner),
+    /// An anonymous client's, by the address it came from.
+    Address(std::net::IpAddr),
 }

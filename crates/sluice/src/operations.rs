@@ -37,6 +37,7 @@ use sluice_core::operation::OperationSettings;
 use sluice_core::store::Owner;
 use tokio_util::sync::CancellationToken;
 
+use crate::caller::Quota;
 use crate::govern::{ToolAnswer, with_meta, with_meta_as_sent};
 use crate::state::backing::Backing;
 use crate::state::shared::{HEARTBEAT_EVERY, Shared};
@@ -277,9 +278,9 @@ pub struct Operation {
     /// `op_` and 128 random bits.
     pub id: String,
     owner: Owner,
-    /// Whose share of `[operations] max_running` it takes: the owner's key,
-    /// or for anonymous clients the address they came from.
-    quota: String,
+    /// Whose share of `[operations] max_running` it takes; `None` for
+    /// another instance's, read from its record (it takes no share here).
+    quota: Option<Quota>,
     /// The tool, as the client named it.
     pub tool: String,
     started_at: SystemTime,
@@ -453,7 +454,7 @@ impl Operation {
         Some(Operation {
             id: id.to_owned(),
             owner,
-            quota: String::new(),
+            quota: None,
             tool: text("tool")?.to_owned(),
             started_at,
             started: ago(started_at),
@@ -643,13 +644,16 @@ impl Operations {
     /// Refuses a call when its `quota` (an owner's key, or an anonymous
     /// client's address), or sluice, has as many operations running as
     /// allowed: a message for the model.
-    pub fn admit(&self, owner: &Owner, quota: &str) -> Result<(), String> {
+    pub fn admit(&self, owner: &Owner, quota: &Quota) -> Result<(), String> {
         let ops = self.live();
         let running: Vec<&Arc<Operation>> = ops
             .values()
             .filter(|o| o.status() == Status::Running)
             .collect();
-        let mine = running.iter().filter(|o| o.quota == quota).count();
+        let mine = running
+            .iter()
+            .filter(|o| o.quota.as_ref() == Some(quota))
+            .count();
         if mine >= self.settings.max_running {
             // Only the caller's own ids, and none of an anonymous caller:
             // others at its address share its quota, not its operations.
@@ -682,7 +686,7 @@ impl Operations {
     pub fn start(
         &self,
         owner: Owner,
-        quota: String,
+        quota: Quota,
         tool: &str,
         partial: Arc<Partial>,
         cancel: CancellationToken,
@@ -693,7 +697,7 @@ impl Operations {
         let op = Arc::new(Operation {
             id: id.clone(),
             owner,
-            quota,
+            quota: Some(quota),
             tool: tool.to_owned(),
             started_at: crate::clock::wall() - started.elapsed(),
             started,

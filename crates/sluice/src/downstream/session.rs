@@ -9,7 +9,7 @@ use rmcp::model::{InitializeRequestParams, ServerNotification};
 
 use sluice_core::store::Owner;
 
-use crate::caller::Caller;
+use crate::caller::{Caller, Quota};
 use crate::downstream::PeerAddr;
 use crate::downstream::auth::Principal;
 use crate::era::Era;
@@ -46,8 +46,8 @@ pub(crate) fn caller_of(
         Owner::Anonymous
     };
     let quota = match (&owner, asking.address) {
-        (Owner::Anonymous, Some(PeerAddr(addr))) => format!("address:{}", addr.ip()),
-        (owner, _) => owner.key(),
+        (Owner::Anonymous, Some(PeerAddr(addr))) => Quota::Address(addr.ip()),
+        (owner, _) => Quota::Owner(owner.clone()),
     };
     Caller {
         era: asking.era,

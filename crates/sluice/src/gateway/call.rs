@@ -32,17 +32,17 @@ impl Gateway {
                 cache: &self.cache,
                 caches_anything: self.caches_anything(),
             };
-            return builtin
-                .run(&context, params.arguments, caller, budget)
-                .await
-                .map(|answer| match answer {
-                    crate::govern::ToolAnswer::Made(r) => {
-                        Relayed::made(CallToolResponse::Complete(era(r, caller)))
-                    }
-                    crate::govern::ToolAnswer::Sent(sent) => {
-                        Relayed::sent(sent, caller.era.is_legacy())
-                    }
-                });
+            // Boxed: inline, a built-in tool's future would size every
+            // routed call's too (see `fetch_keeping_raw`).
+            let running = Box::pin(builtin.run(&context, params.arguments, caller, budget));
+            return running.await.map(|answer| match answer {
+                crate::govern::ToolAnswer::Made(r) => {
+                    Relayed::made(CallToolResponse::Complete(era(r, caller)))
+                }
+                crate::govern::ToolAnswer::Sent(sent) => {
+                    Relayed::sent(sent, caller.era.is_legacy())
+                }
+            });
         }
         let started = std::time::Instant::now();
         // No tool has a name this long (MCP names are at most 128
@@ -97,7 +97,10 @@ impl Gateway {
         if lock(&self.input_schemas).is_empty() {
             // The client called without listing: learn the input schemas
             // (for the arguments a stored answer suggests) once.
-            let _ = self.list_tools().await;
+            // Boxed, as every path a plain call does not take (see
+            // `fetch_keeping_raw`).
+            let listing = Box::pin(self.list_tools());
+            let _ = listing.await;
         }
         let narrowing = lock(&self.input_schemas)
             .get(exposed)
@@ -247,7 +250,8 @@ impl Gateway {
                     };
                     op.finish(outcome);
                 });
-                self.operations.recorded(&recorded).await;
+                let recording = Box::pin(self.operations.recorded(&recorded));
+                recording.await;
                 return (Ok(Relayed::made(answer)), Some(Outcome::Operation));
             }
         };
@@ -498,23 +502,36 @@ impl Gateway {
         // A 2025-11-25 upstream may refuse a plain call to a tool that
         // needs a task: the call is kept to make it again as one.
         let legacy = upstream.current().await.is_none_or(|c| c.era().is_legacy());
-        let again = legacy.then(|| params.clone());
-        let fetched = if !crate::gateway::input::must_bridge(caller) {
-            // The common case: one request, its arguments moved.
+        let (fetched, again) = if !crate::gateway::input::must_bridge(caller) {
+            // The common case: one request, its params sent as the client's
+            // text (kept, not copied, to call again) or, without one, made.
             let text = upstream_params(caller, &params);
-            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-            match self
-                .send_as(upstream, request, text.as_deref(), caller)
-                .await
-            {
+            let (request, again) = match text.as_deref() {
+                Some(text) => (
+                    Request::Text {
+                        method: CallToolRequestMethod::VALUE,
+                        params: text,
+                    },
+                    legacy.then_some(params),
+                ),
+                None => {
+                    let again = legacy.then(|| params.clone());
+                    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+                    (Request::Made(Box::new(request)), again)
+                }
+            };
+            let fetched = match self.send_as(upstream, request, caller).await {
                 Ok(answer) => Fetched::Sent(answer),
                 Err(e) => Fetched::decoded(Err(e), None),
-            }
+            };
+            (fetched, again)
         } else {
-            match Box::pin(self.call_bridged(upstream, params, caller)).await {
+            let again = legacy.then(|| params.clone());
+            let fetched = match Box::pin(self.call_bridged(upstream, params, caller)).await {
                 Ok(fetched) => fetched,
                 Err(e) => Fetched::decoded(Err(CallError::Upstream(e)), None),
-            }
+            };
+            (fetched, again)
         };
         let Some(params) = again else {
             return fetched;
@@ -647,11 +664,11 @@ impl Gateway {
         let mut text = upstream_params(caller, &params);
         let mut round = 0;
         loop {
-            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-            let answer = match self
-                .send_as(upstream, request, text.take().as_deref(), caller)
-                .await
-            {
+            let sent = text.take();
+            let request = Request::text_or(CallToolRequestMethod::VALUE, sent.as_deref(), || {
+                ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()))
+            });
+            let answer = match self.send_as(upstream, request, caller).await {
                 Ok(answer) => answer,
                 Err(e) => return Ok(Fetched::decoded(Err(e), None)),
             };
@@ -786,7 +803,17 @@ fn upstream_params(caller: &Caller, params: &CallToolRequestParams) -> Option<St
         if text.get_str("name").as_deref() != Some(params.name.as_ref()) {
             text.insert_value("name", params.name.as_ref()).ok()?;
         }
-        if text.get("arguments").is_some() {
+        // Read only if sluice's arguments may be there: a key is found in
+        // the raw text, or written with escapes (or it is not an object,
+        // which the edit refuses, and the params are then made).
+        let may_hold_sluices = |raw: &serde_json::value::RawValue| {
+            let raw = raw.get();
+            !raw.starts_with('{')
+                || raw.contains(sluice_core::operation::TIMEOUT_ARG)
+                || raw.contains(sluice_core::cache::FRESH_ARG)
+                || raw.contains('\\')
+        };
+        if text.get("arguments").is_some_and(may_hold_sluices) {
             text.edit_path(&["arguments"], |arguments| {
                 arguments.remove(sluice_core::operation::TIMEOUT_ARG);
                 if !keeps_fresh {
@@ -883,10 +910,15 @@ impl Fetched {
         match self {
             Fetched::Sent(answer) => {
                 let text = answer.undecoded()?;
+                // Each `t` found by memchr and the three bytes after it
+                // compared, not every window of four.
                 let mentions_task = || {
-                    text.as_bytes()
-                        .windows(4)
-                        .any(|w| w.eq_ignore_ascii_case(b"task"))
+                    let bytes = text.as_bytes();
+                    memchr::memchr2_iter(b't', b'T', bytes).any(|at| {
+                        bytes
+                            .get(at + 1..at + 4)
+                            .is_some_and(|rest| rest.eq_ignore_ascii_case(b"ask"))
+                    })
                 };
                 if text.len() > REFUSAL_BYTES || !mentions_task() {
                     return Some(false);

@@ -27,21 +27,18 @@ impl Gateway {
         request: ClientRequest,
         caller: &Caller,
     ) -> Result<(ServerResult, crate::jsonrpc::Message), CallError> {
-        self.send_as(upstream, request, None, caller)
+        self.send_as(upstream, Request::Made(Box::new(request)), caller)
             .await
             .and_then(|answer| for_caller(upstream, answer, caller))
     }
 
-    /// Sends `request` as [`Self::send_keeping_raw`] does, the params sent
-    /// as `text` when there is one (the client's, with sluice's edits: see
-    /// [`crate::upstream::Upstream::send_text`]); the answer as the upstream
-    /// gave it, a small tool result not decoded yet ([`for_caller`] decodes
-    /// it for the caller).
+    /// Sends `request` as [`Self::send_keeping_raw`] does; the answer as
+    /// the upstream gave it, a small tool result not decoded yet
+    /// ([`for_caller`] decodes it for the caller).
     pub(super) async fn send_as(
         &self,
         upstream: &Arc<Upstream>,
-        request: ClientRequest,
-        text: Option<&str>,
+        request: Request<'_>,
         caller: &Caller,
     ) -> Result<crate::upstream::rpc::Decoded, CallError> {
         let hub = &self.hub;
@@ -69,14 +66,19 @@ impl Gateway {
             }
             guards
         };
-        let call = match text {
-            Some(text) => futures::future::Either::Left(
-                upstream.send_text(request, text, progress, log_level, &caller.ct, routes),
+        // Made in place and pinned once: a future bound to a local, then
+        // awaited in one branch and pinned in another, takes its size
+        // twice in this one's state, and every level above copies that
+        // state whole. The typed form (no text: requests sluice makes) is
+        // boxed, so that it does not size the common one.
+        let mut call = std::pin::pin!(match request {
+            Request::Text { method, params } => futures::future::Either::Left(
+                upstream.send_text(method, params, progress, log_level, &caller.ct, routes),
             ),
-            None => futures::future::Either::Right(
-                upstream.send(request, progress, log_level, &caller.ct, routes),
-            ),
-        };
+            Request::Made(request) => futures::future::Either::Right(Box::pin(
+                upstream.send(*request, progress, log_level, &caller.ct, routes),
+            )),
+        });
         if !listening && caller.partial.is_none() {
             return call.await;
         }
@@ -130,7 +132,6 @@ impl Gateway {
                 }
             }
         };
-        tokio::pin!(call);
         let result = loop {
             tokio::select! {
                 biased;
@@ -142,6 +143,38 @@ impl Gateway {
             forward(notice).await;
         }
         result
+    }
+}
+
+/// What [`Gateway::send_as`] sends upstream.
+pub(super) enum Request<'a> {
+    /// A request sluice made (or a client's, decoded): serialized to be
+    /// sent. Boxed: rmcp's requests are large, the other form small.
+    Made(Box<ClientRequest>),
+    /// A client's request of `method` whose `params` go as text: the
+    /// client's, as sent, with sluice's edits (see [`forwarded_params`] and
+    /// [`crate::upstream::Upstream::send_text`]). Nothing is decoded or
+    /// copied to make it.
+    Text {
+        /// Its method (`tools/call`, …).
+        method: &'static str,
+        /// Its params.
+        params: &'a str,
+    },
+}
+
+impl<'a> Request<'a> {
+    /// The request of `method` as `text` when there is one, else as
+    /// `made` makes it.
+    pub(super) fn text_or(
+        method: &'static str,
+        text: Option<&'a str>,
+        made: impl FnOnce() -> ClientRequest,
+    ) -> Request<'a> {
+        match text {
+            Some(params) => Request::Text { method, params },
+            None => Request::Made(Box::new(made())),
+        }
     }
 }
 

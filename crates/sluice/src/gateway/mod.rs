@@ -13,14 +13,15 @@ use futures::FutureExt as _;
 use futures::future::{BoxFuture, Shared};
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest,
-    CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequest, GetPromptRequestParams,
+    CallToolRequest, CallToolRequestMethod, CallToolRequestParams, CallToolResponse, ClientRequest,
+    CompleteRequest, CompleteRequestMethod, CompleteRequestParams, CompleteResult,
+    ConstString as _, ErrorData, GetPromptRequest, GetPromptRequestMethod, GetPromptRequestParams,
     GetPromptResponse, GetTaskResult, Implementation, ListPromptsRequest,
     ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, PaginatedRequestParams,
-    Prompt, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, Reference,
-    RequestId, RequestMetaObject, Resource, ResourceTemplate, ServerCapabilities, ServerConfig,
-    ServerResult, SetLevelRequest, SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams,
-    Tool, UnsubscribeRequest, UnsubscribeRequestParams,
+    Prompt, ReadResourceRequest, ReadResourceRequestMethod, ReadResourceRequestParams,
+    ReadResourceResponse, Reference, RequestId, RequestMetaObject, Resource, ResourceTemplate,
+    ServerCapabilities, ServerConfig, ServerResult, SetLevelRequest, SetLevelRequestParams,
+    SubscribeRequest, SubscribeRequestParams, Tool, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use sluice_core::config::Config;
 use sluice_core::naming::Namer;
@@ -36,7 +37,9 @@ mod task_call;
 pub use crate::caller::Caller;
 pub use call::Relayed;
 use call::call_error;
-use forwarding::{for_caller, forwarded_meta, forwarded_params, in_clients_era, in_era_decoded};
+use forwarding::{
+    Request, for_caller, forwarded_meta, forwarded_params, in_clients_era, in_era_decoded,
+};
 use lists::{declares, unexpected, warn_unknown_tool_settings};
 
 use crate::govern::{DEFAULT_PREVIEW_DEPTH, Governed, Governor, Policy, RESULT_URI};

@@ -34,9 +34,12 @@ impl Gateway {
         });
         let mut round = 0;
         loop {
-            let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params.clone()));
+            let sent = text.take();
+            let request = Request::text_or(GetPromptRequestMethod::VALUE, sent.as_deref(), || {
+                ClientRequest::GetPromptRequest(GetPromptRequest::new(params.clone()))
+            });
             match self
-                .send_as(&upstream, request, text.take().as_deref(), caller)
+                .send_as(&upstream, request, caller)
                 .await
                 .and_then(|answer| for_caller(&upstream, answer, caller))
                 .map_err(call_error)?
@@ -100,9 +103,11 @@ impl Gateway {
         let mut last_error = None;
         for upstream in candidates {
             let request =
-                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params.clone()));
+                Request::text_or(ReadResourceRequestMethod::VALUE, text.as_deref(), || {
+                    ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params.clone()))
+                });
             match self
-                .send_as(&upstream, request, text.as_deref(), caller)
+                .send_as(&upstream, request, caller)
                 .await
                 .and_then(|answer| for_caller(&upstream, answer, caller))
             {
@@ -252,9 +257,11 @@ impl Gateway {
         };
         let mut last_error = None;
         for upstream in candidates {
-            let request = ClientRequest::CompleteRequest(CompleteRequest::new(params.clone()));
+            let request = Request::text_or(CompleteRequestMethod::VALUE, text.as_deref(), || {
+                ClientRequest::CompleteRequest(CompleteRequest::new(params.clone()))
+            });
             match self
-                .send_as(&upstream, request, text.as_deref(), caller)
+                .send_as(&upstream, request, caller)
                 .await
                 .and_then(|answer| for_caller(&upstream, answer, caller))
             {

@@ -301,6 +301,53 @@ impl Message {
         Message::parse_text(bytes, trimmed)
     }
 
+    /// The request of `method` (a name without escapes: sluice's
+    /// constants) with `id` and `params`, made where it is written, not
+    /// parsed back: `params` must be one valid JSON object or array (the
+    /// params of a message that was parsed, or made of such with edits
+    /// that keep them valid). Debug builds parse it back to hold that.
+    pub fn request(id: &Id, method: &str, params: &str) -> Message {
+        const HEAD: &str = r#"{"jsonrpc":"2.0","id":"#;
+        let mut text = String::with_capacity(
+            HEAD.len() + id.as_json().len() + method.len() + params.len() + 24,
+        );
+        text.push_str(HEAD);
+        let id_at = text.len();
+        text.push_str(id.as_json());
+        let id_end = text.len();
+        text.push_str(r#","method":""#);
+        let method_at = text.len() - 1;
+        text.push_str(method);
+        text.push_str(r#"","params":"#);
+        let method_end = method_at + method.len() + 2;
+        let params_at = text.len();
+        text.push_str(params);
+        let params_end = text.len();
+        text.push('}');
+        let message = Message {
+            bytes: Bytes::from(text),
+            kind: Kind::Request,
+            id: Some(id_at..id_end),
+            method: Some(method_at..method_end),
+            method_unescaped: None,
+            params: Some(params_at..params_end),
+            result: None,
+            error: None,
+        };
+        debug_assert!(
+            !method.contains(['"', '\\']) && method.chars().all(|c| c >= ' '),
+            "a method name with escapes: {method}"
+        );
+        debug_assert!(
+            Message::parse(message.bytes.clone()).is_ok_and(|parsed| parsed.id == message.id
+                && parsed.method == message.method
+                && parsed.params == message.params
+                && parsed.kind == Kind::Request),
+            "made a request that does not parse as made: {message:?}"
+        );
+        message
+    }
+
     /// Parses `bytes` as [`Message::parse`] does, after checking that they
     /// are at most `limit` bytes long.
     pub fn parse_within(bytes: Bytes, limit: usize) -> Result<Message, MessageError> {
@@ -662,6 +709,33 @@ mod tests {
         match parse(text) {
             Err(MessageError::NotJsonRpc { reason }) => reason,
             other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    /// A request sluice makes is what parsing its text finds (the check
+    /// that `Message::request` makes in debug builds, here on its own, so
+    /// that a release-mode test run holds it too).
+    #[test]
+    fn a_request_made_is_the_request_its_text_parses_as() {
+        for id in [
+            Id::number(0),
+            Id::number(u64::MAX),
+            Id::string("a\"b\\c\u{1}é"),
+        ] {
+            for params in [
+                "{}",
+                "[]",
+                r#"{"name":"echo","arguments":{"n":1.50,"s":"x\"}\\"},"_meta":{"progressToken":7}}"#,
+                "[1,{\"a\":[]},\"]\"]",
+            ] {
+                let made = Message::request(&id, "tools/call", params);
+                let parsed = parse(std::str::from_utf8(made.as_bytes()).unwrap()).unwrap();
+                assert_eq!(made.spans(), parsed.spans(), "{id:?} {params}");
+                assert_eq!(made.kind(), Kind::Request);
+                assert_eq!(made.id(), Some(id.clone()));
+                assert_eq!(made.method(), Some("tools/call"));
+                assert_eq!(made.params(), Some(params));
+            }
         }
     }
 

@@ -130,11 +130,11 @@ impl Message {
                 self.edit(&[(span, &params)])
             }
             _ => {
-                let (range, text) = before_close(
-                    0..self.as_bytes().len(),
-                    false,
-                    &format!("\"params\":{{\"_meta\":{{\"progressToken\":{token}}}}}"),
-                );
+                let (range, text) = before_close(0..self.as_bytes().len(), false, |out| {
+                    out.push_str(&format!(
+                        "\"params\":{{\"_meta\":{{\"progressToken\":{token}}}}}"
+                    ))
+                });
                 self.edit(&[(range, &text)])
             }
         }
@@ -211,19 +211,6 @@ pub fn params_with_meta<'a>(
                 .to_owned(),
         });
     }
-    let member_text = |(key, value): &(&str, &str)| {
-        format!(
-            "{}:{value}",
-            serde_json::to_string(key).expect("a string serializes")
-        )
-    };
-    let all = || {
-        members
-            .iter()
-            .map(member_text)
-            .collect::<Vec<_>>()
-            .join(",")
-    };
     let object = RawObject::parse(params).map_err(|e| MessageError::NotJsonRpc {
         reason: format!("params could not be read: {e}"),
     })?;
@@ -241,23 +228,26 @@ pub fn params_with_meta<'a>(
                         shift(span_in(meta.get(), old.get()), meta_span.start),
                         member.1.to_owned(),
                     )),
-                    None => added.push(member_text(member)),
+                    None => added.push(member),
                 }
             }
             if !added.is_empty() {
-                edits.push(before_close(
-                    meta_span,
-                    present.is_empty(),
-                    &added.join(","),
-                ));
+                edits.push(before_close(meta_span, present.is_empty(), |out| {
+                    push_members(out, added)
+                }));
             }
         }
-        Some(meta) => edits.push((span_in(params, meta.get()), format!("{{{}}}", all()))),
-        None => edits.push(before_close(
-            0..params.len(),
-            object.is_empty(),
-            &format!("\"_meta\":{{{}}}", all()),
-        )),
+        Some(meta) => {
+            let mut object = String::from("{");
+            push_members(&mut object, members);
+            object.push('}');
+            edits.push((span_in(params, meta.get()), object));
+        }
+        None => edits.push(before_close(0..params.len(), object.is_empty(), |out| {
+            out.push_str("\"_meta\":{");
+            push_members(out, members);
+            out.push('}');
+        })),
     }
     let edits: Vec<(Range<usize>, &str)> = edits
         .iter()
@@ -275,16 +265,40 @@ fn shift(range: Range<usize>, by: usize) -> Range<usize> {
     range.start + by..range.end + by
 }
 
-/// The insertion of `member` as the last member of the object at `object`
-/// (its closing brace is its last byte).
-fn before_close(object: Range<usize>, empty: bool, member: &str) -> (Range<usize>, String) {
+/// The insertion of what `member` writes as the last member of the object
+/// at `object` (its closing brace is its last byte).
+fn before_close(
+    object: Range<usize>,
+    empty: bool,
+    member: impl FnOnce(&mut String),
+) -> (Range<usize>, String) {
     let close = object.end - 1;
-    let text = if empty {
-        member.to_owned()
-    } else {
-        format!(",{member}")
-    };
+    let mut text = String::new();
+    if !empty {
+        text.push(',');
+    }
+    member(&mut text);
     (close..close, text)
+}
+
+/// Writes `members` as the members of a JSON object (`"key":value`, comma
+/// separated). Written in place, not formatted: a request's progress token
+/// goes this way.
+fn push_members<'m>(out: &mut String, members: impl IntoIterator<Item = &'m (&'m str, &'m str)>) {
+    for (i, (key, value)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        if key.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            out.push('"');
+            out.push_str(key);
+            out.push('"');
+        } else {
+            out.push_str(&serde_json::to_string(key).expect("a string serializes"));
+        }
+        out.push(':');
+        out.push_str(value);
+    }
 }
 
 #[cfg(test)]

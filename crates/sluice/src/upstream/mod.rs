@@ -28,7 +28,9 @@ use std::time::{Duration, Instant};
 use futures::FutureExt as _;
 use futures::future::{BoxFuture, Shared};
 
-use rmcp::model::{ClientConfig, ClientRequest, ErrorData, Implementation, ServerPeerInfo};
+use rmcp::model::{
+    ClientConfig, ClientRequest, ConstString as _, ErrorData, Implementation, ServerPeerInfo,
+};
 use sluice_core::backoff::Backoff;
 use sluice_core::config::{ProtocolChoice, UpstreamSpec, UpstreamTransport};
 use sluice_core::limits::MessageLimits;
@@ -319,13 +321,13 @@ impl Upstream {
         self.outcome(&conn, governed_later, answer).await
     }
 
-    /// [`Self::send`] for a request whose `params` are JSON text (the
-    /// client's, as sent, with sluice's edits): sent as that text, with
-    /// what sluice adds to its `_meta` spliced in (see
-    /// [`rpc::Link::request_text`]); `typed` is the same request decoded.
+    /// [`Self::send`] for a request of `method` whose `params` are JSON
+    /// text (the client's, as sent, with sluice's edits): sent as that
+    /// text, with what sluice adds to its `_meta` spliced in (see
+    /// [`rpc::Link::request_text`]).
     pub async fn send_text(
         &self,
-        typed: ClientRequest,
+        method: &str,
         params: &str,
         progress: bool,
         log_level: Option<rmcp::model::LoggingLevel>,
@@ -335,8 +337,8 @@ impl Upstream {
         let conn = self.connection().await?;
         // A 2026-07-28 upstream has no `logging/setLevel` (see `send`).
         let log_level = log_level.filter(|_| conn.era() == Era::Stateless);
-        let method = typed.method();
-        let governed_later = matches!(typed, ClientRequest::CallToolRequest(_));
+        // As in `send`: a tool call's error is governed with its result.
+        let governed_later = method == rmcp::model::CallToolRequestMethod::VALUE;
         let answer = conn
             .rpc
             .request_text(method, params, progress, log_level, ct, routes)

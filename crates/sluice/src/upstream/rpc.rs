@@ -483,12 +483,9 @@ impl Link {
         // What sluice adds goes into the params before the message is made,
         // so that the message is parsed once.
         let edited = crate::jsonrpc::params_with_meta(params, &members).map_err(made)?;
-        let method = serde_json::to_string(method).expect("a string serializes");
-        let text = format!(
-            r#"{{"jsonrpc":"2.0","id":{},"method":{method},"params":{edited}}}"#,
-            id.as_json()
-        );
-        let message = Message::parse(bytes::Bytes::from(text)).map_err(made)?;
+        // Made, not parsed back: the params are the client's, which were
+        // parsed, with edits that keep them valid.
+        let message = Message::request(&id, method, &edited);
         let progress_token = progress
             .then(|| rmcp::model::ProgressToken(NumberOrString::Number(request_id_number(&id))));
         self.exchange(id, waiter, message, progress_token, ct, routes)
