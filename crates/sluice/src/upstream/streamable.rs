@@ -858,9 +858,9 @@ fn header_value(text: &str) -> String {
 }
 
 /// The protocol version a request names in
-/// `params._meta["io.modelcontextprotocol/protocolVersion"]` (2026-07-28).
-fn declared_version(message: &Message) -> Option<String> {
-    let routing = message.routing().ok()?;
+/// `params._meta["io.modelcontextprotocol/protocolVersion"]` (2026-07-28),
+/// from its routing members.
+fn declared_version(routing: &crate::jsonrpc::Routing<'_>) -> Option<String> {
     let meta = crate::jsonrpc::RawObject::parse(routing.meta?.get()).ok()?;
     meta.get_str("io.modelcontextprotocol/protocolVersion")
         .map(|v| v.into_owned())
@@ -904,7 +904,9 @@ impl Transport for StreamableHttp {
             // A 2026-07-28 request names its version in `_meta` (before
             // the handshake settled one, `server/discover` does): the
             // headers follow what it says.
-            let declared = declared_version(&message);
+            // The params read once, for the version and `Mcp-Name`.
+            let routing = message.routing().ok();
+            let declared = routing.as_ref().and_then(declared_version);
             if let Some(version) = declared
                 .as_deref()
                 .and_then(|v| HeaderValue::try_from(v).ok())
@@ -919,8 +921,8 @@ impl Transport for StreamableHttp {
                 if let Ok(value) = HeaderValue::try_from(method) {
                     headers.insert("mcp-method", value);
                 }
-                if let Ok(routing) = message.routing()
-                    && let Some(value) = name_header(&routing, method)
+                if let Some(routing) = &routing
+                    && let Some(value) = name_header(routing, method)
                 {
                     headers.insert("mcp-name", value);
                 }
