@@ -905,6 +905,39 @@ async fn a_2026_client_gets_the_result_as_sent_with_a_result_type() {
     .await;
 }
 
+/// `_timeout_s` is sluice's: the upstream never sees it, however the
+/// client spells its key (`_time\u006fut_s` is the same key), and every
+/// other argument arrives as the client wrote it. Arguments without it
+/// arrive byte for byte.
+#[tokio::test]
+async fn sluices_own_argument_never_reaches_the_upstream() {
+    let script = [
+        tool_call(3, "exact", r#"{"a":1.50,"_timeout_s":60}"#),
+        tool_call(4, "exact", r#"{"b":"caf\u00e9","_time\u006fut_s":60}"#),
+        tool_call(5, "exact", r#"{ "c" : -0 }"#),
+    ];
+    on_paths(&OWN_LAYER, "own-argument", false, "", &script, |run| {
+        let received: Vec<String> = messages(&run.server_received)
+            .into_iter()
+            .filter(|m| member(m, "method") == Some(r#""tools/call""#))
+            .filter_map(|m| {
+                member(&m, "params")
+                    .and_then(|p| member(p, "arguments"))
+                    .map(str::to_owned)
+            })
+            .collect();
+        for expected in [r#"{"a":1.50}"#, r#"{"b":"caf\u00e9"}"#, r#"{ "c" : -0 }"#] {
+            assert!(
+                received.iter().any(|r| r == expected),
+                "the server got no call with arguments {expected}: {received:?}\n{}",
+                run.transcript()
+            );
+        }
+        assert_eq!(received.len(), 3, "{}", run.transcript());
+    })
+    .await;
+}
+
 /// The client's call reaches the upstream as the client sent it: its
 /// arguments (`"caf\u00e9"`, `1.50`) and its `_meta` (`-0`), but for the id
 /// and sluice's own progress token.
