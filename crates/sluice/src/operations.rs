@@ -608,6 +608,11 @@ type ById = Arc<Mutex<HashMap<String, Arc<Operation>>>>;
 pub struct Operations {
     settings: OperationSettings,
     ops: ById,
+    /// The operations started here not yet seen to end: what
+    /// [`Operations::admit`] counts, on every call. Bounded by the limits
+    /// it enforces, where `ops` keeps every operation of the last
+    /// `retention_h`.
+    running: Mutex<Vec<Arc<Operation>>>,
     /// Where records of operations go (other instances read them there;
     /// on disk, a restarted sluice), if anywhere.
     shared: Option<Backing>,
@@ -632,6 +637,7 @@ impl Operations {
         Self {
             settings,
             ops,
+            running: Mutex::default(),
             shared,
         }
     }
@@ -645,11 +651,8 @@ impl Operations {
     /// client's address), or sluice, has as many operations running as
     /// allowed: a message for the model.
     pub fn admit(&self, owner: &Owner, quota: &Quota) -> Result<(), String> {
-        let ops = self.live();
-        let running: Vec<&Arc<Operation>> = ops
-            .values()
-            .filter(|o| o.status() == Status::Running)
-            .collect();
+        let mut running = lock(&self.running);
+        running.retain(|o| o.status() == Status::Running);
         let mine = running
             .iter()
             .filter(|o| o.quota.as_ref() == Some(quota))
@@ -718,6 +721,7 @@ impl Operations {
             writing: tokio::sync::Mutex::default(),
         });
         lock(&self.ops).insert(id, op.clone());
+        lock(&self.running).push(op.clone());
         op
     }
 
@@ -1139,4 +1143,69 @@ fn error(message: impl Into<String>) -> CallToolResult {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `admit` counts the operations running, by quota and in all, and
+    /// reads only those: the ended ones, kept for their retention, are
+    /// dropped from what it reads (every call reads it).
+    #[tokio::test]
+    async fn admit_counts_and_reads_only_the_running_operations() {
+        let settings = OperationSettings {
+            max_running: 2,
+            max_running_total: 3,
+            ..OperationSettings::default()
+        };
+        let ops = Operations::new(settings, None, None);
+        let session = Owner::Session(1);
+        let mine = Quota::Owner(session.clone());
+        let start = |owner: &Owner, quota: &Quota| {
+            ops.start(
+                owner.clone(),
+                quota.clone(),
+                "slow",
+                Arc::default(),
+                CancellationToken::new(),
+                Instant::now(),
+            )
+        };
+        for _ in 0..100 {
+            start(&session, &mine).finish(Outcome::Failed("ended".into()));
+        }
+        assert!(ops.admit(&session, &mine).is_ok());
+        assert!(
+            lock(&ops.running).is_empty(),
+            "the ended are not read again"
+        );
+        assert_eq!(lock(&ops.ops).len(), 100, "and are kept");
+
+        let first = start(&session, &mine);
+        let _second = start(&session, &mine);
+        let refused = ops.admit(&session, &mine).unwrap_err();
+        assert!(
+            refused.starts_with("2 operations of this client are running"),
+            "{refused}"
+        );
+        assert!(
+            refused.contains(&first.id),
+            "its own ids are named: {refused}"
+        );
+        let address = Quota::Address(std::net::Ipv4Addr::LOCALHOST.into());
+        assert!(ops.admit(&Owner::Anonymous, &address).is_ok());
+        let _third = start(&Owner::Anonymous, &address);
+        let refused = ops
+            .admit(&Owner::Session(2), &Quota::Owner(Owner::Session(2)))
+            .unwrap_err();
+        assert!(
+            refused.starts_with("3 operations are running in sluice"),
+            "{refused}"
+        );
+
+        first.finish(Outcome::Failed("ended".into()));
+        assert!(ops.admit(&session, &mine).is_ok());
+        assert_eq!(lock(&ops.running).len(), 2);
+    }
 }
