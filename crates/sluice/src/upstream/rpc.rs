@@ -481,10 +481,9 @@ impl Link {
             members.push(("progressToken", id.as_json()));
         }
         // What sluice adds goes into the params before the message is made,
-        // so that the message is parsed once.
+        // which is then not parsed: the params are the client's, which were
+        // parsed, with edits that keep them valid (`Message::request`).
         let edited = crate::jsonrpc::params_with_meta(params, &members).map_err(made)?;
-        // Made, not parsed back: the params are the client's, which were
-        // parsed, with edits that keep them valid.
         let message = Message::request(&id, method, &edited);
         let progress_token = progress
             .then(|| rmcp::model::ProgressToken(NumberOrString::Number(request_id_number(&id))));
