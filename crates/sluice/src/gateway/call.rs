@@ -504,27 +504,17 @@ impl Gateway {
         let legacy = upstream.current().await.is_none_or(|c| c.era().is_legacy());
         let (fetched, again) = if !crate::gateway::input::must_bridge(caller) {
             // The common case: one request, its params sent as the client's
-            // text (kept, not copied, to call again) or, without one, made.
+            // text (the typed params kept, not copied, to call again), or
+            // made from a copy where there is no text.
             let text = upstream_params(caller, &params);
-            let (request, again) = match text.as_deref() {
-                Some(text) => (
-                    Request::Text {
-                        method: CallToolRequestMethod::VALUE,
-                        params: text,
-                    },
-                    legacy.then_some(params),
-                ),
-                None => {
-                    let again = legacy.then(|| params.clone());
-                    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-                    (Request::Made(Box::new(request)), again)
-                }
-            };
+            let request = Request::text_or(CallToolRequestMethod::VALUE, text.as_deref(), || {
+                ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()))
+            });
             let fetched = match self.send_as(upstream, request, caller).await {
                 Ok(answer) => Fetched::Sent(answer),
                 Err(e) => Fetched::decoded(Err(e), None),
             };
-            (fetched, again)
+            (fetched, legacy.then_some(params))
         } else {
             let again = legacy.then(|| params.clone());
             let fetched = match Box::pin(self.call_bridged(upstream, params, caller)).await {

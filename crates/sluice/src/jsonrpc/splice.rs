@@ -131,9 +131,9 @@ impl Message {
             }
             _ => {
                 let (range, text) = before_close(0..self.as_bytes().len(), false, |out| {
-                    out.push_str(&format!(
-                        "\"params\":{{\"_meta\":{{\"progressToken\":{token}}}}}"
-                    ))
+                    out.push_str("\"params\":{\"_meta\":{");
+                    push_members(out, &[("progressToken", token.as_json())]);
+                    out.push_str("}}");
                 });
                 self.edit(&[(range, &text)])
             }

@@ -938,6 +938,61 @@ async fn sluices_own_argument_never_reaches_the_upstream() {
     .await;
 }
 
+/// Arguments that are not an object: an array or a string is refused with
+/// an invalid-params error naming what was wrong, and never sent on; `null`
+/// is a call without arguments. The next call is served.
+#[tokio::test]
+async fn arguments_that_are_not_an_object_get_a_clear_answer() {
+    let script = [
+        tool_call(3, "exact", "[1]"),
+        tool_call(4, "exact", r#""x""#),
+        tool_call(5, "exact", "null"),
+        tool_call(6, "exact", r#"{"after":true}"#),
+    ];
+    on_paths(
+        &OWN_LAYER,
+        "non-object-arguments",
+        false,
+        "",
+        &script,
+        |run| {
+            for (id, found) in [("3", "sequence"), ("4", "string")] {
+                let answer = run
+                    .answer(id)
+                    .unwrap_or_else(|| panic!("no answer to {id}:\n{}", run.transcript()));
+                let error = member(&answer, "error")
+                    .unwrap_or_else(|| panic!("{id} was not refused: {answer}"));
+                assert_eq!(member(error, "code"), Some("-32602"), "{answer}");
+                let message = member(error, "message").unwrap();
+                assert!(
+                    message.contains("invalid parameters for tools/call")
+                        && message.contains(found),
+                    "{answer}"
+                );
+            }
+            for id in ["5", "6"] {
+                let answer = run
+                    .answer(id)
+                    .unwrap_or_else(|| panic!("no answer to {id}:\n{}", run.transcript()));
+                assert!(member(&answer, "result").is_some(), "{answer}");
+            }
+            let calls: Vec<String> = messages(&run.server_received)
+                .into_iter()
+                .filter(|m| member(m, "method") == Some(r#""tools/call""#))
+                .collect();
+            assert_eq!(calls.len(), 2, "only null and the object go on: {calls:?}");
+            assert!(
+                calls
+                    .iter()
+                    .any(|c| member(member(c, "params").unwrap(), "arguments")
+                        == Some(r#"{"after":true}"#)),
+                "{calls:?}"
+            );
+        },
+    )
+    .await;
+}
+
 /// The client's call reaches the upstream as the client sent it: its
 /// arguments (`"caf\u00e9"`, `1.50`) and its `_meta` (`-0`), but for the id
 /// and sluice's own progress token.
