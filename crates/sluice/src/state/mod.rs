@@ -173,8 +173,7 @@ fn kept_or_made(file: &Path) -> Result<CursorKey, StateError> {
     if file.try_exists().map_err(failed)? {
         return read_secret(file);
     }
-    let mut secret = [0u8; SECRET_MIN_BYTES];
-    sluice_core::store::random_bytes(&mut secret);
+    let secret = new_secret(sluice_core::store::random_bytes);
     let partial = file.with_extension(format!("partial-{}", std::process::id()));
     // A new file, never one (or a link) already there.
     let _ = std::fs::remove_file(&partial);
@@ -197,6 +196,18 @@ fn kept_or_made(file: &Path) -> Result<CursorKey, StateError> {
     Ok(CursorKey::from_secret(&secret))
 }
 
+/// A secret of random bytes from `fill`, drawn again while it ends with a
+/// line break: [`read_secret`] does not count one, so such a secret would
+/// read back a byte short, and sluice would refuse to start on its own
+/// store (one start in 256).
+fn new_secret(mut fill: impl FnMut(&mut [u8])) -> [u8; SECRET_MIN_BYTES] {
+    let mut secret = [b'\n'; SECRET_MIN_BYTES];
+    while secret.ends_with(b"\n") {
+        fill(&mut secret);
+    }
+    secret
+}
+
 /// Files only their owner may read (on Unix).
 trait OwnerOnly {
     fn mode_owner_only(&mut self) -> &mut Self;
@@ -207,5 +218,42 @@ impl OwnerOnly for std::fs::OpenOptions {
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(self, 0o600);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_made_secret_reads_back_whole_even_when_drawn_ending_with_a_line_break() {
+        // The first draw ends with a line break; the second does not.
+        let draws = [[b'\n'; SECRET_MIN_BYTES], [b'k'; SECRET_MIN_BYTES]];
+        let mut next = draws.iter();
+        let secret = new_secret(|buf| buf.copy_from_slice(next.next().unwrap()));
+        assert_eq!(secret, [b'k'; SECRET_MIN_BYTES]);
+        // And made through the store's path, it reads back as made.
+        let dir = std::env::temp_dir().join(format!("sluice-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(SECRET_FILE);
+        let _ = std::fs::remove_file(&file);
+        let made = kept_or_made(&file).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap().len(), SECRET_MIN_BYTES);
+        assert!(read_secret(&file).is_ok());
+        // A cursor sealed before a restart opens after it.
+        let cursor = sluice_core::cursor::Cursor {
+            handle: "h_abcdefghijklmnopqrstuv".into(),
+            path: None,
+            budget: sluice_core::budget::Budget::default(),
+            at: sluice_core::pager::Position {
+                seg: 0,
+                unit: 0,
+                byte: 0,
+                char: 0,
+            },
+        };
+        let again = kept_or_made(&file).unwrap();
+        assert_eq!(again.open(&made.seal(&cursor)), Ok(cursor));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
