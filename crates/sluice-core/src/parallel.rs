@@ -5,29 +5,24 @@
 //! reads need nothing from each other. [`both`] makes two of them at once
 //! when the input is large enough for a second thread to pay.
 
-/// `first()` and `second()`: when `at_once`, `second` on a scoped thread
-/// of its own while `first` runs here, else one after the other. A panic in
-/// either is passed on once both ended.
+/// `first()` and `second()`: when `at_once`, on the two threads kept for
+/// such reads (rayon's pool, started on first use), at once when the other
+/// thread is free, else one after the other here. A panic in either is
+/// passed on once both ended.
 pub fn both<A, B>(
     at_once: bool,
-    first: impl FnOnce() -> A,
+    first: impl FnOnce() -> A + Send,
     second: impl FnOnce() -> B + Send,
 ) -> (A, B)
 where
+    A: Send,
     B: Send,
 {
     if !at_once {
         let a = first();
         return (a, second());
     }
-    std::thread::scope(|scope| {
-        let other = scope.spawn(second);
-        let a = first();
-        let b = other
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (a, b)
-    })
+    rayon_core::join(first, second)
 }
 
 #[cfg(test)]

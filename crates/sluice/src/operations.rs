@@ -374,7 +374,7 @@ impl Operation {
         let outcome = match &state.outcome {
             Some(Outcome::Completed(result)) => json!({"completed": result}),
             Some(Outcome::Relayed(sent)) => {
-                json!({"relayed": String::from_utf8_lossy(sent.as_bytes())})
+                json!({"relayed": sent.as_str()})
             }
             Some(Outcome::Failed(why)) => json!({"failed": why}),
             None => Value::Null,

@@ -92,23 +92,23 @@ impl Message {
     /// inserted as its first member, which makes it a request). Every other
     /// byte is kept; nothing is parsed again.
     pub fn with_id(&self, id: &Id) -> Message {
-        let bytes = self.as_bytes();
+        let whole = self.as_str();
         let mut spans = self.spans();
         let (at, len, text) = match self.span(Member::Id) {
             Some(span) => (span.start, span.len(), id.as_json().to_owned()),
             // After the opening brace; the message has members ("jsonrpc").
             None => (1, 0, format!("\"id\":{id},")),
         };
-        let mut out = Vec::with_capacity(bytes.len() - len + text.len());
-        out.extend_from_slice(&bytes[..at]);
-        out.extend_from_slice(text.as_bytes());
-        out.extend_from_slice(&bytes[at + len..]);
+        let mut out = String::with_capacity(whole.len() - len + text.len());
+        out.push_str(&whole[..at]);
+        out.push_str(&text);
+        out.push_str(&whole[at + len..]);
         for span in &mut spans[1..] {
             *span = moved(span.take(), at, len, text.len());
         }
         let id_start = if len == 0 { at + "\"id\":".len() } else { at };
         spans[0] = Some(id_start..id_start + id.as_json().len());
-        let mut message = self.with_bytes(Bytes::from(out), spans);
+        let mut message = self.with_text(out, spans);
         if self.kind() == Kind::Notification {
             message.set_kind(Kind::Request);
         }
