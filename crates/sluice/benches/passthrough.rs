@@ -16,7 +16,9 @@
 //!    directly and through sluice, in alternating blocks; the ratio. Both
 //!    kinds of clients: rmcp clients on kept-alive connections, and raw
 //!    clients that open a new TCP connection for every request (a
-//!    2026-07-28 stateless `tools/call`, `Connection: close`).
+//!    2026-07-28 stateless `tools/call`, `Connection: close`). Beside them,
+//!    the floor: a relay that parses nothing (hyper server and pooled
+//!    client, `--http-relay`), in the same alternation.
 //! 4. At rest: the resident memory (VmRSS, Linux) of a fresh `sluice --`
 //!    (stdio) and `sluice --listen` (HTTP) before a client connects, after
 //!    `initialize` + `tools/list`, after a small call, and after a 20 kB
@@ -520,6 +522,50 @@ fn envelope_relay(command: &[String]) {
     });
 }
 
+/// `passthrough --http-relay URL`: a Streamable HTTP relay to `URL` that
+/// parses nothing. Each request goes on as it came (method, headers but
+/// `Host` and `Connection`, its body streamed) over a pool of kept-alive
+/// connections, and each answer comes back the same way; on tokio's
+/// multi-threaded runtime, as `sluice --listen` runs. The floor of any HTTP
+/// gateway, as [`relay`] is of a stdio one. Says where it serves on stderr,
+/// as sluice does.
+fn http_relay(upstream: &str) {
+    use hyper::body::Incoming;
+    use hyper::header::{CONNECTION, HOST};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let upstream: hyper::Uri = upstream.parse().unwrap();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(async move {
+            let client = Client::builder(TokioExecutor::new()).build_http::<Incoming>();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            eprintln!(
+                "relaying on http://{}{}",
+                listener.local_addr().unwrap(),
+                upstream.path()
+            );
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                stream.set_nodelay(true).unwrap();
+                let (client, upstream) = (client.clone(), upstream.clone());
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request| {
+                        let (mut parts, body) = hyper::Request::into_parts(request);
+                        parts.uri = upstream.clone();
+                        parts.headers.remove(HOST);
+                        parts.headers.remove(CONNECTION);
+                        client.request(hyper::Request::from_parts(parts, body))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+}
+
 /// Base64url without padding (JWT segments).
 fn b64url(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -760,6 +806,9 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("--envelope-relay") {
         return envelope_relay(&args[2..]);
     }
+    if args.get(1).map(String::as_str) == Some("--http-relay") {
+        return http_relay(&args[2]);
+    }
     tokio::runtime::Runtime::new().unwrap().block_on(bench());
 }
 
@@ -836,21 +885,35 @@ async fn bench() {
     direct.cancel().await.unwrap();
     proxied.cancel().await.unwrap();
 
-    let (mut direct_rps, mut proxied_rps) = (Vec::new(), Vec::new());
+    // The floor beside sluice: a relay that parses nothing.
+    let (_relay, relay_url) =
+        http_server(me.to_str().unwrap(), &["--http-relay", &server_url]).await;
+    let (mut direct_rps, mut relay_rps, mut proxied_rps) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..3 {
         direct_rps.push(throughput(&server_url, 8, seconds).await);
+        relay_rps.push(throughput(&relay_url, 8, seconds).await);
         proxied_rps.push(throughput(&gateway_url, 8, seconds).await);
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let floor = |relay: &[f64], direct: &[f64], proxied: &[f64]| {
+        format!(
+            "  an HTTP relay that parses nothing (hyper): {:>7.0} req/s | relay/direct {:.2} | sluice/relay {:.2}",
+            mean(relay),
+            mean(relay) / mean(direct),
+            mean(proxied) / mean(relay)
+        )
+    };
     println!(
         "http, 8 clients: direct {:>7.0} req/s | sluice {:>7.0} req/s | sluice/direct {:.2}   (3 alternating blocks of {seconds} s)",
         mean(&direct_rps),
         mean(&proxied_rps),
         mean(&proxied_rps) / mean(&direct_rps)
     );
-    let (mut direct_rps, mut proxied_rps) = (Vec::new(), Vec::new());
+    println!("{}", floor(&relay_rps, &direct_rps, &proxied_rps));
+    let (mut direct_rps, mut relay_rps, mut proxied_rps) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..3 {
         direct_rps.push(throughput_per_connection(&server_url, 8, seconds).await);
+        relay_rps.push(throughput_per_connection(&relay_url, 8, seconds).await);
         proxied_rps.push(throughput_per_connection(&gateway_url, 8, seconds).await);
     }
     println!(
@@ -859,6 +922,7 @@ async fn bench() {
         mean(&proxied_rps),
         mean(&proxied_rps) / mean(&direct_rps)
     );
+    println!("{}", floor(&relay_rps, &direct_rps, &proxied_rps));
 
     println!("sluice at rest: resident memory (VmRSS, MB = 10^6 bytes) of a fresh gateway");
     let mut cmd = Command::new(sluice());
