@@ -82,6 +82,7 @@ pub mod downstream;
 pub mod era;
 pub mod gateway;
 pub mod govern;
+pub mod http_client;
 pub mod hub;
 pub mod jq;
 pub mod jsonrpc;

@@ -157,7 +157,7 @@ struct JwtChecker {
     /// concurrent refetches wait for one and then use its keys.
     fetched: tokio::sync::Mutex<Option<Instant>>,
     /// The client for `jwks_url`.
-    http: Option<reqwest::Client>,
+    http: Option<crate::http_client::HttpClient>,
 }
 
 /// The usable keys of a JWKS, by `kid`.
@@ -184,10 +184,8 @@ impl JwtChecker {
                 (keys, Some(Instant::now()), None)
             }
             JwksSource::Url(_) => {
-                let client = reqwest::Client::builder()
-                    .timeout(JWKS_FETCH_TIMEOUT)
-                    .build()
-                    .map_err(|e| AuthError::Client(e.to_string()))?;
+                let client = crate::http_client::HttpClient::new(JWKS_FETCH_TIMEOUT)
+                    .map_err(AuthError::Client)?;
                 (KeySet::default(), None, Some(client))
             }
         };
@@ -299,29 +297,39 @@ impl JwtChecker {
     }
 
     async fn fetch(&self, url: &str) -> Result<KeySet, String> {
+        use crate::http_client::{chunk, error_chain};
         let client = self.http.as_ref().expect("a client for jwks_url");
-        let mut response = client
-            .get(url)
-            .header(header::ACCEPT, "application/json")
-            .send()
-            .await
-            .map_err(|e| format!("GET {url}: {e}"))?;
-        if !response.status().is_success() {
-            return Err(format!("GET {url}: HTTP {}", response.status()));
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| format!("GET {url}: {e}"))?
-        {
-            if body.len() + chunk.len() > MAX_JWKS_BYTES {
-                return Err(format!(
-                    "GET {url}: the JWKS is over {MAX_JWKS_BYTES} bytes"
-                ));
+        let uri = http::Uri::try_from(url).map_err(|e| format!("GET {url}: {e}"))?;
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            header::ACCEPT,
+            http::HeaderValue::from_static("application/json"),
+        );
+        let read = async {
+            let mut response = client
+                .send(http::Method::GET, &uri, headers, bytes::Bytes::new())
+                .await
+                .map_err(|e| format!("GET {url}: {}", error_chain(&e)))?;
+            if !response.status().is_success() {
+                return Err(format!("GET {url}: HTTP {}", response.status()));
             }
-            body.extend_from_slice(&chunk);
-        }
+            let mut body = Vec::new();
+            while let Some(chunk) = chunk(&mut response)
+                .await
+                .map_err(|e| format!("GET {url}: {}", error_chain(&e)))?
+            {
+                if body.len() + chunk.len() > MAX_JWKS_BYTES {
+                    return Err(format!(
+                        "GET {url}: the JWKS is over {MAX_JWKS_BYTES} bytes"
+                    ));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(body)
+        };
+        let body = tokio::time::timeout(JWKS_FETCH_TIMEOUT, read)
+            .await
+            .map_err(|_| format!("GET {url}: no answer within {JWKS_FETCH_TIMEOUT:?}"))??;
         parse_jwks(&body).map_err(|why| format!("{url}: {why}"))
     }
 }

@@ -23,12 +23,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::transport::{INBOUND_CAPACITY, Inbound, SendError, Transport};
+use crate::http_client::{HttpClient, Response, chunk, error_chain};
 use crate::jsonrpc::{Id, Kind, Message, MessageError, SseParser, salvage_id};
 
 /// How long connecting may take.
@@ -48,8 +49,8 @@ const RESUMPTIONS: usize = 3;
 
 /// A Streamable HTTP connection to one upstream endpoint.
 pub struct StreamableHttp {
-    client: reqwest::Client,
-    url: reqwest::Url,
+    client: HttpClient,
+    url: Uri,
     /// The configured headers (e.g. `Authorization`).
     headers: HeaderMap,
     /// The session the upstream gave (2025-11-25).
@@ -92,7 +93,7 @@ pub fn open(
     headers: &BTreeMap<String, String>,
     limit: usize,
 ) -> Result<(Arc<StreamableHttp>, mpsc::Receiver<Inbound>), String> {
-    let url = reqwest::Url::parse(url).map_err(|e| format!("has an invalid url `{url}`: {e}"))?;
+    let url = Uri::try_from(url).map_err(|e| format!("has an invalid url `{url}`: {e}"))?;
     let mut configured = HeaderMap::new();
     for (name, value) in headers {
         let name = HeaderName::try_from(name.as_str())
@@ -101,12 +102,7 @@ pub fn open(
             .map_err(|e| format!("has an invalid value for header `{name}`: {e}"))?;
         configured.insert(name, value);
     }
-    // Without it reqwest cannot build a client (HTTPS upstreams need it).
-    crate::install_tls_provider();
-    let client = reqwest::Client::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .tcp_nodelay(true)
-        .build()
+    let client = HttpClient::new(CONNECT_TIMEOUT)
         .map_err(|e| format!("could not make an HTTP client: {e}"))?;
     let (tx, rx) = mpsc::channel(INBOUND_CAPACITY);
     let transport = Arc::new_cyclic(|me| StreamableHttp {
@@ -187,6 +183,16 @@ impl StreamableHttp {
         headers
     }
 
+    /// The headers of a GET that opens or resumes an event stream.
+    fn stream_headers(&self) -> HeaderMap {
+        let mut headers = self.common_headers();
+        headers.insert(
+            http::header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        headers
+    }
+
     /// Hands `item` to the engine; `false` once it is gone.
     async fn deliver(&self, item: Inbound) -> bool {
         self.inbound.send(item).await.is_ok()
@@ -197,7 +203,7 @@ impl StreamableHttp {
     /// take it, if it did not.
     async fn exchange(
         self: Arc<Self>,
-        request: reqwest::RequestBuilder,
+        request: impl Future<Output = Result<Response, crate::http_client::Error>>,
         posted: Posted,
     ) -> Option<String> {
         let _forget = posted.id.clone().map(|id| Answering {
@@ -206,13 +212,17 @@ impl StreamableHttp {
         });
         let stop = posted.stop.clone();
         let response = tokio::select! {
-            response = request.send() => response,
+            response = request => response,
             () = stop.cancelled() => return None,
         };
         let response = match response {
             Ok(response) => response,
             Err(e) => {
-                let why = format!("could not be reached: {}", error_chain(&e));
+                let why = format!(
+                    "could not be reached: POST {}: {}",
+                    self.url,
+                    error_chain(&e)
+                );
                 match posted.id {
                     Some(id) => {
                         self.deliver(Inbound::Failed { id, why }).await;
@@ -275,13 +285,13 @@ impl StreamableHttp {
     /// (for a notification: why it was refused).
     async fn refused(
         &self,
-        mut response: reqwest::Response,
+        mut response: Response,
         status: StatusCode,
         id: Option<Id>,
     ) -> Option<String> {
         let mut body = Vec::new();
         while body.len() < EXCERPT_BYTES * 8 {
-            match response.chunk().await {
+            match chunk(&mut response).await {
                 Ok(Some(chunk)) => body.extend_from_slice(&chunk),
                 _ => break,
             }
@@ -316,7 +326,7 @@ impl StreamableHttp {
     /// One JSON body, under the limit.
     async fn read_json(
         &self,
-        mut response: reqwest::Response,
+        mut response: Response,
         id: Option<Id>,
         lists_tools: bool,
         stop: &CancellationToken,
@@ -324,7 +334,7 @@ impl StreamableHttp {
         let mut body = Vec::new();
         loop {
             let chunk = tokio::select! {
-                chunk = response.chunk() => chunk,
+                chunk = chunk(&mut response) => chunk,
                 () = stop.cancelled() => return,
             };
             match chunk {
@@ -380,7 +390,7 @@ impl StreamableHttp {
     /// fails.
     async fn read_stream(
         &self,
-        mut response: reqwest::Response,
+        mut response: Response,
         id: Option<Id>,
         lists_tools: bool,
         stop: &CancellationToken,
@@ -390,7 +400,7 @@ impl StreamableHttp {
         let mut answered = false;
         loop {
             let chunk = tokio::select! {
-                chunk = response.chunk() => chunk,
+                chunk = chunk(&mut response) => chunk,
                 () = stop.cancelled() => return,
             };
             let chunk = match chunk {
@@ -598,15 +608,13 @@ impl StreamableHttp {
     }
 
     /// `GET` with `Last-Event-ID`: the rest of a stream (2025-11-25).
-    async fn resume(&self, last_event_id: &str) -> Option<reqwest::Response> {
+    async fn resume(&self, last_event_id: &str) -> Option<Response> {
         let value = HeaderValue::try_from(last_event_id).ok()?;
+        let mut headers = self.stream_headers();
+        headers.insert("last-event-id", value);
         let response = self
             .client
-            .get(self.url.clone())
-            .headers(self.common_headers())
-            .header(http::header::ACCEPT, "text/event-stream")
-            .header("last-event-id", value)
-            .send()
+            .send(Method::GET, &self.url, headers, Bytes::new())
             .await
             .ok()?;
         response.status().is_success().then_some(response)
@@ -625,10 +633,7 @@ impl StreamableHttp {
             let response = tokio::select! {
                 response = self
                     .client
-                    .get(self.url.clone())
-                    .headers(self.common_headers())
-                    .header(http::header::ACCEPT, "text/event-stream")
-                    .send() => response,
+                    .send(Method::GET, &self.url, self.stream_headers(), Bytes::new()) => response,
                 () = self.stop.cancelled() => return,
             };
             match response {
@@ -681,21 +686,6 @@ fn excerpt(body: &[u8]) -> String {
     } else {
         format!(": {text}")
     }
-}
-
-/// An error with its causes ("error sending request: connection refused").
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let said = cause.to_string();
-        if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// How many properties deep an `x-mcp-header` is mirrored: schemas are the
@@ -940,13 +930,23 @@ impl Transport for StreamableHttp {
             let opens_session = with_session
                 && !self.stateless.load(Ordering::Relaxed)
                 && message.method() == Some("notifications/initialized");
-            let request = self
-                .client
-                .post(self.url.clone())
-                .headers(headers)
-                .header(http::header::CONTENT_TYPE, "application/json")
-                .header(http::header::ACCEPT, "application/json, text/event-stream")
-                .body(message.into_bytes());
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            headers.insert(
+                http::header::ACCEPT,
+                HeaderValue::from_static("application/json, text/event-stream"),
+            );
+            let request = {
+                let client = self.client.clone();
+                let url = self.url.clone();
+                async move {
+                    client
+                        .send(Method::POST, &url, headers, message.into_bytes())
+                        .await
+                }
+            };
             let stop = self.stop.child_token();
             if let Some(id) = &id
                 && stateless
@@ -997,7 +997,9 @@ impl Transport for StreamableHttp {
             let headers = self.common_headers();
             let session = lock(&self.session).take();
             if session.is_some() {
-                let deleted = self.client.delete(self.url.clone()).headers(headers).send();
+                let deleted = self
+                    .client
+                    .send(Method::DELETE, &self.url, headers, Bytes::new());
                 if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(3), deleted).await {
                     tracing::debug!("the session was not deleted: {}", error_chain(&e));
                 }

@@ -34,4 +34,5 @@ mod stalls;
 mod stdio;
 mod streamable;
 mod tasks;
+mod tls;
 mod tool_list;
