@@ -12,6 +12,7 @@
 //! followed: an upstream that answers with one gets the error of any other
 //! status it should not send, which names it.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -33,13 +34,15 @@ pub type Error = hyper_util::client::legacy::Error;
 pub struct HttpClient(Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>);
 
 impl HttpClient {
-    /// A client that gives up connecting after `connect_timeout`; an error
-    /// if the platform's certificates cannot be loaded.
-    pub fn new(connect_timeout: Duration) -> Result<Self, String> {
-        use rustls_platform_verifier::ConfigVerifierExt as _;
-        crate::install_tls_provider();
-        let tls = rustls::ClientConfig::with_platform_verifier()
-            .map_err(|e| format!("could not set up TLS: {e}"))?;
+    /// A client for `url` that gives up connecting after `connect_timeout`;
+    /// for an `https://` URL, an error if the platform's certificates
+    /// cannot be loaded.
+    pub fn for_url(url: &Uri, connect_timeout: Duration) -> Result<Self, String> {
+        let tls = if url.scheme() == Some(&http::uri::Scheme::HTTPS) {
+            platform_tls()?
+        } else {
+            no_tls()
+        };
         let mut tcp = HttpConnector::new();
         tcp.set_connect_timeout(Some(connect_timeout));
         tcp.set_nodelay(true);
@@ -68,6 +71,36 @@ impl HttpClient {
         *request.headers_mut() = headers;
         self.0.request(request).await
     }
+}
+
+/// The TLS settings of `https://` requests: the platform's roots (or
+/// `SSL_CERT_FILE`'s), loaded once, when the first client for such a URL
+/// is made: they cost milliseconds and some 3 MB held, which a gateway
+/// without an HTTPS upstream does not pay.
+fn platform_tls() -> Result<rustls::ClientConfig, String> {
+    use rustls_platform_verifier::ConfigVerifierExt as _;
+    static CONFIG: OnceLock<Result<rustls::ClientConfig, String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            crate::install_tls_provider();
+            rustls::ClientConfig::with_platform_verifier()
+                .map_err(|e| format!("could not load the certificates TLS is checked with: {e}"))
+        })
+        .clone()
+}
+
+/// The TLS settings of a client for an `http://` URL, which never uses
+/// them: no roots at all.
+fn no_tls() -> rustls::ClientConfig {
+    static CONFIG: OnceLock<rustls::ClientConfig> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            crate::install_tls_provider();
+            rustls::ClientConfig::builder()
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth()
+        })
+        .clone()
 }
 
 /// The next piece of `response`'s body; `None` at its end (trailers are

@@ -183,8 +183,10 @@ impl JwtChecker {
                 }
                 (keys, Some(Instant::now()), None)
             }
-            JwksSource::Url(_) => {
-                let client = crate::http_client::HttpClient::new(JWKS_FETCH_TIMEOUT)
+            JwksSource::Url(url) => {
+                let uri = http::Uri::try_from(url.as_str())
+                    .map_err(|e| AuthError::Client(format!("`{url}` is not a URL: {e}")))?;
+                let client = crate::http_client::HttpClient::for_url(&uri, JWKS_FETCH_TIMEOUT)
                     .map_err(AuthError::Client)?;
                 (KeySet::default(), None, Some(client))
             }

@@ -102,7 +102,7 @@ pub fn open(
             .map_err(|e| format!("has an invalid value for header `{name}`: {e}"))?;
         configured.insert(name, value);
     }
-    let client = HttpClient::new(CONNECT_TIMEOUT)
+    let client = HttpClient::for_url(&url, CONNECT_TIMEOUT)
         .map_err(|e| format!("could not make an HTTP client: {e}"))?;
     let (tx, rx) = mpsc::channel(INBOUND_CAPACITY);
     let transport = Arc::new_cyclic(|me| StreamableHttp {
