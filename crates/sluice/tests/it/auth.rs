@@ -36,7 +36,13 @@ fn config(dir: &TempDir, auth: &str) -> std::path::PathBuf {
 
 /// `sluice --config FILE --listen 127.0.0.1:0 --log-level trace`, serving.
 async fn start(config: &std::path::Path) -> HttpSluice {
+    start_with(config, &[]).await
+}
+
+/// [`start`], with environment variables `env` set.
+async fn start_with(config: &std::path::Path, env: &[(&str, &std::ffi::OsStr)]) -> HttpSluice {
     let mut child = tokio::process::Command::new(sluice())
+        .envs(env.iter().copied())
         .args([
             "--listen",
             "127.0.0.1:0",
@@ -85,6 +91,23 @@ async fn auth_py(args: &[&str]) -> serde_json::Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("auth.py prints JSON")
+}
+
+/// Keys made in `dir/keys` by `auth.py sign` (and their `jwks.json`), and
+/// the tokens it signed with them, by name.
+async fn sign_in(dir: &TempDir) -> (std::path::PathBuf, serde_json::Value) {
+    let keys = dir.0.join("keys");
+    let signed = auth_py(&[
+        "sign",
+        "--dir",
+        keys.to_str().unwrap(),
+        "--issuer",
+        ISSUER,
+        "--audience",
+        AUDIENCE,
+    ])
+    .await;
+    (keys, signed)
 }
 
 /// Connects once per `(name, token)` with the Python SDK client in `mode`
@@ -349,17 +372,7 @@ fn jwt_auth(jwks: &str) -> String {
 #[tokio::test]
 async fn jwts_are_checked_by_kid_against_a_served_jwks_that_is_refetched_for_a_new_kid() {
     let dir = TempDir::new("auth-jwt-url");
-    let keys = dir.0.join("keys");
-    let signed = auth_py(&[
-        "sign",
-        "--dir",
-        keys.to_str().unwrap(),
-        "--issuer",
-        ISSUER,
-        "--audience",
-        AUDIENCE,
-    ])
-    .await;
+    let (keys, signed) = sign_in(&dir).await;
     let token = |name: &str| signed[name].as_str().unwrap().to_owned();
     let jwks = JwksServer::start(std::fs::read_to_string(keys.join("jwks.json")).unwrap()).await;
     let file = config(&dir, &jwt_auth(&format!("jwks_url = \"{}\"", jwks.url)));
@@ -448,17 +461,7 @@ async fn jwts_are_checked_by_kid_against_a_served_jwks_that_is_refetched_for_a_n
 #[tokio::test]
 async fn a_jwks_file_is_read_at_start_and_a_missing_one_is_refused() {
     let dir = TempDir::new("auth-jwt-file");
-    let keys = dir.0.join("keys");
-    let signed = auth_py(&[
-        "sign",
-        "--dir",
-        keys.to_str().unwrap(),
-        "--issuer",
-        ISSUER,
-        "--audience",
-        AUDIENCE,
-    ])
-    .await;
+    let (_keys, signed) = sign_in(&dir).await;
     // Relative to the config file.
     let file = config(&dir, &jwt_auth("jwks_file = \"keys/jwks.json\""));
     let sluice = start(&file).await;
@@ -626,4 +629,51 @@ async fn a_public_listen_address_needs_auth_or_no_auth() {
     let result = call(&client, "echo", serde_json::json!({"text": "open"})).await;
     assert_eq!(first_text(&result), "open");
     client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_jwks_over_https_is_fetched_with_its_certificate_checked() {
+    let dir = TempDir::new("auth-jwt-tls");
+    let (keys, signed) = sign_in(&dir).await;
+    let rs256 = signed["rs256"].as_str().unwrap().to_owned();
+    let jwks = JwksServer::start(std::fs::read_to_string(keys.join("jwks.json")).unwrap()).await;
+    let plain = jwks.url["http://".len()..]
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let url = format!(
+        "{}/.well-known/jwks.json",
+        crate::tls::tls_in_front_of(plain).await
+    );
+    let file = config(&dir, &jwt_auth(&format!("jwks_url = \"{url}\"")));
+    let fixtures = repo().join("tests/fixtures/tls");
+
+    // Its CA trusted: fetched over TLS, and the token passes.
+    let ca = fixtures.join("ca.pem");
+    let sluice = start_with(&file, &[("SSL_CERT_FILE", ca.as_os_str())]).await;
+    let (passed, _) = python_calls(&sluice.url, "auto", &[("rs256", Some(&rs256))]).await;
+    assert_eq!(passed, ["rs256"]);
+    assert_eq!(jwks.fetches.load(Ordering::SeqCst), 1);
+    drop(sluice);
+
+    // Roots that do not hold its CA: the JWKS is not fetched (the TLS
+    // handshake fails before any request), the token is refused, and the
+    // log says it was the certificate.
+    let not_the_ca = fixtures.join("localhost.pem");
+    let sluice = start_with(&file, &[("SSL_CERT_FILE", not_the_ca.as_os_str())]).await;
+    let (passed, _) = python_calls(&sluice.url, "auto", &[("rs256", Some(&rs256))]).await;
+    assert!(passed.is_empty());
+    assert_eq!(jwks.fetches.load(Ordering::SeqCst), 1);
+    let said =
+        |line: &String| line.contains("cannot refresh the JWKS") && line.contains("certificate");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !sluice.stderr.lock().unwrap().iter().any(said) {
+        assert!(
+            Instant::now() < deadline,
+            "no log line says why: {:?}",
+            sluice.stderr.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -15,8 +15,8 @@ use tokio::process::Command;
 use crate::support::*;
 
 /// Serves TLS on a port of its own and relays each connection's bytes to
-/// `plain` (host:port); the `https://localhost:PORT/mcp` URL.
-async fn tls_in_front_of(plain: String) -> String {
+/// `plain` (host:port); its `https://localhost:PORT`.
+pub async fn tls_in_front_of(plain: String) -> String {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     sluice::install_tls_provider();
@@ -48,7 +48,7 @@ async fn tls_in_front_of(plain: String) -> String {
             });
         }
     });
-    format!("https://localhost:{port}/mcp")
+    format!("https://localhost:{port}")
 }
 
 /// `sluice sample-server --listen`: its host:port, once it serves.
@@ -99,7 +99,7 @@ async fn sluice_to(url: &str, roots: Option<&std::path::Path>) -> (Client, TempD
 #[tokio::test]
 async fn an_https_upstream_is_reached_over_tls_and_an_untrusted_one_refused() {
     let (_server, plain) = sample_over_http().await;
-    let url = tls_in_front_of(plain).await;
+    let url = format!("{}/mcp", tls_in_front_of(plain).await);
     let ca = repo().join("tests/fixtures/tls/ca.pem");
 
     let (client, _temp) = sluice_to(&url, Some(&ca)).await;
