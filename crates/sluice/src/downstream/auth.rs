@@ -156,8 +156,8 @@ struct JwtChecker {
     /// When the JWKS was last fetched; held while fetching, so that
     /// concurrent refetches wait for one and then use its keys.
     fetched: tokio::sync::Mutex<Option<Instant>>,
-    /// The client for `jwks_url`.
-    http: Option<crate::http_client::HttpClient>,
+    /// The client for `jwks_url`, and the URL parsed.
+    http: Option<(crate::http_client::HttpClient, http::Uri)>,
 }
 
 /// The usable keys of a JWKS, by `kid`.
@@ -188,7 +188,7 @@ impl JwtChecker {
                     .map_err(|e| AuthError::Client(format!("`{url}` is not a URL: {e}")))?;
                 let client = crate::http_client::HttpClient::for_url(&uri, JWKS_FETCH_TIMEOUT)
                     .map_err(AuthError::Client)?;
-                (KeySet::default(), None, Some(client))
+                (KeySet::default(), None, Some((client, uri)))
             }
         };
         Ok(Self {
@@ -300,8 +300,7 @@ impl JwtChecker {
 
     async fn fetch(&self, url: &str) -> Result<KeySet, String> {
         use crate::http_client::{chunk, error_chain};
-        let client = self.http.as_ref().expect("a client for jwks_url");
-        let uri = http::Uri::try_from(url).map_err(|e| format!("GET {url}: {e}"))?;
+        let (client, uri) = self.http.as_ref().expect("a client for jwks_url");
         let mut headers = http::HeaderMap::new();
         headers.insert(
             header::ACCEPT,
@@ -309,7 +308,7 @@ impl JwtChecker {
         );
         let read = async {
             let mut response = client
-                .send(http::Method::GET, &uri, headers, bytes::Bytes::new())
+                .send(http::Method::GET, uri, headers, bytes::Bytes::new())
                 .await
                 .map_err(|e| format!("GET {url}: {}", error_chain(&e)))?;
             if !response.status().is_success() {

@@ -1318,6 +1318,42 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_redirect_is_not_followed_and_fails_its_request_naming_it() {
+        let (url, seen) = server(|_, _| {
+            (
+                StatusCode::TEMPORARY_REDIRECT,
+                [(http::header::LOCATION, "/mcp")],
+                "",
+            )
+                .into_response()
+        })
+        .await;
+        let (transport, mut inbound) = open(&url, &BTreeMap::new(), 1 << 20).unwrap();
+        transport
+            .send(message(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#))
+            .await
+            .unwrap();
+        match inbound.recv().await.unwrap() {
+            Inbound::Failed { id, why } => {
+                assert_eq!(id, Id::number(1));
+                assert!(why.contains("HTTP 307"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Asked once: the `Location` (the same endpoint) was not asked again.
+        assert_eq!(lock(&seen).len(), 1);
+        // The connection goes on serving.
+        transport
+            .send(message(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#))
+            .await
+            .unwrap();
+        assert!(matches!(
+            inbound.recv().await.unwrap(),
+            Inbound::Failed { id, .. } if id == Id::number(2)
+        ));
+    }
+
+    #[tokio::test]
     async fn marked_arguments_travel_as_headers_too_once_the_tools_are_listed() {
         let (url, seen) = server(|_, body| {
             if body.windows(10).any(|w| w == b"tools/list") {

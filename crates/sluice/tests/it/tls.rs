@@ -76,24 +76,13 @@ async fn sample_over_http() -> (tokio::process::Child, String) {
 async fn sluice_to(url: &str, roots: Option<&std::path::Path>) -> (Client, TempDir) {
     let temp = TempDir::new("tls");
     let config = temp.file("sluice.toml", &format!("[upstreams.s]\nurl = {url:?}\n"));
-    let mut command = Command::new(sluice());
-    command
-        .args(["--log-level", "warn", "--config"])
-        .arg(&config);
+    let mut command = vec!["env".to_owned()];
     match roots {
-        Some(roots) => command.env("SSL_CERT_FILE", roots),
-        None => command.env_remove("SSL_CERT_FILE"),
-    };
-    let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    use rmcp::ServiceExt as _;
-    let client = Recorder::default()
-        .serve(transport)
-        .await
-        .expect("MCP handshake");
-    (client, temp)
+        Some(roots) => command.push(format!("SSL_CERT_FILE={}", roots.display())),
+        None => command.extend(["-u".to_owned(), "SSL_CERT_FILE".to_owned()]),
+    }
+    command.extend(via_config(&config));
+    (connect(&command).await.0, temp)
 }
 
 #[tokio::test]
