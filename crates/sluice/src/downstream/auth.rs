@@ -184,9 +184,7 @@ impl JwtChecker {
                 (keys, Some(Instant::now()), None)
             }
             JwksSource::Url(url) => {
-                let uri = http::Uri::try_from(url.as_str())
-                    .map_err(|e| AuthError::Client(format!("`{url}` is not a URL: {e}")))?;
-                let client = crate::http_client::HttpClient::for_url(&uri, JWKS_FETCH_TIMEOUT)
+                let (client, uri) = crate::http_client::HttpClient::open(url, JWKS_FETCH_TIMEOUT)
                     .map_err(AuthError::Client)?;
                 (KeySet::default(), None, Some((client, uri)))
             }

@@ -88,13 +88,13 @@ fn key(parts: &[&str]) -> String {
 /// A client of the Redis at `url`, and a connection manager that connects
 /// on first use (and again by itself after a failure).
 pub(super) fn connect_lazily(url: &str) -> Result<(redis::Client, ConnectionManager), String> {
-    let client = redis::Client::open(url).map_err(|e| format!("{}: {e}", shown(url)))?;
+    let client = redis::Client::open(url).map_err(|e| format!("{}: {e}", crate::shown_url(url)))?;
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(CONNECT_TIMEOUT))
         .set_response_timeout(Some(RESPONSE_TIMEOUT))
         .set_number_of_retries(1);
     let manager = ConnectionManager::new_lazy_with_config(client.clone(), config)
-        .map_err(|e| format!("{}: {e}", shown(url)))?;
+        .map_err(|e| format!("{}: {e}", crate::shown_url(url)))?;
     Ok((client, manager))
 }
 
@@ -113,22 +113,12 @@ pub(super) async fn within_call_timeout<T>(
         })
 }
 
-/// `url` without its password, for messages and logs.
-pub fn shown(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}{}", &url[..scheme + 3], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
 impl RedisStore {
     /// A store on the Redis at `url`; it connects on first use.
     pub fn new(url: &str, limits: StoreLimits, compress: bool) -> Result<Self, String> {
         let (_, manager) = connect_lazily(url)?;
         Ok(Self {
-            shown: shown(url),
+            shown: crate::shown_url(url),
             limits,
             compress,
             runtime: tokio::runtime::Handle::current(),
@@ -659,23 +649,5 @@ impl RedisStore {
         }
         briefs.truncate(limit);
         briefs
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::shown;
-
-    #[test]
-    fn credentials_are_never_shown() {
-        assert_eq!(
-            shown("redis://user:secret@redis.example:6379/0"),
-            "redis://redis.example:6379/0"
-        );
-        assert_eq!(shown("rediss://:pw@r:6380"), "rediss://r:6380");
-        assert_eq!(
-            shown("redis://127.0.0.1:6379/0"),
-            "redis://127.0.0.1:6379/0"
-        );
     }
 }

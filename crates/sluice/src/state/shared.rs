@@ -45,7 +45,7 @@ use sluice_core::store::framed::{at_millis, millis};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::redis_store::{CONNECT_TIMEOUT, connect_lazily, shown, within_call_timeout};
+use super::redis_store::{CONNECT_TIMEOUT, connect_lazily, within_call_timeout};
 
 const PREFIX: &str = "sluice:";
 const CHANNELS: &str = "sluice:n:";
@@ -134,7 +134,7 @@ impl Shared {
         let stop = CancellationToken::new();
         let (cancels, asked) = mpsc::channel(CANCELS_QUEUED);
         let shared = Arc::new(Self {
-            shown: shown(url),
+            shown: crate::shown_url(url),
             instance: sluice_core::store::random_id("i_"),
             manager,
             compress,

@@ -27,7 +27,7 @@ impl Upstream {
                 stop: None,
                 started: Instant::now(),
             }),
-            Err(e) => Err(format!("at {url} {e}")),
+            Err(e) => Err(format!("at {} {e}", crate::shown_url(url))),
         }
     }
 }

@@ -188,7 +188,9 @@ impl Upstream {
                     match &self.spec.transport {
                         UpstreamTransport::Stdio { command, .. } =>
                             format!("`{command}` is an MCP server that answers on its stdout"),
-                        UpstreamTransport::Http { url, .. } => format!("{url} is an MCP endpoint"),
+                        UpstreamTransport::Http { url, .. } => {
+                            format!("{} is an MCP endpoint", crate::shown_url(url))
+                        }
                     },
                     self.stderr_excerpt()
                 )))

@@ -598,7 +598,7 @@ fn describe(error: &RpcError, what: &str) -> String {
             "answered {what} with an error: {} ({})",
             e.message, e.code.0
         ),
-        RpcError::Failed(why) => format!("sent an answer to {what} that sluice cannot use: {why}"),
+        RpcError::Failed(why) => format!("gave no usable answer to {what}: {why}"),
         RpcError::Closed(why) => format!("{why} before answering {what}"),
         RpcError::Cancelled => format!("{what} was cancelled"),
     }

@@ -93,7 +93,8 @@ pub fn open(
     headers: &BTreeMap<String, String>,
     limit: usize,
 ) -> Result<(Arc<StreamableHttp>, mpsc::Receiver<Inbound>), String> {
-    let url = Uri::try_from(url).map_err(|e| format!("has an invalid url `{url}`: {e}"))?;
+    let (client, url) = HttpClient::open(url, CONNECT_TIMEOUT)
+        .map_err(|e| format!("could not make an HTTP client: {e}"))?;
     let mut configured = HeaderMap::new();
     for (name, value) in headers {
         let name = HeaderName::try_from(name.as_str())
@@ -102,8 +103,6 @@ pub fn open(
             .map_err(|e| format!("has an invalid value for header `{name}`: {e}"))?;
         configured.insert(name, value);
     }
-    let client = HttpClient::for_url(&url, CONNECT_TIMEOUT)
-        .map_err(|e| format!("could not make an HTTP client: {e}"))?;
     let (tx, rx) = mpsc::channel(INBOUND_CAPACITY);
     let transport = Arc::new_cyclic(|me| StreamableHttp {
         client,

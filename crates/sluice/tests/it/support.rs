@@ -294,8 +294,13 @@ pub async fn connect_http(url: &str) -> (Client, Arc<Mutex<Inbox>>) {
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {
+    /// A directory of its own: tests run at once in one process, two of
+    /// them may give the same `name`.
     pub fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("sluice-test-{name}-{}", std::process::id()));
+        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("sluice-test-{name}-{}-{made}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Self(dir)

@@ -5,7 +5,8 @@
 //!
 //! The upstream is the sample server over HTTP behind a TLS terminator in
 //! this process (rustls, the fixture's `localhost` certificate, valid until
-//! 2126).
+//! 2126). Through a proxy `HTTPS_PROXY` names, sluice asks it for a
+//! `CONNECT` tunnel and speaks TLS to the upstream inside it.
 
 use std::sync::Arc;
 
@@ -71,9 +72,52 @@ async fn sample_over_http() -> (tokio::process::Child, String) {
     panic!("the sample server did not start serving");
 }
 
-/// `sluice --config` over stdio with `url` as its one upstream, and
-/// `SSL_CERT_FILE` set to `roots` (the platform's roots when `None`).
-async fn sluice_to(url: &str, roots: Option<&std::path::Path>) -> (Client, TempDir) {
+/// A proxy on a port of its own that opens every `CONNECT` tunnel it is
+/// asked for; each request's head (to its blank line) comes out of the
+/// receiver.
+async fn connect_proxy() -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let (heads, received) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let heads = heads.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut piece = [0u8; 1];
+                // Byte by byte: nothing after the head is lost.
+                while !head.ends_with(b"\r\n\r\n") {
+                    match client.read(&mut piece).await {
+                        Ok(1) => head.push(piece[0]),
+                        _ => return,
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let target = head.split(' ').nth(1).unwrap_or_default().to_owned();
+                let _ = heads.send(head);
+                let Ok(mut upstream) = tokio::net::TcpStream::connect(&target).await else {
+                    let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+                    return;
+                };
+                let _ = client
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await;
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            });
+        }
+    });
+    (address, received)
+}
+
+/// `sluice --config` over stdio with `url` as its one upstream,
+/// `SSL_CERT_FILE` set to `roots` (the platform's roots when `None`), and
+/// the variables of `env` (`NAME=value`).
+async fn sluice_to(
+    url: &str,
+    roots: Option<&std::path::Path>,
+    env: &[String],
+) -> (Client, TempDir) {
     let temp = TempDir::new("tls");
     let config = temp.file("sluice.toml", &format!("[upstreams.s]\nurl = {url:?}\n"));
     let mut command = vec!["env".to_owned()];
@@ -81,6 +125,7 @@ async fn sluice_to(url: &str, roots: Option<&std::path::Path>) -> (Client, TempD
         Some(roots) => command.push(format!("SSL_CERT_FILE={}", roots.display())),
         None => command.extend(["-u".to_owned(), "SSL_CERT_FILE".to_owned()]),
     }
+    command.extend(env.iter().cloned());
     command.extend(via_config(&config));
     (connect(&command).await.0, temp)
 }
@@ -91,7 +136,7 @@ async fn an_https_upstream_is_reached_over_tls_and_an_untrusted_one_refused() {
     let url = format!("{}/mcp", tls_in_front_of(plain).await);
     let ca = repo().join("tests/fixtures/tls/ca.pem");
 
-    let (client, _temp) = sluice_to(&url, Some(&ca)).await;
+    let (client, _temp) = sluice_to(&url, Some(&ca), &[]).await;
     assert!(tool_names(&client).await.contains(&"echo".to_owned()));
     let echoed = call(&client, "echo", serde_json::json!({"text": "over TLS"})).await;
     assert_eq!(first_text(&echoed), "over TLS");
@@ -100,10 +145,54 @@ async fn an_https_upstream_is_reached_over_tls_and_an_untrusted_one_refused() {
 
     // The same upstream, its CA not among the roots: the call fails, and
     // says it is the certificate.
-    let (client, _temp) = sluice_to(&url, None).await;
+    let (client, _temp) = sluice_to(&url, None, &[]).await;
     let refused = call(&client, "echo", serde_json::json!({"text": "x"})).await;
     assert_eq!(refused.is_error, Some(true), "{}", first_text(&refused));
     let why = first_text(&refused);
     assert!(why.contains("certificate") && why.contains(&url), "{why}");
     client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_https_upstream_is_reached_through_the_tunnel_of_the_proxy_https_proxy_names() {
+    let (_server, plain) = sample_over_http().await;
+    let url = format!("{}/mcp", tls_in_front_of(plain).await);
+    let ca = repo().join("tests/fixtures/tls/ca.pem");
+    let (proxy, mut heads) = connect_proxy().await;
+    let through = [format!("HTTPS_PROXY=http://pu:p%40ss@{proxy}")];
+
+    let (client, _temp) = sluice_to(&url, Some(&ca), &through).await;
+    let echoed = call(&client, "echo", serde_json::json!({"text": "tunnelled"})).await;
+    assert_eq!(first_text(&echoed), "tunnelled");
+    assert_ne!(echoed.is_error, Some(true));
+    client.cancel().await.unwrap();
+    // Each connection (the requests', the upstream's stream) was a tunnel
+    // asked for the upstream's host and port, with the proxy's
+    // credentials from its URL (base64 of "pu:p@ss").
+    let host = url.trim_start_matches("https://").trim_end_matches("/mcp");
+    let mut tunnels = 0;
+    while let Ok(head) = heads.try_recv() {
+        assert!(
+            head.starts_with(&format!("CONNECT {host} HTTP/1.1\r\n")),
+            "{head}"
+        );
+        assert!(
+            head.contains("Proxy-Authorization: Basic cHU6cEBzcw==\r\n"),
+            "{head}"
+        );
+        tunnels += 1;
+    }
+    assert!(tunnels > 0, "sluice did not go through the proxy");
+
+    // `NO_PROXY` naming the host: straight to it, a proxy not asked.
+    let (proxy, mut heads) = connect_proxy().await;
+    let direct = [
+        format!("HTTPS_PROXY=http://{proxy}"),
+        "NO_PROXY=localhost".to_owned(),
+    ];
+    let (client, _temp) = sluice_to(&url, Some(&ca), &direct).await;
+    let echoed = call(&client, "echo", serde_json::json!({"text": "direct"})).await;
+    assert_eq!(first_text(&echoed), "direct");
+    client.cancel().await.unwrap();
+    assert!(heads.try_recv().is_err(), "the proxy was asked");
 }
