@@ -55,6 +55,8 @@
 //! retention_h = 24                       # ended operations are kept this long
 //! max_running = 16                       # per client
 //! max_running_total = 256
+//! max_ended = 256                        # ended ones kept per client (the oldest forgotten first)
+//! max_ended_total = 4096
 //!
 //! [cache]                                # results of idempotent tools; nothing by default
 //! annotated = false                      # true: cache tools annotated readOnly + idempotent
@@ -640,6 +642,8 @@ struct RawOperations {
     retention_h: Option<f64>,
     max_running: Option<usize>,
     max_running_total: Option<usize>,
+    max_ended: Option<usize>,
+    max_ended_total: Option<usize>,
 }
 
 impl RawOperations {
@@ -681,6 +685,12 @@ impl RawOperations {
                 "max_running_total",
                 self.max_running_total,
                 &mut o.max_running_total,
+            ),
+            ("max_ended", self.max_ended, &mut o.max_ended),
+            (
+                "max_ended_total",
+                self.max_ended_total,
+                &mut o.max_ended_total,
             ),
         ] {
             if let Some(n) = value {
@@ -1492,12 +1502,13 @@ cache_mb = 0
     fn operations_settings_are_read_and_checked() {
         let up = "[upstreams.a]\ncommand = \"x\"\n[upstreams.a.tools.t]\ntimeout_s = 60\n";
         let config = parse(&format!(
-            "{up}[operations]\ndefault_timeout_s = 2.5\nretention_h = 1\nmax_running = 3\n"
+            "{up}[operations]\ndefault_timeout_s = 2.5\nretention_h = 1\nmax_running = 3\nmax_ended = 7\nmax_ended_total = 70\n"
         ))
         .unwrap();
         let o = config.operations;
         assert_eq!(o.default_timeout, std::time::Duration::from_millis(2500));
         assert_eq!((o.retention.as_secs(), o.max_running), (3600, 3));
+        assert_eq!((o.max_ended, o.max_ended_total), (7, 70));
         assert_eq!(config.upstreams[0].tools["t"].timeout_s, Some(60.0));
         let up = "[upstreams.a]\ncommand = \"x\"\n";
         for (text, expected) in [
@@ -1516,6 +1527,10 @@ cache_mb = 0
             (
                 "[operations]\nmax_running = 0\n",
                 "`max_running` must be at least 1",
+            ),
+            (
+                "[operations]\nmax_ended = 0\n",
+                "`max_ended` must be at least 1",
             ),
             (
                 "[upstreams.a.tools.t]\ntimeout_s = 0\n",

@@ -25,6 +25,11 @@ pub struct OperationSettings {
     pub max_running: usize,
     /// Operations running at once in all (`max_running_total`, 256).
     pub max_running_total: usize,
+    /// Ended operations kept per client within `retention` (`max_ended`,
+    /// 256): past it, the ones that ended first are forgotten.
+    pub max_ended: usize,
+    /// Ended operations kept in all (`max_ended_total`, 4096).
+    pub max_ended_total: usize,
 }
 
 impl Default for OperationSettings {
@@ -35,6 +40,8 @@ impl Default for OperationSettings {
             retention: Duration::from_secs(24 * 3600),
             max_running: 16,
             max_running_total: 256,
+            max_ended: 256,
+            max_ended_total: 4096,
         }
     }
 }

@@ -57,7 +57,7 @@ pub struct Caller {
 /// for an anonymous client the address it came from (so that one client
 /// cannot use up the share of every other sessionless client). Compared,
 /// never formatted: it is made for every request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Quota {
     /// The owner's (a session's, a principal's; `sluice call`'s).
     Owner(Owner),

@@ -6,7 +6,9 @@
 //! this module keeps what is known of it: the latest progress the upstream
 //! reported (the partial result), and its outcome once it ends. Operations
 //! belong to the session that started them, like stored results, and are
-//! kept `[operations] retention_h` after they end.
+//! kept `[operations] retention_h` after they end: at most `max_ended` of a
+//! client's and `max_ended_total` in all, the latest (an ended operation
+//! holds its result; a client could otherwise make them without end).
 //!
 //! With `[store] backend = "redis"` an operation is seen by every instance
 //! ([`crate::state::shared`]): the instance that runs the call owns it and
@@ -53,6 +55,10 @@ const RECORD_FIRST_WAIT: Duration = Duration::from_secs(1);
 /// How long `sluice_cancel` on another instance than the owner waits to
 /// see the operation cancelled.
 const REMOTE_CANCEL_WAIT: Duration = Duration::from_secs(5);
+/// How often starting an operation sweeps the ones kept, at most (unless
+/// they grew past twice what `[operations]` keeps): see
+/// [`Operations::start`].
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// The `_meta` key of everything about an operation.
 pub const META: &str = crate::contract::meta::OPERATION;
@@ -611,11 +617,13 @@ pub struct Operations {
     /// The operations started here not yet seen to end: what
     /// [`Operations::admit`] counts, on every call. Bounded by the limits
     /// it enforces, where `ops` keeps every operation of the last
-    /// `retention_h`.
+    /// `retention_h` (within `max_ended`, `max_ended_total`).
     running: Mutex<Vec<Arc<Operation>>>,
     /// Where records of operations go (other instances read them there;
     /// on disk, a restarted sluice), if anywhere.
     shared: Option<Backing>,
+    /// When `ops` was last swept ([`sweep`]).
+    swept: Mutex<Instant>,
 }
 
 impl Operations {
@@ -639,6 +647,7 @@ impl Operations {
             ops,
             running: Mutex::default(),
             shared,
+            swept: Mutex::new(Instant::now()),
         }
     }
 
@@ -720,7 +729,20 @@ impl Operations {
             end_written: AtomicBool::default(),
             writing: tokio::sync::Mutex::default(),
         });
-        lock(&self.ops).insert(id, op.clone());
+        let mut ops = lock(&self.ops);
+        ops.insert(id, op.clone());
+        // Operations only come in here: swept at most once a second (and
+        // whenever they are twice what is kept), `ops` holds at most twice
+        // `max_ended_total` + `max_running_total`, however fast a client
+        // makes operations (a tiny `_timeout_s`, a task per call).
+        let kept = self.settings.max_ended_total + self.settings.max_running_total;
+        let mut swept = lock(&self.swept);
+        if swept.elapsed() >= SWEEP_EVERY || ops.len() > 2 * kept {
+            *swept = Instant::now();
+            drop(swept);
+            sweep(&mut ops, &self.settings);
+        }
+        drop(ops);
         lock(&self.running).push(op.clone());
         op
     }
@@ -735,20 +757,22 @@ impl Operations {
         }
     }
 
-    /// The operations, once those ended longer ago than the retention are
-    /// dropped.
-    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Operation>>> {
-        let mut ops = lock(&self.ops);
-        let retention = self.settings.retention;
-        ops.retain(|_, o| lock(&o.state).ended.is_none_or(|e| e.elapsed() < retention));
-        ops
+    /// Whether `op` is still kept: running, or ended within the retention
+    /// (the sweep forgets the others later).
+    fn kept(&self, op: &Operation) -> bool {
+        lock(&op.state)
+            .ended
+            .is_none_or(|e| e.elapsed() < self.settings.retention)
     }
 
     /// `owner`'s operation `id`: this instance's, or (when operations are
     /// shared) another's, as its record says now.
     pub async fn get(&self, owner: &Owner, id: &str) -> Result<Arc<Operation>, String> {
         // The lock is released before the hint takes it again.
-        let found = self.live().get(id).filter(|o| o.owner == *owner).cloned();
+        let found = lock(&self.ops)
+            .get(id)
+            .filter(|o| o.owner == *owner && self.kept(o))
+            .cloned();
         if let Some(op) = found {
             return Ok(op);
         }
@@ -766,9 +790,11 @@ impl Operations {
         }
         Err({
             format!(
-                "unknown operation `{}`: it was never started in this session, or it ended more than {} h ago. {}",
+                "unknown operation `{}`: it was never started in this session, or it ended more than {} h ago, or more than {} operations of this client (`[operations] max_ended`), or {} in all, ended after it. {}",
                 sluice_core::format::quoted_cut(id),
                 self.settings.retention.as_secs() / 3600,
+                self.settings.max_ended,
+                self.settings.max_ended_total,
                 self.list_hint(owner)
             )
         })
@@ -822,10 +848,9 @@ impl Operations {
         if !owner.may_list() {
             return Vec::new();
         }
-        let mut mine: Vec<Arc<Operation>> = self
-            .live()
+        let mut mine: Vec<Arc<Operation>> = lock(&self.ops)
             .values()
-            .filter(|o| o.owner == *owner)
+            .filter(|o| o.owner == *owner && self.kept(o))
             .cloned()
             .collect();
         mine.sort_by_key(|o| std::cmp::Reverse(o.started));
@@ -835,7 +860,11 @@ impl Operations {
     /// Every operation this instance keeps, whoever owns it, newest first
     /// (for the operator's view: `--admin`).
     pub fn all(&self) -> Vec<Arc<Operation>> {
-        let mut all: Vec<Arc<Operation>> = self.live().values().cloned().collect();
+        let mut all: Vec<Arc<Operation>> = lock(&self.ops)
+            .values()
+            .filter(|o| self.kept(o))
+            .cloned()
+            .collect();
         all.sort_by_key(|o| std::cmp::Reverse(o.started));
         all
     }
@@ -977,6 +1006,41 @@ async fn read_remote(link: &Backing, id: &str) -> Result<Option<Operation>, Stri
         _ => None,
     };
     Ok(Operation::from_record(id, &record, lost))
+}
+
+/// Forgets the operations of `ops` that ended longer ago than the
+/// retention, then, past `max_ended` of a client's or `max_ended_total` in
+/// all, those that ended first. Linear in `ops`, but for sorting the ended
+/// ones when there are more than a client may keep. A forgotten
+/// operation's id is unknown here; with shared operations, its record is
+/// still read (until it expires).
+fn sweep(ops: &mut HashMap<String, Arc<Operation>>, settings: &OperationSettings) {
+    let retention = settings.retention;
+    ops.retain(|_, o| lock(&o.state).ended.is_none_or(|e| e.elapsed() < retention));
+    let mut ended: Vec<(Instant, &Arc<Operation>)> = ops
+        .values()
+        .filter_map(|o| Some((lock(&o.state).ended?, o)))
+        .collect();
+    if ended.len() <= settings.max_ended.min(settings.max_ended_total) {
+        return;
+    }
+    // Newest first: each client keeps its latest.
+    ended.sort_unstable_by_key(|(ended, _)| std::cmp::Reverse(*ended));
+    let mut per_client: HashMap<Option<&Quota>, usize> = HashMap::new();
+    let mut kept = 0;
+    let mut forgotten = Vec::new();
+    for (_, op) in ended {
+        let theirs = per_client.entry(op.quota.as_ref()).or_default();
+        if *theirs >= settings.max_ended || kept >= settings.max_ended_total {
+            forgotten.push(op.id.clone());
+        } else {
+            *theirs += 1;
+            kept += 1;
+        }
+    }
+    for id in forgotten {
+        ops.remove(&id);
+    }
 }
 
 /// While the operations live: renews this instance's heartbeat, in a task
@@ -1207,5 +1271,73 @@ mod tests {
         first.finish(Outcome::Failed("ended".into()));
         assert!(ops.admit(&session, &mine).is_ok());
         assert_eq!(lock(&ops.running).len(), 2);
+    }
+
+    /// Ended operations are kept within `max_ended` per client and
+    /// `max_ended_total` in all, the latest first, and forgotten after the
+    /// retention; however fast they are made, the map stays within twice
+    /// what is kept.
+    #[tokio::test(start_paused = true)]
+    async fn ended_operations_are_kept_within_their_caps_the_latest_first() {
+        let settings = OperationSettings {
+            max_running_total: 3,
+            max_ended: 2,
+            max_ended_total: 3,
+            ..OperationSettings::default()
+        };
+        let ops = Operations::new(settings, None, None);
+        let start = |owner: &Owner| {
+            ops.start(
+                owner.clone(),
+                Quota::Owner(owner.clone()),
+                "slow",
+                Arc::default(),
+                CancellationToken::new(),
+                Instant::now(),
+            )
+        };
+        let (a, b) = (Owner::Session(1), Owner::Session(2));
+        let mut ended = Vec::new();
+        for owner in [&a, &a, &a, &a, &b] {
+            let op = start(owner);
+            tokio::time::advance(Duration::from_millis(10)).await;
+            op.finish(Outcome::Failed("ended".into()));
+            ended.push(op);
+        }
+        // The next start sweeps (a second later).
+        tokio::time::advance(SWEEP_EVERY).await;
+        let running = start(&b);
+        let known = async |owner: &Owner, op: &Arc<Operation>| ops.get(owner, &op.id).await.is_ok();
+        // `a` keeps its 2 latest; `b` its one; the running one is there.
+        for (i, expected) in [false, false, true, true].into_iter().enumerate() {
+            assert_eq!(known(&a, &ended[i]).await, expected, "a's operation {i}");
+        }
+        assert!(known(&b, &ended[4]).await);
+        assert!(known(&b, &running).await);
+        let why = ops.get(&a, &ended[0].id).await.unwrap_err();
+        assert!(why.contains("`[operations] max_ended`"), "{why}");
+
+        // Past `max_ended_total`: the one that ended first in all goes.
+        tokio::time::advance(Duration::from_millis(10)).await;
+        running.finish(Outcome::Failed("ended".into()));
+        tokio::time::advance(SWEEP_EVERY).await;
+        let _trigger = start(&b);
+        assert!(!known(&a, &ended[2]).await, "3 ended after it");
+        assert!(known(&a, &ended[3]).await);
+        assert!(known(&b, &ended[4]).await && known(&b, &running).await);
+
+        // Past the retention, the ended ones are unknown at once, and the
+        // next sweep forgets them.
+        tokio::time::advance(settings.retention).await;
+        assert!(!known(&b, &running).await);
+        let _trigger = start(&a);
+        assert_eq!(lock(&ops.ops).len(), 2, "the two running ones");
+
+        // Made as fast as can be (no time passing, no sweep due): swept
+        // whenever they are twice what is kept (3 + 3).
+        for _ in 0..100 {
+            start(&a).finish(Outcome::Failed("ended".into()));
+            assert!(lock(&ops.ops).len() <= 2 * 6 + 1);
+        }
     }
 }
