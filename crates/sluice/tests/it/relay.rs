@@ -1010,6 +1010,44 @@ async fn a_calls_params_reach_the_upstream_as_the_client_sent_them() {
     .await;
 }
 
+/// A call that repeats `name`, `arguments` or `_meta` is refused with an
+/// error that names the member, and never forwarded: sluice reads the last
+/// of a repeated key, and an upstream whose parser keeps the first would
+/// call another tool, or with other arguments, than sluice checked and
+/// cached on. The next call works.
+#[tokio::test]
+async fn a_call_that_repeats_its_name_or_meta_is_refused_and_never_forwarded() {
+    let script = [
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"chatty","arguments":{"note":"first"},"name":"exact","arguments":{}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"exact","arguments":{},"_meta":{"progressToken":"a"},"_meta":{"progressToken":"b"}}}"#.to_owned(),
+        tool_call(4, "ok", "{}"),
+    ];
+    on_paths(&OWN_LAYER, "repeated-name", false, "", &script, |run| {
+        for (id, member_named) in [("2", "`name`"), ("3", "`_meta`")] {
+            let answer = run
+                .answer(id)
+                .unwrap_or_else(|| panic!("no answer to {id}:\n{}", run.transcript()));
+            let error = member(&answer, "error").unwrap_or_else(|| panic!("not refused: {answer}"));
+            assert!(
+                error.contains("duplicate field") && error.contains(member_named),
+                "{error}"
+            );
+        }
+        let calls: Vec<String> = messages(&run.server_received)
+            .into_iter()
+            .filter(|m| member(m, "method") == Some(r#""tools/call""#))
+            .collect();
+        assert_eq!(calls.len(), 1, "only the next call is forwarded: {calls:?}");
+        assert!(
+            run.answer("4")
+                .is_some_and(|a| member(&a, "result").is_some()),
+            "{}",
+            run.transcript()
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn progress_arrives_as_sent_with_the_clients_token() {
     transparency(&OWN_LAYER, "progress", assert_progress_unchanged).await;
