@@ -198,6 +198,68 @@ pub fn canonical(value: &Value, out: &mut String) {
     }
 }
 
+/// Whether the JSON `text` repeats a key in one of its objects, at any
+/// depth (`false` for text that is not JSON). The key reads the last of a
+/// repeated key, as serde_json, Python and JavaScript do; an upstream whose
+/// parser keeps the first would answer another call than the key says,
+/// and its result would then be handed to every caller of that key. Such
+/// a call is not cached.
+pub fn repeats_a_key(text: &str) -> bool {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    /// A visit that fails at the first repeated key.
+    struct Unique;
+    impl<'de> DeserializeSeed<'de> for Unique {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Unique {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if !seen.insert(key) {
+                    return Err(serde::de::Error::custom("a repeated key"));
+                }
+                map.next_value_seed(Unique)?;
+            }
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element_seed(Unique)?.is_some() {}
+            Ok(())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+    }
+    let mut reader = serde_json::Deserializer::from_str(text);
+    match Unique.deserialize(&mut reader) {
+        Ok(()) => false,
+        // Not JSON at all is for the caller's parse to say.
+        Err(e) => e.is_data() && serde_json::from_str::<IgnoredAny>(text).is_ok(),
+    }
+}
+
 fn canonical_string(s: &str, out: &mut String) {
     out.push_str(&serde_json::to_string(s).unwrap_or_default());
 }
@@ -209,6 +271,22 @@ mod tests {
 
     fn args(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn a_repeated_key_is_found_at_any_depth() {
+        for (text, repeats) in [
+            (r#"{"path":"/a","n":1}"#, false),
+            (r#"{"path":"/secret","path":"/public"}"#, true),
+            (r#"{"a":{"b":[{"c":1},{"c":2,"c":3}]}}"#, true),
+            (r#"{"a":{"b":1},"c":{"b":1}}"#, false),
+            // The same key written two ways is one key.
+            (r#"{"path":1,"p\u0061th":2}"#, true),
+            (r#"[1,"x",null,true,{"k":[]}]"#, false),
+            ("not json", false),
+        ] {
+            assert_eq!(repeats_a_key(text), repeats, "{text}");
+        }
     }
 
     #[test]

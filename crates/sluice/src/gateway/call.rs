@@ -154,7 +154,15 @@ impl Gateway {
                     }
                 };
                 let owner = cache_policy.per_session.then(|| caller.owner.key());
-                Some(CachedCall {
+                // Answered, but neither from the cache nor into it: the key
+                // reads the last of a repeated key, an upstream may read the
+                // first (`sluice_core::cache::repeats_a_key`).
+                let repeats = caller
+                    .sent_request
+                    .as_ref()
+                    .and_then(|m| m.params())
+                    .is_some_and(sluice_core::cache::repeats_a_key);
+                (!repeats).then(|| CachedCall {
                     key: sluice_core::cache::key(
                         upstream.name(),
                         name,

@@ -1048,6 +1048,59 @@ async fn a_call_that_repeats_its_name_or_meta_is_refused_and_never_forwarded() {
     .await;
 }
 
+/// A cached tool's call whose arguments repeat a key (at any depth) is
+/// answered by the upstream every time, never from the cache nor into it:
+/// the key reads the last `k`, an upstream whose parser keeps the first
+/// would answer another call, and every caller of that key would get it.
+/// The same call without the repeat is cached as usual.
+#[tokio::test]
+async fn a_call_whose_arguments_repeat_a_key_is_never_cached() {
+    let config = "[upstreams.raw.tools.exact]\ncache = { ttl_s = 60 }\n";
+    let script = [
+        tool_call(2, "exact", r#"{"k":"first","k":"last"}"#),
+        tool_call(3, "exact", r#"{"k":"first","k":"last"}"#),
+        tool_call(4, "exact", r#"{"deep":{"k":1,"k":2}}"#),
+        tool_call(5, "exact", r#"{"deep":{"k":1,"k":2}}"#),
+        tool_call(6, "exact", r#"{"k":"last"}"#),
+        tool_call(7, "exact", r#"{"k":"last"}"#),
+    ];
+    on_paths(
+        &OWN_LAYER[..2],
+        "repeated-key-cache",
+        false,
+        config,
+        &script,
+        |run| {
+            let forwarded: Vec<String> = messages(&run.server_received)
+                .into_iter()
+                .filter(|m| member(m, "method") == Some(r#""tools/call""#))
+                .map(|m| {
+                    member(member(&m, "params").unwrap(), "arguments")
+                        .unwrap()
+                        .to_owned()
+                })
+                .collect();
+            assert_eq!(
+                forwarded,
+                [
+                    r#"{"k":"first","k":"last"}"#,
+                    r#"{"k":"first","k":"last"}"#,
+                    r#"{"deep":{"k":1,"k":2}}"#,
+                    r#"{"deep":{"k":1,"k":2}}"#,
+                    r#"{"k":"last"}"#,
+                ],
+                "{}",
+                run.transcript()
+            );
+            for id in 2..=7 {
+                let answer = run.answer(&id.to_string()).unwrap();
+                assert!(member(&answer, "result").is_some(), "{answer}");
+            }
+        },
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn progress_arrives_as_sent_with_the_clients_token() {
     transparency(&OWN_LAYER, "progress", assert_progress_unchanged).await;
