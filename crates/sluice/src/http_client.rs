@@ -358,6 +358,9 @@ async fn tunnel(
         .map(String::from_utf8_lossy)
         .unwrap_or_default();
     let status = status_line.split(' ').nth(1).unwrap_or_default();
+    // Quoted in an error the model reads: whatever the proxy put there,
+    // at most a line's worth.
+    let status_line = sluice_core::format::cut(&status_line, 120);
     match status.as_bytes() {
         [b'2', _, _] => Ok(stream),
         b"407" => Err(format!(
@@ -632,6 +635,18 @@ mod tests {
                 "asks for credentials to open a tunnel to upstream.example:8443 (HTTP/1.1 407 Proxy Authentication Required): give them in its URL",
             ),
         ];
+        // A reason of 2,000 characters is cut where it is quoted.
+        let long: &'static str = Box::leak(
+            format!(
+                "HTTP/1.1 403 {}\r\ncontent-length: 0\r\n\r\n",
+                "x".repeat(2000)
+            )
+            .into_boxed_str(),
+        );
+        let refusing = refusing.into_iter().chain([(
+            long,
+            "refused to open a tunnel to upstream.example:8443: it answered `HTTP/1.1 403 xxx",
+        )]);
         for (answer, said) in refusing {
             let (proxy, mut heads) = recording(answer).await;
             let proxies = Matcher::builder().https(format!("http://{proxy}")).build();
@@ -647,6 +662,7 @@ mod tests {
                 why.contains(&format!("the proxy http://{proxy}/ {said}")),
                 "{why}"
             );
+            assert!(why.len() < 500, "{why}");
             let head = heads.recv().await.unwrap();
             assert!(
                 head.starts_with("CONNECT upstream.example:8443 HTTP/1.1\r\n"),
