@@ -299,6 +299,8 @@ impl JwtChecker {
     async fn fetch(&self, url: &str) -> Result<KeySet, String> {
         use crate::http_client::{chunk, error_chain};
         let (client, uri) = self.http.as_ref().expect("a client for jwks_url");
+        // For messages: without the credentials the URL may carry.
+        let url = crate::shown_url(url);
         let mut headers = http::HeaderMap::new();
         headers.insert(
             header::ACCEPT,

@@ -317,12 +317,14 @@ async fn static_tokens_admit_their_principal_in_both_eras_and_refuse_others() {
     assert_not_logged(&sluice, &[alice, "not-alice-token-9876"]);
 }
 
-/// A JWKS over HTTP: serves `body`, counts the fetches and notes the last.
+/// A JWKS over HTTP: serves `body`, counts the fetches and notes the last
+/// (and the head of the last request).
 struct JwksServer {
     url: String,
     body: Arc<Mutex<String>>,
     fetches: Arc<AtomicUsize>,
     last_fetch: Arc<Mutex<Option<Instant>>>,
+    last_head: Arc<Mutex<String>>,
 }
 
 impl JwksServer {
@@ -335,7 +337,9 @@ impl JwksServer {
         let body = Arc::new(Mutex::new(body));
         let fetches = Arc::new(AtomicUsize::new(0));
         let last_fetch = Arc::new(Mutex::new(None));
+        let last_head = Arc::new(Mutex::new(String::new()));
         let (served, counted, noted) = (body.clone(), fetches.clone(), last_fetch.clone());
+        let headed = last_head.clone();
         tokio::spawn(async move {
             while let Ok((mut stream, _)) = listener.accept().await {
                 let mut head = Vec::new();
@@ -348,6 +352,7 @@ impl JwksServer {
                 }
                 counted.fetch_add(1, Ordering::SeqCst);
                 *noted.lock().unwrap() = Some(Instant::now());
+                *headed.lock().unwrap() = String::from_utf8_lossy(&head).into_owned();
                 let body = served.lock().unwrap().clone();
                 let answer = format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -361,6 +366,7 @@ impl JwksServer {
             body,
             fetches,
             last_fetch,
+            last_head,
         }
     }
 }
@@ -375,7 +381,12 @@ async fn jwts_are_checked_by_kid_against_a_served_jwks_that_is_refetched_for_a_n
     let (keys, signed) = sign_in(&dir).await;
     let token = |name: &str| signed[name].as_str().unwrap().to_owned();
     let jwks = JwksServer::start(std::fs::read_to_string(keys.join("jwks.json")).unwrap()).await;
-    let file = config(&dir, &jwt_auth(&format!("jwks_url = \"{}\"", jwks.url)));
+    // Credentials in the URL go as `Authorization: Basic`, never shown.
+    let with_credentials = jwks.url.replace("http://", "http://jwks:hunter%32@");
+    let file = config(
+        &dir,
+        &jwt_auth(&format!("jwks_url = \"{with_credentials}\"")),
+    );
     let sluice = start(&file).await;
     assert_eq!(
         jwks.fetches.load(Ordering::SeqCst),
@@ -414,6 +425,12 @@ async fn jwts_are_checked_by_kid_against_a_served_jwks_that_is_refetched_for_a_n
     assert_eq!(versions, ["2025-11-25", "2025-11-25"]);
     // Keys once fetched serve every token that names them.
     assert_eq!(jwks.fetches.load(Ordering::SeqCst), 1);
+    // base64("jwks:hunter2")
+    let head = jwks.last_head.lock().unwrap().clone();
+    assert!(
+        head.contains("authorization: Basic andrczpodW50ZXIy\r\n"),
+        "{head}"
+    );
 
     for name in refused {
         let answer = request(
@@ -454,6 +471,7 @@ async fn jwts_are_checked_by_kid_against_a_served_jwks_that_is_refetched_for_a_n
 
     let mut all: Vec<String> = refused.iter().map(|n| token(n)).collect();
     all.extend([token("rs256"), token("es256"), rotated]);
+    all.extend(["hunter2".to_owned(), "hunter%32".to_owned()]);
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
     assert_not_logged(&sluice, &all);
 }
