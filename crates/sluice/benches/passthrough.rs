@@ -19,7 +19,8 @@
 //!    2026-07-28 stateless `tools/call`, `Connection: close`). Beside them,
 //!    the floor: a relay that parses nothing (hyper server and pooled
 //!    client, `--http-relay`), in the same alternation.
-//! 4. At rest: the resident memory (VmRSS, Linux) of a fresh `sluice --`
+//! 4. At rest: the resident memory (VmRSS, and RssAnon: heap and stacks,
+//!    without the binary's own pages; Linux) of a fresh `sluice --`
 //!    (stdio) and `sluice --listen` (HTTP) before a client connects, after
 //!    `initialize` + `tools/list`, after a small call, and after a 20 kB
 //!    result (the first that needs the tokenizer, which loads then); and
@@ -334,23 +335,33 @@ const REST_POINTS: [&str; 4] = [
     "+ a 20 kB result",
 ];
 
+/// A gateway's resident memory at one point: all of it (VmRSS), and its
+/// anonymous part (RssAnon: heap and stacks): VmRSS also counts the pages
+/// of the binary itself, which move by 2–3 MB between builds with no
+/// allocation changed.
+type Resident = (Option<f64>, Option<f64>);
+
+fn resident(pid: u32) -> Resident {
+    (resident_mb(pid, "VmRSS"), resident_mb(pid, "RssAnon"))
+}
+
 /// sluice's resident memory at each of [`REST_POINTS`] as `client` (built
 /// by `connect`) uses the gateway `pid`, then its peak.
-async fn at_rest<F>(pid: u32, connect: F) -> (Vec<Option<f64>>, Option<f64>)
+async fn at_rest<F>(pid: u32, connect: F) -> (Vec<Resident>, Option<f64>)
 where
     F: std::future::Future<Output = Client>,
 {
     // Let the gateway finish starting (it starts its upstream first).
     let settle = || tokio::time::sleep(Duration::from_millis(500));
     settle().await;
-    let mut figures = vec![resident_mb(pid, "VmRSS")];
+    let mut figures = vec![resident(pid)];
     let client = connect.await;
     client.list_all_tools().await.unwrap();
     settle().await;
-    figures.push(resident_mb(pid, "VmRSS"));
+    figures.push(resident(pid));
     timed_call(&client).await;
     settle().await;
-    figures.push(resident_mb(pid, "VmRSS"));
+    figures.push(resident(pid));
     // 200 items are about 20 kB of text: within the default budget, but too
     // many bytes to prove it without counting tokens.
     let inventory = CallToolRequestParams::new("inventory").with_arguments(
@@ -366,18 +377,18 @@ where
             .is_none_or(|m| m.0.get("sluice/stored").is_none())
     );
     settle().await;
-    figures.push(resident_mb(pid, "VmRSS"));
+    figures.push(resident(pid));
     let peak = resident_mb(pid, "VmHWM");
     client.cancel().await.unwrap();
     (figures, peak)
 }
 
-fn print_rest(label: &str, (figures, peak): (Vec<Option<f64>>, Option<f64>)) {
+fn print_rest(label: &str, (figures, peak): (Vec<Resident>, Option<f64>)) {
     let mb = |f: Option<f64>| f.map_or("n/a".to_owned(), |f| format!("{f:.1}"));
     let points: Vec<String> = REST_POINTS
         .iter()
         .zip(&figures)
-        .map(|(point, figure)| format!("{point} {}", mb(*figure)))
+        .map(|(point, (all, anon))| format!("{point} {} (anon {})", mb(*all), mb(*anon)))
         .collect();
     println!("{label:<14} {} | peak {} MB", points.join(" | "), mb(peak));
 }
@@ -924,7 +935,9 @@ async fn bench() {
     );
     println!("{}", floor(&relay_rps, &direct_rps, &proxied_rps));
 
-    println!("sluice at rest: resident memory (VmRSS, MB = 10^6 bytes) of a fresh gateway");
+    println!(
+        "sluice at rest: resident memory (VmRSS, and RssAnon: heap and stacks, without the binary's pages; MB = 10^6 bytes) of a fresh gateway"
+    );
     let mut cmd = Command::new(sluice());
     cmd.args(["--log-level", "error", "--", sluice(), "sample-server"]);
     let (transport, _) = TokioChildProcess::builder(cmd)
@@ -951,8 +964,13 @@ async fn bench() {
     let pid = gateway.id().unwrap();
     print_rest("http", at_rest(pid, http_client(&gateway_url)).await);
     let binary = std::fs::metadata(sluice()).unwrap().len();
+    let built = if std::env::var_os("SLUICE_BENCH_BIN").is_some() {
+        "SLUICE_BENCH_BIN"
+    } else {
+        "built by cargo bench, a release build is smaller"
+    };
     println!(
-        "{:<14} {:.1} MB ({}; built by cargo bench, a release build is smaller)",
+        "{:<14} {:.1} MB ({}; {built})",
         "sluice binary",
         binary as f64 / 1e6,
         sluice()
