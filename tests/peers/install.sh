@@ -2,7 +2,8 @@
 # Installs the real MCP peers the integration tests talk to, into one folder
 # ($SLUICE_PEERS, default: <cargo target dir>/peers). Idempotent: work already
 # done is skipped, so reruns take a second. Needs only Node (any), npm, Python 3,
-# and apt-get (as root, or sudo) for jq, redis-server, openssl and chromium.
+# and apt-get (as root, or sudo) for jq, redis-server, openssl, chromium and
+# tinyproxy.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -59,6 +60,8 @@ command -v redis-server >/dev/null || debs+=(redis-server)
 command -v openssl >/dev/null || debs+=(openssl)
 # Headless Chromium loads the admin page in the admin tests.
 command -v chromium >/dev/null || debs+=(chromium)
+# A real HTTP proxy for the tests of HTTPS_PROXY / HTTP_PROXY.
+command -v tinyproxy >/dev/null || debs+=(tinyproxy)
 if [ "${#debs[@]}" -gt 0 ]; then
   log "installing ${debs[*]}"
   sudo=""

@@ -6,7 +6,8 @@
 //! The upstream is the sample server over HTTP behind a TLS terminator in
 //! this process (rustls, the fixture's `localhost` certificate, valid until
 //! 2126). Through a proxy `HTTPS_PROXY` names, sluice asks it for a
-//! `CONNECT` tunnel and speaks TLS to the upstream inside it.
+//! `CONNECT` tunnel and speaks TLS to the upstream inside it; through
+//! Debian's tinyproxy, an `http://` upstream as absolute-form requests too.
 
 use std::sync::Arc;
 
@@ -195,4 +196,110 @@ async fn an_https_upstream_is_reached_through_the_tunnel_of_the_proxy_https_prox
     assert_eq!(first_text(&echoed), "direct");
     client.cancel().await.unwrap();
     assert!(heads.try_recv().is_err(), "the proxy was asked");
+}
+
+/// Debian's tinyproxy on a port of its own, asking for `user:password`
+/// (Basic); its log (every request it relays) comes out of the receiver.
+/// Killed on drop.
+async fn tinyproxy(
+    dir: &TempDir,
+    user: &str,
+    password: &str,
+) -> (
+    tokio::process::Child,
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    peers();
+    let port = free_port();
+    let config = dir.file(
+        "tinyproxy.conf",
+        &format!(
+            "Port {port}\nListen 127.0.0.1\nTimeout 30\nMaxClients 20\nAllow 127.0.0.1\nLogLevel Info\nBasicAuth {user} {password}\n"
+        ),
+    );
+    let mut child = Command::new("tinyproxy")
+        .arg("-d")
+        .arg("-c")
+        .arg(&config)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("tinyproxy (Debian's: tests/peers/install.sh installs it)");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (log, logged) = tokio::sync::mpsc::unbounded_channel();
+    let (ready, started) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let mut ready = Some(ready);
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("Accepting connections") {
+                ready.take().map(|ready| ready.send(()));
+            }
+            let _ = log.send(line);
+        }
+    });
+    tokio::time::timeout(std::time::Duration::from_secs(10), started)
+        .await
+        .expect("tinyproxy serves within 10 s")
+        .expect("tinyproxy started");
+    (child, format!("127.0.0.1:{port}"), logged)
+}
+
+/// A real proxy (Debian's tinyproxy, asking for credentials) named by
+/// `HTTP_PROXY` and `HTTPS_PROXY`: an `http://` upstream is reached with
+/// absolute-form requests, an `https://` one through a `CONNECT` tunnel,
+/// the proxy's credentials from its URL.
+#[tokio::test]
+async fn a_real_proxy_relays_an_http_upstream_and_tunnels_an_https_one() {
+    let dir = TempDir::new("tinyproxy");
+    let (_proxy, proxy, mut log) = tinyproxy(&dir, "pu", "pss1").await;
+    let (_server, plain) = sample_over_http().await;
+    let tls = format!("{}/mcp", tls_in_front_of(plain.clone()).await);
+    let config = dir.file(
+        "sluice.toml",
+        &format!(
+            "[upstreams.plain]\nurl = \"http://{plain}/mcp\"\n[upstreams.tls]\nurl = {tls:?}\n"
+        ),
+    );
+    let ca = repo().join("tests/fixtures/tls/ca.pem");
+    let mut command: Vec<String> = [
+        "env".to_owned(),
+        "-u".to_owned(),
+        "NO_PROXY".to_owned(),
+        "-u".to_owned(),
+        "no_proxy".to_owned(),
+        format!("SSL_CERT_FILE={}", ca.display()),
+        format!("HTTP_PROXY=http://pu:pss1@{proxy}"),
+        format!("HTTPS_PROXY=http://pu:pss1@{proxy}"),
+    ]
+    .into();
+    command.extend(via_config(&config));
+    let (client, _) = connect(&command).await;
+    let names = tool_names(&client).await;
+    for upstream in ["plain", "tls"] {
+        let echo = names
+            .iter()
+            .find(|n| n.starts_with(upstream) && n.ends_with("echo"))
+            .unwrap_or_else(|| panic!("no echo of {upstream} in {names:?}"));
+        let echoed = call(&client, echo, serde_json::json!({"text": upstream})).await;
+        assert_eq!(first_text(&echoed), upstream);
+        assert_ne!(echoed.is_error, Some(true));
+    }
+    client.cancel().await.unwrap();
+
+    // What tinyproxy relayed: the http:// upstream's requests in absolute
+    // form, a tunnel to the https:// one's host and port.
+    let mut relayed = Vec::new();
+    while let Ok(line) = log.try_recv() {
+        relayed.push(line);
+    }
+    let said = |what: &str| relayed.iter().any(|line| line.contains(what));
+    assert!(
+        said(&format!("POST http://{plain}/mcp HTTP/1.1")),
+        "{relayed:#?}"
+    );
+    let host = tls.trim_start_matches("https://").trim_end_matches("/mcp");
+    assert!(said(&format!("CONNECT {host} HTTP/1.1")), "{relayed:#?}");
 }
