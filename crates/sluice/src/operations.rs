@@ -321,6 +321,12 @@ impl std::fmt::Debug for Sharing {
 }
 
 impl Operation {
+    /// Whether it is this instance's, other instances read it, and the
+    /// record of its end is not written yet.
+    fn end_unshared(&self) -> bool {
+        self.shared.is_some() && self.remote.is_none() && !self.end_written.load(Ordering::Relaxed)
+    }
+
     /// Records the end, unless it ended already (a cancelled call's late
     /// answer changes nothing).
     pub fn finish(self: &Arc<Self>, outcome: Outcome) {
@@ -1028,14 +1034,22 @@ fn sweep(ops: &mut HashMap<String, Arc<Operation>>, settings: &OperationSettings
     ended.sort_unstable_by_key(|(ended, _)| std::cmp::Reverse(*ended));
     let mut per_client: HashMap<Option<&Quota>, usize> = HashMap::new();
     let mut kept = 0;
+    // Ends other instances have not been told of (Redis was down): kept
+    // past the caps, up to `max_ended_total` more, until `keep_shared`
+    // writes them; forgotten, other instances would read them "running"
+    // until their records expire, a day later (or not at all, if Redis
+    // came back empty).
+    let mut unwritten = 0;
     let mut forgotten = Vec::new();
     for (_, op) in ended {
         let theirs = per_client.entry(op.quota.as_ref()).or_default();
-        if *theirs >= settings.max_ended || kept >= settings.max_ended_total {
-            forgotten.push(op.id.clone());
-        } else {
+        if *theirs < settings.max_ended && kept < settings.max_ended_total {
             *theirs += 1;
             kept += 1;
+        } else if op.end_unshared() && unwritten < settings.max_ended_total {
+            unwritten += 1;
+        } else {
+            forgotten.push(op.id.clone());
         }
     }
     for id in forgotten {

@@ -877,6 +877,57 @@ async fn an_operation_whose_instance_died_is_reported_failed_within_a_heartbeat(
     on_b.cancel().await.unwrap();
 }
 
+/// Past `[operations] max_ended`, an operation whose end could not be
+/// written (Redis was down) is kept until it is: forgotten, other
+/// instances would read it "running" for a day, or (Redis back empty, as
+/// here) not at all.
+#[tokio::test]
+async fn an_operation_past_max_ended_is_kept_until_its_end_is_written() {
+    let mut redis = Redis::start().await;
+    let temp = TempDir::new("shared-ops-unwritten");
+    let config = redis_config_of(
+        &temp,
+        &redis,
+        &format!(
+            "{}[operations]\nmax_ended = 1\n\n",
+            toml_upstream("py", &py_server())
+        ),
+    );
+    let a = start(&config).await;
+    let b = start(&config).await;
+    let on_a = stateless_http_client(&a.url, loopback()).await;
+    let on_b = stateless_http_client(&b.url, loopback()).await;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let started = call(&on_a, "sleep", json!({"seconds": 1.5, "_timeout_s": 0.3})).await;
+        ids.push(operation(&started)["id"].as_str().unwrap().to_owned());
+    }
+    // Both end while Redis is down; a third starts then, which sweeps the
+    // ended ones: two of this client's, one more than `max_ended`.
+    redis.stop().await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let _third = call(&on_a, "sleep", json!({"seconds": 0.1, "_timeout_s": 0.01})).await;
+    redis.start_again().await;
+
+    // A writes both ends once Redis is back: B sees each completed.
+    for id in &ids {
+        let mut seen = String::new();
+        for _ in 0..40 {
+            let looked = call(&on_b, "sluice_result", json!({"operation": id})).await;
+            if let Some(op) = meta(&looked, "sluice/operation") {
+                seen = op["status"].as_str().unwrap_or_default().to_owned();
+                if seen == "completed" {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        assert_eq!(seen, "completed", "{id}");
+    }
+    on_a.cancel().await.unwrap();
+    on_b.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn an_operation_that_ends_while_redis_is_down_is_seen_ended_once_it_is_back() {
     let mut redis = Redis::start().await;
