@@ -911,21 +911,29 @@ async fn an_operation_past_max_ended_is_kept_until_its_end_is_written() {
 
     // A writes both ends once Redis is back: B sees each completed.
     for id in &ids {
-        let mut seen = String::new();
-        for _ in 0..40 {
-            let looked = call(&on_b, "sluice_result", json!({"operation": id})).await;
-            if let Some(op) = meta(&looked, "sluice/operation") {
-                seen = op["status"].as_str().unwrap_or_default().to_owned();
-                if seen == "completed" {
-                    break;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        let (seen, _) = completed_on(&on_b, id).await;
         assert_eq!(seen, "completed", "{id}");
     }
     on_a.cancel().await.unwrap();
     on_b.cancel().await.unwrap();
+}
+
+/// Operation `id` as `client` sees it through `sluice_result`, looked at
+/// every 250 ms until it is completed (10 s at most): its last status, and
+/// the answer that said "completed".
+async fn completed_on(client: &Client, id: &str) -> (String, Option<rmcp::model::CallToolResult>) {
+    let mut seen = String::new();
+    for _ in 0..40 {
+        let looked = call(client, "sluice_result", json!({"operation": id})).await;
+        if let Some(op) = meta(&looked, "sluice/operation") {
+            seen = op["status"].as_str().unwrap_or_default().to_owned();
+            if seen == "completed" {
+                return (seen, Some(looked));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    (seen, None)
 }
 
 #[tokio::test]
@@ -947,23 +955,10 @@ async fn an_operation_that_ends_while_redis_is_down_is_seen_ended_once_it_is_bac
     redis.start_again().await;
 
     // A writes it again: B sees it completed, not "running" for ever.
-    let mut seen = String::new();
-    for _ in 0..40 {
-        let looked = call(&on_b, "sluice_result", json!({"operation": id})).await;
-        if let Some(op) = meta(&looked, "sluice/operation") {
-            seen = op["status"].as_str().unwrap_or_default().to_owned();
-            if seen == "completed" {
-                assert!(
-                    first_text(&looked).starts_with("slept 2"),
-                    "{}",
-                    first_text(&looked)
-                );
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let (seen, looked) = completed_on(&on_b, &id).await;
     assert_eq!(seen, "completed");
+    let text = first_text(&looked.unwrap());
+    assert!(text.starts_with("slept 2"), "{text}");
     on_a.cancel().await.unwrap();
     on_b.cancel().await.unwrap();
 }
