@@ -63,11 +63,15 @@ impl HttpClient {
     /// loaded for an `https://` URL.
     pub fn open(url: &str, connect_timeout: Duration) -> Result<(Self, Uri), String> {
         static FROM_ENV: OnceLock<Matcher> = OnceLock::new();
-        Self::open_with(
-            url,
-            connect_timeout,
-            FROM_ENV.get_or_init(Matcher::from_env),
-        )
+        let proxies = FROM_ENV.get_or_init(|| {
+            for unusable in unusable_proxy_variables(|name| std::env::var(name).ok()) {
+                tracing::warn!(
+                    "{unusable} names no proxy sluice can use (not a URL, or not http://): ignored, so requests go straight to their upstream; give the proxy's URL (http://host:port)"
+                );
+            }
+            Matcher::from_env()
+        });
+        Self::open_with(url, connect_timeout, proxies)
     }
 
     /// [`HttpClient::open`] with the proxies of `proxies`.
@@ -130,14 +134,15 @@ impl HttpClient {
     }
 
     /// Sends `method` to `uri` with `headers` and `body`; the answer once
-    /// its head came.
-    pub async fn send(
+    /// its head came. The request is made now: the future borrows nothing
+    /// (a caller can move it into a task without a clone of the client).
+    pub fn send(
         &self,
         method: Method,
         uri: &Uri,
         mut headers: HeaderMap,
         body: Bytes,
-    ) -> Result<Response, Error> {
+    ) -> impl Future<Output = Result<Response, Error>> + Send + 'static {
         for (name, value) in &self.added {
             if !headers.contains_key(name) {
                 headers.insert(name, value.clone());
@@ -147,8 +152,34 @@ impl HttpClient {
         *request.method_mut() = method;
         *request.uri_mut() = uri.clone();
         *request.headers_mut() = headers;
-        self.client.request(request).await
+        self.client.request(request)
     }
+}
+
+/// The proxy variables set to something that names no proxy (not a URL,
+/// or a scheme no proxy speaks), as `get` reads them: hyper-util's matcher
+/// ignores them, and requests would go straight to the upstream where the
+/// user meant them to go through a proxy.
+fn unusable_proxy_variables(get: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    let probe = Uri::from_static("http://probe.invalid/");
+    [
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ]
+    .into_iter()
+    .filter_map(|name| {
+        let value = get(name).filter(|value| !value.trim().is_empty())?;
+        let matcher = Matcher::builder().http(value.as_str()).build();
+        matcher
+            .intercept(&probe)
+            .is_none()
+            .then(|| format!("{name}={}", crate::shown_url(&value)))
+    })
+    .collect()
 }
 
 /// `url` parsed and without the credentials it may carry, and those as an
@@ -690,6 +721,26 @@ mod tests {
         assert!(
             why.contains("socks5://127.0.0.1:1080") && why.contains("http:// proxies only"),
             "{why}"
+        );
+    }
+
+    #[test]
+    fn a_proxy_variable_that_names_no_proxy_is_found() {
+        let env = |name: &str| {
+            match name {
+                "HTTPS_PROXY" => Some("not a url at all"),
+                "https_proxy" => Some("ftp://u:secret@proxy:21"),
+                "HTTP_PROXY" => Some("http://proxy:3128"),
+                "http_proxy" => Some("proxy:3128"),
+                "ALL_PROXY" => Some("socks5://proxy:1080"),
+                "all_proxy" => Some("  "),
+                _ => None,
+            }
+            .map(str::to_owned)
+        };
+        assert_eq!(
+            unusable_proxy_variables(env),
+            ["HTTPS_PROXY=not a url at all", "https_proxy=ftp://proxy:21"]
         );
     }
 

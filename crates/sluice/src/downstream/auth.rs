@@ -156,7 +156,8 @@ struct JwtChecker {
     /// When the JWKS was last fetched; held while fetching, so that
     /// concurrent refetches wait for one and then use its keys.
     fetched: tokio::sync::Mutex<Option<Instant>>,
-    /// The client for `jwks_url`, and the URL parsed.
+    /// The client for `jwks_url`, and the URL parsed (without the
+    /// credentials it may carry, which the client sends).
     http: Option<(crate::http_client::HttpClient, http::Uri)>,
 }
 
@@ -284,7 +285,7 @@ impl JwtChecker {
         *fetched = Some(Instant::now());
         let result = match &self.config.jwks {
             JwksSource::File(path) => read_jwks_file(path).map_err(|e| e.to_string()),
-            JwksSource::Url(url) => self.fetch(url).await,
+            JwksSource::Url(_) => self.fetch().await,
         };
         match result {
             Ok(keys) => {
@@ -296,11 +297,10 @@ impl JwtChecker {
         }
     }
 
-    async fn fetch(&self, url: &str) -> Result<KeySet, String> {
+    async fn fetch(&self) -> Result<KeySet, String> {
         use crate::http_client::{chunk, error_chain};
-        let (client, uri) = self.http.as_ref().expect("a client for jwks_url");
-        // For messages: without the credentials the URL may carry.
-        let url = crate::shown_url(url);
+        // `url` has no credentials: the client sends them.
+        let (client, url) = self.http.as_ref().expect("a client for jwks_url");
         let mut headers = http::HeaderMap::new();
         headers.insert(
             header::ACCEPT,
@@ -308,7 +308,7 @@ impl JwtChecker {
         );
         let read = async {
             let mut response = client
-                .send(http::Method::GET, uri, headers, bytes::Bytes::new())
+                .send(http::Method::GET, url, headers, bytes::Bytes::new())
                 .await
                 .map_err(|e| format!("GET {url}: {}", error_chain(&e)))?;
             if !response.status().is_success() {

@@ -937,15 +937,9 @@ impl Transport for StreamableHttp {
                 http::header::ACCEPT,
                 HeaderValue::from_static("application/json, text/event-stream"),
             );
-            let request = {
-                let client = self.client.clone();
-                let url = self.url.clone();
-                async move {
-                    client
-                        .send(Method::POST, &url, headers, message.into_bytes())
-                        .await
-                }
-            };
+            let request = self
+                .client
+                .send(Method::POST, &self.url, headers, message.into_bytes());
             let stop = self.stop.child_token();
             if let Some(id) = &id
                 && stateless

@@ -342,17 +342,10 @@ impl JwksServer {
         let headed = last_head.clone();
         tokio::spawn(async move {
             while let Ok((mut stream, _)) = listener.accept().await {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    match stream.read(&mut byte).await {
-                        Ok(1) => head.push(byte[0]),
-                        _ => break,
-                    }
-                }
+                let head = read_head(&mut stream).await.unwrap_or_else(|cut| cut);
                 counted.fetch_add(1, Ordering::SeqCst);
                 *noted.lock().unwrap() = Some(Instant::now());
-                *headed.lock().unwrap() = String::from_utf8_lossy(&head).into_owned();
+                *headed.lock().unwrap() = head;
                 let body = served.lock().unwrap().clone();
                 let answer = format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

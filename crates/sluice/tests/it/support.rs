@@ -775,6 +775,22 @@ pub async fn echo_latency(client: &Client) -> Duration {
     times[2]
 }
 
+/// The head of the HTTP request on `stream` (to its blank line), read byte
+/// by byte so that nothing after it is taken; what came before the
+/// connection ended, if it ended first.
+pub async fn read_head(stream: &mut tokio::net::TcpStream) -> Result<String, String> {
+    use tokio::io::AsyncReadExt as _;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte).await {
+            Ok(1) => head.push(byte[0]),
+            _ => return Err(String::from_utf8_lossy(&head).into_owned()),
+        }
+    }
+    Ok(String::from_utf8_lossy(&head).into_owned())
+}
+
 /// A local TCP port free when asked (a server started on it right after
 /// almost always gets it).
 pub fn free_port() -> u16 {

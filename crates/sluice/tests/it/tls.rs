@@ -77,7 +77,7 @@ async fn sample_over_http() -> (tokio::process::Child, String) {
 /// asked for; each request's head (to its blank line) comes out of the
 /// receiver.
 async fn connect_proxy() -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::io::AsyncWriteExt as _;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
     let (heads, received) = tokio::sync::mpsc::unbounded_channel();
@@ -85,16 +85,9 @@ async fn connect_proxy() -> (String, tokio::sync::mpsc::UnboundedReceiver<String
         while let Ok((mut client, _)) = listener.accept().await {
             let heads = heads.clone();
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut piece = [0u8; 1];
-                // Byte by byte: nothing after the head is lost.
-                while !head.ends_with(b"\r\n\r\n") {
-                    match client.read(&mut piece).await {
-                        Ok(1) => head.push(piece[0]),
-                        _ => return,
-                    }
-                }
-                let head = String::from_utf8_lossy(&head).into_owned();
+                let Ok(head) = read_head(&mut client).await else {
+                    return;
+                };
                 let target = head.split(' ').nth(1).unwrap_or_default().to_owned();
                 let _ = heads.send(head);
                 let Ok(mut upstream) = tokio::net::TcpStream::connect(&target).await else {
