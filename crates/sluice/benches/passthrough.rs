@@ -2,11 +2,13 @@
 //!
 //! 1. Latency over stdio: a small `tools/call` (`echo`) to sluice's sample
 //!    server, directly and through `sluice --`, interleaved call by call;
-//!    p50/p99 of each and the difference. Beside them, two floors: a byte
-//!    relay (two threads copying bytes, the least any stdio proxy costs)
-//!    and an envelope relay (one tokio thread that reads each line's
+//!    p50/p99 of each and the difference. Beside them, three floors: a
+//!    byte relay (two threads copying bytes, the least any stdio proxy
+//!    costs), an envelope relay (one tokio thread that reads each line's
 //!    envelope and renumbers ids, the least a gateway built as sluice is
-//!    costs), each set against the direct calls and against the other.
+//!    costs) and the same envelope work on two blocking threads (the
+//!    least any gateway that reads its messages costs), each set against
+//!    the direct calls and against the byte relay.
 //! 2. Latency over Streamable HTTP: the sample server serving HTTP, directly
 //!    and through `sluice --listen` with it as an HTTP upstream.
 //!    Then large results (1 and 10 MB of JSON text), median of 7 each way:
@@ -140,7 +142,7 @@ async fn latency(label: &str, direct: &Client, proxied: &Client, calls: usize) {
         percentile(&p, 0.99),
     );
     println!(
-        "{label:<14} direct p50 {:>8.1} µs  p99 {:>8.1} µs | sluice p50 {:>8.1} µs  p99 {:>8.1} µs | added p50 {:>7.1} µs  ratio {:.2}",
+        "{label:<16} direct p50 {:>8.1} µs  p99 {:>8.1} µs | sluice p50 {:>8.1} µs  p99 {:>8.1} µs | added p50 {:>7.1} µs  ratio {:.2}",
         micros(d50),
         micros(d99),
         micros(p50),
@@ -408,12 +410,7 @@ fn arg(name: &str, default: f64) -> f64 {
 fn relay(command: &[String]) {
     use std::io::{Read, Write};
     use std::os::fd::AsFd;
-    let mut child = std::process::Command::new(&command[0])
-        .args(&command[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(command);
     let pump = |mut from: Box<dyn Read + Send>, mut to: Box<dyn Write + Send>| {
         std::thread::spawn(move || {
             let mut buf = vec![0u8; 1 << 16];
@@ -435,6 +432,108 @@ fn relay(command: &[String]) {
     let _ = down.join();
 }
 
+/// What the envelope relays read of each line.
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    id: Option<&'a serde_json::value::RawValue>,
+    method: Option<&'a str>,
+}
+
+/// `line` with `id` (a slice of it) replaced by `by`.
+fn with_id(line: &[u8], id: &serde_json::value::RawValue, by: &[u8]) -> Vec<u8> {
+    let start = id.get().as_ptr() as usize - line.as_ptr() as usize;
+    let end = start + id.get().len();
+    [&line[..start], by, &line[end..]].concat()
+}
+
+/// Ids the envelope relays gave their client's requests, and the client's.
+type Pending = std::collections::HashMap<u64, Box<serde_json::value::RawValue>>;
+
+/// A client's line as the envelope relays send it upstream: a request
+/// with an id of the relay's (the next after `last`), its own kept in
+/// `pending`; anything else as it came.
+fn renumbered(line: &[u8], last: &mut u64, pending: &std::sync::Mutex<Pending>) -> Vec<u8> {
+    match serde_json::from_slice(line).unwrap() {
+        Envelope {
+            id: Some(id),
+            method: Some(_),
+        } => {
+            *last += 1;
+            pending.lock().unwrap().insert(*last, id.to_owned());
+            with_id(line, id, last.to_string().as_bytes())
+        }
+        _ => line.to_vec(),
+    }
+}
+
+/// An upstream's line as the envelope relays give it back: an answer with
+/// its client's id; anything else as it came.
+fn given_back(line: &[u8], pending: &std::sync::Mutex<Pending>) -> Vec<u8> {
+    let theirs = match serde_json::from_slice(line).unwrap() {
+        Envelope {
+            id: Some(id),
+            method: None,
+        } => id
+            .get()
+            .parse()
+            .ok()
+            .and_then(|ours: u64| pending.lock().unwrap().remove(&ours))
+            .map(|theirs| (id, theirs)),
+        _ => None,
+    };
+    match theirs {
+        Some((id, theirs)) => with_id(line, id, theirs.get().as_bytes()),
+        None => line.to_vec(),
+    }
+}
+
+/// `command` started with its stdin and stdout piped.
+fn spawn_piped(command: &[String]) -> std::process::Child {
+    std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// `passthrough --envelope-threads CMD…`: [`envelope_relay`]'s work (each
+/// line's envelope read, ids renumbered and given back) on [`relay`]'s
+/// structure, two blocking threads and no async runtime: the least any
+/// stdio gateway that reads its messages costs, beside [`relay`]'s floor
+/// of one that reads nothing.
+fn envelope_threads(command: &[String]) {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = spawn_piped(command);
+    let mut to_upstream = child.stdin.take().unwrap();
+    let from_upstream = child.stdout.take().unwrap();
+    let pending: std::sync::Arc<std::sync::Mutex<Pending>> = Default::default();
+    let answers = std::thread::spawn({
+        let pending = pending.clone();
+        move || {
+            let mut from_upstream = BufReader::with_capacity(1 << 16, from_upstream);
+            let mut to_client = std::io::stdout().lock();
+            let mut answer = Vec::new();
+            while from_upstream.read_until(b'\n', &mut answer).unwrap() > 0 {
+                to_client.write_all(&given_back(&answer, &pending)).unwrap();
+                to_client.flush().unwrap();
+                answer.clear();
+            }
+        }
+    });
+    let mut from_client = BufReader::with_capacity(1 << 16, std::io::stdin().lock());
+    let (mut request, mut last) = (Vec::new(), 0u64);
+    while from_client.read_until(b'\n', &mut request).unwrap() > 0 {
+        let line = renumbered(&request, &mut last, &pending);
+        to_upstream.write_all(&line).unwrap();
+        request.clear();
+    }
+    drop(to_upstream);
+    let _ = child.wait();
+    let _ = answers.join();
+}
+
 /// `passthrough --envelope-relay CMD…`: the least an async MCP gateway
 /// must do, on the runtime sluice's stdio mode uses (tokio, one thread):
 /// read each line, parse its envelope (`id`, `method`), give each client
@@ -443,22 +542,8 @@ fn relay(command: &[String]) {
 /// of any gateway built the way sluice is, beside [`relay`]'s floor of any
 /// stdio proxy.
 fn envelope_relay(command: &[String]) {
-    use serde_json::value::RawValue;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     use tokio::net::unix::pipe;
-
-    #[derive(serde::Deserialize)]
-    struct Envelope<'a> {
-        #[serde(borrow)]
-        id: Option<&'a RawValue>,
-        method: Option<&'a str>,
-    }
-    /// `line` with `id` (a slice of it) replaced by `by`.
-    fn with_id(line: &[u8], id: &RawValue, by: &[u8]) -> Vec<u8> {
-        let start = id.get().as_ptr() as usize - line.as_ptr() as usize;
-        let end = start + id.get().len();
-        [&line[..start], by, &line[end..]].concat()
-    }
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -484,8 +569,9 @@ fn envelope_relay(command: &[String]) {
         let mut to_client = pipe::OpenOptions::new()
             .open_sender("/proc/self/fd/1")
             .unwrap();
-        let mut pending: std::collections::HashMap<u64, Box<RawValue>> = Default::default();
-        let mut next = 0u64;
+        // Behind a lock no one else takes, as the threads' relay's is.
+        let pending = std::sync::Mutex::new(Pending::new());
+        let mut last = 0u64;
         let (mut request, mut answer) = (Vec::new(), Vec::new());
         loop {
             tokio::select! {
@@ -493,15 +579,7 @@ fn envelope_relay(command: &[String]) {
                     if read.unwrap() == 0 {
                         break;
                     }
-                    let envelope: Envelope = serde_json::from_slice(&request).unwrap();
-                    let line = match envelope {
-                        Envelope { id: Some(id), method: Some(_) } => {
-                            next += 1;
-                            pending.insert(next, id.to_owned());
-                            with_id(&request, id, next.to_string().as_bytes())
-                        }
-                        _ => request.clone(),
-                    };
+                    let line = renumbered(&request, &mut last, &pending);
                     to_upstream.write_all(&line).await.unwrap();
                     request.clear();
                 }
@@ -509,21 +587,7 @@ fn envelope_relay(command: &[String]) {
                     if read.unwrap() == 0 {
                         break;
                     }
-                    let envelope: Envelope = serde_json::from_slice(&answer).unwrap();
-                    let theirs = match envelope {
-                        Envelope { id: Some(id), method: None } => id
-                            .get()
-                            .parse()
-                            .ok()
-                            .and_then(|ours: u64| pending.remove(&ours))
-                            .map(|theirs| (id, theirs)),
-                        _ => None,
-                    };
-                    let line = match theirs {
-                        Some((id, theirs)) => with_id(&answer, id, theirs.get().as_bytes()),
-                        None => answer.clone(),
-                    };
-                    to_client.write_all(&line).await.unwrap();
+                    to_client.write_all(&given_back(&answer, &pending)).await.unwrap();
                     answer.clear();
                 }
             }
@@ -817,6 +881,9 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("--envelope-relay") {
         return envelope_relay(&args[2..]);
     }
+    if args.get(1).map(String::as_str) == Some("--envelope-threads") {
+        return envelope_threads(&args[2..]);
+    }
     if args.get(1).map(String::as_str) == Some("--http-relay") {
         return http_relay(&args[2]);
     }
@@ -863,10 +930,17 @@ async fn bench() {
     latency("envelope relay", &direct, &enveloped, calls).await;
     latency("envelope/relay", &relayed, &enveloped, calls).await;
     latency("sluice/envelope", &enveloped, &proxied, calls).await;
+    let threaded = stdio_client(
+        me.to_str().unwrap(),
+        &["--envelope-threads", sluice(), "sample-server"],
+    )
+    .await;
+    latency("envelope threads", &direct, &threaded, calls).await;
+    latency("threads/relay", &relayed, &threaded, calls).await;
     for count in [10_000, 100_000] {
         large_result(&direct, &proxied, count).await;
     }
-    for client in [direct, proxied, relayed, enveloped] {
+    for client in [direct, proxied, relayed, enveloped, threaded] {
         client.cancel().await.unwrap();
     }
 
