@@ -211,6 +211,24 @@ pub fn params_with_meta<'a>(
                 .to_owned(),
         });
     }
+    // No member can be `_meta` when neither its name nor a `\u` escape
+    // (the only other way to write it) is in the text: the members go in a
+    // new `_meta` before the closing brace, the params checked but not read
+    // into members (a call's, once sluice took the client's progress token
+    // out, usually have no `_meta`).
+    if !params.contains("_meta") && !params.contains("\\u") && sluice_core::check::is_json(params) {
+        let object = params.trim_end();
+        if let Some(inner) = object.strip_suffix('}') {
+            let (at, text) = before_close(0..object.len(), inner[1..].trim().is_empty(), |out| {
+                out.push_str("\"_meta\":{");
+                push_members(out, members);
+                out.push('}');
+            });
+            return Ok(Cow::Owned(
+                [&params[..at.start], &text, &params[at.start..]].concat(),
+            ));
+        }
+    }
     let object = RawObject::parse(params).map_err(|e| MessageError::NotJsonRpc {
         reason: format!("params could not be read: {e}"),
     })?;
@@ -450,6 +468,26 @@ mod tests {
             (
                 r#"{"_meta":{}}"#,
                 r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"sluice"},"progressToken":7}}"#,
+            ),
+            // No `_meta` (nothing that could name one: the params are not
+            // read), empty or with spacing before the brace.
+            (
+                "{ }",
+                r#"{ "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"sluice"},"progressToken":7}}"#,
+            ),
+            (
+                "{\"a\":[1] \n}",
+                "{\"a\":[1] \n,\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientInfo\":{\"name\":\"sluice\"},\"progressToken\":7}}",
+            ),
+            // `_meta` written with an escape is `_meta`; the name in a
+            // value is not.
+            (
+                r#"{"\u005fmeta":{"x":1}}"#,
+                r#"{"\u005fmeta":{"x":1,"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"sluice"},"progressToken":7}}"#,
+            ),
+            (
+                r#"{"note":"_meta"}"#,
+                r#"{"note":"_meta","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"sluice"},"progressToken":7}}"#,
             ),
         ];
         for (before, after) in cases {
