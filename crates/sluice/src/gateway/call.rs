@@ -514,7 +514,7 @@ impl Gateway {
             // The common case: one request, its params sent as the client's
             // text (the typed params kept, not copied, to call again), or
             // made from a copy where there is no text.
-            let text = upstream_params(caller, &params);
+            let text = upstream_params(caller, &params, source);
             let request = Request::text_or(CallToolRequestMethod::VALUE, text.as_deref(), || {
                 ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()))
             });
@@ -525,7 +525,8 @@ impl Gateway {
             (fetched, legacy.then_some(params))
         } else {
             let again = legacy.then(|| params.clone());
-            let fetched = match Box::pin(self.call_bridged(upstream, params, caller)).await {
+            let fetched = match Box::pin(self.call_bridged(upstream, params, caller, source)).await
+            {
                 Ok(fetched) => fetched,
                 Err(e) => Fetched::decoded(Err(CallError::Upstream(e)), None),
             };
@@ -656,10 +657,11 @@ impl Gateway {
         upstream: &Arc<Upstream>,
         mut params: CallToolRequestParams,
         caller: &Caller,
+        exposed: &str,
     ) -> Result<Fetched, ErrorData> {
         // The call may be repeated with the client's answers: keep a copy.
         // The first round goes as the client sent it.
-        let mut text = upstream_params(caller, &params);
+        let mut text = upstream_params(caller, &params, exposed);
         let mut round = 0;
         loop {
             let sent = text.take();
@@ -791,8 +793,27 @@ pub(super) enum Done {
 /// `_timeout_s`, and `_fresh` where sluice took it; `_meta` without the
 /// progress token (sluice sets its own) and the 2026-07-28 keys that
 /// describe the client. `None` when there is no such text or it cannot be
-/// edited: the decoded params are sent.
-fn upstream_params(caller: &Caller, params: &CallToolRequestParams) -> Option<String> {
+/// edited: the decoded params are sent. `exposed`: the name the client
+/// called the tool by.
+fn upstream_params(
+    caller: &Caller,
+    params: &CallToolRequestParams,
+    exposed: &str,
+) -> Option<String> {
+    // Nothing to edit, seen without reading the params: the tool has the
+    // same name upstream, and neither a `_meta`, nor sluice's arguments,
+    // nor an escape (which could spell any of them) is anywhere in the
+    // text. The params go as the client sent them.
+    let sent = caller.sent_request.as_ref().and_then(|m| m.params())?;
+    let untouched = [
+        "_meta",
+        sluice_core::operation::TIMEOUT_ARG,
+        sluice_core::cache::FRESH_ARG,
+        "\\",
+    ];
+    if exposed == params.name && !untouched.iter().any(|key| sent.contains(key)) {
+        return Some(sent.to_owned());
+    }
     let keeps_fresh = params
         .arguments
         .as_ref()

@@ -1010,6 +1010,38 @@ async fn a_calls_params_reach_the_upstream_as_the_client_sent_them() {
     .await;
 }
 
+/// A call with nothing for sluice to edit (no `_meta`, none of sluice's
+/// arguments, no escape: its params are not read again on their way)
+/// reaches the upstream as the very text the client sent, its spacing too,
+/// with only sluice's progress token added at its end; a call sluice edits
+/// (here its `_timeout_s` taken out) keeps every value's spelling.
+#[tokio::test]
+async fn a_call_with_nothing_to_edit_reaches_the_upstream_byte_for_byte() {
+    let untouched = r#"{ "name": "exact" , "arguments": {"n": 1.50, "s": "a b", "z": -0} }"#;
+    let edited = r#"{ "name": "chatty" , "arguments": {"n": 1.50, "_timeout_s": 30} }"#;
+    let script = [untouched, edited].map(|params| {
+        format!(r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{params}}}"#)
+    });
+    let script = [
+        script[0].clone(),
+        script[1].replace(r#""id":2"#, r#""id":3"#),
+    ];
+    on_paths(&OWN_LAYER, "untouched-params", false, "", &script, |run| {
+        let call = run.server_call("exact");
+        let params = member(&call, "params").unwrap();
+        let open = untouched.trim_end_matches('}');
+        assert!(
+            params.starts_with(open) && params.contains(r#""_meta":{"progressToken":"#),
+            "sent {untouched}, forwarded {params}"
+        );
+        let call = run.server_call("chatty");
+        let arguments = member(member(&call, "params").unwrap(), "arguments").unwrap();
+        assert_eq!(member(arguments, "n"), Some("1.50"), "{arguments}");
+        assert_eq!(member(arguments, "_timeout_s"), None, "{arguments}");
+    })
+    .await;
+}
+
 /// A call that repeats `name`, `arguments` or `_meta` is refused with an
 /// error that names the member, and never forwarded: sluice reads the last
 /// of a repeated key, and an upstream whose parser keeps the first would
