@@ -766,9 +766,7 @@ impl Operations {
     /// Whether `op` is still kept: running, or ended within the retention
     /// (the sweep forgets the others later).
     fn kept(&self, op: &Operation) -> bool {
-        lock(&op.state)
-            .ended
-            .is_none_or(|e| e.elapsed() < self.settings.retention)
+        within_retention(op, self.settings.retention)
     }
 
     /// `owner`'s operation `id`: this instance's, or (when operations are
@@ -1014,6 +1012,13 @@ async fn read_remote(link: &Backing, id: &str) -> Result<Option<Operation>, Stri
     Ok(Operation::from_record(id, &record, lost))
 }
 
+/// Whether `op` is running, or ended less than `retention` ago.
+fn within_retention(op: &Operation, retention: Duration) -> bool {
+    lock(&op.state)
+        .ended
+        .is_none_or(|e| e.elapsed() < retention)
+}
+
 /// Forgets the operations of `ops` that ended longer ago than the
 /// retention, then, past `max_ended` of a client's or `max_ended_total` in
 /// all, those that ended first. Linear in `ops`, but for sorting the ended
@@ -1021,8 +1026,7 @@ async fn read_remote(link: &Backing, id: &str) -> Result<Option<Operation>, Stri
 /// operation's id is unknown here; with shared operations, its record is
 /// still read (until it expires).
 fn sweep(ops: &mut HashMap<String, Arc<Operation>>, settings: &OperationSettings) {
-    let retention = settings.retention;
-    ops.retain(|_, o| lock(&o.state).ended.is_none_or(|e| e.elapsed() < retention));
+    ops.retain(|_, o| within_retention(o, settings.retention));
     let mut ended: Vec<(Instant, &Arc<Operation>)> = ops
         .values()
         .filter_map(|o| Some((lock(&o.state).ended?, o)))
