@@ -38,7 +38,7 @@ use rmcp::model::{ErrorCode, ProtocolVersion, RequestMetaObject};
 use sluice_core::http::HttpLimits;
 
 use super::front::Front;
-use super::http_front::{self, AllowedHosts};
+use super::http_front::{self, AllowedHosts, Statuses};
 use super::http_sessions::SessionTable;
 use super::link::ClientLink;
 use crate::gateway::Gateway;
@@ -282,7 +282,9 @@ async fn post(endpoint: &Endpoint, request: Request) -> Response {
         Kind::Request => {
             let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
             match front.take_any(&message, Some(&parts), stream) {
-                Some(taken) => http_front::sse_answer(&front, taken, notices),
+                Some(taken) => {
+                    http_front::first_decides(&front, taken, notices, Statuses::Never).await
+                }
                 None => accepted(),
             }
         }
@@ -298,7 +300,9 @@ async fn answer_alone(
 ) -> Response {
     let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
     match front.take_any(message, Some(parts), stream) {
-        Some(taken) => http_front::stateless_answer(front, taken, notices).await,
+        Some(taken) => {
+            http_front::first_decides(front, taken, notices, Statuses::OfProtocolErrors).await
+        }
         None => accepted(),
     }
 }

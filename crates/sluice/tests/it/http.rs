@@ -372,6 +372,13 @@ async fn exchange(
     }
 }
 
+/// A POST of `body` to `url` that accepts JSON and SSE, with `headers`.
+async fn post_to(url: &str, headers: Vec<(&'static str, String)>, body: String) -> Exchange {
+    let mut all: Vec<(&str, &str)> = JSON_AND_SSE.to_vec();
+    all.extend(headers.iter().map(|(n, v)| (*n, v.as_str())));
+    exchange(reqwest::Method::POST, url, &all, &body).await
+}
+
 const JSON_AND_SSE: [(&str, &str); 2] = [
     ("content-type", "application/json"),
     ("accept", "application/json, text/event-stream"),
@@ -387,11 +394,7 @@ async fn the_http_endpoint_answers_each_kind_of_request_as_the_spec_says() {
     use reqwest::Method;
     let sluice = HttpSluice::start(&[], &sample()).await;
     let url = sluice.url.as_str();
-    let post = |headers: Vec<(&'static str, String)>, body: String| async move {
-        let mut all: Vec<(&str, &str)> = JSON_AND_SSE.to_vec();
-        all.extend(headers.iter().map(|(n, v)| (*n, v.as_str())));
-        exchange(Method::POST, url, &all, &body).await
-    };
+    let post = |headers: Vec<(&'static str, String)>, body: String| post_to(url, headers, body);
     let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#.to_owned();
 
     // The transport's own refusals.
@@ -612,6 +615,111 @@ async fn the_http_endpoint_answers_each_kind_of_request_as_the_spec_says() {
     .await;
     assert_eq!(mismatched.status, 400, "{}", mismatched.body);
     assert_eq!(mismatched.message()["error"]["code"], -32020);
+}
+
+/// A request that may be answered as a stream is answered as its first
+/// message decides: its answer, when that comes first (a quick call), as
+/// one JSON body; a notification first (progress), or nothing within the
+/// first second (a quiet slow call), as an SSE stream that ends with the
+/// answer. In a session and standing alone, by the fast path and by the
+/// endpoint.
+#[tokio::test]
+async fn a_quick_answer_is_one_json_body_and_anything_else_a_stream() {
+    let sluice = HttpSluice::start(&[], &sample()).await;
+    let url = sluice.url.as_str();
+    let post = |headers: Vec<(&'static str, String)>, body: String| post_to(url, headers, body);
+    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let session = raw_session(addr).await;
+    let in_session = |extra: Vec<(&'static str, String)>| {
+        let mut headers = extra;
+        headers.push(("mcp-session-id", session.clone()));
+        headers
+    };
+    let is_json = |answer: &Exchange, text: &str| {
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert_eq!(
+            answer.header("content-type"),
+            Some("application/json"),
+            "{}",
+            answer.body
+        );
+        let message: serde_json::Value = serde_json::from_str(&answer.body)
+            .unwrap_or_else(|e| panic!("one JSON message, not {:?}: {e}", answer.body));
+        assert_eq!(
+            message["result"]["content"][0]["text"], text,
+            "{}",
+            answer.body
+        );
+    };
+    let is_stream = |answer: &Exchange, progress: usize, text: &str| {
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert_eq!(
+            answer.header("content-type"),
+            Some("text/event-stream"),
+            "{}",
+            answer.body
+        );
+        let messages: Vec<serde_json::Value> = answer
+            .body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(|data| serde_json::from_str(data.trim()).unwrap())
+            .collect();
+        let (last, before) = messages.split_last().expect("messages");
+        assert_eq!(
+            last["result"]["content"][0]["text"], text,
+            "{}",
+            answer.body
+        );
+        assert_eq!(before.len(), progress, "{}", answer.body);
+        assert!(
+            before
+                .iter()
+                .all(|m| m["method"] == "notifications/progress"),
+            "{}",
+            answer.body
+        );
+    };
+
+    // A quick call: one JSON body, by the fast path and by the endpoint
+    // (which an unusual header sends it to).
+    let quick = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"quick"}}}"#;
+    is_json(&post(in_session(vec![]), quick.to_owned()).await, "quick");
+    is_json(
+        &post(
+            in_session(vec![("mcp-method", "tools/call".to_owned())]),
+            quick.to_owned(),
+        )
+        .await,
+        "quick",
+    );
+    // Progress before the answer: a stream, progress first.
+    let with_progress = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow_task","arguments":{"seconds":0.5},"_meta":{"progressToken":"p"}}}"#;
+    is_stream(
+        &post(in_session(vec![]), with_progress.to_owned()).await,
+        2,
+        "done after 0.5 s",
+    );
+    // Nothing for longer than the first second: a stream all the same.
+    let quiet = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"slow_task","arguments":{"seconds":2,"quiet":true}}}"#;
+    is_stream(
+        &post(in_session(vec![]), quiet.to_owned()).await,
+        0,
+        "done after 2 s",
+    );
+
+    // Standing alone (2026-07-28): a quick call, one JSON body too.
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let alone = post(
+        vec![
+            ("mcp-protocol-version", "2026-07-28".to_owned()),
+            ("mcp-method", "tools/call".to_owned()),
+            ("mcp-name", "echo".to_owned()),
+        ],
+        format!(r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"alone"}},{meta}}}}}"#),
+    )
+    .await;
+    is_json(&alone, "alone");
 }
 
 /// A request standing alone is cancelled by closing its stream: a
