@@ -893,8 +893,16 @@ impl Transport for StreamableHttp {
             // A 2026-07-28 request names its version in `_meta` (before
             // the handshake settled one, `server/discover` does): the
             // headers follow what it says.
-            // The params read once, for the version and `Mcp-Name`.
-            let routing = message.routing().ok();
+            // The params read once, for the version and `Mcp-Name`; not
+            // at all when neither can matter: an upstream of sessions, and
+            // nothing in the text that could declare a version (its key,
+            // or an escape that could spell it). A small call over HTTP:
+            // ~4,800 instructions less (callgrind, 2026-11-27).
+            let text = message.as_str();
+            let may_declare = text.contains("protocolVersion") || text.contains('\\');
+            let routing = (stateless_now || may_declare)
+                .then(|| message.routing().ok())
+                .flatten();
             let declared = routing.as_ref().and_then(declared_version);
             if let Some(version) = declared
                 .as_deref()
@@ -904,7 +912,7 @@ impl Transport for StreamableHttp {
             }
             let stateless = match declared.as_deref() {
                 Some(version) => version >= "2026-07-28",
-                None => self.stateless.load(Ordering::Relaxed),
+                None => stateless_now,
             };
             if stateless && let Some(method) = message.method() {
                 if let Ok(value) = HeaderValue::try_from(method) {
