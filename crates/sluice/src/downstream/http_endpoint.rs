@@ -282,9 +282,7 @@ async fn post(endpoint: &Endpoint, request: Request) -> Response {
         Kind::Request => {
             let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
             match front.take_any(&message, Some(&parts), stream) {
-                Some(taken) => {
-                    http_front::first_decides(&front, taken, notices, Statuses::Never).await
-                }
+                Some(taken) => http_front::stream_answer(&front, taken, notices),
                 None => accepted(),
             }
         }

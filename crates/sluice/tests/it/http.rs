@@ -621,8 +621,8 @@ async fn the_http_endpoint_answers_each_kind_of_request_as_the_spec_says() {
 /// message decides: its answer, when that comes first (a quick call), as
 /// one JSON body; a notification first (progress), or nothing within the
 /// first second (a quiet slow call), as an SSE stream that ends with the
-/// answer. In a session and standing alone, by the fast path and by the
-/// endpoint.
+/// answer; in a session and standing alone. A session's request left to
+/// the endpoint is streamed from the start.
 #[tokio::test]
 async fn a_quick_answer_is_one_json_body_and_anything_else_a_stream() {
     let sluice = HttpSluice::start(&[], &sample()).await;
@@ -681,16 +681,18 @@ async fn a_quick_answer_is_one_json_body_and_anything_else_a_stream() {
         );
     };
 
-    // A quick call: one JSON body, by the fast path and by the endpoint
-    // (which an unusual header sends it to).
+    // A quick call: one JSON body by the fast path; by the endpoint (which
+    // an unusual header sends it to) a stream from the start, as the
+    // conformance suite's check of concurrent streams wants.
     let quick = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"quick"}}}"#;
     is_json(&post(in_session(vec![]), quick.to_owned()).await, "quick");
-    is_json(
+    is_stream(
         &post(
             in_session(vec![("mcp-method", "tools/call".to_owned())]),
             quick.to_owned(),
         )
         .await,
+        0,
         "quick",
     );
     // Progress before the answer: a stream, progress first.
