@@ -85,6 +85,13 @@ async fn stdio_client(program: &str, args: &[&str]) -> Client {
     ().serve(transport).await.unwrap()
 }
 
+/// A stdio client of one of this bench's floors (`flag`: `--relay`,
+/// `--envelope-relay`, `--envelope-threads`) in front of the sample server.
+async fn floor_client(flag: &str) -> Client {
+    let me = std::env::current_exe().unwrap();
+    stdio_client(me.to_str().unwrap(), &[flag, sluice(), "sample-server"]).await
+}
+
 async fn http_client(url: &str) -> Client {
     ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
         .await
@@ -915,26 +922,14 @@ async fn bench() {
     .await;
     latency("stdio", &direct, &proxied, calls).await;
     let me = std::env::current_exe().unwrap();
-    let relayed = stdio_client(
-        me.to_str().unwrap(),
-        &["--relay", sluice(), "sample-server"],
-    )
-    .await;
+    let relayed = floor_client("--relay").await;
     latency("stdio relay", &direct, &relayed, calls).await;
     latency("sluice/relay", &relayed, &proxied, calls).await;
-    let enveloped = stdio_client(
-        me.to_str().unwrap(),
-        &["--envelope-relay", sluice(), "sample-server"],
-    )
-    .await;
+    let enveloped = floor_client("--envelope-relay").await;
     latency("envelope relay", &direct, &enveloped, calls).await;
     latency("envelope/relay", &relayed, &enveloped, calls).await;
     latency("sluice/envelope", &enveloped, &proxied, calls).await;
-    let threaded = stdio_client(
-        me.to_str().unwrap(),
-        &["--envelope-threads", sluice(), "sample-server"],
-    )
-    .await;
+    let threaded = floor_client("--envelope-threads").await;
     latency("envelope threads", &direct, &threaded, calls).await;
     latency("threads/relay", &relayed, &threaded, calls).await;
     for count in [10_000, 100_000] {
