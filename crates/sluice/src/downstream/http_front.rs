@@ -276,17 +276,27 @@ pub(super) async fn first_decides(
     mut notices: tokio::sync::mpsc::Receiver<Bytes>,
     statuses: Statuses,
 ) -> Response {
-    let Taken { mut work, ct } = taken;
+    let Taken { work, ct } = taken;
     // The client going away before the answer ends cancels the call: while
-    // the first message is awaited here, then with the stream's body.
-    let cancel_unless_answered = ct.clone().drop_guard();
-    let waited = front.gateway().deadline(FIRST_WAIT);
-    let first = tokio::select! {
-        biased;
-        Some(notice) = notices.recv() => First::Notice(notice),
-        answer = &mut work => First::Answer(answer),
-        () = waited => First::Nothing,
+    // the first message is awaited here (hyper then drops this future, and
+    // the work goes on in a task of its own to say so upstream: `Held`),
+    // then with the stream's body.
+    let mut held = Held {
+        work: Some(work),
+        ct: ct.clone(),
     };
+    let waited = front.gateway().deadline(FIRST_WAIT);
+    let first = {
+        let work = held.work.as_mut().expect("held until taken below");
+        tokio::select! {
+            biased;
+            Some(notice) = notices.recv() => First::Notice(notice),
+            answer = work => First::Answer(answer),
+            () = waited => First::Nothing,
+        }
+    };
+    let work = held.work.take().expect("held until now");
+    let cancel_unless_answered = ct.clone().drop_guard();
     let (first, work) = match first {
         First::Answer(answer) => match notices.try_recv() {
             // A notification came just before the answer: both go, in
@@ -310,6 +320,29 @@ pub(super) async fn first_decides(
         notices,
         cancel_unless_answered,
     )
+}
+
+/// A request's work while [`first_decides`] awaits its first message.
+/// Dropped with it still in (hyper drops the handler of a client that went
+/// away), the request is cancelled and its work run on in a task of its
+/// own: the work is what tells the upstream (`notifications/cancelled`)
+/// and gives back what the request held; dropped unpolled, it would do
+/// neither and the upstream would go on with the call.
+/// (`http::a_session_client_that_leaves_before_any_answer_cancels_it_upstream`)
+struct Held {
+    work: Option<futures::future::BoxFuture<'static, Option<Bytes>>>,
+    ct: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(work) = self.work.take() {
+            self.ct.cancel();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(work);
+            }
+        }
+    }
 }
 
 /// What came first on a request's way to its answer.

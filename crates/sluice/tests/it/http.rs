@@ -271,13 +271,29 @@ async fn a_session_client_that_leaves_a_quiet_call_cancels_it_upstream() {
     leave_mid_call(false).await;
 }
 
+/// And for a client that leaves before any answer began: while sluice
+/// waits to see whether the answer comes first (`first_decides`), before
+/// it has sent even the response's headers.
+#[tokio::test]
+async fn a_session_client_that_leaves_before_any_answer_cancels_it_upstream() {
+    leave_mid_call_after(false, None).await;
+}
+
 /// A session's client starts a 30 s call (asking for progress or not) and
-/// leaves after 1.5 s: the upstream hears the cancellation.
+/// leaves 1.5 s after the response began: the upstream hears the
+/// cancellation.
 async fn leave_mid_call(progress: bool) {
-    let dir = TempDir::new(if progress {
-        "http-session-disconnect"
-    } else {
-        "http-session-quiet-disconnect"
+    leave_mid_call_after(progress, Some(Duration::from_millis(1500))).await;
+}
+
+/// A session's client starts a 30 s call and leaves: `after` that long
+/// once the response's head arrived, or (`None`) 300 ms after sending,
+/// reading nothing. The upstream hears the cancellation.
+async fn leave_mid_call_after(progress: bool, after: Option<Duration>) {
+    let dir = TempDir::new(match (progress, after) {
+        (true, _) => "http-session-disconnect",
+        (false, Some(_)) => "http-session-quiet-disconnect",
+        (false, None) => "http-session-early-disconnect",
     });
     let marker = dir.0.join("marker");
     let sluice = HttpSluice::start(&[], &py_server()).await;
@@ -300,11 +316,21 @@ async fn leave_mid_call(progress: bool) {
         "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    let (stream, head) = raw_request(&addr, &request).await;
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(head.contains("text/event-stream"), "{head}");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    drop(stream);
+    match after {
+        Some(after) => {
+            let (stream, head) = raw_request(&addr, &request).await;
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+            assert!(head.contains("text/event-stream"), "{head}");
+            tokio::time::sleep(after).await;
+            drop(stream);
+        }
+        None => {
+            let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            stream.write_all(request.as_bytes()).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            drop(stream);
+        }
+    }
     assert_eq!(
         wait_for_line(&marker, "cancelled", Duration::from_secs(15))
             .await
