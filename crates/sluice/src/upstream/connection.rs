@@ -56,7 +56,8 @@ impl Connection {
             }
             None => self
                 .rpc
-                .ended()
+                .session_ended()
+                .or_else(|| self.rpc.ended())
                 .unwrap_or_else(|| "closed the connection".to_owned()),
         }
     }

@@ -142,11 +142,17 @@ impl Upstream {
                     lock(&self.backoff).healthy(conn.started, Instant::now());
                     return Ok(conn.clone());
                 }
-                let how = conn.how_it_ended().await;
-                let failure = format!("{how}{}", self.stderr_excerpt());
-                tracing::warn!(upstream = %self.name(), "connection lost: {failure}");
-                *lock(&self.last_failure) = Some(failure);
-                lock(&self.backoff).failed(Instant::now());
+                if let Some(why) = conn.rpc.session_ended() {
+                    // No failure: the upstream is up. Connect again at
+                    // once (a crash waits out the backoff).
+                    tracing::info!(upstream = %self.name(), "the upstream {why}: connecting again");
+                } else {
+                    let how = conn.how_it_ended().await;
+                    let failure = format!("{how}{}", self.stderr_excerpt());
+                    tracing::warn!(upstream = %self.name(), "connection lost: {failure}");
+                    *lock(&self.last_failure) = Some(failure);
+                    lock(&self.backoff).failed(Instant::now());
+                }
                 *slot = None;
             }
             let under_way = lock(&self.attempt)
@@ -301,26 +307,40 @@ impl Upstream {
     /// and progress token, whatever must follow the request (progress
     /// mapping, origin of server→client requests) before it is sent;
     /// `progress` asks the upstream for progress; `ct` cancels it.
+    ///
+    /// A request the upstream said it never handled, because it had ended
+    /// the session the request went in (Streamable HTTP's 404), is sent
+    /// once more on a new connection: a session that expired or an
+    /// upstream that restarted costs its caller a handshake, not its call.
+    /// `routes` runs again for it (a new id and progress token).
     pub async fn send(
         &self,
         request: ClientRequest,
         progress: bool,
         log_level: Option<rmcp::model::LoggingLevel>,
         ct: &CancellationToken,
-        routes: impl FnOnce(&rpc::Outgoing) -> Vec<RouteGuard>,
+        routes: impl Fn(&rpc::Outgoing) -> Vec<RouteGuard>,
     ) -> Result<rpc::Decoded, CallError> {
         // A tool call's error is governed with the caller's budget (and
         // stored whole); any other request's is cut here.
         let governed_later = matches!(request, ClientRequest::CallToolRequest(_));
-        let conn = self.connection().await?;
-        // A 2026-07-28 upstream has no `logging/setLevel`: a client's level
-        // travels with each of its requests instead.
-        let log_level = log_level.filter(|_| conn.era() == Era::Stateless);
-        let answer = conn
-            .rpc
-            .request(request, progress, log_level, ct, routes)
-            .await;
-        self.outcome(&conn, governed_later, answer).await
+        // Only a session over HTTP can end this way: a copy for that alone.
+        let mut again = self.is_http().then(|| request.clone());
+        let mut first = Some(request);
+        let routes = &routes;
+        self.until_handled(governed_later, log_level, |conn, log_level| {
+            let request = first.take().or_else(|| again.take());
+            async move {
+                let Some(request) = request else {
+                    // No copy (not over HTTP): ends as a lost connection does.
+                    return Err(rpc::RpcError::Closed("ended its session".to_owned()));
+                };
+                conn.rpc
+                    .request(request, progress, log_level, ct, routes)
+                    .await
+            }
+        })
+        .await
     }
 
     /// [`Self::send`] for a request of `method` whose `params` are JSON
@@ -334,18 +354,54 @@ impl Upstream {
         progress: bool,
         log_level: Option<rmcp::model::LoggingLevel>,
         ct: &CancellationToken,
-        routes: impl FnOnce(&rpc::Outgoing) -> Vec<RouteGuard>,
+        routes: impl Fn(&rpc::Outgoing) -> Vec<RouteGuard>,
     ) -> Result<rpc::Decoded, CallError> {
-        let conn = self.connection().await?;
-        // A 2026-07-28 upstream has no `logging/setLevel` (see `send`).
-        let log_level = log_level.filter(|_| conn.era() == Era::Stateless);
         // As in `send`: a tool call's error is governed with its result.
         let governed_later = method == rmcp::model::CallToolRequestMethod::VALUE;
-        let answer = conn
-            .rpc
-            .request_text(method, params, progress, log_level, ct, routes)
-            .await;
-        self.outcome(&conn, governed_later, answer).await
+        let routes = &routes;
+        self.until_handled(governed_later, log_level, |conn, log_level| async move {
+            conn.rpc
+                .request_text(method, params, progress, log_level, ct, routes)
+                .await
+        })
+        .await
+    }
+
+    /// Makes a request with `send` on the live connection, given the
+    /// client's log level if the upstream takes it with each request (a
+    /// 2026-07-28 upstream has no `logging/setLevel`); once more on a new
+    /// connection if the upstream never handled it (see [`Self::send`]).
+    async fn until_handled<Sent>(
+        &self,
+        governed_later: bool,
+        log_level: Option<rmcp::model::LoggingLevel>,
+        mut send: impl FnMut(Arc<Connection>, Option<rmcp::model::LoggingLevel>) -> Sent,
+    ) -> Result<rpc::Decoded, CallError>
+    where
+        Sent: Future<Output = Result<rpc::Decoded, rpc::RpcError>>,
+    {
+        let mut resent = false;
+        loop {
+            let conn = self.connection().await?;
+            let level = log_level.filter(|_| conn.era() == Era::Stateless);
+            let answer = send(conn.clone(), level).await;
+            if let Err(rpc::RpcError::Unhandled(why)) = &answer
+                && !resent
+            {
+                tracing::info!(
+                    upstream = %self.name(),
+                    "the upstream {why} without handling a request: sending it again on a new connection"
+                );
+                resent = true;
+                continue;
+            }
+            return self.outcome(&conn, governed_later, answer).await;
+        }
+    }
+
+    /// Whether the upstream is reached over HTTP.
+    fn is_http(&self) -> bool {
+        matches!(self.spec.transport, UpstreamTransport::Http { .. })
     }
 
     /// `answer`'s result, decoded if it was left as sent (see
@@ -378,7 +434,9 @@ impl Upstream {
                 "upstream `{}`: {why}",
                 self.name()
             ))),
-            Err(rpc::RpcError::Closed(_)) => Err(self.lost(conn).await),
+            Err(rpc::RpcError::Closed(_) | rpc::RpcError::Unhandled(_)) => {
+                Err(self.lost(conn).await)
+            }
         }
     }
 

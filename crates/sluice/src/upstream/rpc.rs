@@ -56,6 +56,9 @@ enum Answer {
     /// An answer arrived that could not be read, or the request failed
     /// below JSON-RPC: why, in words.
     Failed(String),
+    /// The upstream said it never handled this request (see
+    /// [`Inbound::Unhandled`]): how it ended the session.
+    Unhandled(String),
 }
 
 /// Why a request got no result.
@@ -68,6 +71,11 @@ pub enum RpcError {
     Failed(String),
     /// The connection ended before the answer came.
     Closed(String),
+    /// The upstream never handled the request: it had ended the session
+    /// the request went in (see [`Inbound::Unhandled`]), or the request was
+    /// not sent for that. It may be sent again on a new connection (once;
+    /// see [`super::Upstream::send`]). How the session ended.
+    Unhandled(String),
     /// The caller cancelled the request (the upstream was told).
     Cancelled,
 }
@@ -238,9 +246,16 @@ impl Rpc {
 }
 
 impl Link {
-    /// Whether the connection still works.
+    /// Whether the connection still works: neither ended nor left without
+    /// its session.
     pub fn is_open(&self) -> bool {
-        self.shared.ended.borrow().is_none()
+        self.shared.ended.borrow().is_none() && self.session_ended().is_none()
+    }
+
+    /// How the upstream ended the connection's session itself, once it has
+    /// (see [`Transport::session_ended`]).
+    pub fn session_ended(&self) -> Option<String> {
+        self.shared.transport.session_ended()
     }
 
     /// How the connection ended (`None` while it works).
@@ -509,6 +524,11 @@ impl Link {
         let expect = Expect::of(message.method());
         if let Err(e) = self.shared.transport.send(message).await {
             return Err(match e {
+                // Not sent because the upstream ended the session: the
+                // request may go on a new connection.
+                super::transport::SendError::Closed(why) if self.session_ended().is_some() => {
+                    RpcError::Unhandled(why)
+                }
                 super::transport::SendError::Closed(why) => RpcError::Closed(why),
                 super::transport::SendError::Refused(why) => RpcError::Failed(why),
             });
@@ -523,6 +543,7 @@ impl Link {
         match answer {
             Ok(Answer::Message(message)) => decode_answer(message, expect).await,
             Ok(Answer::Failed(why)) => Err(RpcError::Failed(why)),
+            Ok(Answer::Unhandled(why)) => Err(RpcError::Unhandled(why)),
             Err(CallFailed::ConnectionLost { reason }) => Err(RpcError::Closed(reason)),
             Err(other) => Err(RpcError::Failed(other.to_string())),
         }
@@ -599,7 +620,9 @@ fn describe(error: &RpcError, what: &str) -> String {
             e.message, e.code.0
         ),
         RpcError::Failed(why) => format!("gave no usable answer to {what}: {why}"),
-        RpcError::Closed(why) => format!("{why} before answering {what}"),
+        RpcError::Closed(why) | RpcError::Unhandled(why) => {
+            format!("{why} before answering {what}")
+        }
         RpcError::Cancelled => format!("{what} was cancelled"),
     }
 }
@@ -738,6 +761,9 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
         match item {
             None => break "closed the connection".to_owned(),
             Some(Inbound::Closed { why }) => break why,
+            Some(Inbound::Unhandled { id, why }) => {
+                shared.pending.complete(&id, Answer::Unhandled(why));
+            }
             Some(Inbound::Failed { id, why }) => {
                 if !shared.pending.complete(&id, Answer::Failed(why)) {
                     tracing::debug!(upstream = %shared.upstream, "a failure for request {id}, which no one waits for");

@@ -59,6 +59,9 @@ pub struct StreamableHttp {
     version: Mutex<Option<HeaderValue>>,
     /// 2026-07-28: no session; mirror headers on every request.
     stateless: AtomicBool,
+    /// How the upstream ended the session (an HTTP 404 for it), once it
+    /// did: nothing more is sent, and what is under way ends on its own.
+    session_ended: Mutex<Option<String>>,
     /// For each tool, the arguments its schema marks with `x-mcp-header`:
     /// their path from `arguments` and their header's name (SEP-2243).
     param_headers: Mutex<HashMap<String, Vec<ParamHeader>>>,
@@ -72,6 +75,8 @@ pub struct StreamableHttp {
     limit: usize,
     /// Stops every reading task (closing, or the transport dropped).
     stop: CancellationToken,
+    /// Stops the standalone stream (with `stop`, or the session ended).
+    listening: CancellationToken,
     me: Weak<StreamableHttp>,
 }
 
@@ -104,6 +109,7 @@ pub fn open(
         configured.insert(name, value);
     }
     let (tx, rx) = mpsc::channel(INBOUND_CAPACITY);
+    let stop = CancellationToken::new();
     let transport = Arc::new_cyclic(|me| StreamableHttp {
         client,
         url,
@@ -111,12 +117,14 @@ pub fn open(
         session: Mutex::new(None),
         version: Mutex::new(None),
         stateless: AtomicBool::new(false),
+        session_ended: Mutex::new(None),
         param_headers: Mutex::new(HashMap::new()),
         rejected: Mutex::new(HashSet::new()),
         answering: Mutex::new(HashMap::new()),
         inbound: tx,
         limit,
-        stop: CancellationToken::new(),
+        stop: stop.clone(),
+        listening: stop.child_token(),
         me: me.clone(),
     });
     Ok((transport, rx))
@@ -192,6 +200,16 @@ impl StreamableHttp {
         headers
     }
 
+    /// The upstream ended the session (`why`): nothing more is sent and
+    /// nothing deleted on close, the standalone stream stops, and the
+    /// requests under way end as their answers do (one that the upstream
+    /// answers 404 too is [`Inbound::Unhandled`]). The supervisor makes a
+    /// new connection for the next request.
+    fn end_session(&self, why: &str) {
+        lock(&self.session_ended).get_or_insert_with(|| why.to_owned());
+        self.listening.cancel();
+    }
+
     /// Hands `item` to the engine; `false` once it is gone.
     async fn deliver(&self, item: Inbound) -> bool {
         self.inbound.send(item).await.is_ok()
@@ -238,15 +256,20 @@ impl StreamableHttp {
         }
         let status = response.status();
         if status == StatusCode::NOT_FOUND && posted.with_session {
-            // Gone: nothing to delete on close, and nothing more is sent
-            // (the supervisor makes a new connection).
-            lock(&self.session).take();
-            self.stop.cancel();
-            self.deliver(Inbound::Closed {
-                why: "ended its session (HTTP 404)".to_owned(),
-            })
-            .await;
-            return Some("the upstream ended its session (HTTP 404)".to_owned());
+            // The spec: a 404 for a session means the upstream ended it
+            // and handled nothing of this request, which may therefore go
+            // again in a new session. Ended before anyone hears of it: a
+            // caller told to send again finds this connection gone.
+            let why = "ended its session (HTTP 404)";
+            self.end_session(why);
+            return match posted.id {
+                Some(id) => {
+                    let why = why.to_owned();
+                    self.deliver(Inbound::Unhandled { id, why }).await;
+                    None
+                }
+                None => Some(format!("the upstream {why}")),
+            };
         }
         if posted.opens_session && status.is_success() {
             tokio::spawn(self.clone().listen());
@@ -623,21 +646,33 @@ impl StreamableHttp {
     /// upstream sends on its own (list changes, requests outside any
     /// call). Reopened while the connection lives, after a backoff that
     /// grows while it keeps failing; a refusal (405: there is none) ends it.
+    /// A 404 where a stream was open before means the upstream ended the
+    /// session (it restarted, say): the connection ends with it, so that
+    /// the next request starts a new one rather than finding out itself.
     async fn listen(self: Arc<Self>) {
         const FIRST_WAIT: Duration = Duration::from_secs(1);
         const LONGEST_WAIT: Duration = Duration::from_secs(30);
         let mut wait = FIRST_WAIT;
+        // Whether a stream was open: a server that answers every GET 404
+        // (where the spec says 405) has no stream, and its session lives.
+        let mut opened_before = false;
         loop {
             let opened = tokio::time::Instant::now();
             let response = tokio::select! {
                 response = self
                     .client
                     .send(Method::GET, &self.url, self.stream_headers(), Bytes::new()) => response,
-                () = self.stop.cancelled() => return,
+                () = self.listening.cancelled() => return,
             };
             match response {
                 Ok(response) if response.status().is_success() => {
-                    self.read_stream(response, None, false, &self.stop, 0).await;
+                    opened_before = true;
+                    self.read_stream(response, None, false, &self.listening, 0)
+                        .await;
+                }
+                Ok(response) if response.status() == StatusCode::NOT_FOUND && opened_before => {
+                    self.end_session("ended its session (HTTP 404 to its event stream)");
+                    return;
                 }
                 Ok(response) => {
                     tracing::debug!("no standalone stream: HTTP {}", response.status());
@@ -653,7 +688,7 @@ impl StreamableHttp {
             }
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
-                () = self.stop.cancelled() => return,
+                () = self.listening.cancelled() => return,
             }
             wait = (wait * 2).min(LONGEST_WAIT);
         }
@@ -873,6 +908,9 @@ impl Transport for StreamableHttp {
             if self.stop.is_cancelled() {
                 return Err(SendError::Closed("sluice closed it".into()));
             }
+            if let Some(why) = self.session_ended() {
+                return Err(SendError::Closed(why));
+            }
             let Some(me) = self.me.upgrade() else {
                 return Err(SendError::Closed("sluice closed it".into()));
             };
@@ -984,6 +1022,10 @@ impl Transport for StreamableHttp {
         .boxed()
     }
 
+    fn session_ended(&self) -> Option<String> {
+        lock(&self.session_ended).clone()
+    }
+
     fn negotiated(&self, version: &str) {
         if let Ok(value) = HeaderValue::try_from(version) {
             *lock(&self.version) = Some(value);
@@ -997,7 +1039,7 @@ impl Transport for StreamableHttp {
             // Every request of a session names its version, DELETE too.
             let headers = self.common_headers();
             let session = lock(&self.session).take();
-            if session.is_some() {
+            if session.is_some() && self.session_ended().is_none() {
                 let deleted = self
                     .client
                     .send(Method::DELETE, &self.url, headers, Bytes::new());
@@ -1307,15 +1349,29 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // The session (given with the 500 to `initialize`) is gone: the
-        // connection ends.
+        // request was never handled, and nothing more is sent.
         transport
             .send(message(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#))
             .await
             .unwrap();
         match inbound.recv().await.unwrap() {
-            Inbound::Closed { why } => assert!(why.contains("404"), "{why}"),
+            Inbound::Unhandled { id, why } => {
+                assert_eq!(id, Id::number(3));
+                assert!(why.contains("404"), "{why}");
+            }
             other => panic!("{other:?}"),
         }
+        assert!(
+            transport
+                .session_ended()
+                .is_some_and(|why| why.contains("404"))
+        );
+        assert!(matches!(
+            transport
+                .send(message(r#"{"jsonrpc":"2.0","id":4,"method":"tools/list"}"#))
+                .await,
+            Err(SendError::Closed(_))
+        ));
     }
 
     #[tokio::test]

@@ -57,6 +57,16 @@ pub enum Inbound {
         /// How it ended, as a sentence fragment ("exited with status 1").
         why: String,
     },
+    /// The upstream said it never handled request `id`: it had ended the
+    /// session the request went in (Streamable HTTP's 404). By the time
+    /// this arrives the transport says so ([`Transport::session_ended`]),
+    /// and the request's caller may send it again on a new connection.
+    Unhandled {
+        /// The request, never handled.
+        id: Id,
+        /// How the session ended, as a sentence fragment.
+        why: String,
+    },
 }
 
 /// Why a message could not be sent.
@@ -91,4 +101,13 @@ pub trait Transport: Send + Sync + 'static {
     /// Ends the connection politely (HTTP: `DELETE` the session; stdio:
     /// close the child's stdin, then stop it). Idempotent.
     fn close(&self) -> BoxFuture<'_, ()>;
+
+    /// How the upstream ended the connection's session itself (HTTP 404),
+    /// once it has: nothing new is sent on the connection, the requests
+    /// under way end on it (each answered, failed or [`Inbound::Unhandled`]),
+    /// and a new connection need not wait out a restart backoff as after a
+    /// crash: the upstream is up.
+    fn session_ended(&self) -> Option<String> {
+        None
+    }
 }

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -556,29 +557,44 @@ async fn a_slow_answer_does_not_hold_up_the_next_request() {
 /// A 2025-11-25 server: a session on `initialize`, 202 for notifications,
 /// SSE on `GET`, 200 on `DELETE`; a request named `expire` gets 404.
 async fn session_server() -> (String, Arc<Mutex<Vec<Seen>>>) {
-    fake_server(|seen| async move {
-        match (seen.method.clone(), seen.rpc_method().as_deref()) {
-            (Method::POST, Some("initialize")) => {
-                let mut response = json(
-                    r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"fake","version":"1"}}}"#,
-                );
-                response
-                    .headers_mut()
-                    .insert("mcp-session-id", "session-1".parse().unwrap());
-                response
+    session_server_streaming(|_| {
+        sse(&[(
+            Some("g1"),
+            r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#,
+        )])
+    })
+    .await
+}
+
+/// [`session_server`], its `n`th `GET` (from 0) answered `stream(n)`.
+async fn session_server_streaming(
+    stream: impl Fn(usize) -> Response + Send + Sync + 'static,
+) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    let gets = Arc::new(AtomicUsize::new(0));
+    let stream = Arc::new(stream);
+    fake_server(move |seen| {
+        let (gets, stream) = (gets.clone(), stream.clone());
+        async move {
+            match (seen.method.clone(), seen.rpc_method().as_deref()) {
+                (Method::POST, Some("initialize")) => {
+                    let mut response = json(
+                        r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"fake","version":"1"}}}"#,
+                    );
+                    response
+                        .headers_mut()
+                        .insert("mcp-session-id", "session-1".parse().unwrap());
+                    response
+                }
+                (Method::POST, Some("notifications/initialized")) => accepted(),
+                (Method::POST, Some("expire")) => respond(404, "text/plain", "no such session"),
+                (Method::POST, _) => {
+                    let id = Message::parse(seen.body.clone()).unwrap().id().unwrap();
+                    json(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#))
+                }
+                (Method::GET, _) => stream(gets.fetch_add(1, Ordering::SeqCst)),
+                (Method::DELETE, _) => respond(200, "", Body::empty()),
+                _ => respond(405, "", Body::empty()),
             }
-            (Method::POST, Some("notifications/initialized")) => accepted(),
-            (Method::POST, Some("expire")) => respond(404, "text/plain", "no such session"),
-            (Method::POST, _) => {
-                let id = Message::parse(seen.body.clone()).unwrap().id().unwrap();
-                json(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#))
-            }
-            (Method::GET, _) => sse(&[(
-                Some("g1"),
-                r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#,
-            )]),
-            (Method::DELETE, _) => respond(200, "", Body::empty()),
-            _ => respond(405, "", Body::empty()),
         }
     })
     .await
@@ -586,14 +602,16 @@ async fn session_server() -> (String, Arc<Mutex<Vec<Seen>>>) {
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
 
-#[tokio::test]
-async fn the_session_and_protocol_version_go_with_every_later_request() {
-    let (url, seen) = session_server().await;
-    let headers = BTreeMap::from([("Authorization".to_owned(), "Bearer t0ken".to_owned())]);
-    let (transport, mut inbound) = open_with(&url, &headers, MB);
+/// Opens a session on `url`'s server, sending `headers` with every
+/// request: `initialize`, then `notifications/initialized` (which opens
+/// the standalone stream).
+async fn open_session(
+    url: &str,
+    headers: &BTreeMap<String, String>,
+) -> (Arc<StreamableHttp>, mpsc::Receiver<Inbound>) {
+    let (transport, mut inbound) = open_with(url, headers, MB);
     transport.send(msg(INITIALIZE)).await.unwrap();
     next_message(&mut inbound).await;
-    assert_eq!(transport.session_id().as_deref(), Some("session-1"));
     transport.negotiated("2025-11-25");
     transport
         .send(msg(
@@ -601,6 +619,15 @@ async fn the_session_and_protocol_version_go_with_every_later_request() {
         ))
         .await
         .unwrap();
+    (transport, inbound)
+}
+
+#[tokio::test]
+async fn the_session_and_protocol_version_go_with_every_later_request() {
+    let (url, seen) = session_server().await;
+    let headers = BTreeMap::from([("Authorization".to_owned(), "Bearer t0ken".to_owned())]);
+    let (transport, mut inbound) = open_session(&url, &headers).await;
+    assert_eq!(transport.session_id().as_deref(), Some("session-1"));
     transport
         .send(request(2, "tools/list", "{}"))
         .await
@@ -681,15 +708,18 @@ async fn the_session_and_protocol_version_go_with_every_later_request() {
 }
 
 #[tokio::test]
-async fn a_404_for_the_session_closes_the_connection() {
+async fn a_404_for_the_session_ends_it_and_names_the_request_never_handled() {
     let (url, _) = session_server().await;
     let (transport, mut inbound) = open(&url, MB);
     transport.send(msg(INITIALIZE)).await.unwrap();
     next_message(&mut inbound).await;
     transport.send(request(2, "expire", "{}")).await.unwrap();
     match next(&mut inbound).await {
-        Inbound::Closed { why } => assert!(why.contains("404"), "{why}"),
-        other => panic!("expected Closed, got {other:?}"),
+        Inbound::Unhandled { id, why } => {
+            assert_eq!(id, Id::number(2), "the request never handled");
+            assert!(why.contains("404"), "{why}");
+        }
+        other => panic!("expected Unhandled, got {other:?}"),
     }
     assert!(matches!(
         transport.send(request(3, "tools/list", "{}")).await,
@@ -709,6 +739,202 @@ async fn a_404_for_the_session_closes_the_connection() {
         }
         other => panic!("expected Failed, got {other:?}"),
     }
+}
+
+/// A 2025-11-25 server whose standalone stream opens (and ends at once)
+/// when `opens_first`, and whose every later `GET` gets 404, as the
+/// session's does once the server forgot it.
+async fn stream_then_404_server(opens_first: bool) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    session_server_streaming(move |n| match n {
+        0 if opens_first => sse(&[]),
+        _ => respond(404, "text/plain", "no such session"),
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_404_to_the_event_stream_that_was_open_ends_the_connection() {
+    // The stream opened, ended, and its reopening (a second later) got
+    // 404: the upstream forgot the session (it restarted, say). The
+    // connection ends, so the next request starts a new one.
+    let (url, _) = stream_then_404_server(true).await;
+    let (transport, _inbound) = open_session(&url, &BTreeMap::new()).await;
+    for _ in 0..200 {
+        if transport.session_ended().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let why = transport
+        .session_ended()
+        .expect("the session ended within 10 s");
+    assert!(why.contains("HTTP 404 to its event stream"), "{why}");
+    assert!(matches!(
+        transport.send(request(2, "tools/list", "{}")).await,
+        Err(SendError::Closed(_))
+    ));
+    // A server that answers 404 to every GET (where the spec says 405)
+    // just has no stream: its session lives.
+    let (url, seen) = stream_then_404_server(false).await;
+    let (transport, mut inbound) = open_session(&url, &BTreeMap::new()).await;
+    for _ in 0..100 {
+        if seen.lock().unwrap().iter().any(|s| s.method == Method::GET) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        seen.lock().unwrap().iter().any(|s| s.method == Method::GET),
+        "the stream was asked for"
+    );
+    // Time for the 404 to reach the transport before the next request.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    transport
+        .send(request(2, "tools/list", "{}"))
+        .await
+        .unwrap();
+    let (answer, _) = next_message(&mut inbound).await;
+    assert_eq!(answer.id(), Some(Id::number(2)));
+}
+
+/// A 2025-11-25 MCP server with one tool, `echo`, that forgets its
+/// session as one that restarted or expired it does: every `initialize`
+/// opens a session `s-N`, and a request in any other session gets 404.
+/// The test forgets the session through the returned slot; with
+/// `forgets_every_call`, the server forgets it whenever a call arrives
+/// (answering the call 404).
+async fn forgetful_server(
+    forgets_every_call: bool,
+) -> (String, Arc<Mutex<Vec<Seen>>>, Arc<Mutex<Option<String>>>) {
+    let live: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let opened = Arc::new(AtomicUsize::new(0));
+    let slot = live.clone();
+    let (url, seen) = fake_server(move |seen| {
+        let (live, opened) = (live.clone(), opened.clone());
+        async move {
+            let Ok(message) = Message::parse(seen.body.clone()) else {
+                return match seen.method {
+                    Method::DELETE => respond(200, "", Body::empty()),
+                    _ => respond(405, "", Body::empty()),
+                };
+            };
+            let id = message.id().map(|id| id.to_string()).unwrap_or_default();
+            let result = |result: &str| json(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#));
+            match message.method() {
+                Some("server/discover") => {
+                    return json(format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":"Method not found"}}}}"#
+                    ));
+                }
+                Some("initialize") => {
+                    let session = format!("s-{}", opened.fetch_add(1, Ordering::SeqCst) + 1);
+                    *live.lock().unwrap() = Some(session.clone());
+                    let mut response = result(
+                        r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"forgetful","version":"1"}}"#,
+                    );
+                    response
+                        .headers_mut()
+                        .insert("mcp-session-id", session.parse().unwrap());
+                    return response;
+                }
+                _ => {}
+            }
+            let session = seen.header("mcp-session-id").map(str::to_owned);
+            if session.is_none() || session != *live.lock().unwrap() {
+                if message.method() == Some("tools/call") {
+                    // Slow to say so: calls sent together are all under
+                    // way when the first 404 arrives.
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                return respond(404, "text/plain", "no such session");
+            }
+            let session = session.unwrap();
+            match message.method() {
+                Some(method) if method.starts_with("notifications/") => accepted(),
+                Some("tools/list") => result(
+                    r#"{"tools":[{"name":"echo","description":"Says in which session it ran.","inputSchema":{"type":"object"}}]}"#,
+                ),
+                Some("tools/call") if forgets_every_call => {
+                    live.lock().unwrap().take();
+                    respond(404, "text/plain", "no such session")
+                }
+                Some("tools/call") => result(&format!(
+                    r#"{{"content":[{{"type":"text","text":"handled in {session}"}}]}}"#
+                )),
+                _ => result("{}"),
+            }
+        }
+    })
+    .await;
+    (url, seen, slot)
+}
+
+/// The session each `tools/call` the server received went in.
+fn calls_by_session(seen: &Mutex<Vec<Seen>>) -> Vec<String> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.rpc_method().as_deref() == Some("tools/call"))
+        .map(|s| s.header("mcp-session-id").unwrap_or("none").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_call_the_upstream_never_handled_for_its_ended_session_goes_once_more_in_a_new_one() {
+    let (url, seen, live) = forgetful_server(false).await;
+    let dir = TempDir::new("forgetful");
+    let config = dir.file("sluice.toml", &format!("[upstreams.web]\nurl = {url:?}\n"));
+    let (client, _) = connect(&via_config(&config)).await;
+    let first = call(&client, "echo", serde_json::json!({})).await;
+    assert_eq!(first_text(&first), "handled in s-1");
+    // The upstream forgets the session (it restarted, or expired it).
+    live.lock().unwrap().take();
+    let second = call(&client, "echo", serde_json::json!({})).await;
+    assert_ne!(second.is_error, Some(true), "{}", first_text(&second));
+    assert_eq!(first_text(&second), "handled in s-2");
+    // It went in the old session (404: never handled), then once in the
+    // new one.
+    assert_eq!(calls_by_session(&seen), ["s-1", "s-1", "s-2"]);
+    let third = call(&client, "echo", serde_json::json!({})).await;
+    assert_eq!(first_text(&third), "handled in s-2");
+    // An upstream that ends sessions is up: sluice connects again at once,
+    // never waiting out a crash's growing backoff (after six crashes in a
+    // row it would be 8 s, and a call would fail "down: retry then").
+    for session in 3..=8 {
+        live.lock().unwrap().take();
+        let again = call(&client, "echo", serde_json::json!({})).await;
+        assert_eq!(first_text(&again), format!("handled in s-{session}"));
+    }
+    // Three calls under way together when the session ends: each is told
+    // 404 (the first does not stop the others), and each goes once more.
+    live.lock().unwrap().take();
+    let together =
+        futures::future::join_all((0..3).map(|_| call(&client, "echo", serde_json::json!({}))))
+            .await;
+    for result in &together {
+        assert_eq!(first_text(result), "handled in s-9");
+    }
+    let calls = calls_by_session(&seen);
+    assert_eq!(
+        calls[calls.len() - 6..],
+        ["s-8", "s-8", "s-8", "s-9", "s-9", "s-9"]
+    );
+
+    // A server that ends every session a call arrives in: the call goes
+    // twice, not more, and fails saying why.
+    let (url, seen, _) = forgetful_server(true).await;
+    let config = dir.file("again.toml", &format!("[upstreams.web]\nurl = {url:?}\n"));
+    let (other, _) = connect(&via_config(&config)).await;
+    let failed = call(&other, "echo", serde_json::json!({})).await;
+    let text = first_text(&failed);
+    assert_eq!(failed.is_error, Some(true), "{text}");
+    assert!(
+        text.contains("upstream `web` ended its session (HTTP 404) during the request"),
+        "{text}"
+    );
+    assert_eq!(calls_by_session(&seen), ["s-1", "s-2"]);
+    client.cancel().await.unwrap();
+    other.cancel().await.unwrap();
 }
 
 const META_2026: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
