@@ -290,7 +290,9 @@ impl StreamableHttp {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
         if !status.is_success() {
-            return self.refused(response, status, posted.id).await;
+            return self
+                .refused(response, status, posted.id, posted.with_session)
+                .await;
         }
         if is_sse {
             self.read_stream(response, posted.id, posted.lists_tools, &stop, RESUMPTIONS)
@@ -310,14 +312,9 @@ impl StreamableHttp {
         mut response: Response,
         status: StatusCode,
         id: Option<Id>,
+        with_session: bool,
     ) -> Option<String> {
-        let mut body = Vec::new();
-        while body.len() < EXCERPT_BYTES * 8 {
-            match chunk(&mut response).await {
-                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-                _ => break,
-            }
-        }
+        let body = body_start(&mut response).await;
         if let Ok(message) = Message::parse(Bytes::from(body.clone()))
             && message.kind() == Kind::Error
             && message.id().is_some()
@@ -328,6 +325,19 @@ impl StreamableHttp {
             })
             .await;
             return None;
+        }
+        if with_session && forgot_the_session(status, &body) {
+            // As a 404 for the session (see `exchange`): the request was
+            // refused before anything handled it.
+            let why = format!("ended its session (HTTP {status}{})", excerpt(&body));
+            self.end_session(&why);
+            return match id {
+                Some(id) => {
+                    self.deliver(Inbound::Unhandled { id, why }).await;
+                    None
+                }
+                None => Some(format!("the upstream {why}")),
+            };
         }
         let hint = match status {
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
@@ -646,9 +656,10 @@ impl StreamableHttp {
     /// upstream sends on its own (list changes, requests outside any
     /// call). Reopened while the connection lives, after a backoff that
     /// grows while it keeps failing; a refusal (405: there is none) ends it.
-    /// A 404 where a stream was open before means the upstream ended the
-    /// session (it restarted, say): the connection ends with it, so that
-    /// the next request starts a new one rather than finding out itself.
+    /// A refusal that says the session is gone ([`forgot_the_session`]),
+    /// where a stream was open before, means the upstream ended the session
+    /// (it restarted, say): the session ends here too, so that the next
+    /// request starts a new one rather than finding out itself.
     async fn listen(self: Arc<Self>) {
         const FIRST_WAIT: Duration = Duration::from_secs(1);
         const LONGEST_WAIT: Duration = Duration::from_secs(30);
@@ -670,12 +681,16 @@ impl StreamableHttp {
                     self.read_stream(response, None, false, &self.listening, 0)
                         .await;
                 }
-                Ok(response) if response.status() == StatusCode::NOT_FOUND && opened_before => {
-                    self.end_session("ended its session (HTTP 404 to its event stream)");
-                    return;
-                }
-                Ok(response) => {
-                    tracing::debug!("no standalone stream: HTTP {}", response.status());
+                Ok(mut response) => {
+                    let status = response.status();
+                    if opened_before && forgot_the_session(status, &body_start(&mut response).await)
+                    {
+                        self.end_session(&format!(
+                            "ended its session (HTTP {status} to its event stream)"
+                        ));
+                    } else {
+                        tracing::debug!("no standalone stream: HTTP {status}");
+                    }
                     return;
                 }
                 Err(e) => {
@@ -708,6 +723,31 @@ fn checked(bytes: Bytes, answers: Option<Id>, stream_of: Option<Id>) -> Inbound 
 }
 
 /// ": BODY" for an error's body, cut short; "" for none.
+/// The start of a body (enough to quote, and to read an error in it).
+async fn body_start(response: &mut Response) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < EXCERPT_BYTES * 8 {
+        match chunk(response).await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    body
+}
+
+/// Whether an error answer (`status`, its `body` begun) to a request that
+/// named the session says that the upstream no longer knows the session:
+/// HTTP 404, as the spec says, or 400 with a body that speaks of the
+/// session, as servers made from the TypeScript SDK's examples answer
+/// (server-everything among them: "Bad Request: No valid session ID
+/// provided"). Either way the upstream handled nothing of the request: a
+/// 4xx that is not a JSON-RPC answer refused it before any handling.
+fn forgot_the_session(status: StatusCode, body: &[u8]) -> bool {
+    status == StatusCode::NOT_FOUND
+        || (status == StatusCode::BAD_REQUEST
+            && body.windows(7).any(|w| w.eq_ignore_ascii_case(b"session")))
+}
+
 fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
@@ -1372,6 +1412,26 @@ mod tests {
                 .await,
             Err(SendError::Closed(_))
         ));
+    }
+
+    #[test]
+    fn a_session_is_forgotten_by_a_404_or_a_400_that_speaks_of_it() {
+        let no_valid = br#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}"#;
+        assert!(forgot_the_session(StatusCode::NOT_FOUND, b""));
+        assert!(forgot_the_session(StatusCode::BAD_REQUEST, no_valid));
+        assert!(forgot_the_session(
+            StatusCode::BAD_REQUEST,
+            b"unknown SESSION"
+        ));
+        assert!(!forgot_the_session(
+            StatusCode::BAD_REQUEST,
+            b"invalid params: `a` is required"
+        ));
+        assert!(!forgot_the_session(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            no_valid
+        ));
+        assert!(!forgot_the_session(StatusCode::FORBIDDEN, b"session"));
     }
 
     #[tokio::test]

@@ -768,7 +768,10 @@ async fn a_404_to_the_event_stream_that_was_open_ends_the_connection() {
     let why = transport
         .session_ended()
         .expect("the session ended within 10 s");
-    assert!(why.contains("HTTP 404 to its event stream"), "{why}");
+    assert!(
+        why.contains("HTTP 404 Not Found to its event stream"),
+        "{why}"
+    );
     assert!(matches!(
         transport.send(request(2, "tools/list", "{}")).await,
         Err(SendError::Closed(_))
@@ -797,15 +800,34 @@ async fn a_404_to_the_event_stream_that_was_open_ends_the_connection() {
     assert_eq!(answer.id(), Some(Id::number(2)));
 }
 
+/// How [`forgetful_server`] forgets.
+#[derive(Clone, Copy, Default)]
+struct Forgetting {
+    /// Whenever a call arrives in the session (the call is refused).
+    every_call: bool,
+    /// A request of a session it does not know is refused as servers made
+    /// from the TypeScript SDK's examples refuse it (server-everything
+    /// among them: 400, "No valid session ID provided"), not with the 404
+    /// the spec asks for.
+    with_400: bool,
+}
+
 /// A 2025-11-25 MCP server with one tool, `echo`, that forgets its
 /// session as one that restarted or expired it does: every `initialize`
-/// opens a session `s-N`, and a request in any other session gets 404.
-/// The test forgets the session through the returned slot; with
-/// `forgets_every_call`, the server forgets it whenever a call arrives
-/// (answering the call 404).
+/// opens a session `s-N`, and a request in any other session is refused
+/// (see [`Forgetting`]). The test forgets the session through the
+/// returned slot.
 async fn forgetful_server(
-    forgets_every_call: bool,
+    forgetting: Forgetting,
 ) -> (String, Arc<Mutex<Vec<Seen>>>, Arc<Mutex<Option<String>>>) {
+    let refusal = move || match forgetting.with_400 {
+        true => respond(
+            400,
+            "application/json",
+            r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}"#,
+        ),
+        false => respond(404, "text/plain", "no such session"),
+    };
     let live: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let opened = Arc::new(AtomicUsize::new(0));
     let slot = live.clone();
@@ -846,7 +868,7 @@ async fn forgetful_server(
                     // way when the first 404 arrives.
                     tokio::time::sleep(Duration::from_millis(300)).await;
                 }
-                return respond(404, "text/plain", "no such session");
+                return refusal();
             }
             let session = session.unwrap();
             match message.method() {
@@ -854,9 +876,9 @@ async fn forgetful_server(
                 Some("tools/list") => result(
                     r#"{"tools":[{"name":"echo","description":"Says in which session it ran.","inputSchema":{"type":"object"}}]}"#,
                 ),
-                Some("tools/call") if forgets_every_call => {
+                Some("tools/call") if forgetting.every_call => {
                     live.lock().unwrap().take();
-                    respond(404, "text/plain", "no such session")
+                    refusal()
                 }
                 Some("tools/call") => result(&format!(
                     r#"{{"content":[{{"type":"text","text":"handled in {session}"}}]}}"#
@@ -867,6 +889,23 @@ async fn forgetful_server(
     })
     .await;
     (url, seen, slot)
+}
+
+/// A client of sluice with a [`forgetful_server`] as its upstream `web`
+/// (its config `dir/NAME.toml`); what the server saw, and its session's
+/// slot.
+async fn forgetful_behind_sluice(
+    dir: &TempDir,
+    name: &str,
+    forgetting: Forgetting,
+) -> (Client, Arc<Mutex<Vec<Seen>>>, Arc<Mutex<Option<String>>>) {
+    let (url, seen, live) = forgetful_server(forgetting).await;
+    let config = dir.file(
+        &format!("{name}.toml"),
+        &format!("[upstreams.web]\nurl = {url:?}\n"),
+    );
+    let (client, _) = connect(&via_config(&config)).await;
+    (client, seen, live)
 }
 
 /// The session each `tools/call` the server received went in.
@@ -881,10 +920,8 @@ fn calls_by_session(seen: &Mutex<Vec<Seen>>) -> Vec<String> {
 
 #[tokio::test]
 async fn a_call_the_upstream_never_handled_for_its_ended_session_goes_once_more_in_a_new_one() {
-    let (url, seen, live) = forgetful_server(false).await;
     let dir = TempDir::new("forgetful");
-    let config = dir.file("sluice.toml", &format!("[upstreams.web]\nurl = {url:?}\n"));
-    let (client, _) = connect(&via_config(&config)).await;
+    let (client, seen, live) = forgetful_behind_sluice(&dir, "404", Forgetting::default()).await;
     let first = call(&client, "echo", serde_json::json!({})).await;
     assert_eq!(first_text(&first), "handled in s-1");
     // The upstream forgets the session (it restarted, or expired it).
@@ -922,9 +959,11 @@ async fn a_call_the_upstream_never_handled_for_its_ended_session_goes_once_more_
 
     // A server that ends every session a call arrives in: the call goes
     // twice, not more, and fails saying why.
-    let (url, seen, _) = forgetful_server(true).await;
-    let config = dir.file("again.toml", &format!("[upstreams.web]\nurl = {url:?}\n"));
-    let (other, _) = connect(&via_config(&config)).await;
+    let every_call = Forgetting {
+        every_call: true,
+        ..Forgetting::default()
+    };
+    let (other, seen, _) = forgetful_behind_sluice(&dir, "every-call", every_call).await;
     let failed = call(&other, "echo", serde_json::json!({})).await;
     let text = first_text(&failed);
     assert_eq!(failed.is_error, Some(true), "{text}");
@@ -933,8 +972,23 @@ async fn a_call_the_upstream_never_handled_for_its_ended_session_goes_once_more_
         "{text}"
     );
     assert_eq!(calls_by_session(&seen), ["s-1", "s-2"]);
+
+    // A server that refuses a session it forgot with 400, as
+    // server-everything does: the same.
+    let with_400 = Forgetting {
+        with_400: true,
+        ..Forgetting::default()
+    };
+    let (third, seen, live) = forgetful_behind_sluice(&dir, "400", with_400).await;
+    let first = call(&third, "echo", serde_json::json!({})).await;
+    assert_eq!(first_text(&first), "handled in s-1");
+    live.lock().unwrap().take();
+    let second = call(&third, "echo", serde_json::json!({})).await;
+    assert_eq!(first_text(&second), "handled in s-2");
+    assert_eq!(calls_by_session(&seen), ["s-1", "s-1", "s-2"]);
     client.cancel().await.unwrap();
     other.cancel().await.unwrap();
+    third.cancel().await.unwrap();
 }
 
 const META_2026: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
@@ -1222,6 +1276,44 @@ async fn server_everything_over_streamable_http_in_the_2025_era() {
         "DELETE ended the session: {}",
         after.status()
     );
+}
+
+#[tokio::test]
+async fn server_everything_restarted_behind_sluice_is_connected_to_again_and_the_calls_go_through()
+{
+    // server-everything forgets its sessions when it restarts, and refuses
+    // the old one with 400 (not 404): sluice starts a new session and the
+    // call goes through, and so does every later one.
+    let js = peers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let command = [
+        node().display().to_string(),
+        js.display().to_string(),
+        "streamableHttp".into(),
+    ];
+    let port = free_port();
+    let env = [("PORT", port.to_string())];
+    let mut server = serve(&command, &env, port).await;
+    let dir = TempDir::new("everything-restarted");
+    let config = dir.file(
+        "sluice.toml",
+        &format!("[upstreams.everything]\nurl = {:?}\n", server.url),
+    );
+    let (client, _) = connect(&via_config(&config)).await;
+    let echo = |text: &str| call(&client, "echo", serde_json::json!({ "message": text }));
+    assert_eq!(first_text(&echo("before").await), "Echo: before");
+    for round in 1..=2 {
+        server.child.kill().await.unwrap();
+        server = serve(&command, &env, port).await;
+        let after = echo("after a restart").await;
+        assert_ne!(
+            after.is_error,
+            Some(true),
+            "round {round}: {}",
+            first_text(&after)
+        );
+        assert_eq!(first_text(&after), "Echo: after a restart");
+    }
+    client.cancel().await.unwrap();
 }
 
 #[tokio::test]
