@@ -1278,6 +1278,40 @@ async fn server_everything_over_streamable_http_in_the_2025_era() {
     );
 }
 
+/// Serves `command` on a free port (in `PORT` too), behind sluice over
+/// stdio; kills it and starts it again twice, an `echo` (its argument
+/// `key`) after each restart: each must answer `echoed(text)`.
+async fn restarted_behind_sluice(command: &[String], key: &str, echoed: impl Fn(&str) -> String) {
+    let port = free_port();
+    let mut command = command.to_vec();
+    for part in &mut command {
+        *part = part.replace("{port}", &port.to_string());
+    }
+    let env = [("PORT", port.to_string())];
+    let mut server = serve(&command, &env, port).await;
+    let dir = TempDir::new("restarted");
+    let config = dir.file(
+        "sluice.toml",
+        &format!("[upstreams.web]\nurl = {:?}\n", server.url),
+    );
+    let (client, _) = connect(&via_config(&config)).await;
+    let echo = |text: &str| call(&client, "echo", serde_json::json!({ key: text }));
+    assert_eq!(first_text(&echo("before").await), echoed("before"));
+    for round in 1..=2 {
+        server.child.kill().await.unwrap();
+        server = serve(&command, &env, port).await;
+        let after = echo("after a restart").await;
+        assert_ne!(
+            after.is_error,
+            Some(true),
+            "round {round}: {}",
+            first_text(&after)
+        );
+        assert_eq!(first_text(&after), echoed("after a restart"));
+    }
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn server_everything_restarted_behind_sluice_is_connected_to_again_and_the_calls_go_through()
 {
@@ -1290,30 +1324,16 @@ async fn server_everything_restarted_behind_sluice_is_connected_to_again_and_the
         js.display().to_string(),
         "streamableHttp".into(),
     ];
-    let port = free_port();
-    let env = [("PORT", port.to_string())];
-    let mut server = serve(&command, &env, port).await;
-    let dir = TempDir::new("everything-restarted");
-    let config = dir.file(
-        "sluice.toml",
-        &format!("[upstreams.everything]\nurl = {:?}\n", server.url),
-    );
-    let (client, _) = connect(&via_config(&config)).await;
-    let echo = |text: &str| call(&client, "echo", serde_json::json!({ "message": text }));
-    assert_eq!(first_text(&echo("before").await), "Echo: before");
-    for round in 1..=2 {
-        server.child.kill().await.unwrap();
-        server = serve(&command, &env, port).await;
-        let after = echo("after a restart").await;
-        assert_ne!(
-            after.is_error,
-            Some(true),
-            "round {round}: {}",
-            first_text(&after)
-        );
-        assert_eq!(first_text(&after), "Echo: after a restart");
-    }
-    client.cancel().await.unwrap();
+    restarted_behind_sluice(&command, "message", |text| format!("Echo: {text}")).await;
+}
+
+#[tokio::test]
+async fn an_rmcp_server_restarted_behind_sluice_is_connected_to_again_and_the_calls_go_through() {
+    // sluice's sample server serving HTTP (rmcp's Streamable HTTP server)
+    // refuses a session it does not know with 404, as the spec says.
+    let mut command = sample();
+    command.extend(["--listen".to_owned(), "127.0.0.1:{port}".to_owned()]);
+    restarted_behind_sluice(&command, "text", str::to_owned).await;
 }
 
 #[tokio::test]
