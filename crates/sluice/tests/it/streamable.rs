@@ -5,10 +5,13 @@
 //! Against hand-written HTTP servers (here, with axum) that answer exact
 //! bytes and record what they were sent: answers arrive as the bytes sent,
 //! whatever their size under the limit; what cannot be read, an HTTP
-//! error, an expired session or a stream cut short fails the call at once;
-//! the headers each era asks for are sent. And against real servers:
-//! `@modelcontextprotocol/server-everything` (2025-11-25, sessions, SSE)
-//! and the Python SDK's (2026-07-28, stateless, validating headers).
+//! error or a stream cut short fails the call at once; a request refused
+//! for a session the server forgot is said to be unhandled, and through
+//! sluice goes once more in a new session; the headers each era asks for
+//! are sent. And against real servers:
+//! `@modelcontextprotocol/server-everything` (2025-11-25, sessions, SSE;
+//! restarted behind sluice, as rmcp's server is too) and the Python SDK's
+//! (2026-07-28, stateless, validating headers).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
