@@ -414,7 +414,8 @@ impl RawAuth {
                 return Err((
                     span,
                     format!(
-                        "[auth] tokens: the `sha256` of `{principal}` must be 64 hex digits (the SHA-256 of the token, as `printf %s \"$TOKEN\" | sha256sum` prints it)"
+                        "[auth] tokens: the `sha256` of `{}` must be 64 hex digits (the SHA-256 of the token, as `printf %s \"$TOKEN\" | sha256sum` prints it)",
+                        shown(principal)
                     ),
                 ));
             };
@@ -422,8 +423,9 @@ impl RawAuth {
                 return Err((
                     span,
                     format!(
-                        "[auth] tokens: `{principal}` and `{}` have the same `sha256`: give each principal its own token",
-                        other.principal
+                        "[auth] tokens: `{}` and `{}` have the same `sha256`: give each principal its own token",
+                        shown(principal),
+                        shown(&other.principal)
                     ),
                 ));
             }
@@ -468,7 +470,8 @@ impl RawAuth {
                             return Err((
                                 span,
                                 format!(
-                                    "[auth.jwt]: `jwks_url` must start with https:// or http://, got `{url}`"
+                                    "[auth.jwt]: `jwks_url` must start with https:// or http://, got `{}`",
+                                    shown(&url)
                                 ),
                             ));
                         }
@@ -997,7 +1000,8 @@ impl Config {
                         return Err(at(
                             url_span,
                             format!(
-                                "upstream `{name}`: `url` must start with http:// or https://, got `{url}`"
+                                "upstream `{name}`: `url` must start with http:// or https://, got `{}`",
+                                shown(&url)
                             ),
                         ));
                     }
@@ -1024,7 +1028,7 @@ impl Config {
                 Some(p) => parse_protocol(p.get_ref()).ok_or_else(|| {
                     at(
                         p.span(),
-                        format!("upstream `{name}`: unknown protocol `{}`: expected \"auto\", \"2025-11-25\" or \"2026-07-28\"", p.get_ref()),
+                        format!("upstream `{name}`: unknown protocol `{}`: expected \"auto\", \"2025-11-25\" or \"2026-07-28\"", shown(p.get_ref())),
                     )
                 })?,
             };
@@ -1040,7 +1044,8 @@ impl Config {
                     return Err(at(
                         span.clone(),
                         format!(
-                            "upstream `{name}`, tool `{tool}`: `max_tokens = {t}` is too small: at least 500"
+                            "upstream `{name}`, tool `{}`: `max_tokens = {t}` is too small: at least 500",
+                            shown(&tool)
                         ),
                     ));
                 }
@@ -1050,7 +1055,8 @@ impl Config {
                     return Err(at(
                         span.clone(),
                         format!(
-                            "upstream `{name}`, tool `{tool}`: `max_chars = {c}` is too small: at least 2000"
+                            "upstream `{name}`, tool `{}`: `max_chars = {c}` is too small: at least 2000",
+                            shown(&tool)
                         ),
                     ));
                 }
@@ -1062,7 +1068,8 @@ impl Config {
                     return Err(at(
                         span.clone(),
                         format!(
-                            "upstream `{name}`, tool `{tool}`: `timeout_s = {t}` must be more than 0 and at most {MAX_TIMEOUT_S} (seconds)"
+                            "upstream `{name}`, tool `{}`: `timeout_s = {t}` must be more than 0 and at most {MAX_TIMEOUT_S} (seconds)",
+                            shown(&tool)
                         ),
                     ));
                 }
@@ -1171,7 +1178,11 @@ impl Config {
         for (upstream, spans) in upstreams.iter_mut().zip(&tool_spans) {
             for (tool, settings) in upstream.tools.iter_mut() {
                 if let Some(fields) = &settings.cache {
-                    let table = format!("upstream `{}`, tool `{tool}`: cache", upstream.name);
+                    let table = format!(
+                        "upstream `{}`, tool `{}`: cache",
+                        upstream.name,
+                        shown(tool)
+                    );
                     settings.cache_policy = Some(
                         fields
                             .over(&cache.defaults, &table)
@@ -1297,7 +1308,8 @@ fn check_upstream_name(name: &str) -> Result<(), String> {
     }
     if name.contains(SEPARATOR) {
         return Err(format!(
-            "upstream name `{name}` contains `{SEPARATOR}`, which separates upstream and tool names: use `-` or a single `_`"
+            "upstream name `{}` contains `{SEPARATOR}`, which separates upstream and tool names: use `-` or a single `_`",
+            shown(name)
         ));
     }
     if !name
@@ -1305,7 +1317,8 @@ fn check_upstream_name(name: &str) -> Result<(), String> {
         .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
         return Err(format!(
-            "upstream name `{name}` may only contain ASCII letters, digits, `-` and `_` (it prefixes tool names)"
+            "upstream name `{}` may only contain ASCII letters, digits, `-` and `_` (it prefixes tool names)",
+            shown(name)
         ));
     }
     Ok(())
@@ -1314,7 +1327,7 @@ fn check_upstream_name(name: &str) -> Result<(), String> {
 fn check_header(name: &str, value: &str) -> Result<(), String> {
     let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     if name.is_empty() || !name.chars().all(token) {
-        return Err(format!("`{name}` is not a valid HTTP header name"));
+        return Err(format!("`{}` is not a valid HTTP header name", shown(name)));
     }
     if value.chars().any(|c| c.is_control() && c != '\t') {
         return Err(format!(
@@ -1322,6 +1335,21 @@ fn check_header(name: &str, value: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A value from the file as an error quotes it: on one line, every
+/// control character escaped (`multi\nline`), so that an error stays one
+/// line whatever the file holds.
+fn shown(value: &str) -> String {
+    let mut one_line = String::with_capacity(value.len());
+    for c in value.chars() {
+        if c.is_control() {
+            one_line.extend(c.escape_default());
+        } else {
+            one_line.push(c);
+        }
+    }
+    one_line
 }
 
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
@@ -1405,6 +1433,32 @@ protocol = "2026-07-28"
         let err = parse("\n[upstreams.a]\nargs = []\n").unwrap_err();
         assert!(err.starts_with("sluice.toml:2:"), "{err}");
         assert!(err.contains("needs `command"), "{err}");
+    }
+
+    #[test]
+    fn a_value_quoted_in_an_error_is_quoted_on_one_line() {
+        for (text, quoted) in [
+            (
+                "[upstreams.a]\nurl = '''multi\nline'''\n",
+                "got `multi\\nline`",
+            ),
+            (
+                "[upstreams.\"a\\nb\"]\ncommand = \"x\"\n",
+                "upstream name `a\\nb`",
+            ),
+            (
+                "[upstreams.a]\ncommand = \"x\"\n[upstreams.a.tools.\"t\\r\\n\"]\ntimeout_s = 0\n",
+                "tool `t\\r\\n`",
+            ),
+            (
+                "[upstreams.a]\ncommand = \"x\"\nprotocol = \"2025\\u001b[31m\"\n",
+                "unknown protocol `2025\\u{1b}[31m`",
+            ),
+        ] {
+            let err = parse(text).unwrap_err();
+            assert!(err.contains(quoted), "{err}");
+            assert!(!err.contains(['\n', '\r', '\u{1b}']), "{err}");
+        }
     }
 
     #[test]
