@@ -309,10 +309,11 @@ impl Upstream {
     /// `progress` asks the upstream for progress; `ct` cancels it.
     ///
     /// A request the upstream said it never handled, because it had ended
-    /// the session the request went in (Streamable HTTP's 404), is sent
-    /// once more on a new connection: a session that expired or an
-    /// upstream that restarted costs its caller a handshake, not its call.
-    /// `routes` runs again for it (a new id and progress token).
+    /// the session the request went in (Streamable HTTP's 404, or a 400
+    /// that speaks of the session), is sent once more on a new connection:
+    /// a session that expired or an upstream that restarted costs its
+    /// caller a handshake, not its call. `routes` runs again for it (a new
+    /// id and progress token).
     pub async fn send(
         &self,
         request: ClientRequest,

@@ -762,7 +762,9 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
             None => break "closed the connection".to_owned(),
             Some(Inbound::Closed { why }) => break why,
             Some(Inbound::Unhandled { id, why }) => {
-                shared.pending.complete(&id, Answer::Unhandled(why));
+                if !shared.pending.complete(&id, Answer::Unhandled(why)) {
+                    tracing::debug!(upstream = %shared.upstream, "request {id} was never handled, and no one waits for it");
+                }
             }
             Some(Inbound::Failed { id, why }) => {
                 if !shared.pending.complete(&id, Answer::Failed(why)) {
