@@ -61,7 +61,7 @@ pub struct StreamableHttp {
     stateless: AtomicBool,
     /// How the upstream ended the session (an HTTP 404 for it), once it
     /// did: nothing more is sent, and what is under way ends on its own.
-    session_ended: Mutex<Option<String>>,
+    session_ended: std::sync::OnceLock<String>,
     /// For each tool, the arguments its schema marks with `x-mcp-header`:
     /// their path from `arguments` and their header's name (SEP-2243).
     param_headers: Mutex<HashMap<String, Vec<ParamHeader>>>,
@@ -117,7 +117,7 @@ pub fn open(
         session: Mutex::new(None),
         version: Mutex::new(None),
         stateless: AtomicBool::new(false),
-        session_ended: Mutex::new(None),
+        session_ended: std::sync::OnceLock::new(),
         param_headers: Mutex::new(HashMap::new()),
         rejected: Mutex::new(HashSet::new()),
         answering: Mutex::new(HashMap::new()),
@@ -206,7 +206,8 @@ impl StreamableHttp {
     /// answers 404 too is [`Inbound::Unhandled`]). The supervisor makes a
     /// new connection for the next request.
     fn end_session(&self, why: &str) {
-        lock(&self.session_ended).get_or_insert_with(|| why.to_owned());
+        // The first word on it stands.
+        let _ = self.session_ended.set(why.to_owned());
         self.listening.cancel();
     }
 
@@ -255,22 +256,6 @@ impl StreamableHttp {
             *lock(&self.session) = Some(session.clone());
         }
         let status = response.status();
-        if status == StatusCode::NOT_FOUND && posted.with_session {
-            // The spec: a 404 for a session means the upstream ended it
-            // and handled nothing of this request, which may therefore go
-            // again in a new session. Ended before anyone hears of it: a
-            // caller told to send again finds this connection gone.
-            let why = "ended its session (HTTP 404)";
-            self.end_session(why);
-            return match posted.id {
-                Some(id) => {
-                    let why = why.to_owned();
-                    self.deliver(Inbound::Unhandled { id, why }).await;
-                    None
-                }
-                None => Some(format!("the upstream {why}")),
-            };
-        }
         if posted.opens_session && status.is_success() {
             tokio::spawn(self.clone().listen());
         }
@@ -304,9 +289,12 @@ impl StreamableHttp {
         None
     }
 
-    /// An answer with an error status: a JSON-RPC error in its body is
-    /// delivered as such; otherwise the request fails naming the status
-    /// (for a notification: why it was refused).
+    /// An answer with an error status: a JSON-RPC error for this request in
+    /// its body is delivered as such; a refusal that says the upstream
+    /// forgot the session ([`forgot_the_session`], to a request that named
+    /// it) ends the session, the request [`Inbound::Unhandled`]; otherwise
+    /// the request fails naming the status (for a notification: why it was
+    /// refused).
     async fn refused(
         &self,
         mut response: Response,
@@ -315,9 +303,13 @@ impl StreamableHttp {
         with_session: bool,
     ) -> Option<String> {
         let body = body_start(&mut response).await;
+        // Only an error naming this very request is its answer: one with
+        // another id would wait for a call that is not there, and leave
+        // this one waiting for ever.
         if let Ok(message) = Message::parse(Bytes::from(body.clone()))
             && message.kind() == Kind::Error
-            && message.id().is_some()
+            && id.is_some()
+            && message.id() == id
         {
             self.deliver(Inbound::Message {
                 message,
@@ -327,9 +319,15 @@ impl StreamableHttp {
             return None;
         }
         if with_session && forgot_the_session(status, &body) {
-            // As a 404 for the session (see `exchange`): the request was
-            // refused before anything handled it.
-            let why = format!("ended its session (HTTP {status}{})", excerpt(&body));
+            // The upstream ended the session and handled nothing of this
+            // request, which may therefore go again in a new session.
+            // Ended before anyone hears of it: a caller told to send again
+            // finds this connection gone.
+            let why = match status {
+                // The spec's own word needs no quote.
+                StatusCode::NOT_FOUND => "ended its session (HTTP 404)".to_owned(),
+                _ => format!("ended its session (HTTP {status}{})", excerpt(&body)),
+            };
             self.end_session(&why);
             return match id {
                 Some(id) => {
@@ -722,7 +720,6 @@ fn checked(bytes: Bytes, answers: Option<Id>, stream_of: Option<Id>) -> Inbound 
     }
 }
 
-/// ": BODY" for an error's body, cut short; "" for none.
 /// The start of a body (enough to quote, and to read an error in it).
 async fn body_start(response: &mut Response) -> Vec<u8> {
     let mut body = Vec::new();
@@ -748,6 +745,7 @@ fn forgot_the_session(status: StatusCode, body: &[u8]) -> bool {
             && body.windows(7).any(|w| w.eq_ignore_ascii_case(b"session")))
 }
 
+/// ": BODY" for an error's body, cut short; "" for none.
 fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
@@ -1063,7 +1061,7 @@ impl Transport for StreamableHttp {
     }
 
     fn session_ended(&self) -> Option<String> {
-        lock(&self.session_ended).clone()
+        self.session_ended.get().cloned()
     }
 
     fn negotiated(&self, version: &str) {

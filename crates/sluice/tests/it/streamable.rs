@@ -364,6 +364,20 @@ async fn an_http_error_fails_the_call_with_its_status_and_an_excerpt_of_the_body
         text(&message),
         r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32020,"message":"Header mismatch"}}"#
     );
+    // The same error for request 3 names another request: not its answer
+    // (which would leave request 3 waiting for ever), so it fails quoting it.
+    transport
+        .send(request(3, "prompts/get", r#"{"name":"p"}"#))
+        .await
+        .unwrap();
+    match next(&mut inbound).await {
+        Inbound::Failed { id, why } => {
+            assert_eq!(id, Id::number(3));
+            assert!(why.contains("400 Bad Request"), "{why}");
+            assert!(why.contains("Header mismatch"), "{why}");
+        }
+        other => panic!("expected Failed, got {other:?}"),
+    }
 }
 
 #[tokio::test]
