@@ -155,6 +155,19 @@ impl Default for Hub {
     }
 }
 
+/// The capabilities a client declared, as sluice declares them to an
+/// upstream on its behalf: what sluice relays between them (sampling,
+/// elicitation, roots), so that the upstream offers that client what it
+/// would offer it directly. Nothing else: tasks are sluice's own
+/// (operations), and an extension sluice does not know it cannot relay.
+pub fn mirrored(declared: &ClientCapabilities) -> ClientCapabilities {
+    let mut mirrored = ClientCapabilities::default();
+    mirrored.sampling = declared.sampling.clone();
+    mirrored.elicitation = declared.elicitation.clone();
+    mirrored.roots = declared.roots.clone();
+    mirrored
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic elsewhere never leaves these maps inconsistent (each update is
     // one insert or remove), so a poisoned lock is still usable.
@@ -167,12 +180,8 @@ impl Hub {
     /// and speaks the same protocol era, so that they offer that client
     /// exactly what they would offer it directly.
     pub fn set_first_client(&self, client: &FirstClient) {
-        let mut mirrored = ClientCapabilities::default();
-        mirrored.sampling = client.capabilities.sampling.clone();
-        mirrored.elicitation = client.capabilities.elicitation.clone();
-        mirrored.roots = client.capabilities.roots.clone();
         let _ = self.first_client.set(FirstClient {
-            capabilities: mirrored,
+            capabilities: mirrored(&client.capabilities),
             initialize_version: client.initialize_version.clone(),
         });
     }
@@ -216,6 +225,14 @@ impl Hub {
         if let Some(entry) = lock(&self.sessions).get_mut(&id) {
             entry.log_level = Some(level);
         }
+    }
+
+    /// What sluice tells a 2026-07-28 upstream session `id`'s client can
+    /// do ([`mirrored`] from what it declared at `initialize`).
+    pub fn mirrored_capabilities(&self, id: SessionId) -> Option<ClientCapabilities> {
+        lock(&self.sessions)
+            .get(&id)
+            .map(|e| mirrored(&e.capabilities))
     }
 
     /// The log level a session asked for.

@@ -3,6 +3,7 @@
 //! its response, and the result shaped for the client's protocol era.
 
 use super::*;
+use crate::upstream::rpc::ForClient;
 
 impl Gateway {
     /// Sends one request to `upstream` on behalf of `caller`, routing its
@@ -47,7 +48,7 @@ impl Gateway {
         // `upstream::rpc`).
         let progress_token = caller.meta.get_progress_token();
         let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
-        let log_level = caller.session.and_then(|s| hub.log_level(s));
+        let for_client = || for_client(hub, caller);
         let listening = caller.stream.is_some();
         // A call that may become an operation always hears its progress.
         let progress = (listening && progress_token.is_some()) || caller.partial.is_some();
@@ -73,10 +74,10 @@ impl Gateway {
         // boxed, so that it does not size the common one.
         let mut call = std::pin::pin!(match request {
             Request::Text { method, params } => futures::future::Either::Left(
-                upstream.send_text(method, params, progress, log_level, &caller.ct, routes),
+                upstream.send_text(method, params, progress, for_client, &caller.ct, routes),
             ),
             Request::Made(request) => futures::future::Either::Right(Box::pin(
-                upstream.send(*request, progress, log_level, &caller.ct, routes),
+                upstream.send(*request, progress, for_client, &caller.ct, routes),
             )),
         });
         if !listening && caller.partial.is_none() {
@@ -143,6 +144,26 @@ impl Gateway {
             forward(notice).await;
         }
         result
+    }
+}
+
+/// What a request on `caller`'s behalf tells a 2026-07-28 upstream of its
+/// client: the log level its session set, and the capabilities its session
+/// declared at `initialize` or its request declares, as sluice relays
+/// them ([`crate::hub::mirrored`]). A caller that declares none (`sluice
+/// call`, a cache refresh in the background) has no one to ask for input:
+/// it declares none.
+fn for_client(hub: &Hub, caller: &Caller) -> ForClient {
+    let declared = match caller.session {
+        Some(session) => hub.mirrored_capabilities(session),
+        None => caller
+            .meta
+            .client_capabilities()
+            .map(|c| crate::hub::mirrored(&c)),
+    };
+    ForClient {
+        log_level: caller.session.and_then(|s| hub.log_level(s)),
+        capabilities: Some(declared.unwrap_or_default()),
     }
 }
 

@@ -435,7 +435,13 @@ pub(super) async fn list_all<T>(
     let never = CancellationToken::new();
     for _ in 0..MAX_PAGES {
         let answer = upstream
-            .send(request(cursor.take()), false, None, &never, |_| Vec::new())
+            .send(
+                request(cursor.take()),
+                false,
+                || crate::upstream::rpc::ForClient::NONE,
+                &never,
+                |_| Vec::new(),
+            )
             .await?;
         let (result, raw) = upstream.decoded(answer)?;
         let Some((items, next)) = extract(result, &raw) else {

@@ -251,7 +251,7 @@ impl Gateway {
             .send(
                 custom(method, json!({"taskId": id})),
                 false,
-                None,
+                || crate::upstream::rpc::ForClient::NONE,
                 ct,
                 |_| Vec::new(),
             )

@@ -306,7 +306,9 @@ impl Upstream {
     /// Sends `request`; `routes` registers, with the upstream's request id
     /// and progress token, whatever must follow the request (progress
     /// mapping, origin of server→client requests) before it is sent;
-    /// `progress` asks the upstream for progress; `ct` cancels it.
+    /// `progress` asks the upstream for progress; `for_client` says what
+    /// a 2026-07-28 request tells of its client (called only for such an
+    /// upstream); `ct` cancels it.
     ///
     /// A request the upstream said it never handled, because it had ended
     /// the session the request went in (Streamable HTTP's 404, or a 400
@@ -318,7 +320,7 @@ impl Upstream {
         &self,
         request: ClientRequest,
         progress: bool,
-        log_level: Option<rmcp::model::LoggingLevel>,
+        for_client: impl Fn() -> rpc::ForClient,
         ct: &CancellationToken,
         routes: impl Fn(&rpc::Outgoing) -> Vec<RouteGuard>,
     ) -> Result<rpc::Decoded, CallError> {
@@ -329,7 +331,7 @@ impl Upstream {
         let mut again = self.is_http().then(|| request.clone());
         let mut first = Some(request);
         let routes = &routes;
-        self.until_handled(governed_later, log_level, |conn, log_level| {
+        self.until_handled(governed_later, for_client, |conn, for_client| {
             let request = first.take().or_else(|| again.take());
             async move {
                 let Some(request) = request else {
@@ -337,7 +339,7 @@ impl Upstream {
                     return Err(rpc::RpcError::Closed("ended its session".to_owned()));
                 };
                 conn.rpc
-                    .request(request, progress, log_level, ct, routes)
+                    .request(request, progress, &for_client, ct, routes)
                     .await
             }
         })
@@ -353,30 +355,32 @@ impl Upstream {
         method: &str,
         params: &str,
         progress: bool,
-        log_level: Option<rmcp::model::LoggingLevel>,
+        for_client: impl Fn() -> rpc::ForClient,
         ct: &CancellationToken,
         routes: impl Fn(&rpc::Outgoing) -> Vec<RouteGuard>,
     ) -> Result<rpc::Decoded, CallError> {
         // As in `send`: a tool call's error is governed with its result.
         let governed_later = method == rmcp::model::CallToolRequestMethod::VALUE;
         let routes = &routes;
-        self.until_handled(governed_later, log_level, |conn, log_level| async move {
+        self.until_handled(governed_later, for_client, |conn, for_client| async move {
             conn.rpc
-                .request_text(method, params, progress, log_level, ct, routes)
+                .request_text(method, params, progress, &for_client, ct, routes)
                 .await
         })
         .await
     }
 
-    /// Makes a request with `send` on the live connection, given the
-    /// client's log level if the upstream takes it with each request (a
-    /// 2026-07-28 upstream has no `logging/setLevel`); once more on a new
-    /// connection if the upstream never handled it (see [`Self::send`]).
+    /// Makes a request with `send` on the live connection, given what
+    /// `for_client` says of the client if the upstream takes that with
+    /// each request (a 2026-07-28 upstream has no session: no
+    /// `logging/setLevel`, no capabilities declared once); once more on a
+    /// new connection if the upstream never handled it (see
+    /// [`Self::send`]).
     async fn until_handled<Sent>(
         &self,
         governed_later: bool,
-        log_level: Option<rmcp::model::LoggingLevel>,
-        mut send: impl FnMut(Arc<Connection>, Option<rmcp::model::LoggingLevel>) -> Sent,
+        for_client: impl Fn() -> rpc::ForClient,
+        mut send: impl FnMut(Arc<Connection>, rpc::ForClient) -> Sent,
     ) -> Result<rpc::Decoded, CallError>
     where
         Sent: Future<Output = Result<rpc::Decoded, rpc::RpcError>>,
@@ -384,8 +388,11 @@ impl Upstream {
         let mut resent = false;
         loop {
             let conn = self.connection().await?;
-            let level = log_level.filter(|_| conn.era() == Era::Stateless);
-            let answer = send(conn.clone(), level).await;
+            let told = match conn.era() {
+                Era::Stateless => for_client(),
+                Era::Legacy => rpc::ForClient::NONE,
+            };
+            let answer = send(conn.clone(), told).await;
             if let Err(rpc::RpcError::Unhandled(why)) = &answer
                 && !resent
             {
@@ -535,7 +542,10 @@ impl Upstream {
         let name = self.spec.name.clone();
         tokio::spawn(async move {
             let never = CancellationToken::new();
-            if let Err(e) = rpc.request(request, false, None, &never, |_| ()).await {
+            if let Err(e) = rpc
+                .request(request, false, &rpc::ForClient::NONE, &never, |_| ())
+                .await
+            {
                 tracing::debug!(upstream = %name, "stopped listening for list changes: {e:?}");
             }
         });

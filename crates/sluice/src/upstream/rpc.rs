@@ -186,6 +186,33 @@ struct Shared {
 /// (rmcp's `RequestMetaObject::set_log_level` writes the same).
 const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 
+/// The `_meta` key of the client's capabilities on a 2026-07-28 request
+/// (rmcp's `RequestMetaObject::set_client_capabilities` writes the same).
+const CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// What one request tells a 2026-07-28 upstream about the client it is
+/// made for, where the connection's context (sluice's `clientInfo`, the
+/// first client's capabilities) does not: that upstream hears no session,
+/// so each request says what its client can do. A request of the
+/// initialize era carries neither (the session declared them once).
+#[derive(Debug, Clone, Default)]
+pub struct ForClient {
+    /// The level of log messages the client asked for.
+    pub log_level: Option<LoggingLevel>,
+    /// The client's capabilities (as sluice relays them: see
+    /// [`crate::hub::mirrored`]); `None`: the connection's.
+    pub capabilities: Option<rmcp::model::ClientCapabilities>,
+}
+
+impl ForClient {
+    /// Nothing of a client: a request sluice makes for itself (lists, the
+    /// handshake), which carries the connection's context alone.
+    pub const NONE: ForClient = ForClient {
+        log_level: None,
+        capabilities: None,
+    };
+}
+
 /// The client context a 2026-07-28 upstream's every request carries in its
 /// `_meta`: typed for the requests sluice makes itself, and as members'
 /// text for those it forwards as the client's text
@@ -306,7 +333,7 @@ impl Link {
             ClientRequest::InitializeRequest(rmcp::model::InitializeRequest::new(client.clone()));
         let never = CancellationToken::new();
         let result = self
-            .request(request, false, None, &never, |_| ())
+            .request(request, false, &ForClient::NONE, &never, |_| ())
             .await
             .map_err(|e| describe(&e, "`initialize`"))?
             .decoded()?
@@ -358,7 +385,7 @@ impl Link {
                 .request(
                     ClientRequest::DiscoverRequest(discover),
                     false,
-                    None,
+                    &ForClient::NONE,
                     &never,
                     |_| (),
                 )
@@ -429,8 +456,8 @@ impl Link {
     }
 
     /// Sends `request` and waits for its answer, decoded. `progress` asks
-    /// the upstream for progress (a token is added); `log_level` is the
-    /// client's level (2026-07-28 requests carry it); `routes` runs with
+    /// the upstream for progress (a token is added); `for_client` is what
+    /// a 2026-07-28 request says of its client; `routes` runs with
     /// the request's id and token before it is sent, and what it returns is
     /// kept until the answer has been read; `ct` cancels the request (the
     /// upstream is told).
@@ -438,14 +465,18 @@ impl Link {
         &self,
         mut request: ClientRequest,
         progress: bool,
-        log_level: Option<LoggingLevel>,
+        for_client: &ForClient,
         ct: &CancellationToken,
         routes: impl FnOnce(&Outgoing) -> G,
     ) -> Result<Decoded, RpcError> {
         if let Some(context) = lock(&self.shared.context).clone() {
-            request.get_meta_mut().extend(context.typed.clone());
+            let meta = request.get_meta_mut();
+            meta.extend(context.typed.clone());
+            if let Some(capabilities) = &for_client.capabilities {
+                meta.set_client_capabilities(capabilities.clone());
+            }
         }
-        if let Some(level) = log_level {
+        if let Some(level) = for_client.log_level {
             request.get_meta_mut().set_log_level(level);
         }
         let (id, waiter) = self.shared.pending.register();
@@ -464,15 +495,15 @@ impl Link {
     /// Sends a request of `method` whose `params` are JSON text, kept as
     /// they are but for what sluice adds to their `_meta`: the progress
     /// token when `progress`; for an upstream of 2026-07-28, the client
-    /// context and `log_level`, replacing the client's own values of those
-    /// keys, as [`Link::request`] does. Waits for its answer; see
-    /// [`Link::request`].
+    /// context and what `for_client` says, replacing the client's own
+    /// values of those keys, as [`Link::request`] does. Waits for its
+    /// answer; see [`Link::request`].
     pub async fn request_text<G>(
         &self,
         method: &str,
         params: &str,
         progress: bool,
-        log_level: Option<LoggingLevel>,
+        for_client: &ForClient,
         ct: &CancellationToken,
         routes: impl FnOnce(&Outgoing) -> G,
     ) -> Result<Decoded, RpcError> {
@@ -483,12 +514,21 @@ impl Link {
             ))
         };
         let context = lock(&self.shared.context).clone();
-        let level =
-            log_level.map(|level| serde_json::to_string(&level).expect("a log level serializes"));
+        let level = for_client
+            .log_level
+            .map(|level| serde_json::to_string(&level).expect("a log level serializes"));
+        // The client's own capabilities in place of the connection's.
+        let capabilities = (for_client.capabilities.as_ref())
+            .filter(|_| context.is_some())
+            .map(|c| serde_json::to_string(c).expect("capabilities serialize"));
         let mut members: Vec<(&str, &str)> = context
             .iter()
             .flat_map(|c| c.members.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .filter(|(key, _)| capabilities.is_none() || *key != CAPABILITIES_META)
             .collect();
+        if let Some(capabilities) = &capabilities {
+            members.push((CAPABILITIES_META, capabilities));
+        }
         if let Some(level) = &level {
             members.push((LOG_LEVEL_META, level));
         }
@@ -966,16 +1006,17 @@ mod tests {
 
     /// A `tools/list` request made in a task of its own.
     fn spawn_ask(rpc: &Rpc) -> tokio::task::JoinHandle<Result<ServerResult, RpcError>> {
-        let link = rpc.listener();
-        tokio::spawn(async move {
-            link.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
-                .await
-                .and_then(|a| a.decoded().map(|(r, _)| r).map_err(RpcError::Failed))
-        })
+        tokio::spawn(ask_on(rpc.listener()))
     }
 
     async fn ask(rpc: &Rpc) -> Result<ServerResult, RpcError> {
-        rpc.request(list_tools(), false, None, &CancellationToken::new(), |_| ())
+        ask_on(rpc.listener()).await
+    }
+
+    /// A `tools/list` request on `link`, its answer decoded.
+    async fn ask_on(link: Link) -> Result<ServerResult, RpcError> {
+        let never = CancellationToken::new();
+        link.request(list_tools(), false, &ForClient::NONE, &never, |_| ())
             .await
             .and_then(|a| a.decoded().map(|(r, _)| r).map_err(RpcError::Failed))
     }
@@ -1086,7 +1127,10 @@ mod tests {
         let call = tokio::spawn({
             let link = rpc.listener();
             let ct = ct.clone();
-            async move { link.request(list_tools(), false, None, &ct, |_| ()).await }
+            async move {
+                link.request(list_tools(), false, &ForClient::NONE, &ct, |_| ())
+                    .await
+            }
         });
         let id = far.received().await["id"].clone();
         ct.cancel();
@@ -1139,5 +1183,81 @@ mod tests {
         let request = far.received().await;
         assert!(request["params"]["_meta"].is_null(), "{request}");
         drop(call);
+    }
+
+    /// A 2026-07-28 request tells the upstream its own client's
+    /// capabilities in place of the connection's (the first client's),
+    /// typed or as text; one made for no client carries the connection's.
+    #[tokio::test]
+    async fn a_2026_request_carries_its_own_clients_capabilities() {
+        let (rpc, mut far) = engine(1 << 20);
+        let mut first = ClientConfig::default();
+        first.capabilities.roots = Some(Default::default());
+        let handshake = tokio::spawn(async move {
+            let info = rpc.handshake(Lifecycle::Discover, &first).await;
+            (rpc, info)
+        });
+        let discover = far.received().await;
+        let id = discover["id"].to_string();
+        far.send(
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{{"tools":{{}}}},"ttlMs":0,"cacheScope":"private"}}}}"#
+            )
+            .as_bytes(),
+        )
+        .await;
+        let (rpc, info) = handshake.await.unwrap();
+        info.unwrap();
+        let mut sampling = rmcp::model::ClientCapabilities::default();
+        sampling.sampling = Some(Default::default());
+        let for_client = ForClient {
+            log_level: None,
+            capabilities: Some(sampling),
+        };
+        let link = rpc.listener();
+        let never = CancellationToken::new();
+        let typed = link.request(list_tools(), false, &for_client, &never, |_| ());
+        let text = link.request_text(
+            "tools/call",
+            r#"{"name":"t","_meta":{"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"x":1}}"#,
+            false,
+            &for_client,
+            &never,
+            |_| (),
+        );
+        let own = link.request(list_tools(), false, &ForClient::NONE, &never, |_| ());
+        let received = async {
+            let mut metas = Vec::new();
+            for _ in 0..3 {
+                let request = far.received().await;
+                metas.push((
+                    request["method"].clone(),
+                    request["params"]["_meta"].clone(),
+                ));
+            }
+            metas
+        };
+        let metas = tokio::select! {
+            metas = received => metas,
+            _ = async { tokio::join!(typed, text, own) } => unreachable!("nothing answers"),
+        };
+        let key = "io.modelcontextprotocol/clientCapabilities";
+        let capabilities: Vec<String> = metas.iter().map(|(_, m)| m[key].to_string()).collect();
+        assert_eq!(
+            capabilities,
+            [
+                r#"{"sampling":{}}"#,
+                r#"{"sampling":{}}"#,
+                r#"{"roots":{}}"#
+            ],
+            "{metas:?}"
+        );
+        // The text keeps what else its `_meta` had, the key once.
+        assert_eq!(metas[1].0, "tools/call");
+        assert_eq!(metas[1].1["x"], 1);
+        assert_eq!(
+            metas[1].1["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
     }
 }

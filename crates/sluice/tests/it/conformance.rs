@@ -4,8 +4,9 @@
 //! sluice: every check that passes directly must pass through sluice.
 //! Twice: 0.1.16 (its `active` suite, 2025-era sessions), and 0.2.0-alpha
 //! (`conformance-2026`) with the 2026-07-28 requirement set, every scenario
-//! at the 2026-07-28 wire, where the checks sluice loses today are listed,
-//! each with its reason, in `tests/fixtures/conformance-2026-expected-failures.yml`.
+//! at the 2026-07-28 wire, where a check sluice loses would be listed, with
+//! its reason, in `tests/fixtures/conformance-2026-expected-failures.yml`
+//! (none today: the scenarios the fixture fails are all that is there).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -76,7 +77,7 @@ fn scenario_of(folder: &str) -> String {
 }
 
 /// Starts the fixture over HTTP on a free port; killed on drop.
-async fn fixture_http() -> (tokio::process::Child, String) {
+pub(crate) async fn fixture_http() -> (tokio::process::Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -805,3 +805,78 @@ async fn a_cancellation_standing_alone_cancels_no_other_clients_call() {
         answered.body
     );
 }
+
+/// A 2026-07-28 upstream hears no session: each request tells it what its
+/// client can do. Through sluice it is told the capabilities of the client
+/// the request is made for (a 2026-07-28 request's own, a session's from
+/// its `initialize`), not those of the first client sluice served. The
+/// conformance fixture's `test_missing_capability` (Python SDK) refuses a
+/// client without sampling with -32021 and proceeds for one with it; the
+/// first client here has none. Over both upstream transports.
+#[tokio::test]
+async fn a_2026_upstream_is_told_the_capabilities_of_each_requests_own_client() {
+    let (_fixture, fixture_url) = crate::conformance::fixture_http().await;
+    let dir = TempDir::new("capabilities-per-request");
+    let config = dir.file(
+        "sluice.toml",
+        &format!("[upstreams.fixture]\nurl = {fixture_url:?}\nprotocol = \"2026-07-28\"\n"),
+    );
+    let over_stdio = HttpSluice::start(&[], &conformance_fixture()).await;
+    let over_http = HttpSluice::start(&["--config", config.to_str().unwrap()], &[]).await;
+    let tool = "test_missing_capability";
+    for sluice in [&over_stdio, &over_http] {
+        let url = sluice.url.as_str();
+        let stateless = |id: u32, capabilities: &str| {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{{"name":"raw","version":"0"}},"io.modelcontextprotocol/clientCapabilities":{capabilities}}}}}}}"#
+            );
+            let headers = vec![
+                ("mcp-protocol-version", "2026-07-28".to_owned()),
+                ("mcp-method", "tools/call".to_owned()),
+                ("mcp-name", tool.to_owned()),
+            ];
+            post_to(url, headers, body)
+        };
+        let session = |capabilities: &'static str| async move {
+            let initialize = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{capabilities},"clientInfo":{{"name":"raw","version":"0"}}}}}}"#
+            );
+            let opened = post_to(url, vec![], initialize).await;
+            assert_eq!(opened.status, 200, "{}", opened.body);
+            let id = opened.header("mcp-session-id").unwrap().to_owned();
+            let headers = || {
+                vec![
+                    ("mcp-session-id", id.clone()),
+                    ("mcp-protocol-version", "2025-11-25".to_owned()),
+                ]
+            };
+            let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+            assert_eq!(
+                post_to(url, headers(), initialized.into()).await.status,
+                202
+            );
+            let call = format!(
+                r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#
+            );
+            post_to(url, headers(), call).await
+        };
+        let refused = |answer: &Exchange| {
+            assert_eq!(answer.message()["error"]["code"], -32021, "{}", answer.body);
+        };
+        let proceeded = |answer: &Exchange| {
+            assert_eq!(
+                answer.message()["result"]["content"][0]["text"],
+                "Client declared sampling capability; proceeding.",
+                "{}",
+                answer.body
+            );
+        };
+        // The first client declares nothing.
+        refused(&stateless(1, "{}").await);
+        proceeded(&stateless(2, r#"{"sampling":{}}"#).await);
+        refused(&stateless(3, r#"{"elicitation":{}}"#).await);
+        proceeded(&session(r#"{"sampling":{},"roots":{}}"#).await);
+        refused(&session("{}").await);
+        proceeded(&stateless(4, r#"{"sampling":{"tools":{}}}"#).await);
+    }
+}
