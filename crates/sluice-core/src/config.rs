@@ -120,6 +120,9 @@ pub struct Config {
     /// Where the admin server (metrics, the live page) listens
     /// (`[admin] listen`; `--admin` overrides it); `None`: it does not run.
     pub admin: Option<std::net::SocketAddr>,
+    /// The principals of `[auth]` who may read the admin server's data
+    /// (`[admin] principals`); `None`: any principal of `[auth]`.
+    pub admin_principals: Option<Vec<String>>,
 }
 
 /// The `[auth]` table: the bearer tokens the HTTP listener accepts, and the
@@ -336,11 +339,18 @@ struct RawConfig {
 #[serde(deny_unknown_fields)]
 struct RawAdmin {
     listen: Option<String>,
+    principals: Option<Vec<String>>,
 }
 
+/// What `[admin]` says: where it listens, and who may read it.
+type AdminTable = (Option<std::net::SocketAddr>, Option<Vec<String>>);
+
 impl RawAdmin {
-    fn check(self) -> Result<Option<std::net::SocketAddr>, String> {
-        self.listen
+    /// `with_auth`: the file has an `[auth]` table (`principals` names
+    /// some of its principals).
+    fn check(self, with_auth: bool) -> Result<AdminTable, String> {
+        let listen = self
+            .listen
             .map(|listen| {
                 listen.parse().map_err(|_| {
                     format!(
@@ -348,7 +358,25 @@ impl RawAdmin {
                     )
                 })
             })
-            .transpose()
+            .transpose()?;
+        let Some(principals) = self.principals else {
+            return Ok((listen, None));
+        };
+        if !with_auth {
+            return Err("[admin]: `principals` names who, among the principals of [auth], may read the admin server's data, but the file has no [auth] table: add one (see [auth] in the README), or remove `principals`".into());
+        }
+        if principals.is_empty() {
+            return Err("[admin]: `principals = []` lets no one read the admin server's data: name who may (e.g. [\"ops\"]), or remove `principals` to let any principal of [auth]".into());
+        }
+        let mut named = Vec::with_capacity(principals.len());
+        for principal in principals {
+            let principal = principal.trim();
+            if principal.is_empty() {
+                return Err("[admin]: `principals` holds an empty name: name a principal of [auth] (e.g. \"ops\")".into());
+            }
+            named.push(principal.to_owned());
+        }
+        Ok((listen, Some(named)))
     }
 }
 
@@ -1203,11 +1231,13 @@ impl Config {
                 )
             }
         };
-        let admin = match raw.admin {
-            None => None,
+        let (admin, admin_principals) = match raw.admin {
+            None => (None, None),
             Some(raw) => {
                 let span = raw.span();
-                raw.into_inner().check().map_err(|e| at(span, e))?
+                raw.into_inner()
+                    .check(auth.is_some())
+                    .map_err(|e| at(span, e))?
             }
         };
         Ok(Config {
@@ -1221,6 +1251,7 @@ impl Config {
             limits,
             auth,
             admin,
+            admin_principals,
         })
     }
 
@@ -1253,6 +1284,7 @@ impl Config {
             limits: MessageLimits::default(),
             auth: None,
             admin: None,
+            admin_principals: None,
         })
     }
 }
@@ -1889,6 +1921,44 @@ cache_mb = 0
         );
         let err = parse(&format!("{up}[admin]\nport = 9464\n")).unwrap_err();
         assert!(err.contains("port"), "{err}");
+    }
+
+    #[test]
+    fn admin_principals_name_some_of_auths_principals() {
+        let up = "[upstreams.a]\ncommand = \"x\"\n";
+        let auth = format!(
+            "[auth]\ntokens = [ {{ principal = \"ops\", sha256 = \"{}\" }} ]\n",
+            "ab".repeat(32)
+        );
+        let config = parse(&format!(
+            "{up}{auth}[admin]\nlisten = \"127.0.0.1:9464\"\nprincipals = [\"ops\", \" alice \"]\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            config.admin_principals,
+            Some(vec!["ops".to_owned(), "alice".to_owned()])
+        );
+        assert_eq!(
+            parse(&format!("{up}{auth}[admin]\n"))
+                .unwrap()
+                .admin_principals,
+            None
+        );
+        for (principals, with_auth, expected) in [
+            ("[\"ops\"]", false, "the file has no [auth] table"),
+            ("[]", true, "`principals = []` lets no one read"),
+            (
+                "[\"ops\", \"  \"]",
+                true,
+                "`principals` holds an empty name",
+            ),
+        ] {
+            let auth = if with_auth { auth.as_str() } else { "" };
+            let err =
+                parse(&format!("{up}{auth}[admin]\nprincipals = {principals}\n")).unwrap_err();
+            assert!(err.contains(expected), "{principals}: {err}");
+            assert!(!err.contains('\n'), "one line: {err}");
+        }
     }
 
     #[test]

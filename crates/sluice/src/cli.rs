@@ -210,6 +210,7 @@ impl Args {
                 let admin = admin_addr.map(|addr| AdminSettings {
                     addr,
                     auth: authenticator.clone(),
+                    principals: config.admin_principals.clone(),
                     // Never any Host: without [auth] the Host check is all
                     // that keeps a DNS-rebinding page from the data.
                     hosts: AllowedHosts::new(&self.allow_hosts, false),

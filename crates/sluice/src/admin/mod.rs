@@ -7,9 +7,9 @@
 //! - `GET /api/state`: what the page shows, as JSON ([`state`]).
 //!
 //! Who may ask: with `[auth]`, `/metrics` and `/api/state` need a bearer
-//! token of `[auth]` (any principal: an operator's view is of everyone's
-//! figures); the page itself holds no data and is served to anyone (it asks
-//! for a token). Without `[auth]` the server may only listen on a loopback
+//! token of `[auth]` (any principal, or one of `[admin] principals`: an
+//! operator's view is of everyone's figures); the page itself holds no
+//! data and is served to anyone (it asks for a token). Without `[auth]` the server may only listen on a loopback
 //! address ([`AdminSettings::check`]), and a request must name a loopback
 //! Host (and Origin), as `/mcp` requires: a page of another site reached
 //! through DNS rebinding gets nothing.
@@ -44,6 +44,9 @@ pub struct AdminSettings {
     pub addr: SocketAddr,
     /// `[auth]`'s tokens, if configured.
     pub auth: Option<Arc<Authenticator>>,
+    /// The principals of `[auth]` who may read the data (`[admin]
+    /// principals`); `None`: any.
+    pub principals: Option<Vec<String>>,
     /// Hosts besides localhost a request may name (`--allow-host`), or any.
     pub hosts: AllowedHosts,
 }
@@ -81,6 +84,7 @@ impl AdminSettings {
 struct Admin {
     gateway: Arc<Gateway>,
     auth: Option<Arc<Authenticator>>,
+    principals: Option<Arc<[String]>>,
     hosts: Arc<AllowedHosts>,
     /// When the server started (the page's uptime).
     started: std::time::SystemTime,
@@ -109,6 +113,7 @@ pub async fn start(
     let admin = Admin {
         gateway: gateway.clone(),
         auth: settings.auth,
+        principals: settings.principals.map(Arc::from),
         hosts: Arc::new(settings.hosts),
         started: crate::clock::wall(),
     };
@@ -142,7 +147,7 @@ pub async fn start(
 }
 
 /// Checks who asks: the Host (without `[auth]`), then the bearer token
-/// (with `[auth]`, for everything but the page).
+/// and whose it is (with `[auth]`, for everything but the page).
 async fn guard(State(admin): State<Admin>, request: Request, next: Next) -> Response {
     match &admin.auth {
         // A bearer token is never sent by a browser on its own: a page of
@@ -157,9 +162,18 @@ async fn guard(State(admin): State<Admin>, request: Request, next: Next) -> Resp
                 }
                 Err(why) => return unauthorized(why),
             };
-            if let Err(why) = auth.authenticate(token).await {
-                tracing::info!(reason = %why, "refused a request to the admin server");
-                return unauthorized(&why);
+            let principal = match auth.authenticate(token).await {
+                Ok(principal) => principal,
+                Err(why) => {
+                    tracing::info!(reason = %why, "refused a request to the admin server");
+                    return unauthorized(&why);
+                }
+            };
+            if let Some(allowed) = &admin.principals
+                && !allowed.iter().any(|p| **p == *principal.0)
+            {
+                tracing::info!(principal = %principal.0, "refused a request to the admin server: not one of [admin] principals");
+                return forbidden(&principal.0);
             }
         }
         Some(_) => {}
@@ -170,6 +184,21 @@ async fn guard(State(admin): State<Admin>, request: Request, next: Next) -> Resp
         }
     }
     next.run(request).await
+}
+
+/// The answer to a principal of `[auth]` that `[admin] principals` does
+/// not name (the names it does are not told).
+fn forbidden(principal: &str) -> Response {
+    let why = format!(
+        "principal {principal:?} may not read the admin server's data: it is not one of [admin] principals"
+    );
+    let body = serde_json::json!({"error": "forbidden", "error_description": why});
+    (
+        StatusCode::FORBIDDEN,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 fn unauthorized(why: &str) -> Response {

@@ -472,6 +472,24 @@ fn base_of(url: &str) -> String {
     format!("http://{}", &rest[..rest.find('/').unwrap_or(rest.len())])
 }
 
+/// An `initialize` to `/mcp` with bearer `token`, as client `name`.
+async fn initialize_as(sluice: &HttpSluice, token: &str, name: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{}/mcp", base_of(&sluice.url)))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": name, "version": "1"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap()
+}
+
 fn sha256_hex(token: &str) -> String {
     Sha256::digest(token.as_bytes())
         .iter()
@@ -529,21 +547,7 @@ async fn with_auth_the_data_needs_a_token_and_without_it_only_loopback_hosts_are
         200
     );
     // A session's principal is shown to the operator.
-    let mcp = format!("{}/mcp", base_of(&_sluice.url));
-    let opened = reqwest::Client::new()
-        .post(&mcp)
-        .bearer_auth(token)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {},
-                "clientInfo": {"name": "ops-console", "version": "1"}}})
-            .to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let opened = initialize_as(&_sluice, token, "ops-console").await;
     assert_eq!(opened.status(), 200);
     let state: Value = get(&format!("{base}/api/state"), Some(token))
         .await
@@ -643,4 +647,46 @@ async fn with_auth_the_data_needs_a_token_and_without_it_only_loopback_hosts_are
     assert_eq!(admin_url(&sluice), format!("http://127.0.0.1:{port}"));
     let (_, samples) = scrape(&admin_url(&sluice)).await;
     assert_eq!(sample_of(&samples, "sluice_sessions", &[]), 0.0);
+}
+
+/// `[admin] principals`: only the principals it names may read the data;
+/// another principal of `[auth]` gets 403 (its token is good: 401 would
+/// tell it to get another), and keeps using `/mcp`.
+#[tokio::test]
+async fn admin_principals_keep_the_data_to_those_named() {
+    let dir = TempDir::new("admin-principals");
+    let (ops, alice) = ("admin-principals-ops", "admin-principals-alice");
+    let file = sample_config(
+        &dir,
+        &format!(
+            "[auth]\ntokens = [ {{ principal = \"ops\", sha256 = \"{}\" }}, {{ principal = \"alice\", sha256 = \"{}\" }} ]\n\n[admin]\nprincipals = [\"ops\"]\n",
+            sha256_hex(ops),
+            sha256_hex(alice)
+        ),
+    );
+    let (sluice, base) = start(&["--config", file.to_str().unwrap()]).await;
+    for path in ["/metrics", "/api/state"] {
+        let url = format!("{base}{path}");
+        assert_eq!(get(&url, Some(ops)).await.status(), 200, "{path}");
+        let refused = get(&url, Some(alice)).await;
+        assert_eq!(refused.status(), 403, "{path}");
+        let body: Value = refused.json().await.unwrap();
+        assert_eq!(body["error"], "forbidden", "{body}");
+        let why = body["error_description"].as_str().unwrap();
+        assert!(
+            why.contains(r#"principal "alice" may not read"#) && !why.contains("ops"),
+            "{why}"
+        );
+        assert_eq!(get(&url, Some("no-such-token")).await.status(), 401);
+        assert_eq!(get(&url, None).await.status(), 401);
+    }
+    // The page holds no data: served to anyone.
+    assert_eq!(get(&format!("{base}/"), None).await.status(), 200);
+    // alice's token is still good for /mcp.
+    assert_eq!(initialize_as(&sluice, alice, "alice").await.status(), 200);
+    let log = sluice.stderr.lock().unwrap().join("\n");
+    assert!(
+        log.contains("not one of [admin] principals") && !log.contains(alice),
+        "{log}"
+    );
 }
