@@ -7,6 +7,9 @@
 //! at the 2026-07-28 wire, where a check sluice loses would be listed, with
 //! its reason, in `tests/fixtures/conformance-2026-expected-failures.yml`
 //! (none today: the scenarios the fixture fails are all that is there).
+//! And the suites' client scenarios, whose test servers see sluice's
+//! upstream side: `tests/fixtures/conformance_client.py` performs each one
+//! directly and through sluice, and sluice loses no check.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -174,6 +177,23 @@ impl Verdicts {
             .collect()
     }
 
+    /// The checks that passed where they ran: an occurrence SUCCESS or
+    /// INFO, none FAILURE or WARNING (a client scenario skips what its
+    /// client did not exercise: a check of a header for each method).
+    fn succeeded(&self) -> BTreeSet<&String> {
+        let status = |check: &serde_json::Value| check["status"].as_str().unwrap_or("").to_owned();
+        let failed: BTreeSet<&String> = (self.checks.iter())
+            .filter(|(_, check)| matches!(status(check).as_str(), "FAILURE" | "WARNING"))
+            .map(|(key, _)| key)
+            .collect();
+        (self.checks.iter())
+            .filter(|(key, check)| {
+                matches!(status(check).as_str(), "SUCCESS" | "INFO") && !failed.contains(key)
+            })
+            .map(|(key, _)| key)
+            .collect()
+    }
+
     /// The checks of `key` (`scenario/check`) as the suite wrote them.
     fn details(&self, key: &str) -> String {
         self.checks
@@ -207,6 +227,12 @@ async fn run_suite_2026(url: &str, out: &Path) -> Verdicts {
         "the suite did not finish:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    read_verdicts(out)
+}
+
+/// The verdicts of the suite's results under `out` (a folder per scenario,
+/// each with its `checks.json`).
+fn read_verdicts(out: &Path) -> Verdicts {
     let mut verdicts = Verdicts::default();
     for entry in std::fs::read_dir(out).unwrap() {
         let dir = entry.unwrap().path();
@@ -335,4 +361,139 @@ async fn conformance_2026_suite_passes_through_sluice_to_an_http_upstream() {
     );
     let sluice = HttpSluice::start(&["--config", config.to_str().unwrap()], &[]).await;
     through_sluice_2026_loses_no_check(&sluice, &direct_url, "conformance-2026-http").await;
+}
+
+// ---------------------------------------------------------------------------
+// The client scenarios: sluice's upstream side, as the suite's servers see it
+
+/// The suite's client scenarios `tests/fixtures/conformance_client.py`
+/// performs, each with the suite that runs it, the wire it runs at
+/// (`None`: the suite's default for the scenario), and whether the script
+/// talks to sluice as a 2025-11-25 client (sluice then answers a
+/// 2026-07-28 server's `input_required` itself).
+const CLIENT_SCENARIOS: [ClientScenario; 14] = [
+    (Suite::V1, "initialize", None, false),
+    (Suite::V1, "tools_call", None, false),
+    (
+        Suite::V1,
+        "elicitation-sep1034-client-defaults",
+        None,
+        false,
+    ),
+    (Suite::V1, "sse-retry", None, false),
+    (Suite::V2026, "tools_call", Some("2026-07-28"), false),
+    (Suite::V2026, "request-metadata", None, false),
+    (Suite::V2026, "sep-2322-client-request-state", None, false),
+    (Suite::V2026, "sep-2322-client-request-state", None, true),
+    (Suite::V2026, "http-standard-headers", None, false),
+    (Suite::V2026, "http-custom-headers", None, false),
+    (Suite::V2026, "http-custom-headers", None, true),
+    (Suite::V2026, "http-invalid-tool-headers", None, false),
+    (Suite::V2026, "json-schema-ref-no-deref", None, false),
+    (
+        Suite::V2026,
+        "json-schema-2020-12-preservation",
+        Some("2026-07-28"),
+        false,
+    ),
+];
+
+/// A client scenario: its suite, its name, its wire, a legacy client.
+type ClientScenario = (Suite, &'static str, Option<&'static str>, bool);
+
+/// Which installed conformance suite runs a scenario.
+#[derive(Clone, Copy, Debug)]
+enum Suite {
+    /// 0.1.16 (2025-11-25).
+    V1,
+    /// 0.2.0-alpha.12 (`conformance-2026`).
+    V2026,
+}
+
+impl Suite {
+    fn index_js(self) -> std::path::PathBuf {
+        peers().join(match self {
+            Suite::V1 => "npm/node_modules/@modelcontextprotocol/conformance/dist/index.js",
+            Suite::V2026 => "npm/node_modules/conformance-2026/dist/index.js",
+        })
+    }
+}
+
+/// Runs client scenario `scenario` with `conformance_client.py` as the
+/// client, through sluice or (`direct`) not, its results written under
+/// `out`.
+async fn run_client_scenario(
+    (suite, scenario, wire, legacy): ClientScenario,
+    direct: bool,
+    out: &Path,
+) -> Verdicts {
+    let client = format!(
+        "{} {}{}{}",
+        peers().join("py/bin/python").display(),
+        repo()
+            .join("tests/fixtures/conformance_client.py")
+            .display(),
+        if direct { " --direct" } else { "" },
+        if legacy { " --legacy-client" } else { "" }
+    );
+    let mut command = Command::new(node());
+    command
+        .arg(suite.index_js())
+        .args(["client", "--command", &client, "--scenario", scenario, "-o"])
+        .arg(out)
+        .env("SLUICE_BIN", sluice())
+        .stdin(Stdio::null());
+    if let Some(wire) = wire {
+        command.args(["--spec-version", wire]);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(120), command.output())
+        .await
+        .expect("a client scenario ends within 120 s")
+        .unwrap();
+    let verdicts = read_verdicts(out);
+    assert!(
+        !verdicts.checks.is_empty(),
+        "{scenario} ({suite:?}) wrote no check:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    verdicts
+}
+
+/// Each client scenario the script performs passes directly (else the
+/// script, not sluice, is wrong), and loses no check through sluice: what
+/// the suite's server sees of sluice's upstream side (its handshake and
+/// request `_meta`, its headers, its resumption of a cut stream, what it
+/// keeps of a tool's schema, the requests it relays) is what a conforming
+/// client shows it.
+#[tokio::test]
+async fn the_client_scenarios_pass_against_sluices_upstream_side() {
+    let dir = TempDir::new("conformance-client");
+    let mut failures = String::new();
+    let mut passed_directly = 0;
+    for (n, case) in CLIENT_SCENARIOS.into_iter().enumerate() {
+        let (suite, scenario, _, legacy) = case;
+        let direct = run_client_scenario(case, true, &dir.0.join(format!("{n}-direct"))).await;
+        let proxied = run_client_scenario(case, false, &dir.0.join(format!("{n}-sluice"))).await;
+        if !direct.failing_scenarios.is_empty() {
+            failures.push_str(&format!(
+                "{scenario} ({suite:?}) fails directly: {:?}\n",
+                direct.checks
+            ));
+        }
+        passed_directly += direct.succeeded().len();
+        for check in direct.succeeded().difference(&proxied.succeeded()) {
+            failures.push_str(&format!(
+                "{check} ({suite:?}, legacy client: {legacy}) passes directly, not through sluice:\n{}",
+                proxied.details(check)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures}");
+    // 63 distinct checks pass directly today: the scenarios exercise
+    // something, not only skip it.
+    assert!(
+        passed_directly >= 55,
+        "only {passed_directly} checks pass directly"
+    );
 }
