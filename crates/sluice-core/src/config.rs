@@ -13,7 +13,7 @@
 //!
 //! [upstreams.search]
 //! url = "http://127.0.0.1:3001/mcp"
-//! headers = { Authorization = "Bearer secret" }
+//! headers = { Authorization = "Bearer ${SEARCH_TOKEN}" }   # see [`crate::vars`]
 //!
 //! [upstreams.fs.tools.directory_tree]   # per-tool settings
 //! max_tokens = 8000
@@ -954,8 +954,20 @@ impl Config {
         Self::parse(&text, path)
     }
 
-    /// Parses and validates configuration text; `path` is only used in errors.
+    /// Parses and validates configuration text; `path` is only used in
+    /// errors. `${NAME}` in the values that hold secrets is read from
+    /// sluice's environment (see [`crate::vars`]).
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        Self::parse_with(text, path, &|name| std::env::var(name).ok())
+    }
+
+    /// [`Self::parse`], with the environment `env` (a variable's value, if
+    /// it is set).
+    pub fn parse_with(
+        text: &str,
+        path: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
         let at = |span: std::ops::Range<usize>, message: String| {
             let (line, column) = line_column(text, span.start);
             ConfigError::Invalid {
@@ -1014,22 +1026,41 @@ impl Config {
                             format!("upstream `{name}`: `headers` only applies to `url` upstreams"),
                         ));
                     }
+                    let mut expanded = BTreeMap::new();
+                    for (variable, value) in raw.env {
+                        let value = crate::vars::expand(&value, env).map_err(|e| {
+                            at(
+                                span.clone(),
+                                format!("upstream `{name}`: `env.{}`: {e}", shown(&variable)),
+                            )
+                        })?;
+                        expanded.insert(variable, value);
+                    }
                     UpstreamTransport::Stdio {
                         command,
                         args: raw.args,
-                        env: raw.env,
+                        env: expanded,
                         cwd: raw.cwd,
                     }
                 }
-                (None, Some(url)) => {
-                    let url_span = url.span();
-                    let url = url.into_inner();
+                (None, Some(written)) => {
+                    let url_span = written.span();
+                    let written = written.into_inner();
+                    let url = crate::vars::expand(&written, env).map_err(|e| {
+                        at(url_span.clone(), format!("upstream `{name}`: `url`: {e}"))
+                    })?;
                     if !(url.starts_with("http://") || url.starts_with("https://")) {
+                        // The file's text, never what its variables hold.
                         return Err(at(
                             url_span,
                             format!(
-                                "upstream `{name}`: `url` must start with http:// or https://, got `{}`",
-                                shown(&url)
+                                "upstream `{name}`: `url` must start with http:// or https://, got `{}`{}",
+                                shown(&written),
+                                if written == url {
+                                    ""
+                                } else {
+                                    " (its variables replaced)"
+                                }
                             ),
                         ));
                     }
@@ -1041,14 +1072,19 @@ impl Config {
                             ),
                         ));
                     }
-                    for (header, value) in &raw.headers {
-                        check_header(header, value)
+                    let mut headers = BTreeMap::new();
+                    for (header, value) in raw.headers {
+                        let value = crate::vars::expand(&value, env).map_err(|e| {
+                            at(
+                                span.clone(),
+                                format!("upstream `{name}`: header `{}`: {e}", shown(&header)),
+                            )
+                        })?;
+                        check_header(&header, &value)
                             .map_err(|why| at(span.clone(), format!("upstream `{name}`: {why}")))?;
+                        headers.insert(header, value);
                     }
-                    UpstreamTransport::Http {
-                        url,
-                        headers: raw.headers,
-                    }
+                    UpstreamTransport::Http { url, headers }
                 }
             };
             let protocol = match raw.protocol {
@@ -1921,6 +1957,74 @@ cache_mb = 0
         );
         let err = parse(&format!("{up}[admin]\nport = 9464\n")).unwrap_err();
         assert!(err.contains("port"), "{err}");
+    }
+
+    #[test]
+    fn secrets_come_from_the_environment_and_errors_name_them_never_show_them() {
+        let env = |name: &str| match name {
+            "GH_TOKEN" => Some("ghp_s3cret".to_owned()),
+            "HOST" => Some("mcp.example.com".to_owned()),
+            "BAD" => Some("line\nbreak".to_owned()),
+            "FTP" => Some("ftp://s3cret@host".to_owned()),
+            _ => None,
+        };
+        let parse_env = |text: &str| {
+            Config::parse_with(text, Path::new("sluice.toml"), &env).map_err(|e| e.to_string())
+        };
+        let config = parse_env(
+            "[upstreams.gh]\nurl = \"https://${HOST}/mcp?key=${KEY:-none}\"\nheaders = { Authorization = \"Bearer ${GH_TOKEN}\", X-Literal = \"$${GH_TOKEN}\" }\n\n[upstreams.fs]\ncommand = \"server\"\nargs = [\"${GH_TOKEN}\"]\nenv = { TOKEN = \"${GH_TOKEN}\", PLAIN = \"p\" }\n",
+        )
+        .unwrap();
+        let by_name = |n: &str| {
+            &config
+                .upstreams
+                .iter()
+                .find(|u| u.name == n)
+                .unwrap()
+                .transport
+        };
+        let UpstreamTransport::Http { url, headers } = by_name("gh") else {
+            panic!("gh is an HTTP upstream")
+        };
+        assert_eq!(url, "https://mcp.example.com/mcp?key=none");
+        assert_eq!(headers["Authorization"], "Bearer ghp_s3cret");
+        assert_eq!(headers["X-Literal"], "${GH_TOKEN}");
+        let UpstreamTransport::Stdio { args, env, .. } = by_name("fs") else {
+            panic!("fs is a stdio upstream")
+        };
+        assert_eq!(env["TOKEN"], "ghp_s3cret");
+        assert_eq!(env["PLAIN"], "p");
+        // `args` are the server's command line: left as written.
+        assert_eq!(args, &["${GH_TOKEN}"]);
+        for (text, expected) in [
+            (
+                "[upstreams.gh]\nurl = \"https://h/mcp\"\nheaders = { Authorization = \"Bearer ${GITHUB_TOKEN}\" }\n",
+                "upstream `gh`: header `Authorization`: `${GITHUB_TOKEN}` names a variable that is not set",
+            ),
+            (
+                "[upstreams.gh]\nurl = \"${MISSING_URL}\"\n",
+                "upstream `gh`: `url`: `${MISSING_URL}` names a variable that is not set",
+            ),
+            (
+                "[upstreams.fs]\ncommand = \"s\"\nenv = { T = \"${GH_TOKEN\" }\n",
+                "upstream `fs`: `env.T`: `${` opens a variable that no `}` closes",
+            ),
+            (
+                "[upstreams.gh]\nurl = \"${FTP}\"\n",
+                "`url` must start with http:// or https://, got `${FTP}` (its variables replaced)",
+            ),
+            (
+                "[upstreams.gh]\nurl = \"https://h/mcp\"\nheaders = { X = \"${BAD}\" }\n",
+                "the value of header `X` contains control characters",
+            ),
+        ] {
+            let err = parse_env(text).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+            assert!(err.starts_with("sluice.toml:"), "at a place: {err}");
+            for secret in ["s3cret", "line\nbreak", "ftp://"] {
+                assert!(!err.contains(secret), "{err}");
+            }
+        }
     }
 
     #[test]

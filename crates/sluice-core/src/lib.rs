@@ -3,7 +3,8 @@
 //! # Layout
 //!
 //! - [`config`]: the configuration file (`sluice.toml`) and the one-upstream
-//!   command line, parsed and validated into [`config::Config`] before anything runs.
+//!   command line, parsed and validated into [`config::Config`] before anything runs;
+//!   [`vars`]: the `${NAME}` its secret-holding values take from the environment.
 //! - [`naming`]: how the tools and prompts of several upstreams share one
 //!   namespace (`<upstream>__<tool>`), and how a prefixed name is routed back.
 //! - [`backoff`]: when a crashed upstream may be restarted.
@@ -57,3 +58,4 @@ pub mod shape;
 pub mod store;
 pub mod summary;
 pub mod tail;
+pub mod vars;

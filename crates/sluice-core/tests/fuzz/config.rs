@@ -263,6 +263,12 @@ struct UpstreamModel {
     tools: BTreeMap<String, ToolModel>,
 }
 
+/// `value` as a config's `url` or header value spells it: `${` is a
+/// variable there (`sluice_core::vars`), `$${` a literal `${`.
+fn literal(value: &str) -> String {
+    value.replace("${", "$${")
+}
+
 /// A TOML string literal (basic string, escaped by serde_json's rules,
 /// which TOML shares for these characters).
 fn quoted(s: &str) -> String {
@@ -382,10 +388,10 @@ fn write(model: &Model) -> String {
                 out.push_str(&format!("args = [{}]\n", args.join(", ")));
             }
             Err((url, headers)) => {
-                out.push_str(&format!("url = {}\n", quoted(url)));
+                out.push_str(&format!("url = {}\n", quoted(&literal(url))));
                 let headers: Vec<String> = headers
                     .iter()
-                    .map(|(k, v)| format!("{} = {}", quoted(k), quoted(v)))
+                    .map(|(k, v)| format!("{} = {}", quoted(k), quoted(&literal(v))))
                     .collect();
                 out.push_str(&format!("headers = {{ {} }}\n", headers.join(", ")));
             }
@@ -548,6 +554,12 @@ proptest! {
     #[test]
     fn any_text_is_a_config_or_an_error_at_a_place(text in toml_ish()) {
         check_any(&text)?;
+    }
+
+    #[test]
+    fn any_value_written_literally_expands_to_itself(value in "[$a{}b:-]{0,24}|\\PC{0,40}") {
+        let expanded = sluice_core::vars::expand(&literal(&value), &|_| None);
+        prop_assert_eq!(expanded.as_deref(), Ok(value.as_str()));
     }
 
     #[test]

@@ -688,3 +688,57 @@ async fn a_jwks_over_https_is_fetched_with_its_certificate_checked() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// An upstream's token from sluice's environment: sluice B reaches sluice
+/// A (which has `[auth]`) with `Authorization = "Bearer ${UP_TOKEN}"`, the
+/// token set only in B's environment; calls go through, the token is never
+/// logged; without the variable, B refuses to start, naming it.
+#[tokio::test]
+async fn an_upstream_token_comes_from_the_environment() {
+    let dir = TempDir::new("auth-env-token");
+    let token = "env-upstream-token-7f3a";
+    let guarded = config(
+        &dir,
+        &format!(
+            "[auth]\ntokens = [ {{ principal = \"gateway\", sha256 = \"{}\" }} ]\n",
+            sha256_hex(token)
+        ),
+    );
+    let upstream = start(&guarded).await;
+    let front_dir = TempDir::new("auth-env-token-front");
+    let front_config = front_dir.file(
+        "sluice.toml",
+        &format!(
+            "[upstreams.far]\nurl = {:?}\nheaders = {{ Authorization = \"Bearer ${{UP_TOKEN}}\" }}\n",
+            upstream.url
+        ),
+    );
+    let front = start_with(&front_config, &[("UP_TOKEN", std::ffi::OsStr::new(token))]).await;
+    let (client, _) = connect_http(&front.url).await;
+    let echoed = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("echo")
+                .with_arguments(args(serde_json::json!({"text": "through two"}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first_text(&echoed), "through two");
+    client.cancel().await.unwrap();
+    assert_not_logged(&front, &[token]);
+
+    // Without the variable: refused at start, the variable named.
+    let refused = tokio::process::Command::new(sluice())
+        .env_remove("UP_TOKEN")
+        .args(["--listen", "127.0.0.1:0", "--config"])
+        .arg(&front_config)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("header `Authorization`: `${UP_TOKEN}` names a variable that is not set"),
+        "{stderr}"
+    );
+}
