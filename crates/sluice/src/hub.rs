@@ -60,6 +60,8 @@ pub struct Logged {
 pub struct SessionEntry {
     /// What the client declared at `initialize`.
     pub capabilities: ClientCapabilities,
+    /// What sluice tells a 2026-07-28 upstream the client can do.
+    pub mirrored: Arc<Mirrored>,
     /// Resources the client subscribed to.
     pub subscriptions: HashSet<String>,
     /// The level the client set with `logging/setLevel`, if it did.
@@ -168,6 +170,28 @@ pub fn mirrored(declared: &ClientCapabilities) -> ClientCapabilities {
     mirrored
 }
 
+/// A client's [`mirrored`] capabilities, typed and as JSON text: what each
+/// request on its behalf tells a 2026-07-28 upstream. A session's is made
+/// once, at `initialize`.
+#[derive(Debug)]
+pub struct Mirrored {
+    /// The capabilities.
+    pub capabilities: ClientCapabilities,
+    /// Their JSON text.
+    pub json: Box<str>,
+}
+
+impl Mirrored {
+    /// `declared`, mirrored.
+    pub fn of(declared: &ClientCapabilities) -> Arc<Mirrored> {
+        let capabilities = mirrored(declared);
+        let json = serde_json::to_string(&capabilities)
+            .expect("capabilities serialize")
+            .into_boxed_str();
+        Arc::new(Mirrored { capabilities, json })
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic elsewhere never leaves these maps inconsistent (each update is
     // one insert or remove), so a poisoned lock is still usable.
@@ -228,11 +252,9 @@ impl Hub {
     }
 
     /// What sluice tells a 2026-07-28 upstream session `id`'s client can
-    /// do ([`mirrored`] from what it declared at `initialize`).
-    pub fn mirrored_capabilities(&self, id: SessionId) -> Option<ClientCapabilities> {
-        lock(&self.sessions)
-            .get(&id)
-            .map(|e| mirrored(&e.capabilities))
+    /// do ([`Mirrored`], made from what it declared at `initialize`).
+    pub fn mirrored_capabilities(&self, id: SessionId) -> Option<Arc<Mirrored>> {
+        lock(&self.sessions).get(&id).map(|e| e.mirrored.clone())
     }
 
     /// The log level a session asked for.

@@ -126,6 +126,7 @@ pub(crate) async fn open(
         id,
         SessionEntry {
             capabilities: request.capabilities.clone(),
+            mirrored: crate::hub::Mirrored::of(&request.capabilities),
             subscriptions: Default::default(),
             log_level: None,
             link,

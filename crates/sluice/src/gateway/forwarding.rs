@@ -156,14 +156,14 @@ impl Gateway {
 fn for_client(hub: &Hub, caller: &Caller) -> ForClient {
     let declared = match caller.session {
         Some(session) => hub.mirrored_capabilities(session),
-        None => caller
-            .meta
-            .client_capabilities()
-            .map(|c| crate::hub::mirrored(&c)),
+        None => None,
     };
+    let declared = declared.unwrap_or_else(|| {
+        crate::hub::Mirrored::of(&caller.meta.client_capabilities().unwrap_or_default())
+    });
     ForClient {
         log_level: caller.session.and_then(|s| hub.log_level(s)),
-        capabilities: Some(declared.unwrap_or_default()),
+        capabilities: Some(declared),
     }
 }
 

@@ -201,7 +201,7 @@ pub struct ForClient {
     pub log_level: Option<LoggingLevel>,
     /// The client's capabilities (as sluice relays them: see
     /// [`crate::hub::mirrored`]); `None`: the connection's.
-    pub capabilities: Option<rmcp::model::ClientCapabilities>,
+    pub capabilities: Option<Arc<crate::hub::Mirrored>>,
 }
 
 impl ForClient {
@@ -472,8 +472,8 @@ impl Link {
         if let Some(context) = lock(&self.shared.context).clone() {
             let meta = request.get_meta_mut();
             meta.extend(context.typed.clone());
-            if let Some(capabilities) = &for_client.capabilities {
-                meta.set_client_capabilities(capabilities.clone());
+            if let Some(mirrored) = &for_client.capabilities {
+                meta.set_client_capabilities(mirrored.capabilities.clone());
             }
         }
         if let Some(level) = for_client.log_level {
@@ -518,16 +518,14 @@ impl Link {
             .log_level
             .map(|level| serde_json::to_string(&level).expect("a log level serializes"));
         // The client's own capabilities in place of the connection's.
-        let capabilities = (for_client.capabilities.as_ref())
-            .filter(|_| context.is_some())
-            .map(|c| serde_json::to_string(c).expect("capabilities serialize"));
+        let capabilities = (for_client.capabilities.as_ref()).filter(|_| context.is_some());
         let mut members: Vec<(&str, &str)> = context
             .iter()
             .flat_map(|c| c.members.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .filter(|(key, _)| capabilities.is_none() || *key != CAPABILITIES_META)
             .collect();
-        if let Some(capabilities) = &capabilities {
-            members.push((CAPABILITIES_META, capabilities));
+        if let Some(mirrored) = capabilities {
+            members.push((CAPABILITIES_META, &mirrored.json));
         }
         if let Some(level) = &level {
             members.push((LOG_LEVEL_META, level));
@@ -1212,7 +1210,7 @@ mod tests {
         sampling.sampling = Some(Default::default());
         let for_client = ForClient {
             log_level: None,
-            capabilities: Some(sampling),
+            capabilities: Some(crate::hub::Mirrored::of(&sampling)),
         };
         let link = rpc.listener();
         let never = CancellationToken::new();
