@@ -934,11 +934,11 @@ struct RawUpstream {
     #[serde(default)]
     args: Vec<String>,
     #[serde(default)]
-    env: BTreeMap<String, String>,
+    env: BTreeMap<String, Spanned<String>>,
     cwd: Option<PathBuf>,
     url: Option<Spanned<String>>,
     #[serde(default)]
-    headers: BTreeMap<String, String>,
+    headers: BTreeMap<String, Spanned<String>>,
     protocol: Option<Spanned<String>>,
     #[serde(default)]
     tools: BTreeMap<String, Spanned<ToolSettings>>,
@@ -1028,9 +1028,10 @@ impl Config {
                     }
                     let mut expanded = BTreeMap::new();
                     for (variable, value) in raw.env {
-                        let value = crate::vars::expand(&value, env).map_err(|e| {
+                        let value_span = value.span();
+                        let value = crate::vars::expand(value.get_ref(), env).map_err(|e| {
                             at(
-                                span.clone(),
+                                value_span,
                                 format!("upstream `{name}`: `env.{}`: {e}", shown(&variable)),
                             )
                         })?;
@@ -1074,14 +1075,16 @@ impl Config {
                     }
                     let mut headers = BTreeMap::new();
                     for (header, value) in raw.headers {
-                        let value = crate::vars::expand(&value, env).map_err(|e| {
+                        // Errors point at the value's line, not the table's.
+                        let value_span = value.span();
+                        let value = crate::vars::expand(value.get_ref(), env).map_err(|e| {
                             at(
-                                span.clone(),
+                                value_span.clone(),
                                 format!("upstream `{name}`: header `{}`: {e}", shown(&header)),
                             )
                         })?;
                         check_header(&header, &value)
-                            .map_err(|why| at(span.clone(), format!("upstream `{name}`: {why}")))?;
+                            .map_err(|why| at(value_span, format!("upstream `{name}`: {why}")))?;
                         headers.insert(header, value);
                     }
                     UpstreamTransport::Http { url, headers }
@@ -1999,7 +2002,8 @@ cache_mb = 0
         for (text, expected) in [
             (
                 "[upstreams.gh]\nurl = \"https://h/mcp\"\nheaders = { Authorization = \"Bearer ${GITHUB_TOKEN}\" }\n",
-                "upstream `gh`: header `Authorization`: `${GITHUB_TOKEN}` names a variable that is not set",
+                // At the value's line and column, not the table's.
+                "sluice.toml:3:29: upstream `gh`: header `Authorization`: `${GITHUB_TOKEN}` names a variable that is not set",
             ),
             (
                 "[upstreams.gh]\nurl = \"${MISSING_URL}\"\n",
@@ -2007,7 +2011,7 @@ cache_mb = 0
             ),
             (
                 "[upstreams.fs]\ncommand = \"s\"\nenv = { T = \"${GH_TOKEN\" }\n",
-                "upstream `fs`: `env.T`: `${` opens a variable that no `}` closes",
+                "sluice.toml:3:13: upstream `fs`: `env.T`: `${` opens a variable that no `}` closes",
             ),
             (
                 "[upstreams.gh]\nurl = \"${FTP}\"\n",
