@@ -251,15 +251,16 @@ impl Hub {
         }
     }
 
-    /// What sluice tells a 2026-07-28 upstream session `id`'s client can
-    /// do ([`Mirrored`], made from what it declared at `initialize`).
-    pub fn mirrored_capabilities(&self, id: SessionId) -> Option<Arc<Mirrored>> {
-        lock(&self.sessions).get(&id).map(|e| e.mirrored.clone())
-    }
-
-    /// The log level a session asked for.
-    pub fn log_level(&self, id: SessionId) -> Option<rmcp::model::LoggingLevel> {
-        lock(&self.sessions).get(&id).and_then(|e| e.log_level)
+    /// What sluice tells a 2026-07-28 upstream of session `id`'s client,
+    /// under one lock: what it can do ([`Mirrored`], made from what it
+    /// declared at `initialize`) and the log level it set.
+    pub fn as_told_upstream(
+        &self,
+        id: SessionId,
+    ) -> Option<(Arc<Mirrored>, Option<rmcp::model::LoggingLevel>)> {
+        lock(&self.sessions)
+            .get(&id)
+            .map(|e| (e.mirrored.clone(), e.log_level))
     }
 
     /// Whether a session is registered (cheaper than [`Self::session`]).

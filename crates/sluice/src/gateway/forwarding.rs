@@ -154,15 +154,15 @@ impl Gateway {
 /// call`, a cache refresh in the background) has no one to ask for input:
 /// it declares none.
 fn for_client(hub: &Hub, caller: &Caller) -> ForClient {
-    let declared = match caller.session {
-        Some(session) => hub.mirrored_capabilities(session),
-        None => None,
+    let (declared, log_level) = match caller.session.and_then(|s| hub.as_told_upstream(s)) {
+        Some((declared, log_level)) => (declared, log_level),
+        None => (
+            crate::hub::Mirrored::of(&caller.meta.client_capabilities().unwrap_or_default()),
+            None,
+        ),
     };
-    let declared = declared.unwrap_or_else(|| {
-        crate::hub::Mirrored::of(&caller.meta.client_capabilities().unwrap_or_default())
-    });
     ForClient {
-        log_level: caller.session.and_then(|s| hub.log_level(s)),
+        log_level,
         capabilities: Some(declared),
     }
 }

@@ -59,7 +59,7 @@ pub struct StreamableHttp {
     version: Mutex<Option<HeaderValue>>,
     /// 2026-07-28: no session; mirror headers on every request.
     stateless: AtomicBool,
-    /// How the upstream ended the session (an HTTP 404 for it), once it
+    /// How the upstream ended the session ([`forgot_the_session`]), once it
     /// did: nothing more is sent, and what is under way ends on its own.
     session_ended: std::sync::OnceLock<String>,
     /// For each tool, the arguments its schema marks with `x-mcp-header`:
@@ -203,7 +203,7 @@ impl StreamableHttp {
     /// The upstream ended the session (`why`): nothing more is sent and
     /// nothing deleted on close, the standalone stream stops, and the
     /// requests under way end as their answers do (one that the upstream
-    /// answers 404 too is [`Inbound::Unhandled`]). The supervisor makes a
+    /// refuses the same way is [`Inbound::Unhandled`]). The supervisor makes a
     /// new connection for the next request.
     fn end_session(&self, why: &str) {
         // The first word on it stands.

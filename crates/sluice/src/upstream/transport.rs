@@ -58,7 +58,8 @@ pub enum Inbound {
         why: String,
     },
     /// The upstream said it never handled request `id`: it had ended the
-    /// session the request went in (Streamable HTTP's 404). By the time
+    /// session the request went in (Streamable HTTP's 404, or a 400 that
+    /// speaks of the session: `streamable::forgot_the_session`). By the time
     /// this arrives the transport says so ([`Transport::session_ended`]),
     /// and the request's caller may send it again on a new connection.
     Unhandled {
@@ -102,7 +103,8 @@ pub trait Transport: Send + Sync + 'static {
     /// close the child's stdin, then stop it). Idempotent.
     fn close(&self) -> BoxFuture<'_, ()>;
 
-    /// How the upstream ended the connection's session itself (HTTP 404),
+    /// How the upstream ended the connection's session itself (HTTP 404, or
+    /// a 400 that speaks of the session),
     /// once it has: nothing new is sent on the connection, the requests
     /// under way end on it (each answered, failed or [`Inbound::Unhandled`]),
     /// and a new connection need not wait out a restart backoff as after a
