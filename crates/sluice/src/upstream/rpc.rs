@@ -258,6 +258,10 @@ impl Rpc {
             client: Arc::new(client),
             stop: stop.clone(),
         });
+        let (pending, upstream) = (shared.pending.clone(), shared.upstream.clone());
+        shared
+            .transport
+            .hand_answers_to(Arc::new(move |item| answered(&pending, &upstream, item)));
         tokio::spawn(read(shared.clone(), inbound));
         Rpc {
             link: Link { shared },
@@ -816,20 +820,20 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
             Some(Inbound::Unreadable { id: None, why }) => {
                 tracing::warn!(upstream = %shared.upstream, "skipped a message that cannot be read: {why}");
             }
-            Some(Inbound::Message { message, stream_of }) => match message.kind() {
-                Kind::Response | Kind::Error => match message.id() {
-                    Some(id) => {
-                        if !shared.pending.complete(&id, Answer::Message(message)) {
-                            tracing::debug!(upstream = %shared.upstream, "an answer to request {id}, which no one waits for (cancelled or late)");
+            Some(item @ Inbound::Message { .. }) => {
+                // An answer completes its call; what is left is not one.
+                if let Some(Inbound::Message { message, stream_of }) =
+                    answered(&shared.pending, &shared.upstream, item)
+                {
+                    match message.kind() {
+                        Kind::Notification => notification(&shared, &message),
+                        Kind::Request => request(&shared, message, stream_of),
+                        Kind::Response | Kind::Error => {
+                            tracing::warn!(upstream = %shared.upstream, "an error without a request id: {}", message.error().unwrap_or_default());
                         }
                     }
-                    None => {
-                        tracing::warn!(upstream = %shared.upstream, "an error without a request id: {}", message.error().unwrap_or_default());
-                    }
-                },
-                Kind::Notification => notification(&shared, &message),
-                Kind::Request => request(&shared, message, stream_of),
-            },
+                }
+            }
         }
     };
     tracing::debug!(upstream = %shared.upstream, "connection ended: {why}");
@@ -843,6 +847,27 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
     for (_, ct) in lock(&shared.serving).drain() {
         ct.cancel();
     }
+}
+
+/// Completes the call that `item` answers, if it is an answer with an id
+/// (one no one waits for, cancelled or late, is dropped); gives back
+/// anything else. The engine's reader and the transport's [`Answers`] both
+/// complete calls with it.
+fn answered(pending: &Pending<Answer>, upstream: &str, item: Inbound) -> Option<Inbound> {
+    let Inbound::Message { message, stream_of } = item else {
+        return Some(item);
+    };
+    let id = match message.kind() {
+        Kind::Response | Kind::Error => message.id(),
+        Kind::Notification | Kind::Request => None,
+    };
+    let Some(id) = id else {
+        return Some(Inbound::Message { message, stream_of });
+    };
+    if !pending.complete(&id, Answer::Message(message)) {
+        tracing::debug!(%upstream, "an answer to request {id}, which no one waits for (cancelled or late)");
+    }
+    None
 }
 
 /// A notification from the upstream, handled before anything later is read.

@@ -81,6 +81,12 @@ pub enum SendError {
     Refused(String),
 }
 
+/// Hands the answer to a request straight to the call waiting for it,
+/// past the engine's channel and its task (one hop less for every call
+/// over HTTP); gives back what is not an answer (a notification, a
+/// request). An answer no one waits for is dropped, as the engine drops it.
+pub type Answers = std::sync::Arc<dyn Fn(Inbound) -> Option<Inbound> + Send + Sync>;
+
 /// One connection to an upstream, as the engine drives it.
 ///
 /// Opening a transport gives the transport and the receiver of its
@@ -92,6 +98,15 @@ pub trait Transport: Send + Sync + 'static {
     /// request before it) arrives as [`Inbound`] items, never as the
     /// result of this call.
     fn send(&self, message: Message) -> BoxFuture<'_, Result<(), SendError>>;
+
+    /// Where answers may go straight (see [`Answers`]): a transport that
+    /// reads each request's answer apart from everything else (Streamable
+    /// HTTP: a POST's response) may hand an answer there when nothing came
+    /// before it on its way, so that it cannot overtake a message sent
+    /// before it; everything else goes to [`Inbound`], in order.
+    fn hand_answers_to(&self, answers: Answers) {
+        let _ = answers;
+    }
 
     /// The protocol version the handshake settled on (Streamable HTTP
     /// sends it with every later request as `MCP-Protocol-Version`).
