@@ -7,10 +7,11 @@
 //! own initiative (progress, server→client requests, list changes, logs)
 //! is routed through here to the session it belongs to.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::FastMap;
 use rmcp::model::{
     ClientCapabilities, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
     RequestId,
@@ -125,9 +126,9 @@ pub struct CallOrigin {
 /// The shared routing state.
 #[derive(Debug)]
 pub struct Hub {
-    sessions: Mutex<HashMap<SessionId, SessionEntry>>,
-    progress: Mutex<HashMap<(String, ProgressToken), NoticeRoute>>,
-    calls: Mutex<HashMap<(String, RequestId), CallOrigin>>,
+    sessions: Mutex<FastMap<SessionId, SessionEntry>>,
+    progress: Mutex<FastMap<(String, ProgressToken), NoticeRoute>>,
+    calls: Mutex<FastMap<(String, RequestId), CallOrigin>>,
     events: broadcast::Sender<Event>,
     next_session: AtomicU64,
     /// Random, per process: mixed into the owner of each session's

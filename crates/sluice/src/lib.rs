@@ -108,3 +108,11 @@ pub mod state;
 pub mod testing;
 pub mod tools;
 pub mod upstream;
+
+/// The hash map of sluice's own tables on every call's path (sessions,
+/// calls under way and their routes, waiters): foldhash, seeded at random
+/// per process (hashbrown's default hasher), where std's SipHash cost about
+/// 200 instructions for each of the ten-odd lookups of a small call. A key
+/// a client chooses (a request id) cannot be aimed at collisions without
+/// the seed; every such table is bounded besides.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

@@ -29,7 +29,6 @@
 //! 2026-07-28, with the cache hints that version requires on lists and
 //! reads.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
@@ -47,6 +46,7 @@ use super::PeerAddr;
 use super::answer::{Shape, answer_line, for_era, in_era, line_of, list_line, shaped_call};
 use super::auth::Principal;
 use super::session::{Asking, caller_of};
+use crate::FastMap;
 use crate::era::Era;
 use crate::gateway::{Gateway, Relayed};
 use crate::hub::SessionId;
@@ -66,7 +66,7 @@ pub struct Front {
     /// the front answered it (a connection's).
     hello: Mutex<Option<Arc<rmcp::model::InitializeRequestParams>>>,
     /// The calls being answered here, by the client's id, to cancel.
-    running: Mutex<HashMap<Id, CancellationToken>>,
+    running: Mutex<FastMap<Id, CancellationToken>>,
     /// Fires when the client leaves.
     stop: CancellationToken,
     /// The requests relayed to the client, whose answers come back here
@@ -88,7 +88,7 @@ impl Front {
             session,
             connection,
             hello: Mutex::new(None),
-            running: Mutex::new(HashMap::new()),
+            running: Mutex::default(),
             stop: CancellationToken::new(),
             link: OnceLock::new(),
         })

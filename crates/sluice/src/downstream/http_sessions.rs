@@ -10,11 +10,11 @@
 //! ([`SessionTable::close_all`]). Ending it ends its front: its calls stop,
 //! its GET stream ends, and the Hub forgets it.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::front::Front;
+use crate::FastMap;
 
 /// A session's `Mcp-Session-Id`: 128 random bits, so that an id tells a
 /// stranger nothing and cannot be guessed.
@@ -22,7 +22,7 @@ pub type SessionId = Arc<str>;
 
 /// The sessions of the HTTP listener.
 pub struct SessionTable {
-    entries: Mutex<HashMap<SessionId, Entry>>,
+    entries: Mutex<FastMap<SessionId, Entry>>,
     /// How long an unused session stays open.
     idle: Duration,
 }
@@ -49,7 +49,7 @@ impl SessionTable {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Entry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, FastMap<SessionId, Entry>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -15,7 +15,6 @@
 //!   dropped): dropping the [`Waiter`] removes the entry, so the map does
 //!   not grow with abandoned calls and a late answer is recognised as one.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -24,6 +23,7 @@ use std::task::{Context, Poll};
 use tokio::sync::oneshot;
 
 use super::message::{Id, MessageError};
+use crate::FastMap;
 
 /// Why a call got no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -56,7 +56,7 @@ struct Table<T> {
     /// the entry is still its own (a client may reuse an id once its
     /// first call is answered, while the first waiter still exists).
     serial: u64,
-    waiters: HashMap<Id, (u64, Sender<T>)>,
+    waiters: FastMap<Id, (u64, Sender<T>)>,
 }
 
 /// The calls waiting for answers on one connection. Cloning shares it.
@@ -92,7 +92,7 @@ impl<T> Pending<T> {
             table: Arc::new(Mutex::new(Table {
                 next: 1,
                 serial: 0,
-                waiters: HashMap::new(),
+                waiters: FastMap::default(),
             })),
         }
     }

@@ -20,7 +20,6 @@
 //! engine itself keeps each message as the bytes received: it never drops
 //! an answer it cannot decode without failing its call.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,6 +35,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::client::{ClientAnswer, UpstreamClient};
 use super::transport::{Inbound, Transport};
+use crate::FastMap;
 use crate::hub::Hub;
 use crate::jsonrpc::{CallFailed, Id, Kind, Message, Pending};
 
@@ -175,7 +175,7 @@ struct Shared {
     /// The client context every request carries (2026-07-28).
     context: Mutex<Option<Arc<Context>>>,
     /// Server→client requests being handled, by id, to cancel.
-    serving: Mutex<HashMap<Id, CancellationToken>>,
+    serving: Mutex<FastMap<Id, CancellationToken>>,
     hub: Arc<Hub>,
     client: Arc<UpstreamClient>,
     /// Stops the reader and every server→client request's task.
@@ -253,7 +253,7 @@ impl Rpc {
             pending: Pending::new(),
             ended: watch::channel(None).0,
             context: Mutex::new(None),
-            serving: Mutex::new(HashMap::new()),
+            serving: Mutex::default(),
             hub: client.hub.clone(),
             client: Arc::new(client),
             stop: stop.clone(),
@@ -820,20 +820,16 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
             Some(Inbound::Unreadable { id: None, why }) => {
                 tracing::warn!(upstream = %shared.upstream, "skipped a message that cannot be read: {why}");
             }
-            Some(item @ Inbound::Message { .. }) => {
-                // An answer completes its call; what is left is not one.
-                if let Some(Inbound::Message { message, stream_of }) =
-                    answered(&shared.pending, &shared.upstream, item)
-                {
-                    match message.kind() {
-                        Kind::Notification => notification(&shared, &message),
-                        Kind::Request => request(&shared, message, stream_of),
-                        Kind::Response | Kind::Error => {
-                            tracing::warn!(upstream = %shared.upstream, "an error without a request id: {}", message.error().unwrap_or_default());
-                        }
+            Some(Inbound::Message { message, stream_of }) => match message.kind() {
+                Kind::Response | Kind::Error => match message.id() {
+                    Some(id) => complete(&shared.pending, &shared.upstream, &id, message),
+                    None => {
+                        tracing::warn!(upstream = %shared.upstream, "an error without a request id: {}", message.error().unwrap_or_default());
                     }
-                }
-            }
+                },
+                Kind::Notification => notification(&shared, &message),
+                Kind::Request => request(&shared, message, stream_of),
+            },
         }
     };
     tracing::debug!(upstream = %shared.upstream, "connection ended: {why}");
@@ -849,25 +845,34 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
     }
 }
 
-/// Completes the call that `item` answers, if it is an answer with an id
-/// (one no one waits for, cancelled or late, is dropped); gives back
-/// anything else. The engine's reader and the transport's [`Answers`] both
-/// complete calls with it.
-fn answered(pending: &Pending<Answer>, upstream: &str, item: Inbound) -> Option<Inbound> {
-    let Inbound::Message { message, stream_of } = item else {
-        return Some(item);
-    };
-    let id = match message.kind() {
-        Kind::Response | Kind::Error => message.id(),
-        Kind::Notification | Kind::Request => None,
-    };
-    let Some(id) = id else {
-        return Some(Inbound::Message { message, stream_of });
-    };
-    if !pending.complete(&id, Answer::Message(message)) {
+/// Completes call `id` with its answer `message` (one no one waits for,
+/// cancelled or late, is dropped). The engine's reader and the transport's
+/// [`Answers`](super::transport::Answers) (see [`answered`]) both complete
+/// calls with it.
+fn complete(pending: &Pending<Answer>, upstream: &str, id: &Id, message: Message) {
+    if !pending.complete(id, Answer::Message(message)) {
         tracing::debug!(%upstream, "an answer to request {id}, which no one waits for (cancelled or late)");
     }
-    None
+}
+
+/// The transport's [`Answers`](super::transport::Answers): completes the
+/// call `item` answers, if it is an answer with an id; gives back anything
+/// else, for the engine.
+fn answered(pending: &Pending<Answer>, upstream: &str, item: Inbound) -> Option<Inbound> {
+    match item {
+        Inbound::Message { message, stream_of }
+            if matches!(message.kind(), Kind::Response | Kind::Error) =>
+        {
+            match message.id() {
+                Some(id) => {
+                    complete(pending, upstream, &id, message);
+                    None
+                }
+                None => Some(Inbound::Message { message, stream_of }),
+            }
+        }
+        other => Some(other),
+    }
 }
 
 /// A notification from the upstream, handled before anything later is read.

@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::transport::{Answers, INBOUND_CAPACITY, Inbound, SendError, Transport};
+use crate::FastMap;
 use crate::http_client::{HttpClient, Response, chunk, error_chain};
 use crate::jsonrpc::{Id, Kind, Message, MessageError, SseParser, salvage_id};
 
@@ -70,7 +71,7 @@ pub struct StreamableHttp {
     rejected: Mutex<HashSet<String>>,
     /// The answers being read to 2026-07-28 requests, by id: cancelling one
     /// closes its stream (that era's cancellation; nothing is POSTed).
-    answering: Mutex<HashMap<Id, CancellationToken>>,
+    answering: Mutex<FastMap<Id, CancellationToken>>,
     inbound: mpsc::Sender<Inbound>,
     /// Where an answer that comes first on its response goes straight.
     answers: std::sync::OnceLock<Answers>,
@@ -122,7 +123,7 @@ pub fn open(
         session_ended: std::sync::OnceLock::new(),
         param_headers: Mutex::new(HashMap::new()),
         rejected: Mutex::new(HashSet::new()),
-        answering: Mutex::new(HashMap::new()),
+        answering: Mutex::default(),
         inbound: tx,
         answers: std::sync::OnceLock::new(),
         limit,
