@@ -10,7 +10,10 @@
    - a small call: `echo` of `sluice sample-server`, 1,200 minus 200 calls;
    - a 1 MB stored result: from an upstream that answers at once (the
      tests' hand-written server, `tests/fixtures/raw_server.py`, its `huge`
-     tool: a 1 MiB text block holding a JSON array), 6 minus 2 calls.
+     tool: a 1 MiB text block holding a JSON array), 6 minus 2 calls;
+   - a small call over HTTP: sluice listening in front of `sluice
+     sample-server --listen`, a client in a 2025-11-25 session on one
+     kept-alive connection, 1,200 minus 200 calls.
 2. Time to the answer of the 1 MB stored result, with that instant
    upstream, through sluice and directly: the p50 of 60 sequential calls,
    rounds alternating. The upstream's own work is nil, so the difference
@@ -20,13 +23,17 @@ usage: benches/instructions/run.py [SLUICE_BINARY ...]
    (default: target/release/sluice; several binaries are measured side by
    side). Needs valgrind for (1); `--time-only` skips it.
 """
+import http.client
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -85,6 +92,88 @@ def instructions(sluice, upstream, calls, tool, arguments):
     return (totals[1] - totals[0]) / (calls[1] - calls[0])
 
 
+def free_port():
+    """A port free on loopback a moment ago (the bench's own, not a test's)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(port, process):
+    """Waits until something listens on `port` (at most 60 s: valgrind
+    starts slowly)."""
+    for _ in range(600):
+        if process.poll() is not None:
+            raise SystemExit(f"{process.args[0]} ended before it listened on {port}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"nothing listens on {port}")
+
+
+def drive_http(url, calls):
+    """A 2025-11-25 client session at `url` (kept alive): `initialize`,
+    then `calls` sequential `echo` calls."""
+    parts = urllib.parse.urlparse(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port)
+    headers = {"Content-Type": "application/json", "MCP-Protocol-Version": "2025-11-25",
+               "Accept": "application/json, text/event-stream"}
+
+    def post(message):
+        connection.request("POST", parts.path, json.dumps(message), headers)
+        response = connection.getresponse()
+        return response, response.read()
+
+    response, _ = post({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                   "clientInfo": {"name": "instructions", "version": "1"}}})
+    headers["Mcp-Session-Id"] = response.getheader("Mcp-Session-Id")
+    post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    for i in range(calls):
+        response, body = post({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                               "params": {"name": "echo", "arguments": {"text": f"hello {i}"}}})
+        if response.status != 200 or b"hello" not in body:
+            raise SystemExit(f"call failed: HTTP {response.status} {body[:300]!r}")
+    connection.close()
+
+
+def instructions_http(sluice, calls):
+    """As `instructions`, of a small call over HTTP: sluice listening, in
+    front of `sluice sample-server --listen` (run natively), the client in
+    a session."""
+    upstream_port = free_port()
+    upstream = subprocess.Popen([sluice, "sample-server", "--listen", f"127.0.0.1:{upstream_port}"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    config = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+    config.write(f'[upstreams.sample]\nurl = "http://127.0.0.1:{upstream_port}/mcp"\n')
+    config.close()
+    totals = []
+    try:
+        wait_for_port(upstream_port, upstream)
+        for n in calls:
+            out = f"/tmp/sluice-instructions-{os.getpid()}-http-{n}.out"
+            port = free_port()
+            gateway = subprocess.Popen(
+                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sluice,
+                 "--log-level", "error", "--listen", f"127.0.0.1:{port}", "--config", config.name],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_for_port(port, gateway)
+            drive_http(f"http://127.0.0.1:{port}/mcp", n)
+            gateway.send_signal(signal.SIGINT)
+            gateway.wait()
+            with open(out) as f:
+                totals.append(next(int(l.split()[1]) for l in f if l.startswith("totals:")))
+            os.remove(out)
+    finally:
+        upstream.kill()
+        upstream.wait()
+        os.remove(config.name)
+    return (totals[1] - totals[0]) / (calls[1] - calls[0])
+
+
 def median(values):
     return sorted(values)[len(values) // 2]
 
@@ -102,7 +191,9 @@ def main():
         for sluice in binaries:
             small = instructions(sluice, [sluice, "sample-server"], (200, 1200), "echo", {"text": "hello"})
             large = instructions(sluice, instant, (2, 6), "huge", huge)
-            print(f"{sluice}: {small:,.0f} instructions per small call, {large / 1e6:,.1f} M per 1 MB stored result")
+            over_http = instructions_http(sluice, (200, 1200))
+            print(f"{sluice}: {small:,.0f} instructions per small call, {large / 1e6:,.1f} M per 1 MB stored result, "
+                  f"{over_http:,.0f} per small call over HTTP")
     rounds = 3
     direct = []
     through = {sluice: [] for sluice in binaries}
