@@ -89,6 +89,7 @@ use toml::Spanned;
 
 use crate::budget::{Budget, BudgetOverride, builtin_presets};
 use crate::cache::{CacheFields, CachePolicy, CacheSettings};
+use crate::format::one_line;
 use crate::http::HttpLimits;
 use crate::limits::MessageLimits;
 use crate::naming::SEPARATOR;
@@ -443,7 +444,7 @@ impl RawAuth {
                     span,
                     format!(
                         "[auth] tokens: the `sha256` of `{}` must be 64 hex digits (the SHA-256 of the token, as `printf %s \"$TOKEN\" | sha256sum` prints it)",
-                        shown(principal)
+                        one_line(principal)
                     ),
                 ));
             };
@@ -452,8 +453,8 @@ impl RawAuth {
                     span,
                     format!(
                         "[auth] tokens: `{}` and `{}` have the same `sha256`: give each principal its own token",
-                        shown(principal),
-                        shown(&other.principal)
+                        one_line(principal),
+                        one_line(&other.principal)
                     ),
                 ));
             }
@@ -499,7 +500,7 @@ impl RawAuth {
                                 span,
                                 format!(
                                     "[auth.jwt]: `jwks_url` must start with https:// or http://, got `{}`",
-                                    shown(&url)
+                                    one_line(&url)
                                 ),
                             ));
                         }
@@ -999,6 +1000,12 @@ impl Config {
             }
             let span = raw.span();
             let raw = raw.into_inner();
+            // A value that may hold `${NAME}` (see `crate::vars`); an error
+            // points at the value's line, not the table's.
+            let expand = |value: &Spanned<String>, what: &str| {
+                crate::vars::expand(value.get_ref(), env)
+                    .map_err(|e| at(value.span(), format!("upstream `{name}`: {what}: {e}")))
+            };
             let transport = match (raw.command, raw.url) {
                 (Some(_), Some(_)) => {
                     return Err(at(
@@ -1028,14 +1035,8 @@ impl Config {
                     }
                     let mut expanded = BTreeMap::new();
                     for (variable, value) in raw.env {
-                        let value_span = value.span();
-                        let value = crate::vars::expand(value.get_ref(), env).map_err(|e| {
-                            at(
-                                value_span,
-                                format!("upstream `{name}`: `env.{}`: {e}", shown(&variable)),
-                            )
-                        })?;
-                        expanded.insert(variable, value);
+                        let what = format!("`env.{}`", one_line(&variable));
+                        expanded.insert(variable, expand(&value, &what)?);
                     }
                     UpstreamTransport::Stdio {
                         command,
@@ -1045,18 +1046,16 @@ impl Config {
                     }
                 }
                 (None, Some(written)) => {
+                    let url = expand(&written, "`url`")?;
                     let url_span = written.span();
                     let written = written.into_inner();
-                    let url = crate::vars::expand(&written, env).map_err(|e| {
-                        at(url_span.clone(), format!("upstream `{name}`: `url`: {e}"))
-                    })?;
                     if !(url.starts_with("http://") || url.starts_with("https://")) {
                         // The file's text, never what its variables hold.
                         return Err(at(
                             url_span,
                             format!(
                                 "upstream `{name}`: `url` must start with http:// or https://, got `{}`{}",
-                                shown(&written),
+                                one_line(&written),
                                 if written == url {
                                     ""
                                 } else {
@@ -1075,17 +1074,11 @@ impl Config {
                     }
                     let mut headers = BTreeMap::new();
                     for (header, value) in raw.headers {
-                        // Errors point at the value's line, not the table's.
-                        let value_span = value.span();
-                        let value = crate::vars::expand(value.get_ref(), env).map_err(|e| {
-                            at(
-                                value_span.clone(),
-                                format!("upstream `{name}`: header `{}`: {e}", shown(&header)),
-                            )
-                        })?;
-                        check_header(&header, &value)
-                            .map_err(|why| at(value_span, format!("upstream `{name}`: {why}")))?;
-                        headers.insert(header, value);
+                        let what = format!("header `{}`", one_line(&header));
+                        let expanded = expand(&value, &what)?;
+                        check_header(&header, &expanded)
+                            .map_err(|why| at(value.span(), format!("upstream `{name}`: {why}")))?;
+                        headers.insert(header, expanded);
                     }
                     UpstreamTransport::Http { url, headers }
                 }
@@ -1095,7 +1088,7 @@ impl Config {
                 Some(p) => parse_protocol(p.get_ref()).ok_or_else(|| {
                     at(
                         p.span(),
-                        format!("upstream `{name}`: unknown protocol `{}`: expected \"auto\", \"2025-11-25\" or \"2026-07-28\"", shown(p.get_ref())),
+                        format!("upstream `{name}`: unknown protocol `{}`: expected \"auto\", \"2025-11-25\" or \"2026-07-28\"", one_line(p.get_ref())),
                     )
                 })?,
             };
@@ -1112,7 +1105,7 @@ impl Config {
                         span.clone(),
                         format!(
                             "upstream `{name}`, tool `{}`: `max_tokens = {t}` is too small: at least 500",
-                            shown(&tool)
+                            one_line(&tool)
                         ),
                     ));
                 }
@@ -1123,7 +1116,7 @@ impl Config {
                         span.clone(),
                         format!(
                             "upstream `{name}`, tool `{}`: `max_chars = {c}` is too small: at least 2000",
-                            shown(&tool)
+                            one_line(&tool)
                         ),
                     ));
                 }
@@ -1136,7 +1129,7 @@ impl Config {
                         span.clone(),
                         format!(
                             "upstream `{name}`, tool `{}`: `timeout_s = {t}` must be more than 0 and at most {MAX_TIMEOUT_S} (seconds)",
-                            shown(&tool)
+                            one_line(&tool)
                         ),
                     ));
                 }
@@ -1248,7 +1241,7 @@ impl Config {
                     let table = format!(
                         "upstream `{}`, tool `{}`: cache",
                         upstream.name,
-                        shown(tool)
+                        one_line(tool)
                     );
                     settings.cache_policy = Some(
                         fields
@@ -1380,7 +1373,7 @@ fn check_upstream_name(name: &str) -> Result<(), String> {
     if name.contains(SEPARATOR) {
         return Err(format!(
             "upstream name `{}` contains `{SEPARATOR}`, which separates upstream and tool names: use `-` or a single `_`",
-            shown(name)
+            one_line(name)
         ));
     }
     if !name
@@ -1389,7 +1382,7 @@ fn check_upstream_name(name: &str) -> Result<(), String> {
     {
         return Err(format!(
             "upstream name `{}` may only contain ASCII letters, digits, `-` and `_` (it prefixes tool names)",
-            shown(name)
+            one_line(name)
         ));
     }
     Ok(())
@@ -1398,7 +1391,10 @@ fn check_upstream_name(name: &str) -> Result<(), String> {
 fn check_header(name: &str, value: &str) -> Result<(), String> {
     let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     if name.is_empty() || !name.chars().all(token) {
-        return Err(format!("`{}` is not a valid HTTP header name", shown(name)));
+        return Err(format!(
+            "`{}` is not a valid HTTP header name",
+            one_line(name)
+        ));
     }
     if value.chars().any(|c| c.is_control() && c != '\t') {
         return Err(format!(
@@ -1406,21 +1402,6 @@ fn check_header(name: &str, value: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// A value from the file as an error quotes it: on one line, every
-/// control character escaped (`multi\nline`), so that an error stays one
-/// line whatever the file holds.
-fn shown(value: &str) -> String {
-    let mut one_line = String::with_capacity(value.len());
-    for c in value.chars() {
-        if c.is_control() {
-            one_line.extend(c.escape_default());
-        } else {
-            one_line.push(c);
-        }
-    }
-    one_line
 }
 
 fn line_column(text: &str, offset: usize) -> (usize, usize) {

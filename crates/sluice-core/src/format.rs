@@ -29,6 +29,20 @@ pub fn cut(text: &str, chars: usize) -> Cow<'_, str> {
     }
 }
 
+/// `value` on one line, as a message quotes it: control characters (a
+/// newline, an escape) written as escapes (`\n`, `\u{1b}`), the rest as is.
+pub fn one_line(value: &str) -> String {
+    let mut one_line = String::with_capacity(value.len());
+    for c in value.chars() {
+        if c.is_control() {
+            one_line.extend(c.escape_default());
+        } else {
+            one_line.push(c);
+        }
+    }
+    one_line
+}
+
 /// `12480` → `"12,480"`.
 pub fn group(n: u64) -> String {
     let digits = n.to_string();

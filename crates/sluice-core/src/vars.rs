@@ -82,16 +82,7 @@ fn is_name(name: &str) -> bool {
 
 /// What an error quotes of a bad name: on one line, at most 64 characters.
 fn cut(name: &str) -> String {
-    let shown: String = name
-        .chars()
-        .take(64)
-        .flat_map(char::escape_default)
-        .collect();
-    if name.chars().count() > 64 {
-        format!("{shown}…")
-    } else {
-        shown
-    }
+    crate::format::one_line(&crate::format::cut(name, 64))
 }
 
 #[cfg(test)]
