@@ -15,6 +15,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // A stdio upstream's launcher becomes the upstream's command at once:
+    // no logs, no runtime (see `upstream/tether.rs`).
+    if let Some(sluice::cli::Sub::ExecUpstream { parent, command }) = &args.command {
+        return sluice::upstream::tether::exec(*parent, command);
+    }
     let log_format = args.log_format;
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
         .or_else(|_| tracing_subscriber::EnvFilter::try_new("info"))

@@ -16,6 +16,7 @@ pub use connection::Connection;
 mod http;
 mod memory;
 mod stdio;
+pub mod tether;
 pub mod transport;
 
 pub use memory::InMemory;

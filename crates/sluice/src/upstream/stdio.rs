@@ -13,7 +13,7 @@ use sluice_core::config::UpstreamTransport;
 use sluice_core::tail::Tail;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -49,9 +49,15 @@ pub fn spawn(
     else {
         return Err(std::io::Error::other("not a stdio upstream"));
     };
-    let mut cmd = Command::new(command);
-    cmd.args(args)
-        .envs(env)
+    // Started through sluice's own binary, so that it ends with sluice
+    // even when sluice is killed outright (see `tether`).
+    let mut cmd = super::tether::command(
+        command,
+        args,
+        super::tether::child_path(env).as_deref(),
+        cwd.as_deref(),
+    )?;
+    cmd.envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -299,6 +299,40 @@ async fn stdin_closing_shuts_down_and_stops_the_upstream() {
     assert!(!alive(&pid), "upstream {pid} outlived sluice");
 }
 
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn an_upstream_that_outlives_its_stdin_ends_with_a_sluice_killed_outright() {
+    // An upstream that does not exit when its stdin ends (as
+    // server-everything does not): once the sample server in it sees the
+    // end of stdin, it sleeps on. sluice, killed with SIGKILL, cannot stop
+    // it; the kernel does (`upstream/tether.rs`).
+    let dir = TempDir::new("sigkill");
+    let pidfile = dir.0.join("pid");
+    let stubborn = cmd(&[
+        "sh",
+        "-c",
+        &format!(
+            "echo $$ > '{}'; '{}' sample-server; exec sleep 300",
+            pidfile.display(),
+            sample()[0]
+        ),
+    ]);
+    let mut raw = Raw::start(&with_upstream(&stubborn));
+    raw.initialize().await;
+    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
+    assert!(alive(&pid));
+    raw.child.kill().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while alive(&pid) {
+        if tokio::time::Instant::now() > deadline {
+            let what = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let _ = std::process::Command::new("kill").arg(&pid).status();
+            panic!("upstream {pid} ({what:?}) outlived a killed sluice by 10 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn sigterm_shuts_down_gracefully_and_stops_the_upstream() {
     let dir = TempDir::new("sigterm");
