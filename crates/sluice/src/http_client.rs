@@ -136,6 +136,17 @@ impl HttpClient {
     /// Sends `method` to `uri` with `headers` and `body`; the answer once
     /// its head came. The request is made now: the future borrows nothing
     /// (a caller can move it into a task without a clone of the client).
+    ///
+    /// A request that went on a kept-alive connection which turned out to
+    /// be closed (the server or a proxy closed it as the request was
+    /// written: no answer, not a byte of one) is sent again on a new
+    /// connection, at most [`STALE_RETRIES`] times, as browsers and curl
+    /// do: a server that closes an idle connection never read what came on
+    /// it. tinyproxy closes every connection after its answer without
+    /// saying so, and Node's servers close idle ones after 5 s; sent as the
+    /// close arrived, one request in several failed ("connection closed
+    /// before message completed"). A request that fails so on a connection
+    /// made for it is not sent again: the server may have taken it.
     pub fn send(
         &self,
         method: Method,
@@ -148,12 +159,87 @@ impl HttpClient {
                 headers.insert(name, value.clone());
             }
         }
-        let mut request = Request::new(Full::new(body));
-        *request.method_mut() = method;
-        *request.uri_mut() = uri.clone();
-        *request.headers_mut() = headers;
-        self.client.request(request)
+        let request = |method, uri, headers, body| {
+            let mut request = Request::new(Full::new(body));
+            *request.method_mut() = method;
+            *request.uri_mut() = uri;
+            *request.headers_mut() = headers;
+            request
+        };
+        let again = (method.clone(), uri.clone(), headers.clone(), body.clone());
+        let client = self.client.clone();
+        let sent = std::time::Instant::now();
+        let first = self
+            .client
+            .request(request(method, uri.clone(), headers, body));
+        async move {
+            let mut answer = first.await;
+            let mut retries = 0;
+            while retries < STALE_RETRIES
+                && let Err(e) = &answer
+                && closed_before_use(e, sent)
+            {
+                retries += 1;
+                tracing::debug!(
+                    "{} {}: the kept-alive connection was closed as the request went on it ({}): sending it again on a new connection",
+                    again.0,
+                    again.1,
+                    error_chain(e)
+                );
+                let (method, uri, headers, body) = again.clone();
+                answer = client.request(request(method, uri, headers, body)).await;
+            }
+            answer
+        }
     }
+}
+
+/// How often [`HttpClient::send`] sends a request again after a
+/// kept-alive connection turned out to be closed (each retry may find
+/// another one that is).
+const STALE_RETRIES: usize = 3;
+
+/// When a connection was made (each [`Conn`] tells hyper, which hands it
+/// back with an error): one made before a request was sent was kept
+/// alive from an earlier one.
+#[derive(Debug, Clone, Copy)]
+struct MadeAt(std::time::Instant);
+
+/// Whether `error` is a kept-alive connection found closed: it was made
+/// before the request was `sent`, and it ended before any answer came,
+/// by the server's close (EOF, reset, broken pipe), not by anything the
+/// request or its answer did.
+fn closed_before_use(error: &Error, sent: std::time::Instant) -> bool {
+    if error.is_connect() {
+        return false;
+    }
+    let Some(connected) = error.connect_info() else {
+        return false;
+    };
+    let mut extras = http::Extensions::new();
+    connected.get_extras(&mut extras);
+    if extras.get::<MadeAt>().is_none_or(|made| made.0 >= sent) {
+        return false;
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if let Some(e) = e.downcast_ref::<hyper::Error>()
+            && e.is_incomplete_message()
+        {
+            return true;
+        }
+        if let Some(e) = e.downcast_ref::<std::io::Error>() {
+            return matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::UnexpectedEof
+            );
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// The proxy variables set to something that names no proxy (not a URL,
@@ -277,7 +363,7 @@ impl tower::Service<Uri> for Route {
                 let connecting = tcp.call(destination);
                 Box::pin(async move {
                     let io = connecting.await?;
-                    Ok(Conn { io, proxied: false })
+                    Ok(Conn::new(io, false))
                 })
             }
             Route::Forward { tcp, proxy, shown } => {
@@ -287,7 +373,7 @@ impl tower::Service<Uri> for Route {
                     let io = connecting
                         .await
                         .map_err(|e| proxy_unreachable(&shown, &e))?;
-                    Ok(Conn { io, proxied: true })
+                    Ok(Conn::new(io, true))
                 })
             }
             Route::Tunnel {
@@ -315,10 +401,7 @@ impl tower::Service<Uri> for Route {
                         ))
                     });
                     match opened {
-                        Ok(stream) => Ok(Conn {
-                            io: TokioIo::new(stream),
-                            proxied: false,
-                        }),
+                        Ok(stream) => Ok(Conn::new(TokioIo::new(stream), false)),
                         Err(why) => Err(format!("the proxy {shown} {why}").into()),
                     }
                 })
@@ -408,11 +491,22 @@ async fn tunnel(
 struct Conn {
     io: TokioIo<tokio::net::TcpStream>,
     proxied: bool,
+    made: MadeAt,
+}
+
+impl Conn {
+    fn new(io: TokioIo<tokio::net::TcpStream>, proxied: bool) -> Self {
+        Self {
+            io,
+            proxied,
+            made: MadeAt(std::time::Instant::now()),
+        }
+    }
 }
 
 impl Connection for Conn {
     fn connected(&self) -> Connected {
-        self.io.connected().proxy(self.proxied)
+        self.io.connected().proxy(self.proxied).extra(self.made)
     }
 }
 
@@ -546,6 +640,108 @@ mod tests {
     }
 
     const OK: &str = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok";
+
+    /// A server that keeps connections alive but answers only the first
+    /// `answered` requests of each: at the next one it closes the
+    /// connection unanswered, as a server that closed an idle connection
+    /// as the request came. Its answer is the connection's number (0, 1…);
+    /// each request's first line and that number come out of the receiver.
+    async fn closing_after(answered: usize) -> (String, mpsc::UnboundedReceiver<(String, usize)>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let (lines, received) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut number = 0;
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                let lines = lines.clone();
+                tokio::spawn(async move {
+                    for served in 0.. {
+                        let mut head = Vec::new();
+                        let mut byte = [0u8; 1];
+                        while !head.ends_with(b"\r\n\r\n") {
+                            match tcp.read(&mut byte).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(_) => head.push(byte[0]),
+                            }
+                        }
+                        let head = String::from_utf8_lossy(&head).into_owned();
+                        let first = head.lines().next().unwrap_or_default().to_owned();
+                        let _ = lines.send((first, number));
+                        if served == answered {
+                            return;
+                        }
+                        let answer =
+                            format!("HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\n{number}");
+                        if tcp.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                number += 1;
+            }
+        });
+        (address, received)
+    }
+
+    /// The body of `answer`, whole.
+    async fn body(mut answer: Response) -> String {
+        let mut text = Vec::new();
+        while let Some(piece) = chunk(&mut answer).await.unwrap() {
+            text.extend_from_slice(&piece);
+        }
+        String::from_utf8(text).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_request_on_a_kept_alive_connection_found_closed_goes_again_on_a_new_one() {
+        let (server, mut seen) = closing_after(1).await;
+        let none = Matcher::builder().build();
+        let (client, uri) =
+            HttpClient::open_with(&format!("http://{server}/mcp"), timeout(), &none).unwrap();
+        let first = client
+            .send(Method::POST, &uri, HeaderMap::new(), Bytes::new())
+            .await
+            .unwrap();
+        assert_eq!(body(first).await, "0");
+        // Kept alive, then closed by the server as the next request came:
+        // that one is sent again, on a new connection.
+        let second = client
+            .send(Method::POST, &uri, HeaderMap::new(), Bytes::new())
+            .await
+            .unwrap();
+        assert_eq!(body(second).await, "1");
+        let mut requests = Vec::new();
+        while let Ok((line, connection)) = seen.try_recv() {
+            requests.push((line, connection));
+        }
+        let post = "POST /mcp HTTP/1.1".to_owned();
+        assert_eq!(
+            requests,
+            [(post.clone(), 0), (post.clone(), 0), (post, 1)],
+            "the second request on connection 0, closed; again on connection 1"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_whose_own_new_connection_closes_unanswered_is_not_sent_again() {
+        // The server may have taken it: sending it again could run a tool
+        // twice.
+        let (server, mut seen) = closing_after(0).await;
+        let none = Matcher::builder().build();
+        let (client, uri) =
+            HttpClient::open_with(&format!("http://{server}/mcp"), timeout(), &none).unwrap();
+        let failed = client
+            .send(Method::POST, &uri, HeaderMap::new(), Bytes::new())
+            .await
+            .unwrap_err();
+        // Closed (or reset) once it had the request, not refused.
+        assert!(!failed.is_connect(), "{}", error_chain(&failed));
+        assert_eq!(
+            seen.recv().await,
+            Some(("POST /mcp HTTP/1.1".to_owned(), 0))
+        );
+        assert!(seen.try_recv().is_err(), "sent again");
+    }
 
     /// A port nothing listens on (bound, then let go).
     fn closed_port() -> u16 {
