@@ -35,14 +35,16 @@ pub fn command(
     path: Option<&OsStr>,
     cwd: Option<&Path>,
 ) -> std::io::Result<tokio::process::Command> {
-    if !cfg!(target_os = "linux") {
+    // The binary that is running, even if it was replaced or deleted since
+    // (without /proc, as in some sandboxes, the command starts directly).
+    const RUNNING: &str = "/proc/self/exe";
+    if !cfg!(target_os = "linux") || !Path::new(RUNNING).exists() {
         let mut direct = tokio::process::Command::new(program);
         direct.args(args);
         return Ok(direct);
     }
     runnable(program, path, cwd)?;
-    // The binary that is running, even if it was replaced or deleted since.
-    let mut tethered = tokio::process::Command::new("/proc/self/exe");
+    let mut tethered = tokio::process::Command::new(RUNNING);
     tethered
         .arg(SUBCOMMAND)
         .arg(std::process::id().to_string())
