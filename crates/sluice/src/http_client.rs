@@ -46,7 +46,9 @@ pub type Error = hyper_util::client::legacy::Error;
 /// A pool of kept-alive connections to one URL's host (cloning shares it).
 #[derive(Clone)]
 pub struct HttpClient {
-    client: Client<hyper_rustls::HttpsConnector<Route>, Full<Bytes>>,
+    /// Shared with the requests under way, which may have to be sent again
+    /// (see [`HttpClient::send`]): one count, not a copy of the client.
+    client: Arc<Client<hyper_rustls::HttpsConnector<Route>, Full<Bytes>>>,
     /// Sent with every request that does not set them itself: the URL's
     /// credentials (`Authorization`), a forward proxy's
     /// (`Proxy-Authorization`).
@@ -129,7 +131,7 @@ impl HttpClient {
             .https_or_http()
             .enable_http1()
             .wrap_connector(route);
-        let client = Client::builder(TokioExecutor::new()).build(connector);
+        let client = Arc::new(Client::builder(TokioExecutor::new()).build(connector));
         Ok((Self { client, added }, uri))
     }
 
@@ -159,16 +161,16 @@ impl HttpClient {
                 headers.insert(name, value.clone());
             }
         }
-        let request = |method, uri, headers, body| {
-            let mut request = Request::new(Full::new(body));
-            *request.method_mut() = method;
-            *request.uri_mut() = uri;
-            *request.headers_mut() = headers;
-            request
-        };
-        let again = (method.clone(), uri.clone(), headers.clone(), body.clone());
-        let client = self.client.clone();
-        let sent = std::time::Instant::now();
+        // What a second sending needs, in one box: the future stays small
+        // (it is moved at each step of its caller's state machine).
+        let again = Box::new(Resend {
+            client: self.client.clone(),
+            method: method.clone(),
+            uri: uri.clone(),
+            headers: headers.clone(),
+            body: body.clone(),
+            sent: std::time::Instant::now(),
+        });
         let first = self
             .client
             .request(request(method, uri.clone(), headers, body));
@@ -177,21 +179,55 @@ impl HttpClient {
             let mut retries = 0;
             while retries < STALE_RETRIES
                 && let Err(e) = &answer
-                && closed_before_use(e, sent)
+                && closed_before_use(e, again.sent)
             {
                 retries += 1;
                 tracing::debug!(
                     "{} {}: the kept-alive connection was closed as the request went on it ({}): sending it again on a new connection",
-                    again.0,
-                    again.1,
+                    again.method,
+                    again.uri,
                     error_chain(e)
                 );
-                let (method, uri, headers, body) = again.clone();
-                answer = client.request(request(method, uri, headers, body)).await;
+                let Resend {
+                    client,
+                    method,
+                    uri,
+                    headers,
+                    body,
+                    ..
+                } = &*again;
+                answer = client
+                    .request(request(
+                        method.clone(),
+                        uri.clone(),
+                        headers.clone(),
+                        body.clone(),
+                    ))
+                    .await;
             }
             answer
         }
     }
+}
+
+/// A request as [`HttpClient::send`] keeps it to send it again.
+struct Resend {
+    client: Arc<Client<hyper_rustls::HttpsConnector<Route>, Full<Bytes>>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+    /// When it was first sent.
+    sent: std::time::Instant,
+}
+
+/// The request `method uri` with `headers` and `body`.
+fn request(method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Request<Full<Bytes>> {
+    let mut request = Request::new(Full::new(body));
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    *request.headers_mut() = headers;
+    request
 }
 
 /// How often [`HttpClient::send`] sends a request again after a

@@ -299,16 +299,11 @@ async fn stdin_closing_shuts_down_and_stops_the_upstream() {
     assert!(!alive(&pid), "upstream {pid} outlived sluice");
 }
 
-#[cfg(target_os = "linux")]
-#[tokio::test]
-async fn an_upstream_that_outlives_its_stdin_ends_with_a_sluice_killed_outright() {
-    // An upstream that does not exit when its stdin ends (as
-    // server-everything does not): once the sample server in it sees the
-    // end of stdin, it sleeps on. sluice, killed with SIGKILL, cannot stop
-    // it; the kernel does (`upstream/tether.rs`).
-    let dir = TempDir::new("sigkill");
-    let pidfile = dir.0.join("pid");
-    let stubborn = cmd(&[
+/// An upstream that does not exit when its stdin ends (as
+/// server-everything does not): once the sample server in it sees the end
+/// of stdin, it sleeps on. It records its pid in `pidfile`.
+fn stubborn(pidfile: &std::path::Path) -> Vec<String> {
+    cmd(&[
         "sh",
         "-c",
         &format!(
@@ -316,21 +311,45 @@ async fn an_upstream_that_outlives_its_stdin_ends_with_a_sluice_killed_outright(
             pidfile.display(),
             sample()[0]
         ),
-    ]);
-    let mut raw = Raw::start(&with_upstream(&stubborn));
-    raw.initialize().await;
-    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
-    assert!(alive(&pid));
-    raw.child.kill().await.unwrap();
+    ])
+}
+
+/// Waits up to 10 s for process `pid` to be gone (killing it if not).
+async fn gone_within_10_s(pid: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while alive(&pid) {
+    while alive(pid) {
         if tokio::time::Instant::now() > deadline {
             let what = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let _ = std::process::Command::new("kill").arg(&pid).status();
+            let _ = std::process::Command::new("kill").arg(pid).status();
             panic!("upstream {pid} ({what:?}) outlived a killed sluice by 10 s");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn an_upstream_that_outlives_its_stdin_ends_with_a_sluice_killed_outright() {
+    // sluice, killed with SIGKILL, cannot stop it; the kernel does
+    // (`upstream/tether.rs`). Over stdio (one thread) and HTTP (upstreams
+    // started on the runtime's worker threads).
+    let dir = TempDir::new("sigkill");
+    let pidfile = dir.0.join("pid");
+    let mut raw = Raw::start(&with_upstream(&stubborn(&pidfile)));
+    raw.initialize().await;
+    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
+    assert!(alive(&pid));
+    raw.child.kill().await.unwrap();
+    gone_within_10_s(&pid).await;
+
+    let pidfile = dir.0.join("pid-http");
+    let mut sluice = HttpSluice::start(&[], &stubborn(&pidfile)).await;
+    let (client, _) = connect_http(&sluice.url).await;
+    assert!(!client.list_all_tools().await.unwrap().is_empty());
+    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
+    assert!(alive(&pid));
+    sluice.child.kill().await.unwrap();
+    gone_within_10_s(&pid).await;
 }
 
 #[tokio::test]
