@@ -3,8 +3,9 @@
 //! sluice stops its stdio upstreams when it shuts down: it closes their
 //! stdin, waits, then kills them. A sluice that is killed outright
 //! (`kill -9`, the OOM killer, a client that kills it) cannot, and a server
-//! that does not exit when its stdin ends (server-everything keeps timers
-//! running) would run on for ever, its parent gone. So each stdio upstream
+//! that does not exit when its stdin ends would run on for ever, its parent
+//! gone (a server-everything a test's sluice had started was found so, no
+//! process holding its stdin). So each stdio upstream
 //! is started through sluice's own binary (`sluice exec-upstream PARENT --
 //! COMMAND…`), which asks the kernel to send it SIGTERM when its parent
 //! dies (`PR_SET_PDEATHSIG`) and then becomes the upstream's command

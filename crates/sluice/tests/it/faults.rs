@@ -299,9 +299,9 @@ async fn stdin_closing_shuts_down_and_stops_the_upstream() {
     assert!(!alive(&pid), "upstream {pid} outlived sluice");
 }
 
-/// An upstream that does not exit when its stdin ends (as
-/// server-everything does not): once the sample server in it sees the end
-/// of stdin, it sleeps on. It records its pid in `pidfile`.
+/// An upstream that does not exit when its stdin ends: once the sample
+/// server in it sees the end of stdin, it sleeps on. It records its pid in
+/// `pidfile`.
 fn stubborn(pidfile: &std::path::Path) -> Vec<String> {
     cmd(&[
         "sh",
