@@ -118,16 +118,6 @@ pub enum Sub {
     /// Runs one jq filter for sluice_query (started by sluice itself).
     #[command(hide = true)]
     JqWorker,
-    /// Becomes a stdio upstream's command, set to end when sluice (PARENT)
-    /// does (started by sluice itself: see `upstream/tether.rs`).
-    #[command(name = "exec-upstream", hide = true)]
-    ExecUpstream {
-        /// sluice's process id.
-        parent: u32,
-        /// The upstream's command and arguments, after `--`.
-        #[arg(last = true, required = true, value_name = "CMD")]
-        command: Vec<String>,
-    },
 }
 
 /// What to run, validated.
@@ -176,10 +166,6 @@ impl Args {
             Some(Sub::Demo) => Ok(Command::Demo),
             Some(Sub::SampleServer { listen }) => Ok(Command::SampleServer(listen)),
             Some(Sub::JqWorker) => Ok(Command::JqWorker),
-            // `main` runs it before anything else (no runtime, no logs).
-            Some(Sub::ExecUpstream { .. }) => {
-                anyhow::bail!("exec-upstream is run by sluice itself, before anything else")
-            }
             Some(Sub::Call {
                 tool,
                 args,

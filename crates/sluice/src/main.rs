@@ -14,12 +14,14 @@ use tokio_util::sync::CancellationToken;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let args = Args::parse();
     // A stdio upstream's launcher becomes the upstream's command at once:
-    // no logs, no runtime (see `upstream/tether.rs`).
-    if let Some(sluice::cli::Sub::ExecUpstream { parent, command }) = &args.command {
-        return sluice::upstream::tether::exec(*parent, command);
+    // no logs, no runtime, not even clap, whose options read the
+    // environment, the upstream's by now (see `upstream/tether.rs`).
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some((parent, command)) = sluice::upstream::tether::launcher(&raw) {
+        return sluice::upstream::tether::exec(parent, command);
     }
+    let args = Args::parse_from(raw);
     let log_format = args.log_format;
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
         .or_else(|_| tracing_subscriber::EnvFilter::try_new("info"))

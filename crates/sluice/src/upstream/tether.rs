@@ -55,13 +55,27 @@ pub fn command(
     Ok(tethered)
 }
 
+/// The launcher's parent and command, if `args` (the process's, its name
+/// first) are a launcher's: `sluice exec-upstream PARENT -- COMMAND…`.
+pub fn launcher(args: &[OsString]) -> Option<(u32, &[OsString])> {
+    match args {
+        [_, sub, parent, dashes, command @ ..]
+            if sub == SUBCOMMAND && dashes == "--" && !command.is_empty() =>
+        {
+            Some((parent.to_str()?.parse().ok()?, command))
+        }
+        _ => None,
+    }
+}
+
 /// The launcher's side: asks for SIGTERM when `parent` dies, then becomes
 /// `command`. Returns only if that failed (status 127, as a shell's).
-pub fn exec(parent: u32, command: &[String]) -> ExitCode {
+pub fn exec(parent: u32, command: &[OsString]) -> ExitCode {
     let Some((program, args)) = command.split_first() else {
         eprintln!("sluice {SUBCOMMAND}: no command given");
         return ExitCode::from(127);
     };
+    let program_shown = program.to_string_lossy();
     #[cfg(target_os = "linux")]
     {
         use nix::sys::signal::Signal;
@@ -73,7 +87,7 @@ pub fn exec(parent: u32, command: &[String]) -> ExitCode {
         // come then, so do not start a server no one will stop.
         if std::os::unix::process::parent_id() != parent {
             eprintln!(
-                "sluice {SUBCOMMAND}: not starting `{program}`: sluice (pid {parent}), which asked for it, has exited"
+                "sluice {SUBCOMMAND}: not starting `{program_shown}`: sluice (pid {parent}), which asked for it, has exited"
             );
             return ExitCode::from(127);
         }
@@ -84,13 +98,13 @@ pub fn exec(parent: u32, command: &[String]) -> ExitCode {
     {
         use std::os::unix::process::CommandExt as _;
         let error = std::process::Command::new(program).args(args).exec();
-        eprintln!("sluice {SUBCOMMAND}: cannot run `{program}`: {error}");
+        eprintln!("sluice {SUBCOMMAND}: cannot run `{program_shown}`: {error}");
         ExitCode::from(127)
     }
     #[cfg(not(unix))]
     {
         let _ = args;
-        eprintln!("sluice {SUBCOMMAND}: `{program}`: not supported on this system");
+        eprintln!("sluice {SUBCOMMAND}: `{program_shown}`: not supported on this system");
         ExitCode::from(127)
     }
 }
@@ -211,6 +225,33 @@ mod tests {
             Ok(())
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_a_launchers_arguments_are_read_as_one() {
+        let args = |words: &[&str]| words.iter().map(OsString::from).collect::<Vec<_>>();
+        let launched = args(&[
+            "sluice",
+            SUBCOMMAND,
+            "42",
+            "--",
+            "node",
+            "server.js",
+            "--port",
+            "1",
+        ]);
+        let (parent, command) = launcher(&launched).unwrap();
+        assert_eq!(parent, 42);
+        assert_eq!(command, &launched[4..]);
+        for not in [
+            args(&["sluice", "--", SUBCOMMAND, "42", "--", "x"]),
+            args(&["sluice", SUBCOMMAND, "42", "--"]),
+            args(&["sluice", SUBCOMMAND, "x42", "--", "x"]),
+            args(&["sluice", SUBCOMMAND, "42", "x"]),
+            args(&["sluice", "demo"]),
+        ] {
+            assert!(launcher(&not).is_none(), "{not:?}");
+        }
     }
 
     #[test]
