@@ -141,7 +141,7 @@ impl HttpClient {
     ///
     /// A request that went on a kept-alive connection which turned out to
     /// be closed (the server or a proxy closed it as the request was
-    /// written: no answer, not a byte of one) is sent again on a new
+    /// written: no answer's head came) is sent again on a new
     /// connection, at most [`STALE_RETRIES`] times, as browsers and curl
     /// do: a server that closes an idle connection never read what came on
     /// it. tinyproxy closes every connection after its answer without
@@ -242,9 +242,10 @@ const STALE_RETRIES: usize = 3;
 struct MadeAt(std::time::Instant);
 
 /// Whether `error` is a kept-alive connection found closed: it was made
-/// before the request was `sent`, and it ended before any answer came,
-/// by the server's close (EOF, reset, broken pipe), not by anything the
-/// request or its answer did.
+/// before the request was `sent`, and it ended before an answer's whole
+/// head came, by the other side's close (EOF, reset, broken pipe). (hyper
+/// does not say whether part of a head had come: a server that began to
+/// answer and then closed is taken for one that closed first.)
 fn closed_before_use(error: &Error, sent: std::time::Instant) -> bool {
     if error.is_connect() {
         return false;
