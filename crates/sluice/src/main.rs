@@ -35,6 +35,12 @@ fn main() -> ExitCode {
             filter
         })
         .with_writer(std::io::stderr)
+        // When whoever read sluice's stderr has gone, a log line cannot be
+        // written: it is dropped. tracing's default says so with
+        // `eprintln!`, which panics on the same closed stderr, and the
+        // task that logged died with it (the one that turns SIGTERM into
+        // shutdown among them: sluice then ignored SIGTERM).
+        .log_internal_errors(false)
         .with_ansi(false);
     match args.log_format {
         LogFormat::Text => logs.init(),
@@ -78,19 +84,22 @@ fn main() -> ExitCode {
 /// whatever the log level: `sluice: {line}` in text; with `--log-format
 /// json`, an object shaped as the log lines are, so that every line on
 /// stderr is one.
+///
+/// A stderr no one reads any more is not an error: the line is dropped
+/// (`eprintln!` would panic).
 fn say(format: LogFormat, level: &str, line: &str) {
-    match format {
-        LogFormat::Text => eprintln!("sluice: {line}"),
-        LogFormat::Json => eprintln!(
-            "{}",
-            serde_json::json!({
-                "timestamp": sluice_core::format::timestamp(std::time::SystemTime::now()),
-                "level": level,
-                "fields": {"message": line},
-                "target": "sluice",
-            })
-        ),
-    }
+    use std::io::Write as _;
+    let said = match format {
+        LogFormat::Text => format!("sluice: {line}"),
+        LogFormat::Json => serde_json::json!({
+            "timestamp": sluice_core::format::timestamp(std::time::SystemTime::now()),
+            "level": level,
+            "fields": {"message": line},
+            "target": "sluice",
+        })
+        .to_string(),
+    };
+    let _ = writeln!(std::io::stderr(), "{said}");
 }
 
 async fn run(args: Args) -> anyhow::Result<ExitCode> {

@@ -378,6 +378,39 @@ async fn sigterm_shuts_down_gracefully_and_stops_the_upstream() {
     assert!(!alive(&pid), "upstream {pid} outlived sluice");
 }
 
+#[tokio::test]
+async fn sigterm_stops_a_sluice_whose_stderr_no_one_reads_any_more() {
+    // Whoever started sluice and read its log has gone (a killed test
+    // harness, `sluice … 2>&1 | head`): log lines cannot be written. They
+    // are dropped; tracing's own complaint about it used to panic on the
+    // same closed stderr and kill the task that logged, the one that turns
+    // SIGTERM into a shutdown among them.
+    let mut child = http_sluice(&[], &sample()).spawn().unwrap();
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(child.stderr.take().unwrap()));
+    let url = loop {
+        let line = lines.next_line().await.unwrap().expect("sluice serves");
+        if let Some(url) = line.strip_prefix("sluice: serving MCP at ") {
+            break url.trim().to_owned();
+        }
+    };
+    drop(lines);
+    // Work that logs, with no one reading.
+    let (client, _) = connect_http(&url).await;
+    assert!(!client.list_all_tools().await.unwrap().is_empty());
+    let own = child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &own])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("sluice ignored SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
+
 /// The fixture's `big` text (as `govern.rs` builds it).
 fn big_text(n: usize) -> String {
     let mut text = String::with_capacity(n + 80);

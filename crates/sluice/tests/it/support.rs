@@ -220,17 +220,8 @@ impl HttpSluice {
         upstream: &[String],
         env: &[(&str, &std::ffi::OsStr)],
     ) -> Self {
-        let mut cmd = Command::new(sluice());
-        cmd.args(["--listen", "127.0.0.1:0", "--log-level", "info"])
-            .args(extra)
-            .envs(env.iter().copied());
-        if !upstream.is_empty() {
-            cmd.arg("--").args(upstream);
-        }
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        let mut cmd = http_sluice(extra, upstream);
+        cmd.envs(env.iter().copied());
         let mut child = cmd.spawn().expect("spawn sluice");
         let (url, log) = serving(&mut child).await;
         Self {
@@ -239,6 +230,22 @@ impl HttpSluice {
             stderr: log,
         }
     }
+}
+
+/// `sluice --listen 127.0.0.1:0 --log-level info EXTRA… -- UPSTREAM`, its
+/// stderr piped (where it says where it serves), killed when dropped.
+pub fn http_sluice(extra: &[&str], upstream: &[String]) -> Command {
+    let mut cmd = Command::new(sluice());
+    cmd.args(["--listen", "127.0.0.1:0", "--log-level", "info"])
+        .args(extra);
+    if !upstream.is_empty() {
+        cmd.arg("--").args(upstream);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
 }
 
 /// Waits for `child` (sluice) to say where it serves; its stderr lines
