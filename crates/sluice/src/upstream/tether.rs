@@ -79,9 +79,12 @@ pub fn exec(parent: u32, command: &[OsString]) -> ExitCode {
     #[cfg(target_os = "linux")]
     {
         use nix::sys::signal::Signal;
+        // Where the system refuses it (a sandbox's filter), the upstream
+        // runs untethered, as it did before, rather than not at all.
         if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM) {
-            eprintln!("sluice {SUBCOMMAND}: cannot ask to end with sluice: {e}");
-            return ExitCode::from(127);
+            eprintln!(
+                "sluice {SUBCOMMAND}: `{program_shown}` will not end with sluice if sluice is killed outright (prctl refused: {e})"
+            );
         }
         // sluice may have died before the request above: no signal would
         // come then, so do not start a server no one will stop.
