@@ -268,28 +268,38 @@ fn alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
 }
 
-/// An upstream that records its pid, so a test can check it is gone.
-fn recorded_sample(pidfile: &std::path::Path) -> Vec<String> {
-    let sample = sample();
+/// The sample server as an upstream that records its pid in `pidfile`, so
+/// a test can check it is gone (`sh`, which `exec`s the server, or with
+/// `stubborn` runs it and then sleeps on: an upstream that does not exit
+/// when its stdin ends).
+fn sample_recording_pid(pidfile: &std::path::Path, stubborn: bool) -> Vec<String> {
+    let server = format!("'{}' sample-server", sample()[0]);
+    let run = if stubborn {
+        format!("{server}; exec sleep 300")
+    } else {
+        format!("exec {server}")
+    };
     cmd(&[
         "sh",
         "-c",
-        &format!(
-            "echo $$ > '{}'; exec '{}' sample-server",
-            pidfile.display(),
-            sample[0]
-        ),
+        &format!("echo $$ > '{}'; {run}", pidfile.display()),
     ])
+}
+
+/// The pid an upstream of [`sample_recording_pid`] recorded, checked alive.
+fn recorded_pid(pidfile: &std::path::Path) -> String {
+    let pid = std::fs::read_to_string(pidfile).unwrap().trim().to_owned();
+    assert!(alive(&pid), "upstream {pid} is not running");
+    pid
 }
 
 #[tokio::test]
 async fn stdin_closing_shuts_down_and_stops_the_upstream() {
     let dir = TempDir::new("stdin-close");
     let pidfile = dir.0.join("pid");
-    let mut raw = Raw::start(&with_upstream(&recorded_sample(&pidfile)));
+    let mut raw = Raw::start(&with_upstream(&sample_recording_pid(&pidfile, false)));
     raw.initialize().await;
-    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
-    assert!(alive(&pid));
+    let pid = recorded_pid(&pidfile);
     drop(raw.stdin.take());
     let status = tokio::time::timeout(Duration::from_secs(15), raw.child.wait())
         .await
@@ -297,21 +307,6 @@ async fn stdin_closing_shuts_down_and_stops_the_upstream() {
         .unwrap();
     assert!(status.success(), "{status}");
     assert!(!alive(&pid), "upstream {pid} outlived sluice");
-}
-
-/// An upstream that does not exit when its stdin ends: once the sample
-/// server in it sees the end of stdin, it sleeps on. It records its pid in
-/// `pidfile`.
-fn stubborn(pidfile: &std::path::Path) -> Vec<String> {
-    cmd(&[
-        "sh",
-        "-c",
-        &format!(
-            "echo $$ > '{}'; '{}' sample-server; exec sleep 300",
-            pidfile.display(),
-            sample()[0]
-        ),
-    ])
 }
 
 /// Waits up to 10 s for process `pid` to be gone (killing it if not).
@@ -335,31 +330,52 @@ async fn an_upstream_that_outlives_its_stdin_ends_with_a_sluice_killed_outright(
     // started on the runtime's worker threads).
     let dir = TempDir::new("sigkill");
     let pidfile = dir.0.join("pid");
-    let mut raw = Raw::start(&with_upstream(&stubborn(&pidfile)));
+    let mut raw = Raw::start(&with_upstream(&sample_recording_pid(&pidfile, true)));
     raw.initialize().await;
-    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
-    assert!(alive(&pid));
+    let pid = recorded_pid(&pidfile);
     raw.child.kill().await.unwrap();
     gone_within_10_s(&pid).await;
 
     let pidfile = dir.0.join("pid-http");
-    let mut sluice = HttpSluice::start(&[], &stubborn(&pidfile)).await;
+    let mut sluice = HttpSluice::start(&[], &sample_recording_pid(&pidfile, true)).await;
     let (client, _) = connect_http(&sluice.url).await;
     assert!(!client.list_all_tools().await.unwrap().is_empty());
-    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
-    assert!(alive(&pid));
+    let pid = recorded_pid(&pidfile);
     sluice.child.kill().await.unwrap();
     gone_within_10_s(&pid).await;
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_launcher_whose_sluice_is_not_its_parent_starts_nothing() {
+    // `exec-upstream PARENT` from a process that is not sluice `PARENT`
+    // (sluice died before the launcher could ask to end with it, or anyone
+    // else typing it): no signal would stop what it starts, so it starts
+    // nothing and says why.
+    let dir = TempDir::new("launcher");
+    let marker = dir.0.join("started");
+    let out = std::process::Command::new(sluice())
+        .args(["exec-upstream", "1", "--", "sh", "-c"])
+        .arg(format!("touch '{}'", marker.display()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("not starting `sh`: sluice (pid 1), which asked for it, has exited"),
+        "{said}"
+    );
+    assert!(!marker.exists(), "the command ran");
 }
 
 #[tokio::test]
 async fn sigterm_shuts_down_gracefully_and_stops_the_upstream() {
     let dir = TempDir::new("sigterm");
     let pidfile = dir.0.join("pid");
-    let mut sluice = HttpSluice::start(&[], &recorded_sample(&pidfile)).await;
+    let mut sluice = HttpSluice::start(&[], &sample_recording_pid(&pidfile, false)).await;
     let (client, _) = connect_http(&sluice.url).await;
     assert!(!client.list_all_tools().await.unwrap().is_empty());
-    let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
+    let pid = recorded_pid(&pidfile);
     let own = sluice.child.id().unwrap().to_string();
     let killed = std::process::Command::new("kill")
         .args(["-TERM", &own])
