@@ -141,11 +141,11 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Transport for LinesTransport<W> {
         async move {
             let mut writer = self.writer.lock().await;
             let Some(writer) = writer.as_mut() else {
-                return Err(SendError::Closed("sluice closed it".into()));
+                return Err(SendError::Closed("was closed by sluice".into()));
             };
             jsonrpc::write_line(writer, message.as_bytes())
                 .await
-                .map_err(|e| SendError::Closed(format!("its stdin could not be written: {e}")))
+                .map_err(|e| SendError::Closed(format!("closed its stdin (a write failed: {e})")))
         }
         .boxed()
     }

@@ -983,13 +983,13 @@ impl Transport for StreamableHttp {
     fn send(&self, message: Message) -> BoxFuture<'_, Result<(), SendError>> {
         async move {
             if self.stop.is_cancelled() {
-                return Err(SendError::Closed("sluice closed it".into()));
+                return Err(SendError::Closed("was closed by sluice".into()));
             }
             if let Some(why) = self.session_ended() {
                 return Err(SendError::Closed(why));
             }
             let Some(me) = self.me.upgrade() else {
-                return Err(SendError::Closed("sluice closed it".into()));
+                return Err(SendError::Closed("was closed by sluice".into()));
             };
             let stateless_now = self.stateless.load(Ordering::Relaxed);
             if stateless_now && message.method() == Some("notifications/cancelled") {

@@ -36,16 +36,14 @@ pub fn command(
     path: Option<&OsStr>,
     cwd: Option<&Path>,
 ) -> std::io::Result<tokio::process::Command> {
-    // The binary that is running, even if it was replaced or deleted since
-    // (without /proc, as in some sandboxes, the command starts directly).
-    const RUNNING: &str = "/proc/self/exe";
-    if !cfg!(target_os = "linux") || !Path::new(RUNNING).exists() {
+    // Without /proc, as in some sandboxes, the command starts directly.
+    let Some(binary) = running_binary() else {
         let mut direct = tokio::process::Command::new(program);
         direct.args(args);
         return Ok(direct);
-    }
+    };
     runnable(program, path, cwd)?;
-    let mut tethered = tokio::process::Command::new(RUNNING);
+    let mut tethered = tokio::process::Command::new(binary);
     tethered
         .arg(SUBCOMMAND)
         .arg(std::process::id().to_string())
@@ -53,6 +51,48 @@ pub fn command(
         .arg(program)
         .args(args);
     Ok(tethered)
+}
+
+/// The file sluice's code was loaded from, to start the launcher with (on
+/// Linux; `None` elsewhere or without `/proc`). It is the file mapped where
+/// this function's code is (`/proc/self/maps`), not `/proc/self/exe`,
+/// which is the program the kernel started: sluice itself only when
+/// nothing ran it. Under valgrind it is valgrind's tool, under `ld.so
+/// sluice …` the loader, and either takes `exec-upstream` for a program
+/// of its own, so that no stdio upstream started. A binary replaced or
+/// deleted since it started is mapped as "(deleted)": then
+/// `/proc/self/exe`, which still opens the file that runs.
+fn running_binary() -> Option<PathBuf> {
+    const STARTED: &str = "/proc/self/exe";
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let here = running_binary as fn() -> Option<PathBuf> as usize;
+    let loaded = std::fs::read_to_string("/proc/self/maps")
+        .ok()
+        .and_then(|maps| code_file(&maps, here).map(PathBuf::from))
+        .filter(|file| file.is_file());
+    loaded.or_else(|| Path::new(STARTED).exists().then(|| PathBuf::from(STARTED)))
+}
+
+/// The file mapped at `address` in `maps` (the text of `/proc/PID/maps`),
+/// if it is a file that still has that name: not one shown "(deleted)",
+/// nor an anonymous or special mapping (`[stack]`, `[vdso]`).
+fn code_file(maps: &str, address: usize) -> Option<&str> {
+    maps.lines().find_map(|line| {
+        // start-end perms offset dev inode   path
+        let mut fields = line.splitn(6, ' ');
+        let (start, end) = fields.next()?.split_once('-')?;
+        let (start, end) = (
+            usize::from_str_radix(start, 16).ok()?,
+            usize::from_str_radix(end, 16).ok()?,
+        );
+        if !(start..end).contains(&address) {
+            return None;
+        }
+        let file = fields.nth(4)?.trim_start();
+        (file.starts_with('/') && !file.ends_with(" (deleted)")).then_some(file)
+    })
 }
 
 /// The launcher's parent and command, if `args` (the process's, its name
@@ -228,6 +268,42 @@ mod tests {
             Ok(())
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_launcher_is_the_file_sluices_code_was_loaded_from() {
+        let maps = "\
+55d0c0a00000-55d0c0b00000 r--p 00000000 103:02 1311 /opt/sluice bin/sluice
+55d0c0b00000-55d0c0c00000 r-xp 00100000 103:02 1311 /opt/sluice bin/sluice
+7f0000000000-7f0000001000 r-xp 00000000 103:02 77   /usr/lib/ld-linux-x86-64.so.2
+7f0000100000-7f0000200000 r-xp 00000000 103:02 99   /opt/old/sluice (deleted)
+7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0     [stack]
+7ffd00030000-7ffd00032000 r-xp 00000000 00:00 0
+";
+        // The file holding the address, its name with spaces kept.
+        assert_eq!(
+            code_file(maps, 0x55d0c0b12345),
+            Some("/opt/sluice bin/sluice")
+        );
+        assert_eq!(
+            code_file(maps, 0x7f0000000fff),
+            Some("/usr/lib/ld-linux-x86-64.so.2")
+        );
+        // Ends are exclusive; a replaced file, a special or anonymous
+        // mapping and an address mapped nowhere name nothing.
+        assert_eq!(code_file(maps, 0x55d0c0c00000), None);
+        assert_eq!(code_file(maps, 0x7f0000100010), None);
+        assert_eq!(code_file(maps, 0x7ffd00000010), None);
+        assert_eq!(code_file(maps, 0x7ffd00030010), None);
+        assert_eq!(code_file(maps, 0x10), None);
+        // This process's own: the test binary, as the kernel started it.
+        if cfg!(target_os = "linux") {
+            let running = running_binary().unwrap();
+            assert_eq!(
+                std::fs::canonicalize(running).unwrap(),
+                std::fs::canonicalize(std::env::current_exe().unwrap()).unwrap()
+            );
+        }
     }
 
     #[test]

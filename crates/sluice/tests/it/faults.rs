@@ -322,6 +322,36 @@ async fn gone_within_10_s(pid: &str) {
     }
 }
 
+/// sluice run by the dynamic loader (`ld.so sluice …`, as some packagers
+/// and tools such as valgrind run a binary) still starts its stdio
+/// upstreams: its launcher is the file its code came from, not
+/// `/proc/self/exe`, which is then the loader.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn an_upstream_starts_when_sluice_is_run_by_the_dynamic_loader() {
+    // The loader this test binary was started by is the one for sluice.
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let loader = maps
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .find(|file| {
+            std::path::Path::new(file)
+                .file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with("ld-"))
+        })
+        .expect("a dynamically linked test binary maps its loader");
+    let mut command = vec![loader.to_owned()];
+    command.extend(via_sluice(&sample()));
+    let (client, _) = connect(&command).await;
+    let echoed = client
+        .call_tool(call("echo", serde_json::json!({"text": "loaded"})))
+        .await
+        .unwrap();
+    assert_ne!(echoed.is_error, Some(true), "{echoed:?}");
+    assert_eq!(first_text(&echoed), "loaded");
+    client.cancel().await.unwrap();
+}
+
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn an_upstream_that_outlives_its_stdin_ends_with_a_sluice_killed_outright() {
