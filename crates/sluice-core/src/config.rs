@@ -538,6 +538,7 @@ fn hex_digest(text: &str) -> Option<[u8; 32]> {
 #[serde(deny_unknown_fields)]
 struct RawLimits {
     max_message_mb: Option<u64>,
+    max_requests_in_flight: Option<u64>,
 }
 
 impl RawLimits {
@@ -550,6 +551,14 @@ impl RawLimits {
                 ));
             }
             l.max_message_bytes = usize::try_from(m << 20).unwrap_or(usize::MAX);
+        }
+        if let Some(n) = self.max_requests_in_flight {
+            if !(1..=65536).contains(&n) {
+                return Err(format!(
+                    "[limits]: `max_requests_in_flight = {n}` is out of range: from 1 to 65536"
+                ));
+            }
+            l.max_requests_in_flight = n as usize;
         }
         Ok(l)
     }
@@ -1691,12 +1700,19 @@ cache_mb = 0
         let config = parse(&format!("{up}[limits]\nmax_message_mb = 3\n")).unwrap();
         assert_eq!(config.limits.max_message_bytes, 3 << 20);
         assert_eq!(config.limits.describe(), "[limits] max_message_mb = 3");
+        assert_eq!(parse(up).unwrap().limits.max_requests_in_flight, 256);
+        let config = parse(&format!("{up}[limits]\nmax_requests_in_flight = 2\n")).unwrap();
+        assert_eq!(config.limits.max_requests_in_flight, 2);
         for (text, expected) in [
             (
                 "[limits]\nmax_message_mb = 0\n",
                 "`max_message_mb = 0` is out of range",
             ),
             ("[limits]\nmax_message_mb = 5000\n", "from 1 to 4096"),
+            (
+                "[limits]\nmax_requests_in_flight = 0\n",
+                "`max_requests_in_flight = 0` is out of range: from 1 to 65536",
+            ),
             ("[limits]\nmax_message = 3\n", "unknown field `max_message`"),
         ] {
             let err = parse(&format!("{up}{text}")).unwrap_err();

@@ -43,6 +43,9 @@ pub struct ClientLines<R, W> {
     link: Option<Arc<super::link::ClientLink>>,
     /// The tasks answering the requests the front took.
     answering: tokio_util::task::TaskTracker,
+    /// The most requests answered at once (`[limits]
+    /// max_requests_in_flight`); one more is refused at once.
+    max_in_flight: usize,
 }
 
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
@@ -58,6 +61,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
             front: None,
             link: None,
             answering: tokio_util::task::TaskTracker::new(),
+            max_in_flight: sluice_core::limits::MessageLimits::default().max_requests_in_flight,
         }
     }
 
@@ -102,6 +106,15 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
         self
     }
 
+    /// Answers at most `n` of the client's requests at once (`[limits]
+    /// max_requests_in_flight`): one more is refused at once. Without a
+    /// bound, a client that sends requests and never reads the answers
+    /// made sluice hold every one of them, and their answers, in memory.
+    pub fn with_in_flight(mut self, n: usize) -> Self {
+        self.max_in_flight = n.max(1);
+        self
+    }
+
     /// Runs `f` when the client's input ends (EOF or a read error), as soon
     /// as it does: a client that went away should not make its upstream
     /// calls wait.
@@ -140,6 +153,26 @@ async fn write_line<W: AsyncWrite + Unpin>(
     writer.write_all(&bytes).await?;
     writer.flush().await
 }
+
+/// The refusal of a request while `max` of the client's requests are
+/// being answered.
+fn too_many_in_flight(request: &crate::jsonrpc::Message, max: usize) -> bytes::Bytes {
+    let id = request
+        .id()
+        .unwrap_or_else(|| crate::jsonrpc::Id::number(0));
+    let error = ErrorData::new(
+        ErrorCode(SERVER_BUSY),
+        format!(
+            "sluice is already answering {max} requests from this client, the most it answers at once (`[limits] max_requests_in_flight` in sluice's config): wait for their answers, then send this request again"
+        ),
+        None,
+    );
+    super::answer::answer_line(&id, Err(error))
+}
+
+/// JSON-RPC's code for a server error of its own, the one `[http]
+/// max_sessions` answers with too.
+const SERVER_BUSY: i32 = -32000;
 
 /// The error answer to a line that is not a JSON-RPC message.
 fn answer_to(line: &[u8], error: &serde_json::Error) -> TxJsonRpcMessage<RoleServer> {
@@ -268,6 +301,23 @@ where
                 if let Some(front) = &self.front
                     && front.notified(&message)
                 {
+                    if eof {
+                        return self.ended();
+                    }
+                    continue;
+                } else if self.front.is_some()
+                    && message.kind() == crate::jsonrpc::Kind::Request
+                    && self.answering.len() >= self.max_in_flight
+                {
+                    // Refused, not queued: the client's answers to
+                    // sluice's own requests (sampling, elicitation), which
+                    // the requests in flight may wait for, are still read.
+                    // Writing the refusal waits for a client that does not
+                    // read, and so does the next line then.
+                    let refusal = too_many_in_flight(&message, self.max_in_flight);
+                    if write_bytes(&self.writer, &refusal).await.is_err() {
+                        return self.ended();
+                    }
                     if eof {
                         return self.ended();
                     }

@@ -43,11 +43,15 @@ where
     let (out, written) = tokio::sync::mpsc::channel(super::lines::NOTICES);
     let link = Arc::new(ClientLink::new(out));
     let id = gateway.hub().new_session_id();
-    let max_line = gateway.limits().max_message_bytes;
+    let (max_line, max_in_flight) = (
+        gateway.limits().max_message_bytes,
+        gateway.limits().max_requests_in_flight,
+    );
     let front = Front::new(gateway.clone(), id, true);
     front.set_link(link.clone());
     let mut lines = ClientLines::new(reader, writer)
         .with_limit(max_line)
+        .with_in_flight(max_in_flight)
         .with_front(front.clone())
         .with_link(link, written)
         .on_end({

@@ -484,3 +484,55 @@ async fn an_initialize_piped_before_the_input_ends_is_answered() {
     let init = raw.response(1).await;
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
 }
+
+/// A stdio client has at most `[limits] max_requests_in_flight` of its
+/// requests answered at once: one more is refused at once, naming the key,
+/// while those in flight go on; once they are answered, requests are taken
+/// again. (Without the bound, a client that sent requests and never read
+/// its answers made sluice hold them all: 125 MB after 16 s of 20 kB
+/// echoes, growing.)
+#[tokio::test]
+async fn requests_past_max_in_flight_are_refused_at_once_and_the_others_answered() {
+    let dir = TempDir::new("in-flight");
+    let config = dir.file(
+        "sluice.toml",
+        &(toml_upstream("sample", &sample()) + "[limits]\nmax_requests_in_flight = 2\n"),
+    );
+    let mut raw = Raw::start(&["--config".into(), config.display().to_string()]);
+    raw.initialize().await;
+    let call = |id: u64, tool: &str, arguments: serde_json::Value| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}})
+        .to_string()
+    };
+    let slow = serde_json::json!({"seconds": 1.5, "quiet": true});
+    raw.send(&call(10, "slow_task", slow.clone())).await;
+    raw.send(&call(11, "slow_task", slow)).await;
+    raw.send(&call(12, "echo", serde_json::json!({"text": "third"})))
+        .await;
+    // The refusal comes first: the two slow calls are still running.
+    let refused = raw.recv().await;
+    assert_eq!(refused["id"], 12, "{refused}");
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("already answering 2 requests")
+            && message.contains("`[limits] max_requests_in_flight`"),
+        "{message}"
+    );
+    for id in [10, 11] {
+        let done = raw.response(id).await;
+        assert!(done["result"]["content"].is_array(), "{done}");
+    }
+    raw.send(&call(
+        13,
+        "echo",
+        serde_json::json!({"text": "taken again"}),
+    ))
+    .await;
+    let echoed = raw.response(13).await;
+    assert_eq!(
+        echoed["result"]["content"][0]["text"], "taken again",
+        "{echoed}"
+    );
+}
