@@ -46,6 +46,9 @@ pub struct ClientLines<R, W> {
     /// The most requests answered at once (`[limits]
     /// max_requests_in_flight`); one more is refused at once.
     max_in_flight: usize,
+    /// Whether the last request was refused for that (a refusal is
+    /// logged once per run of them, not once per request).
+    refusing: bool,
 }
 
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
@@ -62,6 +65,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
             link: None,
             answering: tokio_util::task::TaskTracker::new(),
             max_in_flight: sluice_core::limits::MessageLimits::default().max_requests_in_flight,
+            refusing: false,
         }
     }
 
@@ -314,6 +318,12 @@ where
                     // the requests in flight may wait for, are still read.
                     // Writing the refusal waits for a client that does not
                     // read, and so does the next line then.
+                    if !std::mem::replace(&mut self.refusing, true) {
+                        tracing::warn!(
+                            in_flight = self.max_in_flight,
+                            "refusing the client's requests until it has some answers: [limits] max_requests_in_flight reached"
+                        );
+                    }
                     let refusal = too_many_in_flight(&message, self.max_in_flight);
                     if write_bytes(&self.writer, &refusal).await.is_err() {
                         return self.ended();
@@ -326,6 +336,7 @@ where
                     && let (stream, notices) = tokio::sync::mpsc::channel(NOTICES)
                     && let Some(taken) = front.take_any(&message, None, stream)
                 {
+                    self.refusing = false;
                     let writer = self.writer.clone();
                     let answering = taken.drive(notices, move |line| {
                         let writer = writer.clone();
