@@ -78,6 +78,7 @@
 //! max_sessions = 1000                    # more 2025-11-25 sessions get 503
 //! session_idle_s = 1800                  # an unused session is closed
 //! header_timeout_s = 10                  # headers must have arrived by then
+//! max_connections = 10000                # more open connections get 503
 //! ```
 
 use std::collections::BTreeMap;
@@ -571,6 +572,7 @@ struct RawHttp {
     max_sessions: Option<usize>,
     session_idle_s: Option<u64>,
     header_timeout_s: Option<u64>,
+    max_connections: Option<usize>,
 }
 
 impl RawHttp {
@@ -607,6 +609,14 @@ impl RawHttp {
                 ));
             }
             h.header_timeout = std::time::Duration::from_secs(t);
+        }
+        if let Some(n) = self.max_connections {
+            if !(1..=1_000_000).contains(&n) {
+                return Err(format!(
+                    "[http]: `max_connections = {n}` is out of range: from 1 to 1000000"
+                ));
+            }
+            h.max_connections = n;
         }
         Ok(h)
     }
@@ -1661,11 +1671,13 @@ cache_mb = 0
     fn http_limits_are_read_and_checked() {
         let up = "[upstreams.a]\ncommand = \"x\"\n";
         let config = parse(&format!(
-            "{up}[http]\nmax_body_mb = 2\nmax_sessions = 5\nsession_idle_s = 60\nheader_timeout_s = 3\n"
+            "{up}[http]\nmax_body_mb = 2\nmax_sessions = 5\nsession_idle_s = 60\nheader_timeout_s = 3\nmax_connections = 7\n"
         ))
         .unwrap();
         let h = config.http;
         assert_eq!((h.max_body_bytes, h.max_sessions), (2 << 20, 5));
+        assert_eq!(h.max_connections, 7);
+        assert_eq!(HttpLimits::default().max_connections, 10_000);
         assert_eq!(h.session_idle.as_secs(), 60);
         assert_eq!(h.header_timeout.as_secs(), 3);
         assert_eq!(parse(up).unwrap().http, HttpLimits::default());
@@ -1685,6 +1697,10 @@ cache_mb = 0
             (
                 "[http]\nheader_timeout_s = 0\n",
                 "`header_timeout_s = 0` is out of range",
+            ),
+            (
+                "[http]\nmax_connections = 0\n",
+                "`max_connections = 0` is out of range: from 1 to 1000000",
             ),
             ("[http]\nmax_body = 3\n", "unknown field `max_body`"),
         ] {

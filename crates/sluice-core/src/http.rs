@@ -17,6 +17,11 @@ pub struct HttpLimits {
     /// A request whose headers have not all arrived by then is closed
     /// (`header_timeout_s`): half-open requests cannot pile up.
     pub header_timeout: Duration,
+    /// Open connections at most (`max_connections`); one more is answered
+    /// 503 and closed. Each costs memory (~14 KB for one that sent half a
+    /// request) until it closes, and sluice raises its open-files limit to
+    /// the hard one, which may be a million.
+    pub max_connections: usize,
 }
 
 impl Default for HttpLimits {
@@ -26,6 +31,7 @@ impl Default for HttpLimits {
             max_sessions: 1_000,
             session_idle: Duration::from_secs(1_800),
             header_timeout: Duration::from_secs(10),
+            max_connections: 10_000,
         }
     }
 }

@@ -37,6 +37,10 @@ const PAGE: &str = include_str!("page.html");
 /// idle between requests.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Connections the admin listener serves at once: scrapers and a few
+/// browsers; one more gets 503.
+const MAX_CONNECTIONS: usize = 256;
+
 /// Where the admin server listens and who may ask it.
 #[derive(Debug)]
 pub struct AdminSettings {
@@ -139,8 +143,12 @@ pub async fn start(
         .layer(axum::middleware::from_fn_with_state(admin.clone(), guard))
         .with_state(admin);
     let serving = tokio::spawn(async move {
-        crate::downstream::http::serve_connections(listener, router, HEADER_TIMEOUT, shutdown)
-            .await;
+        let bounds = crate::downstream::http::Connections {
+            header_timeout: HEADER_TIMEOUT,
+            max: MAX_CONNECTIONS,
+            key: "the admin listener's bound",
+        };
+        crate::downstream::http::serve_connections(listener, router, bounds, shutdown).await;
         sampling.cancel();
     });
     Ok((bound, serving))

@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::Context as _;
 use sluice_core::http::HttpLimits;
@@ -67,7 +68,12 @@ pub async fn serve(
     raise_open_files_limit();
     tracing::info!("serving MCP at http://{bound}/mcp");
     ready(bound);
-    serve_connections(listener, router, limits.header_timeout, shutdown).await;
+    let bounds = Connections {
+        header_timeout: limits.header_timeout,
+        max: limits.max_connections,
+        key: "`[http] max_connections`",
+    };
+    serve_connections(listener, router, bounds, shutdown).await;
     Ok(())
 }
 
@@ -79,10 +85,17 @@ pub async fn serve(
 pub(crate) async fn serve_connections(
     listener: tokio::net::TcpListener,
     router: axum::Router,
-    header_timeout: std::time::Duration,
+    bounds: Connections,
     shutdown: CancellationToken,
 ) {
+    let Connections {
+        header_timeout,
+        max,
+        key,
+    } = bounds;
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    let open = Arc::new(AtomicUsize::new(0));
+    let mut refusing = false;
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
@@ -98,6 +111,15 @@ pub(crate) async fn serve_connections(
                 continue;
             }
         };
+        if open.load(Ordering::Acquire) >= max {
+            if !std::mem::replace(&mut refusing, true) {
+                tracing::warn!(open = max, "refusing connections: {key} reached");
+            }
+            tokio::spawn(refuse_connection(tcp, max, key));
+            continue;
+        }
+        refusing = false;
+        let held = OpenConnection::new(&open);
         // Without TCP_NODELAY a keep-alive client's next request waits on
         // Nagle's algorithm and delayed ACKs: ~40 ms per request.
         if let Err(e) = tcp.set_nodelay(true) {
@@ -125,6 +147,7 @@ pub(crate) async fn serve_connections(
             if let Err(e) = connection.await {
                 tracing::debug!(%peer, "HTTP connection ended: {e}");
             }
+            drop(held);
         });
     }
     // Streams still open (a GET's event stream) end with the sessions,
@@ -135,6 +158,61 @@ pub(crate) async fn serve_connections(
             tracing::debug!("HTTP connections still open at shutdown were dropped");
         }
     }
+}
+
+/// How many connections a listener serves at once, and for how long one
+/// may take to send a request's headers.
+pub(crate) struct Connections {
+    /// A request whose headers have not all arrived by then is closed;
+    /// so is a connection idle that long.
+    pub header_timeout: std::time::Duration,
+    /// Open connections at most; one more is answered 503 and closed.
+    pub max: usize,
+    /// The setting that says so, named in the refusal.
+    pub key: &'static str,
+}
+
+/// One open connection, counted while it lives.
+struct OpenConnection(Arc<AtomicUsize>);
+
+impl OpenConnection {
+    fn new(open: &Arc<AtomicUsize>) -> Self {
+        open.fetch_add(1, Ordering::AcqRel);
+        Self(open.clone())
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Answers a connection over the bound 503, without reading it, and
+/// closes it. The answer is small enough for the socket's buffer; a client
+/// that does not take it is not waited for past a second.
+async fn refuse_connection(mut tcp: tokio::net::TcpStream, max: usize, key: &str) {
+    use tokio::io::AsyncWriteExt as _;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": -32000,
+            "message": format!(
+                "sluice has {max} open connections, the most it serves at once ({key}): close connections you no longer use, or retry in a moment"
+            ),
+        },
+    })
+    .to_string();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let write = async {
+        tcp.write_all(answer.as_bytes()).await?;
+        tcp.shutdown().await
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
 }
 
 /// Lets the listener hold as many connections as the system allows: the

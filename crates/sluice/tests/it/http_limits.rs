@@ -1,8 +1,9 @@
 //! `[http]`: what one client can make the listener hold is bounded — a
 //! body over `max_body_mb` gets 413, a session over `max_sessions` 503,
-//! sessions idle for `session_idle_s` are forgotten, and a request whose
-//! headers trickle in is closed after `header_timeout_s` — while other
-//! clients are served as before.
+//! sessions idle for `session_idle_s` are forgotten, a request whose
+//! headers trickle in is closed after `header_timeout_s`, and a connection
+//! over `max_connections` gets 503 — while other clients are served as
+//! before.
 
 use std::time::Duration;
 
@@ -256,4 +257,47 @@ async fn half_open_requests_are_closed_after_header_timeout_s_and_others_stay_fa
     let after = call(&client, "echo", json!({"text": "after"})).await;
     assert_eq!(first_text(&after), "after");
     client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn connections_over_max_connections_get_503_until_one_closes() {
+    let dir = TempDir::new("http-connections");
+    let sluice = sluice_with(&dir, "max_connections = 2\n").await;
+    let addr = address(&sluice.url);
+    // Two connections held open, idle, as a client's kept-alive ones are:
+    // accepted first (in the order they came), and counted.
+    let mut held = vec![
+        TcpStream::connect(&addr).await.unwrap(),
+        TcpStream::connect(&addr).await.unwrap(),
+    ];
+    let initialize = |addr: String| async move {
+        exchange(
+            &addr,
+            &post_head(&addr, INITIALIZE.len(), ""),
+            INITIALIZE.as_bytes(),
+        )
+        .await
+    };
+    let (status, rest) = initialize(addr.clone()).await;
+    assert!(status.contains(" 503 "), "{status}\n{rest}");
+    assert!(
+        rest.contains("sluice has 2 open connections")
+            && rest.contains("(`[http] max_connections`)"),
+        "{rest}"
+    );
+    // One closes: sluice sees it end, and serves the next connection.
+    drop(held.pop());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, rest) = initialize(addr.clone()).await;
+        if status.contains(" 200 ") {
+            assert!(rest.contains("\"protocolVersion\""), "{rest}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still refused 10 s after a connection closed: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
