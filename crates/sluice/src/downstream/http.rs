@@ -188,11 +188,14 @@ impl Drop for OpenConnection {
     }
 }
 
-/// Answers a connection over the bound 503, without reading it, and
-/// closes it. The answer is small enough for the socket's buffer; a client
-/// that does not take it is not waited for past a second.
+/// Answers a connection over the bound 503, without reading its request,
+/// and closes it. What the client sent is read and dropped until it closes
+/// its side (a socket closed with unread input is reset, which can lose
+/// the answer before the client reads it), for a second at most: the
+/// answer fits the socket's buffer, and a client that does not take it
+/// is not waited for.
 async fn refuse_connection(mut tcp: tokio::net::TcpStream, max: usize, key: &str) {
-    use tokio::io::AsyncWriteExt as _;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
@@ -210,14 +213,17 @@ async fn refuse_connection(mut tcp: tokio::net::TcpStream, max: usize, key: &str
     );
     let write = async {
         tcp.write_all(answer.as_bytes()).await?;
-        tcp.shutdown().await
+        tcp.shutdown().await?;
+        let mut unread = [0u8; 4096];
+        while tcp.read(&mut unread).await? > 0 {}
+        Ok::<(), std::io::Error>(())
     };
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
 }
 
-/// Lets the listener hold as many connections as the system allows: the
-/// default soft limit of open files (often 1,024) is reached long before
-/// the hard one.
+/// Lets the listener hold as many connections as the system allows (up to
+/// `[http] max_connections`): the default soft limit of open files (often
+/// 1,024) is reached long before the hard one.
 fn raise_open_files_limit() {
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(n) => tracing::debug!("open files limit: {n}"),
