@@ -713,12 +713,14 @@ async fn an_operation_started_on_one_instance_is_collected_and_cancelled_through
     let on_b = stateless_http_client(&b.url, loopback()).await;
 
     // Started on A; its progress seen, then its result collected, on B.
-    let started = call(&on_a, "sleep", json!({"seconds": 3, "_timeout_s": 0.5})).await;
+    // (Looked at 3 s in, 5 s before it ends: looked at 2.5 s into a call
+    // of 3 s, it was once found completed on a loaded CI machine.)
+    let started = call(&on_a, "sleep", json!({"seconds": 8, "_timeout_s": 0.5})).await;
     let id = operation(&started)["id"]
         .as_str()
         .expect("an operation")
         .to_owned();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    tokio::time::sleep(Duration::from_millis(3000)).await;
     let looked = call(&on_b, "sluice_result", json!({"operation": id})).await;
     assert_eq!(
         operation(&looked)["status"],
@@ -742,7 +744,7 @@ async fn an_operation_started_on_one_instance_is_collected_and_cancelled_through
     .await;
     assert_eq!(operation(&collected)["status"], "completed");
     assert!(
-        first_text(&collected).starts_with("slept 3"),
+        first_text(&collected).starts_with("slept 8"),
         "{}",
         first_text(&collected)
     );
