@@ -188,22 +188,7 @@ impl HttpClient {
                     again.uri,
                     error_chain(e)
                 );
-                let Resend {
-                    client,
-                    method,
-                    uri,
-                    headers,
-                    body,
-                    ..
-                } = &*again;
-                answer = client
-                    .request(request(
-                        method.clone(),
-                        uri.clone(),
-                        headers.clone(),
-                        body.clone(),
-                    ))
-                    .await;
+                answer = again.send().await;
             }
             answer
         }
@@ -219,6 +204,18 @@ struct Resend {
     body: Bytes,
     /// When it was first sent.
     sent: std::time::Instant,
+}
+
+impl Resend {
+    /// The request sent again.
+    fn send(&self) -> hyper_util::client::legacy::ResponseFuture {
+        self.client.request(request(
+            self.method.clone(),
+            self.uri.clone(),
+            self.headers.clone(),
+            self.body.clone(),
+        ))
+    }
 }
 
 /// The request `method uri` with `headers` and `body`.

@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::Context as _;
 use sluice_core::http::HttpLimits;
@@ -94,7 +93,8 @@ pub(crate) async fn serve_connections(
         key,
     } = bounds;
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
-    let open = Arc::new(AtomicUsize::new(0));
+    // One permit per open connection, held by its task.
+    let open = Arc::new(tokio::sync::Semaphore::new(max));
     let mut refusing = false;
     loop {
         let accepted = tokio::select! {
@@ -111,15 +111,14 @@ pub(crate) async fn serve_connections(
                 continue;
             }
         };
-        if open.load(Ordering::Acquire) >= max {
+        let Ok(held) = open.clone().try_acquire_owned() else {
             if !std::mem::replace(&mut refusing, true) {
                 tracing::warn!(open = max, "refusing connections: {key} reached");
             }
             tokio::spawn(refuse_connection(tcp, max, key));
             continue;
-        }
+        };
         refusing = false;
-        let held = OpenConnection::new(&open);
         // Without TCP_NODELAY a keep-alive client's next request waits on
         // Nagle's algorithm and delayed ACKs: ~40 ms per request.
         if let Err(e) = tcp.set_nodelay(true) {
@@ -172,22 +171,6 @@ pub(crate) struct Connections {
     pub key: &'static str,
 }
 
-/// One open connection, counted while it lives.
-struct OpenConnection(Arc<AtomicUsize>);
-
-impl OpenConnection {
-    fn new(open: &Arc<AtomicUsize>) -> Self {
-        open.fetch_add(1, Ordering::AcqRel);
-        Self(open.clone())
-    }
-}
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// Answers a connection over the bound 503, without reading its request,
 /// and closes it. What the client sent is read and dropped until it closes
 /// its side (a socket closed with unread input is reset, which can lose
@@ -200,7 +183,7 @@ async fn refuse_connection(mut tcp: tokio::net::TcpStream, max: usize, key: &str
         "jsonrpc": "2.0",
         "id": null,
         "error": {
-            "code": -32000,
+            "code": super::SERVER_BUSY,
             "message": format!(
                 "sluice has {max} open connections, the most it serves at once ({key}): close connections you no longer use, or retry in a moment"
             ),

@@ -21,10 +21,6 @@ use sluice_core::format::group;
 use crate::downstream::http_endpoint::Endpoint;
 use crate::downstream::http_front;
 
-/// The JSON-RPC error code of a refusal that is the server's state, not the
-/// request's fault.
-const SERVER_BUSY: i64 = -32000;
-
 /// The middleware: see the module's documentation.
 pub async fn guard(State(guard): State<Arc<Endpoint>>, request: Request, next: Next) -> Response {
     if request.method() != http::Method::POST {
@@ -93,7 +89,7 @@ pub(super) fn too_many_sessions(id: serde_json::Value, open: usize) -> Response 
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": id,
-        "error": {"code": SERVER_BUSY, "message": message},
+        "error": {"code": super::SERVER_BUSY, "message": message},
     });
     tracing::warn!(open, "refused a new session: [http] max_sessions reached");
     (

@@ -158,25 +158,18 @@ async fn write_line<W: AsyncWrite + Unpin>(
     writer.flush().await
 }
 
-/// The refusal of a request while `max` of the client's requests are
+/// The refusal of request `id` while `max` of the client's requests are
 /// being answered.
-fn too_many_in_flight(request: &crate::jsonrpc::Message, max: usize) -> bytes::Bytes {
-    let id = request
-        .id()
-        .unwrap_or_else(|| crate::jsonrpc::Id::number(0));
+fn too_many_in_flight(id: &crate::jsonrpc::Id, max: usize) -> bytes::Bytes {
     let error = ErrorData::new(
-        ErrorCode(SERVER_BUSY),
+        ErrorCode(super::SERVER_BUSY),
         format!(
             "sluice is already answering {max} requests from this client, the most it answers at once (`[limits] max_requests_in_flight` in sluice's config): wait for their answers, then send this request again"
         ),
         None,
     );
-    super::answer::answer_line(&id, Err(error))
+    super::answer::answer_line(id, Err(error))
 }
-
-/// JSON-RPC's code for a server error of its own, the one `[http]
-/// max_sessions` answers with too.
-const SERVER_BUSY: i32 = -32000;
 
 /// The error answer to a line that is not a JSON-RPC message.
 fn answer_to(line: &[u8], error: &serde_json::Error) -> TxJsonRpcMessage<RoleServer> {
@@ -310,8 +303,9 @@ where
                     }
                     continue;
                 } else if self.front.is_some()
-                    && message.kind() == crate::jsonrpc::Kind::Request
                     && self.answering.len() >= self.max_in_flight
+                    && message.kind() == crate::jsonrpc::Kind::Request
+                    && let Some(id) = message.id()
                 {
                     // Refused, not queued: the client's answers to
                     // sluice's own requests (sampling, elicitation), which
@@ -324,7 +318,7 @@ where
                             "refusing the client's requests until it has some answers: [limits] max_requests_in_flight reached"
                         );
                     }
-                    let refusal = too_many_in_flight(&message, self.max_in_flight);
+                    let refusal = too_many_in_flight(&id, self.max_in_flight);
                     if write_bytes(&self.writer, &refusal).await.is_err() {
                         return self.ended();
                     }

@@ -28,6 +28,10 @@ pub mod stdio_fds;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr(pub SocketAddr);
 
+/// The JSON-RPC error code of a refusal that is the server's state, not the
+/// request's fault (too many sessions, connections, requests in flight).
+pub(crate) const SERVER_BUSY: i32 = -32000;
+
 /// Which Host and Origin headers the HTTP endpoint accepts, and which
 /// bearer tokens.
 #[derive(Debug, Clone, Default)]

@@ -485,6 +485,16 @@ async fn an_initialize_piped_before_the_input_ends_is_answered() {
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
 }
 
+/// sluice over stdio in front of `upstream`, with `[limits]
+/// max_requests_in_flight = max` (its config written in `dir`).
+fn with_in_flight(dir: &TempDir, upstream: &[String], max: usize) -> Raw {
+    let config = dir.file(
+        "sluice.toml",
+        &(toml_upstream("up", upstream) + &format!("[limits]\nmax_requests_in_flight = {max}\n")),
+    );
+    Raw::start(&["--config".into(), config.display().to_string()])
+}
+
 /// A stdio client has at most `[limits] max_requests_in_flight` of its
 /// requests answered at once: one more is refused at once, naming the key,
 /// while those in flight go on; once they are answered, requests are taken
@@ -494,11 +504,7 @@ async fn an_initialize_piped_before_the_input_ends_is_answered() {
 #[tokio::test]
 async fn requests_past_max_in_flight_are_refused_at_once_and_the_others_answered() {
     let dir = TempDir::new("in-flight");
-    let config = dir.file(
-        "sluice.toml",
-        &(toml_upstream("sample", &sample()) + "[limits]\nmax_requests_in_flight = 2\n"),
-    );
-    let mut raw = Raw::start(&["--config".into(), config.display().to_string()]);
+    let mut raw = with_in_flight(&dir, &sample(), 2);
     raw.initialize().await;
     let call = |id: u64, tool: &str, arguments: serde_json::Value| {
         serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -534,5 +540,36 @@ async fn requests_past_max_in_flight_are_refused_at_once_and_the_others_answered
     assert_eq!(
         echoed["result"]["content"][0]["text"], "taken again",
         "{echoed}"
+    );
+}
+
+/// At `[limits] max_requests_in_flight`, the client's answer to a request
+/// sluice relays (the upstream's `sampling/createMessage`) is still read:
+/// the call in flight that waits for it ends, while a new request is
+/// refused.
+#[tokio::test]
+async fn at_max_in_flight_the_clients_answers_to_sluice_are_still_read() {
+    let dir = TempDir::new("in-flight-sampling");
+    let mut raw = with_in_flight(&dir, &py_server(), 1);
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{}},"clientInfo":{"name":"raw","version":"0"}}}"#).await;
+    raw.response(1).await;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask_sampling","arguments":{"prompt":"hi"}}}"#).await;
+    let asked = raw.recv().await;
+    assert_eq!(asked["method"], "sampling/createMessage", "{asked}");
+    // The one request in flight waits for the client: another is refused.
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#)
+        .await;
+    let refused = raw.response(3).await;
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    let answer = serde_json::json!({"jsonrpc": "2.0", "id": asked["id"], "result": {
+        "role": "assistant", "model": "raw-model",
+        "content": {"type": "text", "text": "sampled"}}});
+    raw.send(&answer.to_string()).await;
+    let done = raw.response(2).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "raw-model: sampled",
+        "{done}"
     );
 }
