@@ -47,10 +47,10 @@ pub fn object_members(text: &str, max_depth: usize) -> Option<Vec<(Range<usize>,
         i += 1;
     } else {
         loop {
-            let (key_end, start) = key_and_colon(b, i)?;
+            let (key_end, start) = key_and_colon(b, i, &mut ())?;
             let key = i..key_end;
             i = start;
-            i = value(b, i, max_depth - 1, &mut open)?;
+            i = value(b, i, max_depth - 1, &mut open, &mut ())?;
             members.push((key, start..i));
             i = skip_space(b, i);
             match *b.get(i)? {
@@ -70,42 +70,101 @@ pub fn object_members(text: &str, max_depth: usize) -> Option<Vec<(Range<usize>,
 /// whitespace, however deep it nests (as `serde_json` reads it into
 /// `IgnoredAny`, which has no depth limit).
 pub fn is_json(text: &str) -> bool {
+    is_json_reporting(text, &mut ())
+}
+
+/// [`is_json`], telling `structure` what the text is made of as it is
+/// read: a document is checked and indexed in the same pass
+/// ([`crate::scan::checked_minified_and_indexed`]). What it is told of a
+/// text that is not JSON, up to where the check stopped, means nothing.
+pub(crate) fn is_json_reporting(text: &str, structure: &mut impl Structure) -> bool {
     let b = text.as_bytes();
-    value(b, skip_space(b, 0), usize::MAX, &mut Vec::new())
-        .is_some_and(|end| skip_space(b, end) == b.len())
+    let start = space(b, 0, structure);
+    value(b, start, usize::MAX, &mut Vec::new(), structure)
+        .is_some_and(|end| space(b, end, structure) == b.len())
+}
+
+/// What [`is_json_reporting`] tells of a value as it checks it, in the
+/// order of the text: the structure a document's index is made of. Every
+/// method does nothing unless implemented (`()` implements none, for the
+/// plain check).
+pub(crate) trait Structure {
+    /// Whitespace outside strings, from `start` to `end`.
+    #[inline(always)]
+    fn space(&mut self, _start: usize, _end: usize) {}
+    /// A value of any kind starts at `at` (a container's is then opened).
+    #[inline(always)]
+    fn value(&mut self, _at: usize) {}
+    /// An object member's key: its literal, quotes included.
+    #[inline(always)]
+    fn key(&mut self, _literal: Range<usize>) {}
+    /// The array or object whose bracket (`[` or `{`) is at `at` opens.
+    #[inline(always)]
+    fn open(&mut self, _at: usize, _bracket: u8) {}
+    /// The innermost open container closes with the bracket at `at`.
+    #[inline(always)]
+    fn close(&mut self, _at: usize) {}
+    /// A comma at `at` between the items or members of the innermost
+    /// open container.
+    #[inline(always)]
+    fn comma(&mut self, _at: usize) {}
+}
+
+impl Structure for () {}
+
+/// The first index at or after `i` that is not JSON whitespace, telling
+/// `structure` of the whitespace skipped.
+#[inline(always)]
+fn space(b: &[u8], i: usize, structure: &mut impl Structure) -> usize {
+    let end = skip_space(b, i);
+    if end > i {
+        structure.space(i, end);
+    }
+    end
 }
 
 /// The key string at `i` (its end, just past the closing quote) and where
 /// the value after its colon starts.
-fn key_and_colon(b: &[u8], i: usize) -> Option<(usize, usize)> {
+fn key_and_colon(b: &[u8], i: usize, structure: &mut impl Structure) -> Option<(usize, usize)> {
     if b.get(i) != Some(&b'"') {
         return None;
     }
     let end = string_end(b, i)?;
-    let colon = skip_space(b, end);
-    (b.get(colon) == Some(&b':')).then(|| (end, skip_space(b, colon + 1)))
+    structure.key(i..end);
+    let colon = space(b, end, structure);
+    (b.get(colon) == Some(&b':')).then(|| (end, space(b, colon + 1, structure)))
 }
 
 /// The end of the valid JSON value at `i`, whose arrays and objects nest
-/// at most `max_depth` levels; `open` is scratch (left empty).
-fn value(b: &[u8], mut i: usize, max_depth: usize, open: &mut Vec<u8>) -> Option<usize> {
+/// at most `max_depth` levels; `open` is scratch (left empty). What it is
+/// made of is told to `structure` on the way.
+fn value(
+    b: &[u8],
+    mut i: usize,
+    max_depth: usize,
+    open: &mut Vec<u8>,
+    structure: &mut impl Structure,
+) -> Option<usize> {
     open.clear();
     loop {
         // A value starts at `i`.
+        structure.value(i);
         match *b.get(i)? {
             b'"' => i = string_end(b, i)?,
             bracket @ (b'{' | b'[') => {
                 if open.len() >= max_depth {
                     return None;
                 }
+                structure.open(i, bracket);
                 let close = if bracket == b'{' { b'}' } else { b']' };
-                let inside = skip_space(b, i + 1);
+                let inside = space(b, i + 1, structure);
                 if b.get(inside) == Some(&close) {
+                    structure.close(inside);
                     i = inside + 1;
                 } else {
                     open.push(bracket);
                     i = if bracket == b'{' {
-                        key_and_colon(b, inside)?.1
+                        key_and_colon(b, inside, structure)?.1
                     } else {
                         inside
                     };
@@ -123,17 +182,20 @@ fn value(b: &[u8], mut i: usize, max_depth: usize, open: &mut Vec<u8>) -> Option
             let Some(&inner) = open.last() else {
                 return Some(i);
             };
-            i = skip_space(b, i);
+            i = space(b, i, structure);
             match (*b.get(i)?, inner) {
                 (b',', b'{') => {
-                    i = key_and_colon(b, skip_space(b, i + 1))?.1;
+                    structure.comma(i);
+                    i = key_and_colon(b, space(b, i + 1, structure), structure)?.1;
                     break;
                 }
                 (b',', _) => {
-                    i = skip_space(b, i + 1);
+                    structure.comma(i);
+                    i = space(b, i + 1, structure);
                     break;
                 }
                 (b'}', b'{') | (b']', b'[') => {
+                    structure.close(i);
                     open.pop();
                     i += 1;
                 }
@@ -393,9 +455,17 @@ mod tests {
         assert!(is_json(&format!("[\"{body}\",\"{body}\"]")));
     }
 
+    /// The check says what `serde_json` says; told to an index
+    /// ([`crate::scan::checked_minified_and_indexed`]), it is the same
+    /// check, and the index of valid JSON is the one its scan makes.
     fn agrees(text: &str) -> Result<(), TestCaseError> {
         let serde = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
         prop_assert_eq!(is_json(text), serde, "{:?}", text);
+        for keep in [2, usize::MAX] {
+            let indexed = crate::scan::checked_minified_and_indexed(text, keep);
+            let expected = serde.then(|| crate::scan::minified_and_indexed(text, keep));
+            prop_assert_eq!(indexed, expected, "{:?}", text);
+        }
         Ok(())
     }
 
@@ -476,6 +546,8 @@ mod tests {
             "[{\"a\":[true,false]}]",
         ] {
             assert!(is_json(text), "{text:?}");
+            let indexed = crate::scan::checked_minified_and_indexed(text, 3);
+            assert_eq!(indexed, Some(crate::scan::minified_and_indexed(text, 3)));
         }
         for text in [
             "",
@@ -490,9 +562,13 @@ mod tests {
             "nul",
         ] {
             assert!(!is_json(text), "{text:?}");
+            assert_eq!(crate::scan::checked_minified_and_indexed(text, 3), None);
         }
         let deep = format!("{}1{}", "[".repeat(500_000), "]".repeat(500_000));
         assert!(is_json(&deep));
         assert!(!is_json(&deep[1..]));
+        let indexed = crate::scan::checked_minified_and_indexed(&deep, 3).unwrap();
+        assert_eq!(indexed, crate::scan::minified_and_indexed(&deep, 3));
+        assert!(crate::scan::checked_minified_and_indexed(&deep[1..], 3).is_none());
     }
 }

@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+use crate::check::Structure;
 use crate::format::quoted_cut;
 
 /// An array found in a document.
@@ -279,6 +280,11 @@ pub fn minified_with_largest_arrays(json: &str, keep: usize) -> (Cow<'_, str>, V
     (compact, arrays.into_iter().map(|(span, _)| span).collect())
 }
 
+/// A JSON text indexed ([`minified_and_indexed`]): the compact text
+/// (borrowed when the text already was), and the largest arrays, each with
+/// where its items start.
+pub type Indexed<'a> = (Cow<'a, str>, Vec<(ArraySpan, Vec<u64>)>);
+
 /// [`minified_with_largest_arrays`], and where each item of each array
 /// kept starts in the compact text (as [`item_starts`] gives them), found
 /// in the same pass: the items of a stored document's bulk array are what
@@ -290,133 +296,207 @@ pub fn minified_with_largest_arrays(json: &str, keep: usize) -> (Cow<'_, str>, V
 /// starts held meanwhile are those of the arrays still open. The outermost
 /// array's are taken whole, not copied: a bulk array of a hundred million
 /// tiny items is held once, not twice, at its peak.
-pub fn minified_and_indexed(json: &str, keep: usize) -> (Cow<'_, str>, Vec<(ArraySpan, Vec<u64>)>) {
+pub fn minified_and_indexed(json: &str, keep: usize) -> Indexed<'_> {
     let b = json.as_bytes();
-    // The compact text, made once a byte must be taken out: what is
-    // copied so far, and where the input not yet copied starts.
-    let mut out: Option<Vec<u8>> = None;
-    let mut flushed = 0;
-    // Bytes taken out so far: an input offset less this is the offset
-    // in the compact text.
-    let mut removed = 0;
-    let mut stack: Vec<Frame> = Vec::new();
-    // Kept so far: bytes, items, item starts; largest first.
-    let mut found: Vec<(Range<usize>, usize, Vec<u64>)> = Vec::new();
-    // Where the items of each open array (that may be kept) start, the
-    // innermost's last: each frame's from its `starts_from` on.
-    let mut later_starts: Vec<u64> = Vec::new();
+    let mut index = Indexer::new(json, keep);
     let mut i = 0;
     while i < b.len() {
         match b[i] {
             b'"' => {
                 let end = string_end(b, i);
-                if let Some(top) = stack.last_mut() {
-                    top.empty = false;
-                    if !top.array && top.expect_key {
-                        top.key = i - removed..end - removed;
-                        top.expect_key = false;
-                    }
+                if index.expects_key() {
+                    index.key(i..end);
+                } else {
+                    index.value(i);
                 }
                 i = end;
                 continue;
             }
-            c if is_space(c) => {
-                let out = out.get_or_insert_with(|| Vec::with_capacity(b.len()));
-                out.extend_from_slice(&b[flushed..i]);
-                flushed = i + 1;
-                removed += 1;
-            }
+            c if is_space(c) => index.space(i, i + 1),
             open @ (b'[' | b'{') => {
-                if let Some(top) = stack.last_mut() {
-                    top.empty = false;
-                }
-                let mut frame = Frame::open(open, i - removed, 0);
-                frame.starts_from = later_starts.len();
-                // An array that may be kept: where its first item would
-                // start (dropped at its close if it has none).
-                if open == b'[' && stack.len() < NAMED_DEPTH && keep > 0 {
-                    later_starts.push(frame.start as u64 + 1);
-                }
-                stack.push(frame);
+                index.value(i);
+                index.open(i, open);
             }
-            b']' => {
-                if let Some(frame) = stack.pop() {
-                    if stack.len() < NAMED_DEPTH && keep > 0 {
-                        let range = frame.start..i - removed + 1;
-                        let bytes = range.len();
-                        let small = found.len() >= keep
-                            && found.last().is_some_and(|(last, _, _)| last.len() >= bytes);
-                        if !small {
-                            let items = if frame.empty { 0 } else { frame.commas + 1 };
-                            let starts = if !(frame.array && items > 0) {
-                                Vec::new()
-                            } else if frame.starts_from == 0 {
-                                // The outermost array with starts (the bulk,
-                                // usually): taken, not copied, so a huge one
-                                // is held once.
-                                std::mem::take(&mut later_starts)
-                            } else {
-                                later_starts[frame.starts_from..].to_vec()
-                            };
-                            let at = found.partition_point(|(f, _, _)| f.len() >= bytes);
-                            found.insert(at, (range, items, starts));
-                            found.truncate(keep);
-                        }
-                    }
-                    later_starts.truncate(frame.starts_from);
-                }
-            }
-            b'}' => {
-                // (An array closed by `}` in invalid text: its starts go
-                // with it, so none is ever copied twice.)
-                if let Some(frame) = stack.pop() {
-                    later_starts.truncate(frame.starts_from);
-                }
-            }
-            b',' => {
-                if let Some(top) = stack.last_mut() {
-                    top.commas += 1;
-                    top.expect_key = !top.array;
-                    // An array deeper than NAMED_DEPTH is never kept.
-                    if top.array && stack.len() <= NAMED_DEPTH && keep > 0 {
-                        // Compact: the next item starts just after the comma.
-                        later_starts.push((i - removed + 1) as u64);
-                    }
-                }
-            }
+            b']' | b'}' => index.close(i),
+            b',' => index.comma(i),
             b':' => {}
-            _ => {
-                if let Some(top) = stack.last_mut() {
-                    top.empty = false;
-                }
-            }
+            _ => index.value(i),
         }
         i += 1;
     }
-    let compact = match out {
-        None => Cow::Borrowed(json),
-        Some(mut out) => {
-            out.extend_from_slice(&b[flushed..]);
-            // Only ASCII whitespace was taken out: still UTF-8.
-            Cow::Owned(String::from_utf8(out).unwrap_or_default())
+    index.finish()
+}
+
+/// [`minified_and_indexed`] of `json` if it is one valid JSON value (as
+/// [`crate::check::is_json`] decides), `None` if it is not: checked and
+/// indexed in one pass, where a check and then the scan read it twice (a
+/// stored result's document is read by both; ~9 M instructions of the
+/// check's for a megabyte of records, beside the scan's ~11 M).
+pub fn checked_minified_and_indexed(json: &str, keep: usize) -> Option<Indexed<'_>> {
+    let mut index = Indexer::new(json, keep);
+    crate::check::is_json_reporting(json, &mut index).then(|| index.finish())
+}
+
+/// The index [`minified_and_indexed`] makes, told the text's structure in
+/// order: by its own scan of text assumed valid, or by the check that
+/// reads a document's grammar ([`checked_minified_and_indexed`]).
+struct Indexer<'a> {
+    /// The text indexed.
+    json: &'a str,
+    /// How many of the largest arrays to keep.
+    keep: usize,
+    /// The compact text, made once a byte must be taken out: what is
+    /// copied so far, and where the input not yet copied starts.
+    out: Option<Vec<u8>>,
+    flushed: usize,
+    /// Bytes taken out so far: an input offset less this is the offset in
+    /// the compact text.
+    removed: usize,
+    stack: Vec<Frame>,
+    /// Kept so far: bytes, items, item starts; largest first.
+    found: Vec<(Range<usize>, usize, Vec<u64>)>,
+    /// Where the items of each open array (that may be kept) start, the
+    /// innermost's last: each frame's from its `starts_from` on.
+    later_starts: Vec<u64>,
+}
+
+impl<'a> Indexer<'a> {
+    fn new(json: &'a str, keep: usize) -> Self {
+        Indexer {
+            json,
+            keep,
+            out: None,
+            flushed: 0,
+            removed: 0,
+            stack: Vec::new(),
+            found: Vec::new(),
+            later_starts: Vec::new(),
         }
-    };
-    let mut starts: Vec<usize> = found.iter().map(|(r, _, _)| r.start).collect();
-    starts.sort_unstable();
-    let pointers = pointers_at(&compact, &starts);
-    let arrays = found
-        .into_iter()
-        .map(|(range, items, item_starts)| {
-            let at = starts.binary_search(&range.start).unwrap_or_default();
-            let span = ArraySpan {
-                pointer: pointers.get(at).cloned().unwrap_or_default(),
-                range,
-                items,
-            };
-            (span, item_starts)
-        })
-        .collect();
-    (compact, arrays)
+    }
+
+    /// Whether the next string is an object member's key.
+    fn expects_key(&self) -> bool {
+        self.stack
+            .last()
+            .is_some_and(|top| !top.array && top.expect_key)
+    }
+
+    /// The compact text (`json` less the whitespace taken out) and the
+    /// arrays kept, their pointers found in it.
+    fn finish(self) -> Indexed<'a> {
+        let json = self.json;
+        let compact = match self.out {
+            None => Cow::Borrowed(json),
+            Some(mut out) => {
+                out.extend_from_slice(&json.as_bytes()[self.flushed..]);
+                // Only ASCII whitespace was taken out: still UTF-8.
+                Cow::Owned(String::from_utf8(out).unwrap_or_default())
+            }
+        };
+        let found = self.found;
+        let mut starts: Vec<usize> = found.iter().map(|(r, _, _)| r.start).collect();
+        starts.sort_unstable();
+        let pointers = pointers_at(&compact, &starts);
+        let arrays = found
+            .into_iter()
+            .map(|(range, items, item_starts)| {
+                let at = starts.binary_search(&range.start).unwrap_or_default();
+                let span = ArraySpan {
+                    pointer: pointers.get(at).cloned().unwrap_or_default(),
+                    range,
+                    items,
+                };
+                (span, item_starts)
+            })
+            .collect();
+        (compact, arrays)
+    }
+}
+
+impl Structure for Indexer<'_> {
+    #[inline(always)]
+    fn space(&mut self, start: usize, end: usize) {
+        let b = self.json.as_bytes();
+        let out = self.out.get_or_insert_with(|| Vec::with_capacity(b.len()));
+        out.extend_from_slice(&b[self.flushed..start]);
+        self.flushed = end;
+        self.removed += end - start;
+    }
+
+    #[inline(always)]
+    fn value(&mut self, _at: usize) {
+        if let Some(top) = self.stack.last_mut() {
+            top.empty = false;
+        }
+    }
+
+    #[inline(always)]
+    fn key(&mut self, literal: Range<usize>) {
+        if let Some(top) = self.stack.last_mut() {
+            top.empty = false;
+            top.key = literal.start - self.removed..literal.end - self.removed;
+            top.expect_key = false;
+        }
+    }
+
+    fn open(&mut self, at: usize, bracket: u8) {
+        let mut frame = Frame::open(bracket, at - self.removed, 0);
+        frame.starts_from = self.later_starts.len();
+        // An array that may be kept: where its first item would start
+        // (dropped at its close if it has none).
+        if bracket == b'[' && self.stack.len() < NAMED_DEPTH && self.keep > 0 {
+            self.later_starts.push(frame.start as u64 + 1);
+        }
+        self.stack.push(frame);
+    }
+
+    fn close(&mut self, at: usize) {
+        let Some(frame) = self.stack.pop() else {
+            return;
+        };
+        // (In invalid text an object may close with `]`: it is kept as
+        // arrays are, without starts; an array closed by `}` is not kept,
+        // and its starts go with it, so none is ever copied twice.)
+        if self.json.as_bytes()[at] == b']' && self.stack.len() < NAMED_DEPTH && self.keep > 0 {
+            let range = frame.start..at - self.removed + 1;
+            let bytes = range.len();
+            let small = self.found.len() >= self.keep
+                && self
+                    .found
+                    .last()
+                    .is_some_and(|(last, _, _)| last.len() >= bytes);
+            if !small {
+                let items = if frame.empty { 0 } else { frame.commas + 1 };
+                let starts = if !(frame.array && items > 0) {
+                    Vec::new()
+                } else if frame.starts_from == 0 {
+                    // The outermost array with starts (the bulk, usually):
+                    // taken, not copied, so a huge one is held once.
+                    std::mem::take(&mut self.later_starts)
+                } else {
+                    self.later_starts[frame.starts_from..].to_vec()
+                };
+                let at = self.found.partition_point(|(f, _, _)| f.len() >= bytes);
+                self.found.insert(at, (range, items, starts));
+                self.found.truncate(self.keep);
+            }
+        }
+        self.later_starts.truncate(frame.starts_from);
+    }
+
+    #[inline(always)]
+    fn comma(&mut self, at: usize) {
+        let depth = self.stack.len();
+        if let Some(top) = self.stack.last_mut() {
+            top.commas += 1;
+            top.expect_key = !top.array;
+            // An array deeper than NAMED_DEPTH is never kept.
+            if top.array && depth <= NAMED_DEPTH && self.keep > 0 {
+                // Compact: the next item starts just after the comma.
+                self.later_starts.push((at - self.removed + 1) as u64);
+            }
+        }
+    }
 }
 
 impl Frame {

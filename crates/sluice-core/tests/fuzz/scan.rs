@@ -17,6 +17,16 @@ use crate::regressions;
 
 /// Checks every property of valid JSON `text` (whose value is `value`).
 fn check_valid(text: &str, value: &Value) -> Result<(), TestCaseError> {
+    // Checked and indexed in one pass: the scan's index of text it assumes
+    // valid, as the text is.
+    for keep in [1, usize::MAX] {
+        prop_assert_eq!(
+            scan::checked_minified_and_indexed(text, keep),
+            Some(scan::minified_and_indexed(text, keep)),
+            "keep {}",
+            keep
+        );
+    }
     let compact = scan::minify(text);
     let reparsed: Value = serde_json::from_str(&compact)
         .map_err(|e| TestCaseError::fail(format!("minified text is not JSON ({e}): {compact}")))?;
@@ -215,6 +225,9 @@ fn check_any(text: &str) -> Result<(), TestCaseError> {
     };
     prop_assert_eq!(squeeze(&compact), squeeze(text));
     prop_assert!(compact.len() <= text.len());
+    // Indexed with its check only if it is JSON.
+    let checked = scan::checked_minified_and_indexed(text, 12);
+    prop_assert_eq!(checked.is_some(), sluice_core::check::is_json(text));
     let doc = compact.as_ref();
     for span in scan::largest_arrays(doc, 12) {
         prop_assert!(span.pointer.is_empty() || span.pointer.starts_with('/'));
