@@ -34,6 +34,17 @@ use crate::scan::{bytes_below, bytes_equal, first_flagged, second_part_at, word_
 /// valid JSON object whose arrays and objects nest at most `max_depth`
 /// levels (the object itself being the first).
 pub fn object_members(text: &str, max_depth: usize) -> Option<Vec<(Range<usize>, Range<usize>)>> {
+    object_members_reporting(text, max_depth, &mut ())
+}
+
+/// [`object_members`], telling `structure` what the text is made of as it
+/// is read (see [`Structure::long_string`]: the envelope parse keeps a
+/// large text block unescaped).
+pub fn object_members_reporting(
+    text: &str,
+    max_depth: usize,
+    structure: &mut impl Structure,
+) -> Option<Vec<(Range<usize>, Range<usize>)>> {
     let b = text.as_bytes();
     let mut i = skip_space(b, 0);
     if b.get(i) != Some(&b'{') || max_depth == 0 {
@@ -47,10 +58,10 @@ pub fn object_members(text: &str, max_depth: usize) -> Option<Vec<(Range<usize>,
         i += 1;
     } else {
         loop {
-            let (key_end, start) = key_and_colon(b, i, &mut ())?;
+            let (key_end, start) = key_and_colon(b, i, structure)?;
             let key = i..key_end;
             i = start;
-            i = value(b, i, max_depth - 1, &mut open, &mut ())?;
+            i = value(b, i, max_depth - 1, &mut open, structure)?;
             members.push((key, start..i));
             i = skip_space(b, i);
             match *b.get(i)? {
@@ -84,11 +95,11 @@ pub(crate) fn is_json_reporting(text: &str, structure: &mut impl Structure) -> b
         .is_some_and(|end| space(b, end, structure) == b.len())
 }
 
-/// What [`is_json_reporting`] tells of a value as it checks it, in the
-/// order of the text: the structure a document's index is made of. Every
-/// method does nothing unless implemented (`()` implements none, for the
-/// plain check).
-pub(crate) trait Structure {
+/// What [`is_json_reporting`] and [`object_members_reporting`] tell of a
+/// value as they check it, in the order of the text: the structure a
+/// document's index is made of. Every method does nothing unless
+/// implemented (`()` implements none, for the plain check).
+pub trait Structure {
     /// Whitespace outside strings, from `start` to `end`.
     #[inline(always)]
     fn space(&mut self, _start: usize, _end: usize) {}
@@ -108,6 +119,18 @@ pub(crate) trait Structure {
     /// open container.
     #[inline(always)]
     fn comma(&mut self, _at: usize) {}
+    /// The string whose opening quote is at `quote` is still going
+    /// [`ALONE_BYTES`] in, checked up to `at` (a place between escapes):
+    /// the index just past its closing quote if all of it is valid, `None`
+    /// if not. By default the rest is checked (on two threads where it is
+    /// long); a structure may read the whole string another way that
+    /// checks it as well: the envelope parse unescapes a large text block
+    /// as it checks it and keeps it, one read where a check and then an
+    /// unescape made two.
+    fn long_string(&mut self, b: &[u8], quote: usize, at: usize) -> Option<usize> {
+        let _ = quote;
+        long_string_end(b, at)
+    }
 }
 
 impl Structure for () {}
@@ -129,7 +152,7 @@ fn key_and_colon(b: &[u8], i: usize, structure: &mut impl Structure) -> Option<(
     if b.get(i) != Some(&b'"') {
         return None;
     }
-    let end = string_end(b, i)?;
+    let end = string_end(b, i, structure)?;
     structure.key(i..end);
     let colon = space(b, end, structure);
     (b.get(colon) == Some(&b':')).then(|| (end, space(b, colon + 1, structure)))
@@ -150,7 +173,7 @@ fn value(
         // A value starts at `i`.
         structure.value(i);
         match *b.get(i)? {
-            b'"' => i = string_end(b, i)?,
+            b'"' => i = string_end(b, i, structure)?,
             bracket @ (b'{' | b'[') => {
                 if open.len() >= max_depth {
                     return None;
@@ -258,7 +281,7 @@ fn some_digits_end(b: &[u8], i: usize) -> Option<usize> {
 /// if this thread does not stop exactly at the cut (the string ended
 /// before it, or the text is no string there), the second thread's work
 /// is stopped and dropped.
-fn string_end(b: &[u8], quote: usize) -> Option<usize> {
+fn string_end(b: &[u8], quote: usize, structure: &mut impl Structure) -> Option<usize> {
     let alone_until = quote.saturating_add(1 + ALONE_BYTES);
     let mut i = quote + 1;
     loop {
@@ -268,7 +291,7 @@ fn string_end(b: &[u8], quote: usize) -> Option<usize> {
             b'\\' => {
                 i = escape_end(b, i)?;
                 if i >= alone_until {
-                    return long_string_end(b, i);
+                    return structure.long_string(b, quote, i);
                 }
             }
             // A control character, which a string must escape.
@@ -424,7 +447,7 @@ mod tests {
     fn a_long_string_is_checked_in_two_parts_as_in_one_wherever_the_cut_falls() {
         for (text, tail) in crate::scan::strings_to_cut::long() {
             let b = text.as_bytes();
-            let end = string_end(b, 0);
+            let end = string_end(b, 0, &mut ());
             assert_eq!(end, Some(text.len() - tail.len()), "{}", text.len());
             assert_eq!(end, rest_of_string(b, 1), "{}", text.len());
         }
@@ -438,7 +461,7 @@ mod tests {
             format!(r#""{body}{body}\u12""#),
             format!(r#""{body}{body}"#),
         ] {
-            assert_eq!(string_end(broken.as_bytes(), 0), None);
+            assert_eq!(string_end(broken.as_bytes(), 0, &mut ()), None);
             assert_eq!(rest_of_string(broken.as_bytes(), 1), None);
         }
         // A long string that ends before the cut, in a longer text whose
@@ -446,7 +469,10 @@ mod tests {
         let long = r#"x\\\"y"#.repeat(20_000);
         let after = r#","k":"v\"w","#.repeat(100_000);
         let text = format!("\"{long}\"{after}");
-        assert_eq!(string_end(text.as_bytes(), 0), Some(long.len() + 2));
+        assert_eq!(
+            string_end(text.as_bytes(), 0, &mut ()),
+            Some(long.len() + 2)
+        );
         // And in a message: found, and its members.
         let message = format!(
             r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[{{"type":"text","text":"{body}"}}]}}}}"#

@@ -427,8 +427,8 @@ impl Governor {
         policy: &Policy,
     ) -> Option<Governed> {
         let (budget, passthrough) = (policy.budget, policy.mode == Mode::Passthrough);
-        let (is_error, kept) = read_result(response, move |result| {
-            let call = SentCall::read(result)?;
+        let (is_error, kept) = read_result_kept(response, move |result, unescaped| {
+            let call = SentCall::read_kept(result, unescaped)?;
             let size = call.size(&budget);
             if passthrough || budget.admits(&size) {
                 return Some((call.is_error(), None));
@@ -763,15 +763,28 @@ pub async fn read_result<T: Send + 'static>(
     response: &crate::jsonrpc::Message,
     read: impl FnOnce(&str) -> Option<T> + Send + 'static,
 ) -> Option<T> {
-    let text = response.result()?;
+    read_result_kept(response, |text, _| read(text)).await
+}
+
+/// [`read_result`], `read` given the strings the response's parse kept
+/// unescaped too (see [`crate::jsonrpc::walk::Keeping`]), which a walk
+/// takes: the read that governs the result.
+async fn read_result_kept<T: Send + 'static>(
+    response: &crate::jsonrpc::Message,
+    read: impl FnOnce(&str, crate::jsonrpc::walk::Kept<'_>) -> Option<T> + Send + 'static,
+) -> Option<T> {
+    let (text, kept) = response.result_kept()?;
     if text.len() as u64 <= BLOCKING_BYTES {
-        return read(text);
+        return read(text, kept);
     }
     let response = response.clone();
-    tokio::task::spawn_blocking(move || response.result().and_then(read))
-        .await
-        .ok()
-        .flatten()
+    tokio::task::spawn_blocking(move || {
+        let (text, kept) = response.result_kept()?;
+        read(text, kept)
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// A tool's answer: one sluice made, or an upstream's result within the

@@ -137,7 +137,13 @@ impl<'a> SentCall<'a> {
     /// does not read as a tool's result (a block without its `type` or with
     /// a text that is not a string), which is left to the decoder to say.
     pub fn read(result: &'a str) -> Option<SentCall<'a>> {
-        let mut walker = walk::members(result)?;
+        Self::read_kept(result, walk::Kept::NONE)
+    }
+
+    /// [`SentCall::read`], its long text blocks taken from those `kept`
+    /// unescaped when the response was checked.
+    pub fn read_kept(result: &'a str, kept: walk::Kept<'a>) -> Option<SentCall<'a>> {
+        let mut walker = walk::members_kept(result, kept)?;
         let (mut blocks, mut content_text) = (Vec::new(), None);
         let (mut structured, mut is_error, mut meta, mut result_type) = (None, None, None, None);
         // A `task` or `inputRequests` (not `null`): another answer.

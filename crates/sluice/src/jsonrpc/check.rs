@@ -4,7 +4,9 @@
 //! the envelope parse did before it (the nesting scan, then `serde_json`'s
 //! borrowed members), on generated, mutated and random texts.
 
-pub(crate) use sluice_core::check::object_members;
+#[cfg(test)]
+use sluice_core::check::object_members;
+pub(crate) use sluice_core::check::object_members_reporting;
 
 #[cfg(test)]
 mod tests {
@@ -119,6 +121,45 @@ mod tests {
         ) {
             agrees(&text, max_depth)?;
             agrees(&text, 128)?;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// A response whose text block is long enough to be unescaped
+        /// while it is checked (and kept), then with one byte changed
+        /// anywhere in it: refused where the check alone refuses it, and
+        /// what is kept is the text serde_json reads.
+        #[test]
+        fn a_long_string_kept_while_checked_is_checked_as_the_check_does(
+            records in 3_000usize..12_000,
+            at in any::<prop::sample::Index>(),
+            byte in prop_oneof![
+                Just("\u{1}"), Just("\n"), Just("\\"), Just("\""), Just("q"), Just("u"),
+                Just("é"),
+            ],
+        ) {
+            let body = r#"{\"id\":\"SKU-1\",\"n\":\"a\\\\b\u00e9\"},"#.repeat(records);
+            let text = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[{{"type":"text","text":"[{body}]"}}]}}}}"#);
+            let mut edited = text.clone();
+            // In the text block, past its first 64 KB or not.
+            let place = 50 + at.index(text.len() - 60);
+            if edited.is_char_boundary(place) {
+                edited.insert_str(place, byte);
+            }
+            for text in [&text, &edited] {
+                let mut keeping = crate::jsonrpc::walk::Keeping::default();
+                let kept = object_members_reporting(text, 64, &mut keeping);
+                prop_assert_eq!(&kept, &object_members(text, 64));
+                if kept.is_some() {
+                    let value: serde_json::Value = serde_json::from_str(text).unwrap();
+                    let block = value["result"]["content"][0]["text"].as_str().unwrap();
+                    for (_, _, kept) in &keeping.kept {
+                        prop_assert_eq!(kept.as_str(), block);
+                    }
+                }
+            }
         }
     }
 

@@ -254,6 +254,9 @@ pub struct Message {
     params: Option<Range<usize>>,
     result: Option<Range<usize>>,
     error: Option<Range<usize>>,
+    /// The long strings of its result unescaped while it was checked,
+    /// until the walk that reads them takes them.
+    kept: Option<Arc<super::walk::KeptTexts>>,
 }
 
 impl fmt::Debug for Message {
@@ -332,6 +335,7 @@ impl Message {
             params: Some(params_at..params_end),
             result: None,
             error: None,
+            kept: None,
         };
         debug_assert!(
             !method.contains(['"', '\\']) && method.chars().all(|c| c >= ' '),
@@ -376,25 +380,29 @@ impl Message {
                 )));
             }
         }
-        let members: Vec<(&str, &str)> = match check::object_members(text, MAX_DEPTH) {
-            Some(members) => members
-                .into_iter()
-                .map(|(key, value)| (&text[key], &text[value]))
-                .collect(),
-            // Not valid, or too deep: the depth scan and serde_json's parse
-            // say why (the same errors as ever), or read what the one-pass
-            // check refused if it is valid after all.
-            None => {
-                if nests_deeper_than(text.as_bytes(), MAX_DEPTH) {
-                    return Err(MessageError::TooDeep { limit: MAX_DEPTH });
-                }
-                raw_members(text)
-                    .map_err(|e| MessageError::from_json(&e))?
+        // A long string (a large result's text block) is unescaped while it
+        // is checked, and kept for the walk that reads it.
+        let mut keeping = super::walk::Keeping::default();
+        let members: Vec<(&str, &str)> =
+            match check::object_members_reporting(text, MAX_DEPTH, &mut keeping) {
+                Some(members) => members
                     .into_iter()
-                    .map(|(key, value)| (key.get(), value.get()))
-                    .collect()
-            }
-        };
+                    .map(|(key, value)| (&text[key], &text[value]))
+                    .collect(),
+                // Not valid, or too deep: the depth scan and serde_json's parse
+                // say why (the same errors as ever), or read what the one-pass
+                // check refused if it is valid after all.
+                None => {
+                    if nests_deeper_than(text.as_bytes(), MAX_DEPTH) {
+                        return Err(MessageError::TooDeep { limit: MAX_DEPTH });
+                    }
+                    raw_members(text)
+                        .map_err(|e| MessageError::from_json(&e))?
+                        .into_iter()
+                        .map(|(key, value)| (key.get(), value.get()))
+                        .collect()
+                }
+            };
 
         let mut jsonrpc = None;
         let mut found: [Option<&str>; 5] = [None; 5];
@@ -517,6 +525,12 @@ impl Message {
             span(result),
             span(error),
         );
+        // Kept for a result only: a request's long argument is forwarded as
+        // its bytes, never read (nor held twice meanwhile).
+        let kept = result
+            .is_some()
+            .then(|| keeping.into_texts().map(Arc::new))
+            .flatten();
         Ok(Message {
             text: whole,
             kind,
@@ -526,6 +540,7 @@ impl Message {
             params,
             result,
             error,
+            kept,
         })
     }
 
@@ -595,6 +610,14 @@ impl Message {
     /// Its `result`, as raw JSON text.
     pub fn result(&self) -> Option<&str> {
         self.text(&self.result)
+    }
+
+    /// [`Message::result`], with the long strings unescaped when it was
+    /// checked, for a walk of it ([`super::walk::members_kept`]).
+    pub fn result_kept(&self) -> Option<(&str, super::walk::Kept<'_>)> {
+        let range = self.result.as_ref()?;
+        let kept = super::walk::Kept::of(self.kept.as_deref(), range.start);
+        Some((self.result()?, kept))
     }
 
     /// Its `error`, as raw JSON text (an object).
@@ -678,6 +701,9 @@ impl Message {
             params,
             result,
             error,
+            // (What was kept lay where the old text's strings did: the
+            // walk of the new one unescapes from its bytes.)
+            kept: None,
         }
     }
 
@@ -704,6 +730,40 @@ mod tests {
 
     fn parse(text: &str) -> Result<Message, MessageError> {
         Message::parse(Bytes::copy_from_slice(text.as_bytes()))
+    }
+
+    #[test]
+    fn a_results_long_text_is_unescaped_while_checked_and_read_from_what_was_kept() {
+        use crate::govern::SentCall;
+        // JSON held in a text block of ~300 KB (long enough to be kept).
+        let body = r#"{\"id\":\"SKU-1\",\"n\":\"a\\\\b\u00e9\"},"#.repeat(10_000);
+        let response = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"[{body}]"}},{{"type":"text","text":"short"}}]}}}}"#
+        );
+        let message = parse(&response).unwrap();
+        let whole = serde_json::from_str::<serde_json::Value>(&response).unwrap();
+        let text = whole["result"]["content"][0]["text"].as_str().unwrap();
+        let kept = message.kept.clone().expect("the text block was kept");
+        assert_eq!(kept.bytes(), text.len());
+        // Read from what was kept (taken), and as read from the bytes.
+        let (result, unescaped) = message.result_kept().unwrap();
+        let read = SentCall::read_kept(result, unescaped).unwrap();
+        assert_eq!(read.texts().collect::<Vec<_>>(), [text, "short"]);
+        assert_eq!(kept.bytes(), 0, "taken by the walk that read it");
+        let again = SentCall::read(message.result().unwrap()).unwrap();
+        assert_eq!(again.texts().collect::<Vec<_>>(), [text, "short"]);
+        // A request's long string is checked, not kept; a long string with
+        // a control character is refused, as it was by the check alone.
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"[{body}]"}}}}}}"#
+        );
+        assert!(parse(&request).unwrap().kept.is_none());
+        // (Past the first 64 KB, which the check reads before a string is
+        // long enough to be kept.)
+        let at = response.len() / 2;
+        let broken = format!("{}\u{1}{}", &response[..at], &response[at..]);
+        assert!(parse(&broken).is_err());
+        assert!(serde_json::from_str::<serde_json::Value>(&broken).is_err());
     }
 
     fn reason(text: &str) -> String {

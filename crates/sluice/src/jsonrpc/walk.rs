@@ -17,11 +17,14 @@
 //! escape cannot be read.
 
 use std::borrow::Cow;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::scan::string_end;
 use sluice_core::limits::ALONE_BYTES;
-use sluice_core::scan::{bytes_equal, first_flagged, quote_or_backslash, second_part_at, word_at};
+use sluice_core::scan::{
+    bytes_below, bytes_equal, first_flagged, quote_or_backslash, second_part_at, word_at,
+};
 
 fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\r' | b'\t')
@@ -59,12 +62,100 @@ fn value_end(b: &[u8], start: usize) -> usize {
 /// A walk into the object `text` (its whole text, `{` to `}`), at its
 /// first member; `None` when `text` is not an object.
 pub fn members(text: &str) -> Option<Walker<'_>> {
+    members_kept(text, Kept::NONE)
+}
+
+/// [`members`], the strings `kept` unescaped while `text` was checked
+/// taken where the walk reads them ([`Walker::string`]) instead of
+/// unescaped again.
+pub fn members_kept<'a>(text: &'a str, kept: Kept<'a>) -> Option<Walker<'a>> {
     let mut walker = Walker {
         text,
         at: 0,
         done: false,
+        kept,
     };
     walker.enter(b'{').then_some(walker)
+}
+
+/// The long strings of a message unescaped while its envelope was checked
+/// ([`Keeping`]): each by where its opening quote and its end are in the
+/// message's text, with its text. A string is taken once, by the walk that
+/// reads it; a walk that finds none unescapes from the bytes as ever.
+#[derive(Debug, Default)]
+pub struct KeptTexts(Mutex<Vec<(usize, usize, String)>>);
+
+impl KeptTexts {
+    /// The text of the string whose opening quote is at `quote`, and the
+    /// index just past it, if it was kept and not taken yet.
+    fn take(&self, quote: usize) -> Option<(usize, String)> {
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let at = kept.iter().position(|(q, _, _)| *q == quote)?;
+        let (_, end, text) = kept.swap_remove(at);
+        Some((end, text))
+    }
+
+    /// How many bytes of text are kept.
+    pub fn bytes(&self) -> usize {
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        kept.iter().map(|(_, _, text)| text.len()).sum()
+    }
+}
+
+/// The kept texts of the message a walked text is part of, and where that
+/// text starts in it; [`Kept::NONE`] for none.
+#[derive(Debug, Clone, Copy)]
+pub struct Kept<'a> {
+    texts: Option<&'a KeptTexts>,
+    base: usize,
+}
+
+impl<'a> Kept<'a> {
+    /// No kept texts.
+    pub const NONE: Kept<'static> = Kept {
+        texts: None,
+        base: 0,
+    };
+
+    /// The texts kept of a message whose walked part starts at `base`.
+    pub fn of(texts: Option<&'a KeptTexts>, base: usize) -> Self {
+        Self { texts, base }
+    }
+
+    /// The string whose opening quote is at `quote` in the walked text:
+    /// the index just past it there, and its text.
+    fn take(&self, quote: usize) -> Option<(usize, String)> {
+        let (end, text) = self.texts?.take(self.base + quote)?;
+        Some((end.checked_sub(self.base)?, text))
+    }
+}
+
+/// What the envelope check is told to do with a long string
+/// ([`sluice_core::check::Structure::long_string`]): unescape it, which
+/// checks it as well, and keep its text. A large result's text block is
+/// then read once (~13 instructions a byte for JSON held in it) where a
+/// check (~8) and then the unescape read it twice.
+#[derive(Debug, Default)]
+pub struct Keeping {
+    /// Each kept string's quote, end and text.
+    pub kept: Vec<(usize, usize, String)>,
+}
+
+impl sluice_core::check::Structure for Keeping {
+    fn long_string(&mut self, b: &[u8], quote: usize, _at: usize) -> Option<usize> {
+        let (end, text) = checked_unescape(b, quote)?;
+        if let Some(text) = text {
+            self.kept.push((quote, end, text));
+        }
+        Some(end)
+    }
+}
+
+impl Keeping {
+    /// What was kept, to go with the message.
+    pub fn into_texts(self) -> Option<KeptTexts> {
+        (!self.kept.is_empty()).then(|| KeptTexts(Mutex::new(self.kept)))
+    }
 }
 
 /// A walk through JSON text, one value after another, in one pass: into
@@ -80,6 +171,8 @@ pub struct Walker<'a> {
     at: usize,
     /// Set on text that is not JSON: the walk ends.
     done: bool,
+    /// Strings unescaped already.
+    kept: Kept<'a>,
 }
 
 impl<'a> Walker<'a> {
@@ -225,7 +318,10 @@ impl<'a> Walker<'a> {
             });
         }
         let quote = skip_space(self.text.as_bytes(), self.at);
-        let (end, text) = string_at(self.text, quote)?;
+        let (end, text) = match self.kept.take(quote) {
+            Some((end, text)) => (end, Cow::Owned(text)),
+            None => string_at(self.text, quote)?,
+        };
         self.at = end;
         Some(StringValue::Text(text))
     }
@@ -270,17 +366,44 @@ pub fn string_at(text: &str, quote: usize) -> Option<(usize, Cow<'_, str>)> {
     if b[at] == b'"' {
         return Some((at + 1, Cow::Borrowed(text.get(start..at)?)));
     }
+    unescaped_from(b, start, at).map(|(end, text)| (end, Cow::Owned(text)))
+}
+
+/// [`string_at`] of a string not yet checked, in bytes known to be UTF-8:
+/// `None` also for a control character in it (which JSON's grammar
+/// refuses, as [`sluice_core::check`] does); the text `None` when it has
+/// no escape (it is the bytes as they are).
+pub fn checked_unescape(b: &[u8], quote: usize) -> Option<(usize, Option<String>)> {
+    let start = quote + 1;
+    let at = quote_or_backslash(b, start)?;
+    if has_control(&b[start..at]) {
+        return None;
+    }
+    if b[at] == b'"' {
+        return Some((at + 1, None));
+    }
+    unescaped_from(b, start, at).map(|(end, text)| (end, Some(text)))
+}
+
+/// Whether `run` holds a control character (below 0x20). Counted, not
+/// searched for, so that it vectorizes.
+fn has_control(run: &[u8]) -> bool {
+    run.iter().filter(|&&c| c < 0x20).count() > 0
+}
+
+/// The string whose text starts at `start` unescaped, its first escape at
+/// `at`: the index just past its closing quote, and its text.
+fn unescaped_from(b: &[u8], start: usize, at: usize) -> Option<(usize, String)> {
     let mut out = Vec::with_capacity((at - start) * 2 + 64);
     out.extend_from_slice(&b[start..at]);
     let i = match unescape(b, at, at + ALONE_BYTES, &mut out, None)? {
-        Unescaped::Ended(end) => return Some((end, Cow::Owned(String::from_utf8(out).ok()?))),
+        Unescaped::Ended(end) => return Some((end, String::from_utf8(out).ok()?)),
         Unescaped::Paused(i) => i,
     };
-    let read = match second_part_at(b, i) {
+    match second_part_at(b, i) {
         Some(cut) => in_two_parts(b, i, cut, out),
         None => read_on(b, i, out),
-    };
-    read.map(|(end, text)| (end, Cow::Owned(text)))
+    }
 }
 
 /// The rest of a string unescaped from `i` (between escapes) after `out`:
@@ -397,7 +520,8 @@ fn unescape(
     loop {
         // The plain run up to the next stop (or the pause, or the end).
         if let Some(word) = word_at(b, i).filter(|_| i + 8 <= words_until) {
-            let stops = bytes_equal(word, b'"') | bytes_equal(word, b'\\');
+            let stops =
+                bytes_equal(word, b'"') | bytes_equal(word, b'\\') | bytes_below(word, 0x20);
             out.extend_from_slice(&word.to_le_bytes());
             if stops != 0 {
                 let plain = first_flagged(stops);
@@ -407,8 +531,7 @@ fn unescape(
                 // A longer run (prose with a `\n` now and then): found by
                 // `memchr2` and copied at once.
                 i += 8;
-                let run_end =
-                    quote_or_backslash(b, i).map_or(words_until, |stop| stop.min(words_until));
+                let run_end = plain_run_end(b, i, words_until)?;
                 out.extend_from_slice(&b[i..run_end]);
                 i = run_end;
             }
@@ -436,6 +559,8 @@ fn unescape(
                     return None;
                 }
             }
+            // A control character, which a string must escape.
+            c if c < 0x20 => return None,
             // Fewer than eight bytes before the pause or the end.
             c => {
                 out.push(c);
@@ -443,6 +568,27 @@ fn unescape(
             }
         }
     }
+}
+
+/// Where the run of a string's plain characters from `i` ends: at the
+/// next `"` or `\`, or at `until`; `None` if a control character (which a
+/// string must escape) comes first. Its first 64 bytes are looked at eight
+/// at a time (JSON held in a text block has short runs), the rest found by
+/// `memchr2` and then counted for control characters (prose's long runs),
+/// each of which vectorizes.
+fn plain_run_end(b: &[u8], mut i: usize, until: usize) -> Option<usize> {
+    let words_end = until.min(i.saturating_add(64));
+    while i + 8 <= words_end {
+        let word = word_at(b, i)?;
+        let stops = bytes_equal(word, b'"') | bytes_equal(word, b'\\') | bytes_below(word, 0x20);
+        if stops != 0 {
+            let at = i + first_flagged(stops);
+            return (b[at] >= 0x20).then_some(at);
+        }
+        i += 8;
+    }
+    let run_end = quote_or_backslash(b, i).map_or(until, |stop| stop.min(until));
+    (!has_control(&b[i..run_end])).then_some(run_end)
 }
 
 /// The character the escape at `at` (its backslash) stands for, and the
@@ -502,6 +648,7 @@ mod tests {
             text,
             at: 0,
             done: false,
+            kept: Kept::NONE,
         };
         if !walker.enter(b'[') {
             return None;
@@ -687,6 +834,65 @@ mod tests {
             format!(r#""{body}"#),
         ] {
             assert_eq!(string_at(&broken, 0), None);
+        }
+    }
+
+    /// Whether JSON's grammar takes `literal` as one string, by the check
+    /// the envelope parse makes otherwise.
+    fn checked(literal: &str) -> bool {
+        sluice_core::check::is_json(literal) && literal.starts_with('"')
+    }
+
+    #[test]
+    fn a_string_unescaped_unchecked_is_refused_as_the_check_refuses_it() {
+        let body = r#"{\"id\":\"SKU-1\",\"n\":\"a\\\\b\u00e9\"},"#.repeat(30_000);
+        let run = "plain text without a stop ".repeat(3_000);
+        let mut literals = vec![
+            "\"plain\"".to_owned(),
+            r#""a\"b\\c\u00e9 \ud800""#.to_owned(),
+            format!("\"[{body}]\""),
+            format!("\"{run}\\n{run}\""),
+        ];
+        // Each broken: a control character before the first escape, after
+        // one, in a long run, in the second part of a long string; an
+        // escape JSON does not have; no closing quote.
+        literals.extend([
+            "\"a\u{1}b\"".to_owned(),
+            "\"a\\nb\tc\"".to_owned(),
+            format!("\"{run}\\n{run}\n{run}\""),
+            format!("\"[{body}\u{1f}{body}]\""),
+            format!("\"{body}\\q\""),
+            format!("\"{body}"),
+        ]);
+        for literal in &literals {
+            let read = checked_unescape(literal.as_bytes(), 0);
+            assert_eq!(read.is_some(), checked(literal), "{}", literal.len());
+            if let Some((end, text)) = read {
+                assert_eq!(end, literal.len());
+                let (_, walked) = string_at(literal, 0).unwrap();
+                assert_eq!(
+                    text.as_deref().unwrap_or(literal.get(1..end - 1).unwrap()),
+                    walked
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn any_short_string_is_unescaped_unchecked_only_where_the_check_takes_it() {
+        let pieces = ["a", "\\", "\"", "n", "u", "0", "\u{1}", "\t", "é"];
+        let mut bodies = vec![String::new()];
+        for _ in 0..5 {
+            bodies = bodies
+                .iter()
+                .flat_map(|t| pieces.iter().map(move |p| format!("{t}{p}")))
+                .collect();
+            for body in &bodies {
+                let literal = format!("\"{body}\"");
+                let read = checked_unescape(literal.as_bytes(), 0);
+                let ended = read.as_ref().is_some_and(|(end, _)| *end == literal.len());
+                assert_eq!(ended, checked(&literal), "{literal:?}");
+            }
         }
     }
 
