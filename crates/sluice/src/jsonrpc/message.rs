@@ -738,20 +738,26 @@ mod tests {
         // JSON held in a text block of ~300 KB (long enough to be kept).
         let body = r#"{\"id\":\"SKU-1\",\"n\":\"a\\\\b\u00e9\"},"#.repeat(10_000);
         let response = format!(
-            r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"[{body}]"}},{{"type":"text","text":"short"}}]}}}}"#
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"[{body}]"}},{{"type":"text","text":"short"}},{{"type":"text","text":"({body})"}}]}}}}"#
         );
         let message = parse(&response).unwrap();
         let whole = serde_json::from_str::<serde_json::Value>(&response).unwrap();
-        let text = whole["result"]["content"][0]["text"].as_str().unwrap();
-        let kept = message.kept.clone().expect("the text block was kept");
-        assert_eq!(kept.bytes(), text.len());
+        let text = |at: usize| whole["result"]["content"][at]["text"].as_str().unwrap();
+        let kept = message.kept.clone().expect("the text blocks were kept");
+        assert_eq!(kept.bytes(), text(0).len() + text(2).len());
         // Read from what was kept (taken), and as read from the bytes.
         let (result, unescaped) = message.result_kept().unwrap();
         let read = SentCall::read_kept(result, unescaped).unwrap();
-        assert_eq!(read.texts().collect::<Vec<_>>(), [text, "short"]);
-        assert_eq!(kept.bytes(), 0, "taken by the walk that read it");
+        assert_eq!(
+            read.texts().collect::<Vec<_>>(),
+            [text(0), "short", text(2)]
+        );
+        assert_eq!(kept.bytes(), 0, "taken by the walk that read them");
         let again = SentCall::read(message.result().unwrap()).unwrap();
-        assert_eq!(again.texts().collect::<Vec<_>>(), [text, "short"]);
+        assert_eq!(
+            again.texts().collect::<Vec<_>>(),
+            [text(0), "short", text(2)]
+        );
         // A request's long string is checked, not kept; a long string with
         // a control character is refused, as it was by the check alone.
         let request = format!(
@@ -760,7 +766,7 @@ mod tests {
         assert!(parse(&request).unwrap().kept.is_none());
         // (Past the first 64 KB, which the check reads before a string is
         // long enough to be kept.)
-        let at = response.len() / 2;
+        let at = 1 + response.match_indices("SKU-1").nth(5_000).unwrap().0;
         let broken = format!("{}\u{1}{}", &response[..at], &response[at..]);
         assert!(parse(&broken).is_err());
         assert!(serde_json::from_str::<serde_json::Value>(&broken).is_err());

@@ -82,23 +82,29 @@ pub fn members_kept<'a>(text: &'a str, kept: Kept<'a>) -> Option<Walker<'a>> {
 /// ([`Keeping`]): each by where its opening quote and its end are in the
 /// message's text, with its text. A string is taken once, by the walk that
 /// reads it; a walk that finds none unescapes from the bytes as ever.
+/// Kept in the order of the text (the check reads it from the start), so
+/// a string is found by a binary search: a message of thousands of long
+/// strings costs no quadratic lookup.
 #[derive(Debug, Default)]
-pub struct KeptTexts(Mutex<Vec<(usize, usize, String)>>);
+pub struct KeptTexts(Mutex<Vec<(usize, usize, Option<String>)>>);
 
 impl KeptTexts {
     /// The text of the string whose opening quote is at `quote`, and the
     /// index just past it, if it was kept and not taken yet.
     fn take(&self, quote: usize) -> Option<(usize, String)> {
         let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let at = kept.iter().position(|(q, _, _)| *q == quote)?;
-        let (_, end, text) = kept.swap_remove(at);
-        Some((end, text))
+        let at = kept.binary_search_by_key(&quote, |(q, _, _)| *q).ok()?;
+        let (_, end, text) = &mut kept[at];
+        Some((*end, text.take()?))
     }
 
-    /// How many bytes of text are kept.
+    /// How many bytes of text are kept (not taken yet).
     pub fn bytes(&self) -> usize {
         let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        kept.iter().map(|(_, _, text)| text.len()).sum()
+        kept.iter()
+            .flat_map(|(_, _, text)| text.as_ref())
+            .map(String::len)
+            .sum()
     }
 }
 
@@ -154,7 +160,13 @@ impl sluice_core::check::Structure for Keeping {
 impl Keeping {
     /// What was kept, to go with the message.
     pub fn into_texts(self) -> Option<KeptTexts> {
-        (!self.kept.is_empty()).then(|| KeptTexts(Mutex::new(self.kept)))
+        if self.kept.is_empty() {
+            return None;
+        }
+        debug_assert!(self.kept.windows(2).all(|pair| pair[0].1 <= pair[1].0));
+        let kept = self.kept.into_iter();
+        let kept = kept.map(|(quote, end, text)| (quote, end, Some(text)));
+        Some(KeptTexts(Mutex::new(kept.collect())))
     }
 }
 
