@@ -26,7 +26,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::limits::ALONE_BYTES;
-use crate::scan::{bytes_below, bytes_equal, first_flagged, second_part_at, word_at};
+use crate::scan::{first_flagged, second_part_at, string_stops, word_at};
 
 /// The members of the JSON object `text` (nothing around it but
 /// whitespace), each as the ranges of its key (quotes included) and of its
@@ -407,7 +407,7 @@ fn string_part(b: &[u8], mut i: usize, pause: usize, stop: Option<&AtomicBool>) 
 fn string_stop(b: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
     while let Some(word) = word_at(b, i) {
-        let stops = bytes_equal(word, b'"') | bytes_equal(word, b'\\') | bytes_below(word, 0x20);
+        let stops = string_stops(word);
         if stops != 0 {
             return Some(i + first_flagged(stops));
         }

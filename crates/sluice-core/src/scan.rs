@@ -194,6 +194,15 @@ pub fn bytes_equal(word: u64, byte: u8) -> u64 {
     bytes_below(word ^ (ONES * u64::from(byte)), 1)
 }
 
+/// [`bytes_below`]'s flags for the bytes of `word` that end a run of a
+/// string's plain characters: `"`, `\` or a control character (below
+/// 0x20, which a string must escape). The check of a string and the
+/// unescape that checks a long one as it reads it stop at the same bytes.
+#[inline]
+pub fn string_stops(word: u64) -> u64 {
+    bytes_equal(word, b'"') | bytes_equal(word, b'\\') | bytes_below(word, 0x20)
+}
+
 /// Where in its word the first byte flagged in `flags` (not 0) is.
 #[inline]
 pub fn first_flagged(flags: u64) -> usize {

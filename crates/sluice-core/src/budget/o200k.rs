@@ -474,9 +474,6 @@ fn merge_short(ranks: &RankIndex, piece: &[u8]) -> usize {
         if best > 0 {
             pairs[best - 1] = ranks.rank(span(best - 1));
         }
-        if parts == 1 {
-            return 1;
-        }
     }
 }
 

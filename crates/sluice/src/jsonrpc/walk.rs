@@ -22,9 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::scan::string_end;
 use sluice_core::limits::ALONE_BYTES;
-use sluice_core::scan::{
-    bytes_below, bytes_equal, first_flagged, quote_or_backslash, second_part_at, word_at,
-};
+use sluice_core::scan::{first_flagged, quote_or_backslash, second_part_at, string_stops, word_at};
 
 fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\r' | b'\t')
@@ -99,6 +97,7 @@ impl KeptTexts {
     }
 
     /// How many bytes of text are kept (not taken yet).
+    #[cfg(test)]
     pub fn bytes(&self) -> usize {
         let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         kept.iter()
@@ -144,7 +143,7 @@ impl<'a> Kept<'a> {
 #[derive(Debug, Default)]
 pub struct Keeping {
     /// Each kept string's quote, end and text.
-    pub kept: Vec<(usize, usize, String)>,
+    pub(crate) kept: Vec<(usize, usize, String)>,
 }
 
 impl sluice_core::check::Structure for Keeping {
@@ -532,8 +531,7 @@ fn unescape(
     loop {
         // The plain run up to the next stop (or the pause, or the end).
         if let Some(word) = word_at(b, i).filter(|_| i + 8 <= words_until) {
-            let stops =
-                bytes_equal(word, b'"') | bytes_equal(word, b'\\') | bytes_below(word, 0x20);
+            let stops = string_stops(word);
             out.extend_from_slice(&word.to_le_bytes());
             if stops != 0 {
                 let plain = first_flagged(stops);
@@ -592,7 +590,7 @@ fn plain_run_end(b: &[u8], mut i: usize, until: usize) -> Option<usize> {
     let words_end = until.min(i.saturating_add(64));
     while i + 8 <= words_end {
         let word = word_at(b, i)?;
-        let stops = bytes_equal(word, b'"') | bytes_equal(word, b'\\') | bytes_below(word, 0x20);
+        let stops = string_stops(word);
         if stops != 0 {
             let at = i + first_flagged(stops);
             return (b[at] >= 0x20).then_some(at);
@@ -890,21 +888,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn any_short_string_is_unescaped_unchecked_only_where_the_check_takes_it() {
-        let pieces = ["a", "\\", "\"", "n", "u", "0", "\u{1}", "\t", "é"];
-        let mut bodies = vec![String::new()];
-        for _ in 0..5 {
-            bodies = bodies
+    /// Every text of one to `most` of `pieces`, shortest first.
+    fn every_text_of(pieces: &[&str], most: usize) -> Vec<String> {
+        let mut texts = Vec::new();
+        let mut longest = vec![String::new()];
+        for _ in 0..most {
+            longest = longest
                 .iter()
                 .flat_map(|t| pieces.iter().map(move |p| format!("{t}{p}")))
                 .collect();
-            for body in &bodies {
-                let literal = format!("\"{body}\"");
-                let read = checked_unescape(literal.as_bytes(), 0);
-                let ended = read.as_ref().is_some_and(|(end, _)| *end == literal.len());
-                assert_eq!(ended, checked(&literal), "{literal:?}");
-            }
+            texts.extend(longest.iter().cloned());
+        }
+        texts
+    }
+
+    #[test]
+    fn any_short_string_is_unescaped_unchecked_only_where_the_check_takes_it() {
+        let pieces = ["a", "\\", "\"", "n", "u", "0", "\u{1}", "\t", "é"];
+        for body in every_text_of(&pieces, 5) {
+            let literal = format!("\"{body}\"");
+            let read = checked_unescape(literal.as_bytes(), 0);
+            let ended = read.as_ref().is_some_and(|(end, _)| *end == literal.len());
+            assert_eq!(ended, checked(&literal), "{literal:?}");
         }
     }
 
@@ -913,28 +918,21 @@ mod tests {
         let pieces = [
             "{", "}", "[", "]", "\"", "\\", ":", ",", " ", "a", "1", "\\u", "é",
         ];
-        let mut texts = vec![String::new()];
-        for _ in 0..4 {
-            texts = texts
-                .iter()
-                .flat_map(|t| pieces.iter().map(move |p| format!("{t}{p}")))
-                .collect();
-            for text in &texts {
-                if let Some(mut m) = members(text) {
-                    while m.key().is_some() {
-                        if !m.enter(b'[') {
-                            let _ = m.string();
-                            continue;
-                        }
-                        while m.item() {
-                            let _ = m.value();
-                        }
+        for text in &every_text_of(&pieces, 4) {
+            if let Some(mut m) = members(text) {
+                while m.key().is_some() {
+                    if !m.enter(b'[') {
+                        let _ = m.string();
+                        continue;
+                    }
+                    while m.item() {
+                        let _ = m.value();
                     }
                 }
-                let _ = items(text);
-                for quote in text.match_indices('"').map(|(i, _)| i) {
-                    let _ = string_at(text, quote);
-                }
+            }
+            let _ = items(text);
+            for quote in text.match_indices('"').map(|(i, _)| i) {
+                let _ = string_at(text, quote);
             }
         }
     }
