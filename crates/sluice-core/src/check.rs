@@ -419,7 +419,9 @@ fn string_stop(b: &[u8], from: usize) -> Option<usize> {
         .map(|p| i + p)
 }
 
-fn skip_space(b: &[u8], mut i: usize) -> usize {
+/// The index of the first byte at or after `i` that is not JSON
+/// whitespace (or the length).
+pub(crate) fn skip_space(b: &[u8], mut i: usize) -> usize {
     while matches!(b.get(i), Some(b' ' | b'\n' | b'\r' | b'\t')) {
         i += 1;
     }

@@ -748,6 +748,57 @@ fn value_end(b: &[u8], start: usize) -> usize {
     }
 }
 
+/// The members of `text`, a JSON object that is known to be valid (a
+/// part of a message whose whole text was checked: [`crate::check`]), as
+/// the ranges of each key (quotes included) and of its value, in order,
+/// repeated keys included: what [`crate::check::object_members`] gives for
+/// it, found without validating anything (strings are skipped to their
+/// closing quote, containers to their closing bracket). `None` if it does
+/// not begin (after whitespace) with `{`.
+///
+/// On text that is not valid JSON it never panics and reads each byte a
+/// bounded number of times; the ranges it gives then lie within `text`, on
+/// character boundaries, but mean nothing.
+pub fn object_members_of_valid(text: &str) -> Option<Vec<(Range<usize>, Range<usize>)>> {
+    use crate::check::skip_space;
+    let b = text.as_bytes();
+    let mut i = skip_space(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    let mut members = Vec::new();
+    i = skip_space(b, i + 1);
+    while b.get(i) == Some(&b'"') {
+        let key_end = string_end(b, i);
+        // Past the colon.
+        let start = skip_space(b, skip_space(b, key_end) + 1).min(b.len());
+        let end = match b.get(start) {
+            Some(b'"') => string_end(b, start),
+            Some(b'[' | b'{') => container_end(b, start),
+            // A number or a literal: up to what ends it.
+            Some(_) => (start..b.len())
+                .find(|&j| matches!(b[j], b',' | b'}' | b']') || is_space(b[j]))
+                .unwrap_or(b.len()),
+            None => start,
+        };
+        // Every offset here is after an ASCII byte, at a non-space byte
+        // after one, or the end: a character boundary, checked anyway.
+        if ![key_end, start, end]
+            .iter()
+            .all(|&at| text.is_char_boundary(at))
+        {
+            break;
+        }
+        members.push((i..key_end, start..end));
+        i = skip_space(b, end);
+        if b.get(i) != Some(&b',') {
+            break;
+        }
+        i = skip_space(b, i + 1);
+    }
+    Some(members)
+}
+
 /// The start offsets of the items of the compact array at `array` (from
 /// `[` to `]`). Item `i` spans `starts[i]..starts[i + 1] - 1` (the comma
 /// excluded); the last one ends before the closing `]`.

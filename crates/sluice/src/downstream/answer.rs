@@ -156,7 +156,7 @@ fn edited_for(result: &str, shape: Shape) -> Option<Option<String>> {
     // Read as an object only if a key sluice edits may be there.
     let mentioned = shape.cache_hints || RESULT_TYPE.find(result.as_bytes()).is_some();
     let object = if mentioned {
-        Some(RawObject::parse(result).ok()?)
+        Some(RawObject::of_checked(result).ok()?)
     } else {
         None
     };
@@ -237,7 +237,7 @@ pub fn task_line(id: &Id, task: ServerResult, call: &Message, legacy: bool) -> B
 fn spliced_task(made: &[u8], call: &Message, legacy: bool) -> Option<Bytes> {
     let made = std::str::from_utf8(made).ok()?;
     let mut message = RawObject::parse(made).ok()?;
-    let mut task = RawObject::parse(message.get_parsed("result")?.get()).ok()?;
+    let mut task = RawObject::parse(message.get_parsed("result")?).ok()?;
     let sent = call.result()?;
     // 2026-07-28: as sent (sluice adds no `resultType` to a task's result).
     let shaped = if legacy {

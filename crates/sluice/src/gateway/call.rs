@@ -825,8 +825,7 @@ fn upstream_params(
         // Read only if sluice's arguments may be there: a key is found in
         // the raw text, or written with escapes (or it is not an object,
         // which the edit refuses, and the params are then made).
-        let may_hold_sluices = |raw: &serde_json::value::RawValue| {
-            let raw = raw.get();
+        let may_hold_sluices = |raw: &str| {
             !raw.starts_with('{')
                 || raw.contains(sluice_core::operation::TIMEOUT_ARG)
                 || raw.contains(sluice_core::cache::FRESH_ARG)

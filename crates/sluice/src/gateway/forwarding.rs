@@ -225,7 +225,7 @@ pub(super) fn in_era_decoded(
 /// describe the client, not sluice.
 pub(super) const NOT_FORWARDED_META: [&str; 4] = [
     "progressToken",
-    "io.modelcontextprotocol/protocolVersion",
+    crate::jsonrpc::PROTOCOL_VERSION_META,
     "io.modelcontextprotocol/clientInfo",
     "io.modelcontextprotocol/clientCapabilities",
 ];
@@ -234,6 +234,16 @@ pub(super) const NOT_FORWARDED_META: [&str; 4] = [
 /// request (the progress token, and the 2026-07-28 keys that describe
 /// sluice, not the client; the client's `logLevel` preference is kept).
 pub(super) fn forwarded_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
+    // Most have none to forward (a 2026-07-28 request's `_meta` describes
+    // its client): nothing is copied then.
+    if meta
+        .0
+        .0
+        .keys()
+        .all(|key| NOT_FORWARDED_META.contains(&key.as_str()))
+    {
+        return None;
+    }
     let mut forwarded = meta.clone();
     forwarded
         .0
@@ -252,7 +262,7 @@ pub(super) fn forwarded_params(
     edit: impl FnOnce(&mut crate::jsonrpc::RawObject<'_>) -> Option<()>,
 ) -> Option<String> {
     let mut text =
-        crate::jsonrpc::RawObject::parse(caller.sent_request.as_ref()?.params()?).ok()?;
+        crate::jsonrpc::RawObject::of_checked(caller.sent_request.as_ref()?.params()?).ok()?;
     edit(&mut text)?;
     if text.get("_meta").is_some() {
         let emptied = text

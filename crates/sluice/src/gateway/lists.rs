@@ -489,7 +489,7 @@ async fn upstream_tools_as_sent(
 /// The items of a list response's `key` array, as sent.
 fn items_as_sent(response: &crate::jsonrpc::Message, key: &str) -> Option<Vec<Box<RawValue>>> {
     let result = RawObject::parse(response.result()?).ok()?;
-    serde_json::from_str(result.get_parsed(key)?.get()).ok()
+    serde_json::from_str(result.get_parsed(key)?).ok()
 }
 
 /// An upstream tool as the client sees it, edited in its text as sent:
@@ -512,9 +512,7 @@ fn edited_as_sent(
         tool.remove("outputSchema");
     }
     tool.edit_path(&["inputSchema"], |schema| {
-        let has_properties = schema
-            .get("properties")
-            .is_some_and(|p| p.get().starts_with('{'));
+        let has_properties = schema.get("properties").is_some_and(|p| p.starts_with('{'));
         if !has_properties {
             schema.insert_value("properties", &serde_json::json!({}))?;
         }

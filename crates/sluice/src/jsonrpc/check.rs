@@ -67,6 +67,21 @@ mod tests {
         members(key, value, space)
     }
 
+    /// `text` with its character at `at` replaced by `token` (`edit` 0),
+    /// taken out (1) or with `token` put in before it (2).
+    fn edited(text: &str, at: prop::sample::Index, token: &str, edit: u8) -> String {
+        let places: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+        let at = places[at.index(places.len())];
+        let here = at..at + text[at..].chars().next().map_or(0, char::len_utf8);
+        let mut edited = text.to_owned();
+        match edit {
+            0 => edited.replace_range(here, token),
+            1 => edited.replace_range(here, ""),
+            _ => edited.insert_str(at, token),
+        }
+        edited
+    }
+
     /// An object of `value`s under `key`s, spaced by `space`.
     fn members(
         key: &'static str,
@@ -100,15 +115,7 @@ mod tests {
             prop_assert!(object_members(&text, 128).is_some(), "{:?}", text);
             agrees(&text, 128)?;
             agrees(&text, max_depth)?;
-            let places: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
-            let at = places[at.index(places.len())];
-            let here = at..at + text[at..].chars().next().map_or(0, char::len_utf8);
-            let mut edited = text.clone();
-            match edit {
-                0 => edited.replace_range(here, &token),
-                1 => edited.replace_range(here, ""),
-                _ => edited.insert_str(at, &token),
-            }
+            let edited = edited(&text, at, &token, edit);
             agrees(&edited, 128)?;
             agrees(&edited, max_depth)?;
         }
@@ -121,6 +128,52 @@ mod tests {
         ) {
             agrees(&text, max_depth)?;
             agrees(&text, 128)?;
+        }
+    }
+
+    /// What [`sluice_core::scan::object_members_of_valid`] gives for any
+    /// text: ranges within it, on character boundaries, in order.
+    fn trusted_within(text: &str) -> Result<(), TestCaseError> {
+        let mut after = 0;
+        for (key, value) in sluice_core::scan::object_members_of_valid(text).unwrap_or_default() {
+            prop_assert!(after <= key.start && key.end <= value.start && value.start <= value.end);
+            prop_assert!(text.get(key.clone()).is_some() && text.get(value.clone()).is_some());
+            after = value.end;
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// The members of a valid object found without validating it (the
+        /// parts of a checked message: `RawObject::of_checked`) are the
+        /// check's, spans and all; on any other text (one character
+        /// replaced, taken out or put in) the scan still ends, with spans
+        /// within the text.
+        #[test]
+        fn a_valid_objects_members_are_found_unchecked_as_the_check_finds_them(
+            text in object_text(),
+            at in any::<prop::sample::Index>(),
+            token in "[\"\\\\,:{}\\[\\]0.eu \n\u{1f}a-]",
+            edit in 0u8..3,
+        ) {
+            prop_assert_eq!(
+                sluice_core::scan::object_members_of_valid(&text),
+                object_members(&text, usize::MAX),
+                "{:?}", text
+            );
+            let edited = edited(&text, at, &token, edit);
+            trusted_within(&edited)?;
+        }
+
+        /// Any text of JSON's punctuation and more: the scan ends, spans
+        /// within the text.
+        #[test]
+        fn any_text_is_scanned_unchecked_within_its_bounds(
+            text in "[ ]?\\{[ \\{\\[\\]{}\":, \n\t\\\\0-9.eE+\\-tfrulnsa\u{1}é🦀]{0,60}",
+        ) {
+            trusted_within(&text)?;
         }
     }
 

@@ -46,6 +46,10 @@ use super::span_in;
 /// limit.
 pub const MAX_DEPTH: usize = 127;
 
+/// The `_meta` key in which a 2026-07-28 request names its protocol
+/// version.
+pub const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+
 /// What a JSON-RPC message is, from the members it has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -286,8 +290,11 @@ pub struct Routing<'a> {
     pub cursor: Option<Cow<'a, str>>,
     /// `params._meta.progressToken`.
     pub progress_token: Option<Id>,
+    /// `params._meta["io.modelcontextprotocol/protocolVersion"]`: the
+    /// version a 2026-07-28 request names, when it is a string.
+    pub protocol_version: Option<Cow<'a, str>>,
     /// `params._meta`, as its raw text.
-    pub meta: Option<&'a RawValue>,
+    pub meta: Option<&'a str>,
 }
 
 impl Message {
@@ -648,14 +655,14 @@ impl Message {
         let Some(params) = self.params().filter(|p| p.starts_with('{')) else {
             return Ok(Routing::default());
         };
-        let params = RawObject::parse(params).map_err(|e| MessageError::from_json(&e))?;
+        let params = RawObject::of_checked(params).map_err(|e| MessageError::from_json(&e))?;
         let string = |key: &str| -> Result<Option<Cow<'_, str>>, MessageError> {
-            match params.get_parsed(key).filter(|v| v.get() != "null") {
+            match params.get_parsed(key).filter(|v| *v != "null") {
                 None => Ok(None),
-                Some(value) => unquote(value.get()).map(Some).ok_or_else(|| {
+                Some(value) => unquote(value).map(Some).ok_or_else(|| {
                     not_json_rpc(format!(
                         "params.{key} is {}; it must be a string",
-                        json_type(value.get())
+                        json_type(value)
                     ))
                 }),
             }
@@ -665,24 +672,26 @@ impl Message {
             uri: string("uri")?,
             cursor: string("cursor")?,
             progress_token: None,
+            protocol_version: None,
             meta: None,
         };
-        if let Some(meta) = params.get_parsed("_meta").filter(|v| v.get() != "null") {
-            if !meta.get().starts_with('{') {
+        if let Some(meta) = params.get_parsed("_meta").filter(|v| *v != "null") {
+            if !meta.starts_with('{') {
                 return Err(not_json_rpc(format!(
                     "params._meta is {}; it must be an object",
-                    json_type(meta.get())
+                    json_type(meta)
                 )));
             }
-            let members = RawObject::parse(meta.get()).map_err(|e| MessageError::from_json(&e))?;
-            if let Some(token) = members.get("progressToken").filter(|v| v.get() != "null") {
-                routing.progress_token = Some(Id::from_json(token.get()).ok_or_else(|| {
+            let members = RawObject::of_checked(meta).map_err(|e| MessageError::from_json(&e))?;
+            if let Some(token) = members.get("progressToken").filter(|v| *v != "null") {
+                routing.progress_token = Some(Id::from_json(token).ok_or_else(|| {
                     not_json_rpc(format!(
                         "params._meta.progressToken is {}; it must be a string or a number",
-                        json_type(token.get())
+                        json_type(token)
                     ))
                 })?);
             }
+            routing.protocol_version = members.get_parsed(PROTOCOL_VERSION_META).and_then(unquote);
             routing.meta = Some(meta);
         }
         Ok(routing)
@@ -989,9 +998,17 @@ mod tests {
         assert_eq!(routing.uri, None);
         assert_eq!(routing.progress_token.unwrap().as_json(), r#""t\u0031""#);
         assert_eq!(
-            routing.meta.unwrap().get(),
+            routing.meta.unwrap(),
             r#"{"progressToken":"t\u0031","x":1}"#
         );
+
+        assert_eq!(routing.protocol_version, None);
+        let m = parse(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+        )
+        .unwrap();
+        let routing = m.routing().unwrap();
+        assert_eq!(routing.protocol_version.as_deref(), Some("2026-07-28"));
 
         let m = parse(r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a\"b","cursor":null}}"#).unwrap();
         let routing = m.routing().unwrap();

@@ -58,7 +58,9 @@ pub mod walk;
 
 pub use body::{BodyError, collect_body};
 pub use frame::{Frame, LineReader, LineSplitter, write_line};
-pub use message::{Id, Kind, MAX_DEPTH, Member, Message, MessageError, Routing};
+pub use message::{
+    Id, Kind, MAX_DEPTH, Member, Message, MessageError, PROTOCOL_VERSION_META, Routing,
+};
 pub use object::{ObjectError, RawObject};
 pub use pending::{CallFailed, Pending, Waiter};
 pub use scan::salvage_id;

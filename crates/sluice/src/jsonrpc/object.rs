@@ -15,6 +15,7 @@
 //! sluice reads is what the client will read.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use serde::de::{Deserializer as _, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -38,8 +39,9 @@ struct Entry<'a> {
     key: Cow<'a, str>,
     /// The key as written, quotes and escapes included.
     key_json: Cow<'a, str>,
-    /// The value's raw text.
-    value: Cow<'a, RawValue>,
+    /// The value's raw text (valid JSON: checked when parsed, or made by
+    /// `serde_json` when set).
+    value: Cow<'a, str>,
     /// The member's text as received, from its key's opening quote to its
     /// value's end (whitespace around the colon included), while neither
     /// key nor value has changed.
@@ -53,7 +55,7 @@ impl Entry<'_> {
             None => {
                 push(&self.key_json);
                 push(":");
-                push(self.value.get());
+                push(&self.value);
             }
         }
     }
@@ -115,24 +117,50 @@ pub(crate) fn raw_members(text: &str) -> Result<Vec<(&RawValue, &RawValue)>, ser
 impl<'a> RawObject<'a> {
     /// Parses `text`, one JSON object. Values are skipped, not parsed (one
     /// pass, no recursion, whatever their depth), and borrowed from `text`.
+    /// The members are found by sluice's own check
+    /// ([`sluice_core::check::object_members`], held to `serde_json`'s
+    /// members by `jsonrpc::check`'s tests); what it refuses is read by
+    /// `serde_json`, for its error (or its members, were it to take it).
     pub fn parse(text: &'a str) -> Result<RawObject<'a>, serde_json::Error> {
-        let members = raw_members(text)?
+        let members = match sluice_core::check::object_members(text, usize::MAX) {
+            Some(members) => members,
+            None => raw_members(text)?
+                .into_iter()
+                .map(|(key, value)| (span_in(text, key.get()), span_in(text, value.get())))
+                .collect(),
+        };
+        Ok(RawObject::of_members(text, members))
+    }
+
+    /// [`RawObject::parse`] of a part of a message (its params, its
+    /// result, a value in them): text that was checked when the message
+    /// was read, or made of such, so its members are found without reading
+    /// it again ([`sluice_core::scan::object_members_of_valid`]). What is
+    /// not an object is refused as [`RawObject::parse`] refuses it.
+    pub(crate) fn of_checked(text: &'a str) -> Result<RawObject<'a>, serde_json::Error> {
+        match sluice_core::scan::object_members_of_valid(text) {
+            Some(members) => Ok(RawObject::of_members(text, members)),
+            None => RawObject::parse(text),
+        }
+    }
+
+    fn of_members(text: &'a str, members: Vec<(Range<usize>, Range<usize>)>) -> RawObject<'a> {
+        let members = members
             .into_iter()
             .map(|(key, value)| {
-                let key_json = key.get();
-                let member = span_in(text, key_json).start..span_in(text, value.get()).end;
+                let key_json = &text[key.clone()];
                 Entry {
                     key: unquote(key_json).unwrap_or(Cow::Borrowed(key_json)),
                     key_json: Cow::Borrowed(key_json),
-                    value: Cow::Borrowed(value),
-                    text: text.get(member),
+                    value: Cow::Borrowed(&text[value.clone()]),
+                    text: text.get(key.start..value.end),
                 }
             })
             .collect();
-        Ok(RawObject {
+        RawObject {
             source: Some(text),
             members,
-        })
+        }
     }
 
     /// An empty object, to build one member by member.
@@ -160,7 +188,7 @@ impl<'a> RawObject<'a> {
     }
 
     /// Its members in order: decoded keys, raw values.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &RawValue)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.members.iter().map(|e| (&*e.key, &*e.value))
     }
 
@@ -169,13 +197,13 @@ impl<'a> RawObject<'a> {
     }
 
     /// The value of `key` (the last, if the key is repeated).
-    pub fn get(&self, key: &str) -> Option<&RawValue> {
+    pub fn get(&self, key: &str) -> Option<&str> {
         self.last(key).map(|i| &*self.members[i].value)
     }
 
     /// The value of `key` as it was parsed, borrowed from the parsed text:
     /// `None` if absent or replaced since.
-    pub fn get_parsed(&self, key: &str) -> Option<&'a RawValue> {
+    pub fn get_parsed(&self, key: &str) -> Option<&'a str> {
         match &self.members[self.last(key)?].value {
             Cow::Borrowed(value) => Some(value),
             Cow::Owned(_) => None,
@@ -184,12 +212,18 @@ impl<'a> RawObject<'a> {
 
     /// The value of `key` when it is a JSON string, decoded.
     pub fn get_str(&self, key: &str) -> Option<Cow<'_, str>> {
-        unquote(self.get(key)?.get())
+        unquote(self.get(key)?)
     }
 
     /// Sets `key` to `value`: in place if the key is there (its last
     /// occurrence), else as a new last member.
     pub fn insert(&mut self, key: &str, value: Box<RawValue>) {
+        self.set(key, owned(value));
+    }
+
+    /// [`RawObject::insert`] of a value's text known to be valid JSON
+    /// (written out from members that were).
+    fn set(&mut self, key: &str, value: String) {
         self.source = None;
         match self.last(key) {
             Some(i) => {
@@ -218,7 +252,7 @@ impl<'a> RawObject<'a> {
 
     /// Removes every member named `key`; the value that counted (the
     /// last), if there was one.
-    pub fn remove(&mut self, key: &str) -> Option<Cow<'a, RawValue>> {
+    pub fn remove(&mut self, key: &str) -> Option<Cow<'a, str>> {
         let last = self.last(key)?;
         self.source = None;
         let value = self.members[last].value.clone();
@@ -278,17 +312,18 @@ impl<'a> RawObject<'a> {
         // A borrowed value is copied as a reference; one already replaced
         // is copied, so that the child does not borrow `self`.
         let value = self.members[i].value.clone();
-        if !value.get().starts_with('{') {
+        if !value.starts_with('{') {
             return Err(ObjectError::NotAnObject {
                 path: path[..=depth].join("."),
-                found: super::message::json_type(value.get()),
+                found: super::message::json_type(&value),
             });
         }
-        let mut child = RawObject::parse(value.get())?;
+        let mut child = RawObject::of_checked(&value)?;
         let out = child.edit_path_from(path, depth + 1, f)?;
         if child.is_edited() {
-            let edited = child.to_raw()?;
-            self.insert(key, edited);
+            // Its members were valid JSON, and so is what they make: not
+            // read again.
+            self.set(key, child.to_json());
         }
         Ok(out)
     }
@@ -332,6 +367,11 @@ impl Default for RawObject<'_> {
     }
 }
 
+/// A raw value's text, owned.
+fn owned(value: Box<RawValue>) -> String {
+    String::from(Box::<str>::from(value))
+}
+
 /// `s` as a JSON string.
 fn json_string(s: &str) -> String {
     // Serializing a string cannot fail.
@@ -356,7 +396,7 @@ mod tests {
         assert_eq!(object.to_json(), TOOL);
         assert_eq!(object.len(), 6);
         assert_eq!(object.get_str("name").as_deref(), Some("read"));
-        assert_eq!(object.get("n").unwrap().get(), "-0");
+        assert_eq!(object.get("n").unwrap(), "-0");
     }
 
     #[test]
@@ -381,12 +421,12 @@ mod tests {
     fn duplicates_are_kept_and_the_last_one_counts() {
         let text = r#"{"a":1,"b":2,"a":3}"#;
         let mut object = RawObject::parse(text).unwrap();
-        assert_eq!(object.get("a").unwrap().get(), "3");
+        assert_eq!(object.get("a").unwrap(), "3");
         object.insert("b", raw("20"));
         assert_eq!(object.to_json(), r#"{"a":1,"b":20,"a":3}"#);
         object.insert("a", raw("30"));
         assert_eq!(object.to_json(), r#"{"a":1,"b":20,"a":30}"#);
-        assert_eq!(object.remove("a").unwrap().get(), "30");
+        assert_eq!(object.remove("a").unwrap(), "30");
         assert_eq!(object.to_json(), r#"{"b":20}"#);
     }
 

@@ -149,7 +149,7 @@ impl Message {
                 reason: "a progress notification without params".to_owned(),
             });
         };
-        let object = RawObject::parse(params).map_err(|e| MessageError::NotJsonRpc {
+        let object = RawObject::of_checked(params).map_err(|e| MessageError::NotJsonRpc {
             reason: format!("params could not be read: {e}"),
         })?;
         let old = object
@@ -157,7 +157,7 @@ impl Message {
             .ok_or_else(|| MessageError::NotJsonRpc {
                 reason: "a progress notification without a progressToken".to_owned(),
             })?;
-        let range = shift(span_in(params, old.get()), span.start);
+        let range = shift(span_in(params, old), span.start);
         self.edit(&[(range, token.as_json())])
     }
 
@@ -234,16 +234,16 @@ pub fn params_with_meta<'a>(
     })?;
     let mut edits: Vec<(Range<usize>, String)> = Vec::new();
     match object.get_parsed("_meta") {
-        Some(meta) if meta.get().starts_with('{') => {
-            let meta_span = span_in(params, meta.get());
-            let present = RawObject::parse(meta.get()).map_err(|e| MessageError::NotJsonRpc {
+        Some(meta) if meta.starts_with('{') => {
+            let meta_span = span_in(params, meta);
+            let present = RawObject::parse(meta).map_err(|e| MessageError::NotJsonRpc {
                 reason: format!("params._meta could not be read: {e}"),
             })?;
             let mut added = Vec::new();
             for member in members {
                 match present.get_parsed(member.0) {
                     Some(old) => edits.push((
-                        shift(span_in(meta.get(), old.get()), meta_span.start),
+                        shift(span_in(meta, old), meta_span.start),
                         member.1.to_owned(),
                     )),
                     None => added.push(member),
@@ -259,7 +259,7 @@ pub fn params_with_meta<'a>(
             let mut object = String::from("{");
             push_members(&mut object, members);
             object.push('}');
-            edits.push((span_in(params, meta.get()), object));
+            edits.push((span_in(params, meta), object));
         }
         None => edits.push(before_close(0..params.len(), object.is_empty(), |out| {
             out.push_str("\"_meta\":{");

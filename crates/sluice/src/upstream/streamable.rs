@@ -15,7 +15,7 @@
 //! is kept beyond one message, and a message that cannot be read fails the
 //! call it answers at once.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -65,7 +65,7 @@ pub struct StreamableHttp {
     session_ended: std::sync::OnceLock<String>,
     /// For each tool, the arguments its schema marks with `x-mcp-header`:
     /// their path from `arguments` and their header's name (SEP-2243).
-    param_headers: Mutex<HashMap<String, Vec<ParamHeader>>>,
+    param_headers: Mutex<crate::FastMap<String, Vec<ParamHeader>>>,
     /// The tools left out of `tools/list` for invalid `x-mcp-header`
     /// annotations, each logged once.
     rejected: Mutex<HashSet<String>>,
@@ -121,7 +121,7 @@ pub fn open(
         version: Mutex::new(None),
         stateless: AtomicBool::new(false),
         session_ended: std::sync::OnceLock::new(),
-        param_headers: Mutex::new(HashMap::new()),
+        param_headers: Mutex::new(crate::FastMap::default()),
         rejected: Mutex::new(HashSet::new()),
         answering: Mutex::default(),
         inbound: tx,
@@ -596,8 +596,7 @@ impl StreamableHttp {
             input_schema: serde_json::Value,
         }
         let mut object = crate::jsonrpc::RawObject::parse(result).ok()?;
-        let listed: Vec<&RawValue> =
-            serde_json::from_str(object.get_parsed("tools")?.get()).ok()?;
+        let listed: Vec<&RawValue> = serde_json::from_str(object.get_parsed("tools")?).ok()?;
         let checked = self.stateless.load(Ordering::Relaxed);
         let mut kept: Vec<&RawValue> = Vec::with_capacity(listed.len());
         {
@@ -635,22 +634,23 @@ impl StreamableHttp {
         response.with_result(&object.to_json()).ok()
     }
 
-    /// The `Mcp-Param-*` headers of a `tools/call` (SEP-2243).
-    fn param_headers_of(&self, message: &Message) -> Vec<(HeaderName, HeaderValue)> {
+    /// The `Mcp-Param-*` headers of a `tools/call` of `name` (SEP-2243).
+    /// Its arguments are read only when the tool marks some of them: most
+    /// mark none, and a call's arguments may be large.
+    fn param_headers_of(&self, message: &Message, name: &str) -> Vec<(HeaderName, HeaderValue)> {
+        let known = lock(&self.param_headers);
+        let Some(marked) = known.get(name) else {
+            return Vec::new();
+        };
         let Some(params) = message.params() else {
             return Vec::new();
         };
         #[derive(serde::Deserialize)]
         struct Call {
-            name: String,
             #[serde(default)]
             arguments: serde_json::Value,
         }
         let Ok(call) = serde_json::from_str::<Call>(params) else {
-            return Vec::new();
-        };
-        let known = lock(&self.param_headers);
-        let Some(marked) = known.get(&call.name) else {
             return Vec::new();
         };
         marked
@@ -954,15 +954,6 @@ fn header_value(text: &str) -> String {
     }
 }
 
-/// The protocol version a request names in
-/// `params._meta["io.modelcontextprotocol/protocolVersion"]` (2026-07-28),
-/// from its routing members.
-fn declared_version(routing: &crate::jsonrpc::Routing<'_>) -> Option<String> {
-    let meta = crate::jsonrpc::RawObject::parse(routing.meta?.get()).ok()?;
-    meta.get_str("io.modelcontextprotocol/protocolVersion")
-        .map(|v| v.into_owned())
-}
-
 /// A header value for `Mcp-Name`, when the name can be one as it is.
 fn name_header(routing: &crate::jsonrpc::Routing<'_>, method: &str) -> Option<HeaderValue> {
     let name = match method {
@@ -1018,7 +1009,7 @@ impl Transport for StreamableHttp {
             let routing = (stateless_now || may_declare)
                 .then(|| message.routing().ok())
                 .flatten();
-            let declared = routing.as_ref().and_then(declared_version);
+            let declared = routing.as_ref().and_then(|r| r.protocol_version.clone());
             if let Some(version) = declared
                 .as_deref()
                 .and_then(|v| HeaderValue::try_from(v).ok())
@@ -1038,8 +1029,10 @@ impl Transport for StreamableHttp {
                 {
                     headers.insert("mcp-name", value);
                 }
-                if method == "tools/call" {
-                    for (name, value) in self.param_headers_of(&message) {
+                if method == "tools/call"
+                    && let Some(tool) = routing.as_ref().and_then(|r| r.name.as_deref())
+                {
+                    for (name, value) in self.param_headers_of(&message, tool) {
                         headers.insert(name, value);
                     }
                 }

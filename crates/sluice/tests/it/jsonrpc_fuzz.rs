@@ -400,11 +400,11 @@ fn check_splices(message: &Message, new_id: &Id, token: &Id) -> Result<(), TestC
     let old_meta = message
         .params()
         .and_then(|p| RawObject::parse(p).ok())
-        .and_then(|p| p.get("_meta").map(|m| m.get().to_owned()));
+        .and_then(|p| p.get("_meta").map(|m| m.to_owned()));
     let old_token = old_meta
         .as_deref()
         .and_then(|m| RawObject::parse(m).ok())
-        .and_then(|m| m.get("progressToken").map(|t| t.get().to_owned()));
+        .and_then(|m| m.get("progressToken").map(|t| t.to_owned()));
     let removed = std::str::from_utf8(removed).unwrap();
     prop_assert!(
         removed.is_empty()
@@ -591,7 +591,7 @@ proptest! {
             .iter()
             .map(|(k, _, _, v)| (serde_json::from_str::<String>(k).unwrap(), v.clone()))
             .collect();
-        let got: Vec<(String, String)> = object.iter().map(|(k, v)| (k.to_owned(), v.get().to_owned())).collect();
+        let got: Vec<(String, String)> = object.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
         prop_assert_eq!(&got, &model);
         for edit in &edits {
             match edit {
@@ -609,7 +609,7 @@ proptest! {
         }
         let out = object.to_json();
         let reparsed = RawObject::parse(&out).unwrap();
-        let got: Vec<(String, String)> = reparsed.iter().map(|(k, v)| (k.to_owned(), v.get().to_owned())).collect();
+        let got: Vec<(String, String)> = reparsed.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
         prop_assert_eq!(got, model, "{}", out);
     }
 }
