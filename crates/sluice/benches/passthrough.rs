@@ -17,8 +17,9 @@
 //! 3. Throughput with 8 concurrent HTTP clients: requests per second,
 //!    directly and through sluice, in alternating blocks; the ratio. Both
 //!    kinds of clients: rmcp clients on kept-alive connections, and raw
-//!    clients that open a new TCP connection for every request (a
-//!    2026-07-28 stateless `tools/call`, `Connection: close`). Beside them,
+//!    clients that send a 2026-07-28 stateless `tools/call` (no session),
+//!    each over a kept-alive connection, and clients that open a new TCP
+//!    connection for every such request (`Connection: close`). Beside them,
 //!    the floor: a relay that parses nothing (hyper server and pooled
 //!    client, `--http-relay`), in the same alternation.
 //! 4. At rest: the resident memory (VmRSS, and RssAnon: heap and stacks,
@@ -307,6 +308,59 @@ async fn throughput_per_connection(url: &str, clients: usize, seconds: f64) -> f
                             && body.contains("a small result")
                             && !body.contains(r#""isError":true"#),
                         "a request on its own connection to {addr} failed:\n{head}\n\n{body}"
+                    );
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    total as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Requests per second from `clients` concurrent clients for `seconds`,
+/// each sending [`STATELESS_ECHO`] (2026-07-28: no session) over one
+/// kept-alive connection of its own (hyper's client, a pool of one per
+/// client). A response that is not a 200 carrying the echoed text panics.
+async fn throughput_stateless(url: &str, clients: usize, seconds: f64) -> f64 {
+    use http_body_util::{BodyExt as _, Full};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+    let uri: hyper::Uri = url.parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let uri = uri.clone();
+            tokio::spawn(async move {
+                let client = Client::builder(TokioExecutor::new())
+                    .pool_max_idle_per_host(1)
+                    .build_http::<Full<bytes::Bytes>>();
+                let mut n = 0u64;
+                while Instant::now() < deadline {
+                    let request = hyper::Request::post(uri.clone())
+                        .header("content-type", "application/json")
+                        .header("accept", "application/json, text/event-stream")
+                        .header("mcp-protocol-version", "2026-07-28")
+                        .header("mcp-method", "tools/call")
+                        .header("mcp-name", "echo")
+                        .body(Full::new(bytes::Bytes::from_static(
+                            STATELESS_ECHO.as_bytes(),
+                        )))
+                        .unwrap();
+                    let response = client.request(request).await.unwrap();
+                    let status = response.status();
+                    let body = response.into_body().collect().await.unwrap().to_bytes();
+                    let text = String::from_utf8_lossy(&body);
+                    assert!(
+                        status == 200
+                            && text.contains("a small result")
+                            && !text.contains(r#""isError":true"#),
+                        "a stateless request to {uri} failed: {status}\n{text}"
                     );
                     n += 1;
                 }
@@ -985,6 +1039,19 @@ async fn bench() {
     };
     println!(
         "http, 8 clients: direct {:>7.0} req/s | sluice {:>7.0} req/s | sluice/direct {:.2}   (3 alternating blocks of {seconds} s)",
+        mean(&direct_rps),
+        mean(&proxied_rps),
+        mean(&proxied_rps) / mean(&direct_rps)
+    );
+    println!("{}", floor(&relay_rps, &direct_rps, &proxied_rps));
+    let (mut direct_rps, mut relay_rps, mut proxied_rps) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..3 {
+        direct_rps.push(throughput_stateless(&server_url, 8, seconds).await);
+        relay_rps.push(throughput_stateless(&relay_url, 8, seconds).await);
+        proxied_rps.push(throughput_stateless(&gateway_url, 8, seconds).await);
+    }
+    println!(
+        "http, 8 clients, 2026-07-28 requests standing alone, kept-alive connections: direct {:>7.0} req/s | sluice {:>7.0} req/s | sluice/direct {:.2}   (3 alternating blocks of {seconds} s)",
         mean(&direct_rps),
         mean(&proxied_rps),
         mean(&proxied_rps) / mean(&direct_rps)

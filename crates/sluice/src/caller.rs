@@ -18,7 +18,8 @@ pub struct Caller {
     /// The client's request id.
     pub request: RequestId,
     /// The request's `_meta` (progress token and anything else to forward).
-    pub meta: RequestMetaObject,
+    /// Shared: a call's caller is copied for the task it may go on in.
+    pub meta: Arc<RequestMetaObject>,
     /// Fires when the client cancels or goes away.
     pub ct: CancellationToken,
     /// The client's protocol era: a legacy client's results must not carry

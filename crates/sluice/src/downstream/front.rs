@@ -497,16 +497,13 @@ impl Front {
     /// [`Self::asker`], from the request's `_meta`.
     fn asker_of(&self, meta: &RequestMetaObject) -> Option<Asker> {
         match meta.protocol_version() {
-            Some(version) if version == ProtocolVersion::V_2026_07_28 => {
-                let complete = meta
-                    .missing_required_keys(&ProtocolVersion::V_2026_07_28)
-                    .is_empty();
-                complete.then(|| Asker {
-                    era: Era::of(Some(&version)),
-                    capabilities: meta.client_capabilities().unwrap_or_default(),
-                    client: meta.client_info().map(|c| c.name),
-                })
-            }
+            // Complete as `missing_required_keys` has it (the version and
+            // the capabilities), each read once.
+            Some(version) if version == ProtocolVersion::V_2026_07_28 => Some(Asker {
+                era: Era::of(Some(&version)),
+                capabilities: meta.client_capabilities()?,
+                client: meta.client_info().map(|c| c.name),
+            }),
             // An older version sluice knows, named in a session's request:
             // the session's (one it does not know is refused as such).
             Some(version) if !lifecycle::supported_versions().contains(&version) => None,

@@ -56,7 +56,7 @@ pub(crate) fn caller_of(
         client: asking.client.clone(),
         session,
         request: asking.request.clone(),
-        meta: asking.meta.clone(),
+        meta: std::sync::Arc::new(asking.meta.clone()),
         ct: asking.ct.clone(),
         partial: None,
         // Declared at `initialize`, or with this very request.
