@@ -341,6 +341,10 @@ impl Front {
         stream: mpsc::Sender<Bytes>,
         ct: CancellationToken,
     ) -> Option<Begun> {
+        // Refused with why by the lifecycle's answer (`Front::take_any`).
+        if lifecycle::progress_token_fault(&meta).is_some() {
+            return None;
+        }
         let request: RequestId = serde_json::from_str(id.as_json()).ok()?;
         let asker = self.asker_of(&meta)?;
         let legacy = asker.era.is_legacy();

@@ -474,6 +474,53 @@ async fn a_stateless_client_listens_for_changes_over_stdio_until_it_cancels() {
     assert_eq!(next["result"]["content"][0]["text"], "after");
 }
 
+/// A progress token must be a string or a number: another is refused as
+/// invalid params, saying so (it was taken as no token, and the client
+/// heard no progress without knowing why), and the next call works.
+#[tokio::test]
+async fn a_progress_token_that_is_not_a_string_or_a_number_is_refused_with_why() {
+    let mut raw = Raw::start(&with_upstream(&sample()));
+    for (id, token) in [(1, "{}"), (2, "[1]"), (3, "true")] {
+        let meta = alone("2026-07-28", &format!(r#","progressToken":{token}"#));
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"x"}},"_meta":{meta}}}}}"#
+        ))
+        .await;
+        let refused = raw.response(id).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("params._meta.progressToken is")
+                && message.contains("it must be a string or a number"),
+            "{refused}"
+        );
+    }
+    // In a prompt's request too, which the front routes the same way.
+    let meta = alone("2026-07-28", r#","progressToken":{}"#);
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":4,"method":"prompts/get","params":{{"name":"restock","_meta":{meta}}}}}"#
+    ))
+    .await;
+    let refused = raw.response(4).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("progressToken is an object"),
+        "{refused}"
+    );
+    for (id, token) in [(5, r#""t""#), (6, "7"), (7, "null")] {
+        let meta = alone("2026-07-28", &format!(r#","progressToken":{token}"#));
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"fine"}},"_meta":{meta}}}}}"#
+        ))
+        .await;
+        let answer = raw.response(id).await;
+        assert_eq!(answer["result"]["content"][0]["text"], "fine", "{answer}");
+    }
+}
+
 #[tokio::test]
 async fn an_initialize_piped_before_the_input_ends_is_answered() {
     // `printf '{…initialize…}\n' | sluice -- server`: the client's input ends

@@ -186,6 +186,22 @@ fn removed_in_2026(method: &str) -> ErrorData {
     )
 }
 
+/// Why a request's `_meta.progressToken` cannot be one: JSON-RPC's
+/// invalid params. It must be a string or a number (`null` is as absent).
+pub(super) fn progress_token_fault(meta: &RequestMetaObject) -> Option<ErrorData> {
+    use serde_json::Value;
+    let found = match meta.0.0.get("progressToken")? {
+        Value::String(_) | Value::Number(_) | Value::Null => return None,
+        Value::Bool(_) => "a boolean",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    Some(ErrorData::invalid_params(
+        format!("params._meta.progressToken is {found}; it must be a string or a number"),
+        None,
+    ))
+}
+
 fn invalid_params(method: &str, why: impl std::fmt::Display) -> ErrorData {
     ErrorData::invalid_params(format!("invalid parameters for {method}: {why}"), None)
 }
@@ -305,6 +321,9 @@ impl Front {
                 .meta
                 .unwrap_or_default(),
         };
+        if let Some(fault) = progress_token_fault(&meta) {
+            return Err(fault);
+        }
         // Requests that stand alone open no session (an HTTP client's
         // `initialize` opens one of its own: `http_endpoint`); one that
         // reaches the front of those is of 2026-07-28, which removed it.
