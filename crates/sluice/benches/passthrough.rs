@@ -315,6 +315,12 @@ async fn throughput_per_connection(url: &str, clients: usize, seconds: f64) -> f
             })
         })
         .collect();
+    requests_per_second(tasks, start).await
+}
+
+/// The requests per second since `start` of `tasks`, each counting the
+/// requests it had answered.
+async fn requests_per_second(tasks: Vec<tokio::task::JoinHandle<u64>>, start: Instant) -> f64 {
     let mut total = 0;
     for task in tasks {
         total += task.await.unwrap();
@@ -368,11 +374,7 @@ async fn throughput_stateless(url: &str, clients: usize, seconds: f64) -> f64 {
             })
         })
         .collect();
-    let mut total = 0;
-    for task in tasks {
-        total += task.await.unwrap();
-    }
-    total as f64 / start.elapsed().as_secs_f64()
+    requests_per_second(tasks, start).await
 }
 
 /// The resident memory of process `pid` (VmRSS, or VmHWM for the peak) in
