@@ -318,8 +318,8 @@ impl Front {
     }
 
     /// Begins a request the front answers: who asks it (`None` if the
-    /// front does not answer them: see [`Self::asker_of`]), and what
-    /// cancels it.
+    /// front does not answer them: see [`Self::asker_of`], or if its id is
+    /// in use), and what cancels it, registered as the request's.
     fn begin(
         &self,
         message: &Message,
@@ -328,10 +328,13 @@ impl Front {
         http: Option<&http::request::Parts>,
         stream: mpsc::Sender<Bytes>,
     ) -> Option<Begun> {
-        self.begin_with(message, id, meta, http, stream, self.stop.child_token())
+        let begun = self.begin_with(message, id, meta, http, stream, self.stop.child_token())?;
+        // An id in use: refused by the lifecycle (`Front::take_any`).
+        self.register(id, &begun.ct).then_some(begun)
     }
 
-    /// [`Self::begin`], cancelled by `ct` (registered as the request's).
+    /// [`Self::begin`], cancelled by `ct` (which the caller registers as
+    /// the request's, if it must be).
     fn begin_with(
         &self,
         message: &Message,
@@ -349,7 +352,6 @@ impl Front {
         let asker = self.asker_of(&meta)?;
         let legacy = asker.era.is_legacy();
         let tasks = asker.capabilities.supports_tasks();
-        lock(&self.running).insert(id.clone(), ct.clone());
         let asking = Asking {
             meta: &meta,
             request,
@@ -375,8 +377,60 @@ impl Front {
     /// A request begun here got its answer: `None` if the client cancelled
     /// it meanwhile (it gets no answer).
     fn finished(&self, id: &Id, ct: &CancellationToken) -> Option<()> {
-        lock(&self.running).remove(id);
+        if self.connection {
+            lock(&self.running).remove(id);
+        }
         (!ct.is_cancelled()).then_some(())
+    }
+
+    /// Registers request `id`, cancelled by `ct`, to be cancelled by the
+    /// client's `notifications/cancelled`: on a connection only (the
+    /// requests that stand alone are cancelled by closing their streams,
+    /// and come from every such client, whose ids may be the same).
+    /// `false` if the id is already a running request's: then nothing is
+    /// registered ([`Self::id_fault`] says why the request is refused).
+    fn register(&self, id: &Id, ct: &CancellationToken) -> bool {
+        if !self.connection {
+            return true;
+        }
+        match lock(&self.running).entry(id.clone()) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(ct.clone());
+                true
+            }
+        }
+    }
+
+    /// Why request `id` is refused before anything else is read, if it is:
+    /// an id MCP does not allow (a request's id is a string or an integer;
+    /// sluice reads integers of 64 bits, as rmcp does), or, on a
+    /// connection, the id of a request of the client's that is still being
+    /// answered (MCP forbids using an id twice: a cancellation naming it
+    /// could stop either, and both answers would carry it).
+    pub(super) fn id_fault(&self, id: &Id) -> Option<ErrorData> {
+        if !id.is_string()
+            && id.as_u64().is_none()
+            && serde_json::from_str::<RequestId>(id.as_json()).is_err()
+        {
+            return Some(ErrorData::invalid_request(
+                format!(
+                    "the request's id {} is not a string or an integer sluice can read (64 bits): MCP request ids are strings or integers; send the request with one of those",
+                    sluice_core::format::quoted_cut(id.as_json())
+                ),
+                None,
+            ));
+        }
+        if self.connection && lock(&self.running).contains_key(id) {
+            return Some(ErrorData::invalid_request(
+                format!(
+                    "the request's id {} is already the id of a request of this session that has not been answered yet: MCP asks for a new id for every request; send this one with an id not used before",
+                    sluice_core::format::quoted_cut(id.as_json())
+                ),
+                None,
+            ));
+        }
+        None
     }
 }
 

@@ -171,13 +171,21 @@ fn too_many_in_flight(id: &crate::jsonrpc::Id, max: usize) -> bytes::Bytes {
     super::answer::answer_line(id, Err(error))
 }
 
-/// The error answer to a line that is not a JSON-RPC message.
+/// The error answer to a line that is not a JSON-RPC message: why, in
+/// sluice's words where its own reading refuses the line (the same words
+/// as over HTTP: "the message is a JSON-RPC batch (an array)…", "the
+/// member \"jsonrpc\": \"2.0\" is missing"), which rmcp's error
+/// (`error`, "unrecognized JSON-RPC message") does not say.
 fn answer_to(line: &[u8], error: &serde_json::Error) -> TxJsonRpcMessage<RoleServer> {
+    let why = crate::jsonrpc::Message::parse(bytes::Bytes::copy_from_slice(line)).err();
     match serde_json::from_slice::<serde_json::Value>(line) {
         Err(_) => JsonRpcMessage::error(
             ErrorData::new(
                 ErrorCode::PARSE_ERROR,
-                format!("Parse error: the line is not JSON ({error})"),
+                match why {
+                    Some(why) => format!("Parse error: {why}"),
+                    None => format!("Parse error: the line is not JSON ({error})"),
+                },
                 None,
             ),
             None,
@@ -190,8 +198,9 @@ fn answer_to(line: &[u8], error: &serde_json::Error) -> TxJsonRpcMessage<RoleSer
                 }
                 _ => None,
             };
+            let why = why.map_or_else(|| error.to_string(), |why| why.to_string());
             JsonRpcMessage::error(
-                ErrorData::invalid_request(format!("Invalid request: {error}"), None),
+                ErrorData::invalid_request(format!("Invalid request: {why}"), None),
                 id,
             )
         }

@@ -56,6 +56,8 @@ struct Table<T> {
     /// the entry is still its own (a client may reuse an id once its
     /// first call is answered, while the first waiter still exists).
     serial: u64,
+    /// How many answers came to ids never given (see [`Pending::stray`]).
+    strays: u64,
     waiters: FastMap<Id, (u64, Sender<T>)>,
 }
 
@@ -92,6 +94,7 @@ impl<T> Pending<T> {
             table: Arc::new(Mutex::new(Table {
                 next: 1,
                 serial: 0,
+                strays: 0,
                 waiters: FastMap::default(),
             })),
         }
@@ -160,6 +163,21 @@ impl<T> Pending<T> {
         }
     }
 
+    /// What an answer to `id` that nobody waits for ([`Pending::complete`]
+    /// gave `false`) answers: a request whose call was cancelled or gave
+    /// up (an id [`Pending::register`] gave: `None`, nothing wrong), or
+    /// one never sent, which is the peer's mistake (an id misspelled, a
+    /// number sent back as a string): how many such answers came before
+    /// this one.
+    pub fn stray(&self, id: &Id) -> Option<u64> {
+        let mut table = lock(&self.table);
+        if id.as_u64().is_some_and(|n| n >= 1 && n < table.next) {
+            return None;
+        }
+        table.strays += 1;
+        Some(table.strays - 1)
+    }
+
     /// How many calls are waiting.
     pub fn len(&self) -> usize {
         lock(&self.table).waiters.len()
@@ -222,6 +240,26 @@ impl<T> Drop for Waiter<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_answer_to_an_id_never_given_is_told_from_a_late_one() {
+        let pending = Pending::<&str>::new();
+        let (one, first) = pending.register();
+        drop(first);
+        // Late: its call gave up.
+        assert!(!pending.complete(&one, "late"));
+        assert_eq!(pending.stray(&one), None);
+        // Never given: a string, a number not yet given, another spelling.
+        for (n, id) in ["\"1\"", "2", "1.0", "-1", "0"].into_iter().enumerate() {
+            let id = Id::from_json(id).unwrap();
+            assert!(!pending.complete(&id, "stray"));
+            assert_eq!(pending.stray(&id), Some(n as u64), "{id}");
+        }
+        let (two, second) = pending.register();
+        assert_eq!(two.as_json(), "2");
+        assert!(pending.complete(&two, "answer"));
+        assert_eq!(second.await.unwrap(), "answer");
+    }
 
     #[tokio::test]
     async fn an_answer_reaches_the_call_with_its_id() {

@@ -850,8 +850,26 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
 /// [`Answers`](super::transport::Answers) (see [`answered`]) both complete
 /// calls with it.
 fn complete(pending: &Pending<Answer>, upstream: &str, id: &Id, message: Message) {
-    if !pending.complete(id, Answer::Message(message)) {
-        tracing::debug!(%upstream, "an answer to request {id}, which no one waits for (cancelled or late)");
+    if pending.complete(id, Answer::Message(message)) {
+        return;
+    }
+    match pending.stray(id) {
+        None => {
+            tracing::debug!(%upstream, "an answer to request {id}, which no one waits for (cancelled or late)");
+        }
+        // Said the first time, then at the 2nd, 4th, 8th…: a server that
+        // answers every request so says so, not once per answer.
+        Some(before) if (before + 1).is_power_of_two() => {
+            let id = sluice_core::format::quoted_cut(id.as_json());
+            tracing::warn!(
+                %upstream,
+                answers = before + 1,
+                "the upstream answered request {id}, which sluice never sent: the answer is dropped, and the call it was meant for waits until its timeout. sluice numbers its requests 1, 2, 3…; an answer must carry the id of its request exactly as sent (a number as a number): this is the server's bug"
+            );
+        }
+        Some(_) => {
+            tracing::debug!(%upstream, "another answer to request {id}, which sluice never sent");
+        }
     }
 }
 

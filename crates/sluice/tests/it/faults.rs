@@ -205,6 +205,104 @@ async fn malformed_requests_get_errors_and_sluice_keeps_serving() {
     assert_eq!(ok["result"]["content"][0]["text"], "still here", "{ok}");
 }
 
+/// A line that is not a message is answered with what is wrong in it, in
+/// the words sluice's own reading gives (the same as over HTTP), not a
+/// parser's "unrecognized JSON-RPC message"; an id MCP does not allow, and
+/// an id already in use by a request being answered, are refused with why
+/// (the first was refused as if no session had begun; the second was
+/// relayed, and a cancellation naming it could stop either request).
+#[tokio::test]
+async fn lines_and_ids_that_are_not_mcps_are_refused_saying_what_is_wrong() {
+    let mut raw = Raw::start(&with_upstream(&sample()));
+    raw.initialize().await;
+    let lines: [(&[u8], i64, &str); 5] = [
+        (
+            br#"[{"jsonrpc":"2.0","id":2,"method":"ping"}]"#,
+            -32600,
+            "is a JSON-RPC batch",
+        ),
+        (
+            br#"{"id":3,"method":"ping"}"#,
+            -32600,
+            r#""jsonrpc": "2.0" is missing"#,
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":4,"method":5}"#,
+            -32600,
+            r#""method" is a number; it must be a string"#,
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
+            -32600,
+            "the id is an object",
+        ),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\",\"params\":{\"a\":\"\xff\"}}",
+            -32700,
+            "is not UTF-8 text",
+        ),
+    ];
+    for (line, code, says) in lines {
+        raw.send_bytes(line).await;
+        let refused = raw.recv().await;
+        let line = String::from_utf8_lossy(line);
+        assert_eq!(refused["error"]["code"], code, "{line}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{line}: {refused}");
+    }
+    let call = |id: &str, tool: &str, arguments: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#
+        )
+    };
+    // MCP's ids are strings or integers: a fraction, or an integer too
+    // large to read, is refused, and the answer carries it as sent.
+    for id in ["1.5", "1e400", "123456789012345678901234567890"] {
+        raw.send(&call(id, "echo", r#"{"text":"x"}"#)).await;
+        let refused = raw.recv_text().await;
+        assert!(
+            refused.contains(&format!(r#""id":{id}"#))
+                && refused.contains("-32600")
+                && refused.contains("is not a string or an integer sluice can read"),
+            "{refused}"
+        );
+    }
+    // Integers written otherwise, and strings, are ids.
+    for (id, text) in [("-0", "minus zero"), ("1.0", "one"), (r#""\u0061b""#, "ab")] {
+        raw.send(&call(id, "echo", &format!(r#"{{"text":"{text}"}}"#)))
+            .await;
+        let answer = raw.recv_text().await;
+        assert!(
+            answer.contains(&format!(r#""id":{id}"#)) && answer.contains(text),
+            "{answer}"
+        );
+    }
+    // An id in use by a request still being answered: the second request
+    // is refused at once; the first is answered as it would have been.
+    raw.send(&call("7", "slow_task", r#"{"seconds":1,"quiet":true}"#))
+        .await;
+    raw.send(&call("7", "echo", r#"{"text":"second"}"#)).await;
+    let refused = raw.recv().await;
+    assert_eq!(refused["id"], 7, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already the id of a request of this session that has not been answered"),
+        "{refused}"
+    );
+    let first = raw.response(7).await;
+    assert_eq!(
+        first["result"]["content"][0]["text"], "done after 1 s",
+        "{first}"
+    );
+    raw.send(&call("8", "echo", r#"{"text":"still here"}"#))
+        .await;
+    let ok = raw.response(8).await;
+    assert_eq!(ok["result"]["content"][0]["text"], "still here", "{ok}");
+}
+
 #[tokio::test]
 async fn garbage_from_an_upstream_is_skipped() {
     let sample = sample();

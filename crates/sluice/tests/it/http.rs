@@ -806,6 +806,104 @@ async fn a_cancellation_standing_alone_cancels_no_other_clients_call() {
     );
 }
 
+/// Request ids over HTTP: the requests that stand alone come from every
+/// such client, so two of them may carry the same id at once and both are
+/// answered; in a session, an id already in use by a request being
+/// answered is refused with why; and an id MCP does not allow (a fraction)
+/// is refused saying so, not as a request "of no session".
+#[tokio::test]
+async fn ids_are_a_sessions_own_and_only_mcps_ids_are_taken() {
+    let sluice = HttpSluice::start(&[], &sample()).await;
+    let url = sluice.url.clone();
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let alone = |id: &str, tool: &'static str, arguments: &str| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments},{meta}}}}}"#
+        );
+        let url = url.clone();
+        async move {
+            post_to(
+                &url,
+                vec![
+                    ("mcp-protocol-version", "2026-07-28".to_owned()),
+                    ("mcp-method", "tools/call".to_owned()),
+                    ("mcp-name", tool.to_owned()),
+                ],
+                body,
+            )
+            .await
+        }
+    };
+    let slow = r#"{"seconds":1,"quiet":true}"#;
+    let (first, second) =
+        tokio::join!(alone("1", "slow_task", slow), alone("1", "slow_task", slow));
+    for answered in [first, second] {
+        assert_eq!(answered.status, 200, "{}", answered.body);
+        assert_eq!(
+            answered.message()["result"]["content"][0]["text"],
+            "done after 1 s",
+            "{}",
+            answered.body
+        );
+    }
+    let fraction = alone("1.5", "echo", r#"{"text":"x"}"#).await;
+    assert_eq!(
+        fraction.message()["error"]["code"],
+        -32600,
+        "{}",
+        fraction.body
+    );
+    assert!(
+        fraction
+            .body
+            .contains("is not a string or an integer sluice can read"),
+        "{}",
+        fraction.body
+    );
+
+    let hello = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let opened = post_to(&url, vec![], hello.to_owned()).await;
+    let session = opened
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_owned();
+    let in_session = |id: u64, tool: &str, arguments: &str| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#
+        );
+        post_to(&url, vec![("mcp-session-id", session.clone())], body)
+    };
+    let running = in_session(7, "slow_task", slow);
+    let twice = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        in_session(7, "echo", r#"{"text":"second"}"#).await
+    };
+    let (first, twice) = tokio::join!(running, twice);
+    assert_eq!(twice.message()["id"], 7, "{}", twice.body);
+    assert_eq!(twice.message()["error"]["code"], -32600, "{}", twice.body);
+    assert!(
+        twice
+            .body
+            .contains("already the id of a request of this session"),
+        "{}",
+        twice.body
+    );
+    assert_eq!(
+        first.message()["result"]["content"][0]["text"],
+        "done after 1 s",
+        "{}",
+        first.body
+    );
+    // Answered, the id is free again (sluice keeps no list of used ids).
+    let again = in_session(7, "echo", r#"{"text":"again"}"#).await;
+    assert_eq!(
+        again.message()["result"]["content"][0]["text"],
+        "again",
+        "{}",
+        again.body
+    );
+}
+
 /// A 2026-07-28 upstream hears no session: each request tells it what its
 /// client can do. Through sluice it is told the capabilities of the client
 /// the request is made for (a 2026-07-28 request's own, a session's from

@@ -1936,3 +1936,39 @@ async fn an_upstream_is_asked_for_progress_only_where_sluice_listens() {
     )
     .await;
 }
+
+/// An upstream that answers with an id sluice never sent (its request's
+/// number sent back as a string, or another number) is told apart from a
+/// late answer and named in a warning, which says what the server must do;
+/// the call it was meant for goes on until its timeout, and the session
+/// goes on. (It was dropped with a debug line only: a user saw a call that
+/// never ended and no reason.)
+#[tokio::test]
+async fn an_answer_to_a_request_never_sent_is_named_in_a_warning() {
+    let dir = TempDir::new("relay-misnumbered");
+    let record = dir.0.join("record");
+    let config = dir.file("sluice.toml", &toml_upstream("raw", &raw_server(&record)));
+    let mut raw = Raw::start_logged(&["--config".to_owned(), config.display().to_string()]);
+    raw.initialize().await;
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"misnumbered","arguments":{"_timeout_s":1}}}"#).await;
+    let number = raw.warning("which sluice never sent").await;
+    assert!(
+        number.contains("the upstream answered request 10") && number.contains("raw"),
+        "{number}"
+    );
+    let string = raw.warning("which sluice never sent").await;
+    assert!(
+        string.contains(r#"the upstream answered request ""#)
+            && string.contains("exactly as sent (a number as a number)"),
+        "{string}"
+    );
+    let answer = raw.response(2).await;
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("goes on in the background"), "{answer}");
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ok","arguments":{}}}"#,
+    )
+    .await;
+    let ok = raw.response(3).await;
+    assert_eq!(ok["result"]["content"][0]["text"], "ok", "{ok}");
+}

@@ -823,33 +823,74 @@ pub struct Raw {
     /// Its standard input (taken to close it).
     pub stdin: Option<tokio::process::ChildStdin>,
     stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    /// Its warnings, when kept ([`Raw::start_logged`]).
+    stderr: Option<tokio::io::Lines<BufReader<tokio::process::ChildStderr>>>,
 }
 
 impl Raw {
     /// Starts `sluice ARGS` (warnings only on its stderr, which is dropped).
     pub fn start(args: &[String]) -> Self {
+        Self::started(args, false)
+    }
+
+    /// [`Raw::start`], keeping its warnings to read ([`Raw::warning`]).
+    pub fn start_logged(args: &[String]) -> Self {
+        Self::started(args, true)
+    }
+
+    fn started(args: &[String], logged: bool) -> Self {
         let mut child = Command::new(sluice())
             .args(["--log-level", "warn"])
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(if logged {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .kill_on_drop(true)
             .spawn()
             .unwrap();
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        let stderr = child.stderr.take().map(|e| BufReader::new(e).lines());
         Self {
             child,
             stdin,
             stdout,
+            stderr,
+        }
+    }
+
+    /// The next line of its warnings that contains `needle` (the lines
+    /// before it are skipped).
+    pub async fn warning(&mut self, needle: &str) -> String {
+        let stderr = self
+            .stderr
+            .as_mut()
+            .expect("started with Raw::start_logged");
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(20), stderr.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("no warning with {needle:?} within 20 s"))
+                .unwrap()
+                .unwrap_or_else(|| panic!("stderr ended without a warning with {needle:?}"));
+            if line.contains(needle) {
+                return line;
+            }
         }
     }
 
     /// Writes `line` and a newline.
     pub async fn send(&mut self, line: &str) {
+        self.send_bytes(line.as_bytes()).await;
+    }
+
+    /// Writes `line` (any bytes, UTF-8 or not) and a newline.
+    pub async fn send_bytes(&mut self, line: &[u8]) {
         let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(line).await.unwrap();
         stdin.write_all(b"\n").await.unwrap();
         stdin.flush().await.unwrap();
     }

@@ -224,11 +224,21 @@ impl Front {
         http: Option<&http::request::Parts>,
         stream: mpsc::Sender<Bytes>,
     ) -> Option<Taken> {
+        let request = message.kind() == crate::jsonrpc::Kind::Request;
+        if request
+            && let Some(id) = message.id()
+            && let Some(fault) = self.id_fault(&id)
+        {
+            return Some(Taken {
+                work: std::future::ready(Some(answer_line(&id, Err(fault)))).boxed(),
+                ct: CancellationToken::new(),
+            });
+        }
         if let Some(taken) = self.take(message, http, stream.clone()) {
             return Some(taken);
         }
         let id = message.id()?;
-        if message.kind() != crate::jsonrpc::Kind::Request {
+        if !request {
             return None;
         }
         let method = message.method()?.to_owned();
@@ -241,7 +251,8 @@ impl Front {
         // cancellation drops it (`subscriptions/listen` ends at the stop
         // with its final result).
         let ct = CancellationToken::new();
-        lock(&self.running).insert(id.clone(), ct.clone());
+        // Not in use: `id_fault` above.
+        self.register(&id, &ct);
         let front = self.clone();
         Some(Taken {
             ct: ct.clone(),
