@@ -8,6 +8,27 @@ use sluice_core::store::Owner;
 use tokio_util::sync::CancellationToken;
 
 use crate::hub::SessionId;
+use crate::jsonrpc::Id;
+
+/// The [`Caller::request`] of a peer's request whose id is `id`: `None`
+/// when it is not one MCP allows that sluice reads. A request's id is a
+/// string or an integer: `1.5` is not, and an integer beyond 64 bits is not
+/// read (`-0`, `1.0` and `1e2` are, as rmcp reads them).
+pub fn request_id(id: &Id) -> Option<RequestId> {
+    if let Some(n) = id.as_u64().and_then(|n| i64::try_from(n).ok()) {
+        return Some(rmcp::model::NumberOrString::Number(n));
+    }
+    serde_json::from_str(id.as_json()).ok()
+}
+
+/// Why a request whose id is `id` is refused, when [`request_id`] does
+/// not read it.
+pub fn unread_request_id(id: &Id) -> String {
+    format!(
+        "the request's id {} is not a string or an integer sluice can read (64 bits): MCP request ids are strings or integers",
+        sluice_core::format::quoted_cut(id.as_json())
+    )
+}
 
 /// Who is asking: enough to route progress, cancellation and server→client
 /// requests back to the client.

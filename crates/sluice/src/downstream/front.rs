@@ -36,8 +36,8 @@ use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, CompleteRequestParams, ErrorData,
-    GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams, RequestId,
-    RequestMetaObject, ServerResult,
+    GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams, RequestMetaObject,
+    ServerResult,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -348,7 +348,7 @@ impl Front {
         if lifecycle::progress_token_fault(&meta).is_some() {
             return None;
         }
-        let request: RequestId = serde_json::from_str(id.as_json()).ok()?;
+        let request = crate::caller::request_id(id)?;
         let asker = self.asker_of(&meta)?;
         let legacy = asker.era.is_legacy();
         let tasks = asker.capabilities.supports_tasks();
@@ -409,14 +409,11 @@ impl Front {
     /// answered (MCP forbids using an id twice: a cancellation naming it
     /// could stop either, and both answers would carry it).
     pub(super) fn id_fault(&self, id: &Id) -> Option<ErrorData> {
-        if !id.is_string()
-            && id.as_u64().is_none()
-            && serde_json::from_str::<RequestId>(id.as_json()).is_err()
-        {
+        if crate::caller::request_id(id).is_none() {
             return Some(ErrorData::invalid_request(
                 format!(
-                    "the request's id {} is not a string or an integer sluice can read (64 bits): MCP request ids are strings or integers; send the request with one of those",
-                    sluice_core::format::quoted_cut(id.as_json())
+                    "{}; send the request with one of those",
+                    crate::caller::unread_request_id(id)
                 ),
                 None,
             ));

@@ -20,7 +20,7 @@
 //!
 //! The refusals are those of the rmcp server sluice used before, so that
 //! clients see the same answers: 403 for a Host or Origin not allowed, 406
-//! and 415 for the media types, 400 for an unknown `MCP-Protocol-Version`,
+//! and 415 for the media types (and a compressed body), 400 for an unknown `MCP-Protocol-Version`,
 //! a version the body contradicts, SEP-2243 headers that do not say what
 //! the body says (JSON-RPC `-32020`) or a missing session id, 404 for a
 //! session that is not open, 405 for a method the era has not (one
@@ -124,6 +124,26 @@ async fn post(endpoint: &Endpoint, request: Request) -> Response {
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "Unsupported Media Type: Content-Type must be application/json",
         );
+    }
+    // A compressed body is not read as one (it was refused as "not UTF-8
+    // text", which hid why): RFC 7694's answer, naming what is accepted.
+    if let Some(encoding) = headers
+        .get(header::CONTENT_ENCODING)
+        .filter(|e| !e.as_bytes().eq_ignore_ascii_case(b"identity"))
+    {
+        let encoding = String::from_utf8_lossy(encoding.as_bytes());
+        let mut refused = plain(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "Unsupported Media Type: Content-Encoding {} is not accepted; send the body uncompressed",
+                sluice_core::format::quoted_cut(&encoding)
+            ),
+        );
+        refused.headers_mut().insert(
+            header::ACCEPT_ENCODING,
+            http::HeaderValue::from_static("identity"),
+        );
+        return refused;
     }
     // Read whole by the guard already, under `[http] max_body_mb`.
     let body = match body.collect().await {

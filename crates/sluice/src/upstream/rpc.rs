@@ -961,6 +961,12 @@ fn request(shared: &Arc<Shared>, message: Message, stream_of: Option<Id>) {
                     .handle_request(r.request, &message, origin, ct.clone())
                     .await
             }
+            // Not read: for its id (which the answer carries as sent), or
+            // for what it asks.
+            _ if crate::caller::request_id(&id).is_none() => Err(ErrorData::invalid_request(
+                crate::caller::unread_request_id(&id),
+                None,
+            )),
             _ => Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
                 format!(

@@ -446,6 +446,28 @@ async fn the_http_endpoint_answers_each_kind_of_request_as_the_spec_says() {
     )
     .await;
     assert_eq!(text.status, 415, "{}", text.body);
+    // A compressed body: refused as such, saying what is accepted (it was
+    // read as JSON and refused as "not UTF-8 text").
+    let gzipped = exchange(
+        Method::POST,
+        url,
+        &[
+            JSON_AND_SSE[0],
+            JSON_AND_SSE[1],
+            ("content-encoding", "gzip"),
+        ],
+        "\u{1f}\u{8b}\u{8}\u{0}",
+    )
+    .await;
+    assert_eq!(gzipped.status, 415, "{}", gzipped.body);
+    assert!(
+        gzipped
+            .body
+            .contains("Content-Encoding gzip is not accepted"),
+        "{}",
+        gzipped.body
+    );
+    assert_eq!(gzipped.header("accept-encoding"), Some("identity"));
     // A batch (JSON-RPC arrays are not MCP) is not a message.
     let batch = post(vec![], format!("[{list}]")).await;
     assert_eq!(batch.status, 400, "{}", batch.body);

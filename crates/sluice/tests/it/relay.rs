@@ -1942,7 +1942,9 @@ async fn an_upstream_is_asked_for_progress_only_where_sluice_listens() {
 /// late answer and named in a warning, which says what the server must do;
 /// the call it was meant for goes on until its timeout, and the session
 /// goes on. (It was dropped with a debug line only: a user saw a call that
-/// never ended and no reason.)
+/// never ended and no reason.) A request of the upstream's with an id MCP
+/// does not allow is refused saying so (it was "sluice cannot forward
+/// roots/list requests").
 #[tokio::test]
 async fn an_answer_to_a_request_never_sent_is_named_in_a_warning() {
     let dir = TempDir::new("relay-misnumbered");
@@ -1965,10 +1967,21 @@ async fn an_answer_to_a_request_never_sent_is_named_in_a_warning() {
     let answer = raw.response(2).await;
     let text = answer["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("goes on in the background"), "{answer}");
+    // A request of the upstream's whose id is not MCP's is answered so,
+    // not as a method sluice cannot forward.
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"oddly_asked","arguments":{}}}"#).await;
+    let asked = raw.response(3).await;
+    let reply = asked["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        reply.contains(r#""id":1.5"#)
+            && reply.contains("-32600")
+            && reply.contains("the request's id 1.5 is not a string or an integer"),
+        "{asked}"
+    );
     raw.send(
-        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ok","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"ok","arguments":{}}}"#,
     )
     .await;
-    let ok = raw.response(3).await;
+    let ok = raw.response(4).await;
     assert_eq!(ok["result"]["content"][0]["text"], "ok", "{ok}");
 }

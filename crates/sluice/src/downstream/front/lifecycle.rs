@@ -35,7 +35,7 @@ use futures::FutureExt as _;
 use rmcp::model::GetMeta as _;
 use rmcp::model::{
     CancelTaskParams, ClientCapabilities, DiscoverResult, ErrorCode, ErrorData, GetTaskParams,
-    InitializeRequestParams, InitializeResult, NotificationMetaObject, ProtocolVersion, RequestId,
+    InitializeRequestParams, InitializeResult, NotificationMetaObject, ProtocolVersion,
     RequestMetaObject, ServerJsonRpcMessage, ServerNotification, ServerResult,
     SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
     SubscriptionsAcknowledgedNotification, SubscriptionsAcknowledgedNotificationParams,
@@ -529,8 +529,9 @@ impl Front {
         ct: &CancellationToken,
     ) -> Result<ServerResult, ErrorData> {
         use tokio::sync::broadcast::error::RecvError;
-        let request: RequestId = serde_json::from_str(id.as_json())
-            .map_err(|_| ErrorData::invalid_request("the request's id cannot be read", None))?;
+        let request = crate::caller::request_id(id).ok_or_else(|| {
+            ErrorData::invalid_request(crate::caller::unread_request_id(id), None)
+        })?;
         let info = self.gateway.info();
         // Per-resource subscriptions are not relayed upstream yet, so they
         // are not acknowledged either (the client sees what it will get).
