@@ -158,7 +158,6 @@ async fn forward_events(
     id: SessionId,
     closed: tokio_util::sync::CancellationToken,
 ) {
-    use tokio::sync::broadcast::error::RecvError;
     let mut events = gateway.hub().subscribe();
     // Where the session's messages that belong to no call go: its link
     // (a stdio connection, or an HTTP session's GET stream, which comes and
@@ -167,68 +166,68 @@ async fn forward_events(
         return;
     };
     loop {
-        let received = tokio::select! {
+        let batch = tokio::select! {
             () = closed.cancelled() => return,
-            received = events.recv() => received,
+            batch = crate::hub::next_events(&mut events, id) => batch,
         };
-        let event = match received {
-            Ok(event) => event,
-            Err(RecvError::Lagged(n)) => {
-                tracing::warn!(
-                    session = id,
-                    "dropped {n} notifications: the client is slow"
-                );
-                continue;
+        let Some(batch) = batch else { return };
+        for event in batch {
+            if !gateway.hub().has_session(id) {
+                return;
             }
-            Err(RecvError::Closed) => return,
-        };
-        if !gateway.hub().has_session(id) {
-            return;
+            forward_event(&gateway, id, &link, event).await;
         }
-        let notification = match event {
-            Event::ToolsChanged => {
-                ServerNotification::ToolListChangedNotification(Default::default())
-            }
-            Event::PromptsChanged => {
-                ServerNotification::PromptListChangedNotification(Default::default())
-            }
-            Event::ResourcesChanged => {
-                ServerNotification::ResourceListChangedNotification(Default::default())
-            }
-            Event::ResourceUpdated(uri) => {
-                let subscribed = gateway
-                    .hub()
-                    .session(id)
-                    .is_some_and(|s| s.subscriptions.contains(&uri));
-                if !subscribed {
-                    continue;
-                }
-                ServerNotification::ResourceUpdatedNotification(
-                    rmcp::model::ResourceUpdatedNotification::new(
-                        rmcp::model::ResourceUpdatedNotificationParam::new(uri),
-                    ),
-                )
-            }
-            Event::Log(ref logged) => {
-                // Where sluice's own layer writes to the client (a stdio
-                // connection, an HTTP session's GET stream), as the
-                // upstream sent it.
-                if let Some(raw) = &logged.raw {
-                    if link.send(raw.as_bytes().clone()).await.is_err() {
-                        tracing::debug!(session = id, "log message not delivered: the client left");
-                    }
-                    continue;
-                }
-                ServerNotification::LoggingMessageNotification(
-                    rmcp::model::LoggingMessageNotification::new(logged.params.clone()),
-                )
-            }
-        };
-        // In order with the log messages.
-        let message = rmcp::model::ServerJsonRpcMessage::notification(notification);
-        let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
-        if link.send(bytes::Bytes::from(bytes)).await.is_err() {
-            tracing::debug!(session = id, "notification not delivered: the client left");
+    }
+}
+
+/// Forwards one of the gateway's events to session `id` through its link.
+async fn forward_event(
+    gateway: &Gateway,
+    id: SessionId,
+    link: &crate::downstream::link::ClientLink,
+    event: Event,
+) {
+    let notification = match event {
+        Event::ToolsChanged => ServerNotification::ToolListChangedNotification(Default::default()),
+        Event::PromptsChanged => {
+            ServerNotification::PromptListChangedNotification(Default::default())
         }
+        Event::ResourcesChanged => {
+            ServerNotification::ResourceListChangedNotification(Default::default())
+        }
+        Event::ResourceUpdated(uri) => {
+            let subscribed = gateway
+                .hub()
+                .session(id)
+                .is_some_and(|s| s.subscriptions.contains(&uri));
+            if !subscribed {
+                return;
+            }
+            ServerNotification::ResourceUpdatedNotification(
+                rmcp::model::ResourceUpdatedNotification::new(
+                    rmcp::model::ResourceUpdatedNotificationParam::new(uri),
+                ),
+            )
+        }
+        Event::Log(ref logged) => {
+            // Where sluice's own layer writes to the client (a stdio
+            // connection, an HTTP session's GET stream), as the
+            // upstream sent it.
+            if let Some(raw) = &logged.raw {
+                if link.send(raw.as_bytes().clone()).await.is_err() {
+                    tracing::debug!(session = id, "log message not delivered: the client left");
+                }
+                return;
+            }
+            ServerNotification::LoggingMessageNotification(
+                rmcp::model::LoggingMessageNotification::new(logged.params.clone()),
+            )
+        }
+    };
+    // In order with the log messages.
+    let message = rmcp::model::ServerJsonRpcMessage::notification(notification);
+    let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
+    if link.send(bytes::Bytes::from(bytes)).await.is_err() {
+        tracing::debug!(session = id, "notification not delivered: the client left");
     }
 }

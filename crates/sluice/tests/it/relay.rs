@@ -1985,3 +1985,42 @@ async fn an_answer_to_a_request_never_sent_is_named_in_a_warning() {
     let ok = raw.response(4).await;
     assert_eq!(ok["result"]["content"][0]["text"], "ok", "{ok}");
 }
+
+/// A run of list changes reaches a client once: each says only "list
+/// again", and a server that adds its tools one by one says it once per
+/// tool (each would have had the client list them all again: 50 here, and
+/// 2,000 from a server that sent that many, before).
+#[tokio::test]
+async fn a_run_of_list_changes_is_told_once() {
+    let (_dir, mut raw) = raw_session("relay-fickle");
+    raw.initialize().await;
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fickle","arguments":{}}}"#).await;
+    let mut changes = 0;
+    let mut count = |line: &serde_json::Value| {
+        if line["method"] == "notifications/tools/list_changed" {
+            changes += 1;
+        }
+    };
+    loop {
+        let line = raw.recv().await;
+        count(&line);
+        if line["id"] == 2 {
+            assert_eq!(line["result"]["content"][0]["text"], "ok", "{line}");
+            break;
+        }
+    }
+    // Whatever the forwarder had not written yet comes before this answer.
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#)
+        .await;
+    loop {
+        let line = raw.recv().await;
+        count(&line);
+        if line["id"] == 3 {
+            break;
+        }
+    }
+    assert!(
+        (1..=5).contains(&changes),
+        "{changes} tools/list_changed for 50"
+    );
+}

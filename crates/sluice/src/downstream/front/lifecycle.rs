@@ -528,7 +528,6 @@ impl Front {
         stream: &mpsc::Sender<Bytes>,
         ct: &CancellationToken,
     ) -> Result<ServerResult, ErrorData> {
-        use tokio::sync::broadcast::error::RecvError;
         let request = crate::caller::request_id(id).ok_or_else(|| {
             ErrorData::invalid_request(crate::caller::unread_request_id(id), None)
         })?;
@@ -560,36 +559,38 @@ impl Front {
         {
             return Err(ErrorData::internal_error("the client is gone", None));
         }
-        loop {
-            let event = tokio::select! {
+        'listening: loop {
+            let batch = tokio::select! {
                 () = ct.cancelled() => break,
                 () = self.stop.cancelled() => break,
-                event = events.recv() => event,
+                batch = crate::hub::next_events(&mut events, self.session) => batch,
             };
-            let (mut notification, wanted) = match event {
-                Ok(Event::ToolsChanged) => (
-                    ServerNotification::ToolListChangedNotification(Default::default()),
-                    accepted.tools_list_changed,
-                ),
-                Ok(Event::PromptsChanged) => (
-                    ServerNotification::PromptListChangedNotification(Default::default()),
-                    accepted.prompts_list_changed,
-                ),
-                Ok(Event::ResourcesChanged) => (
-                    ServerNotification::ResourceListChangedNotification(Default::default()),
-                    accepted.resources_list_changed,
-                ),
-                Ok(_) | Err(RecvError::Lagged(_)) => continue,
-                Err(RecvError::Closed) => break,
-            };
-            if wanted != Some(true) {
-                continue;
-            }
-            notification
-                .get_meta_mut()
-                .set_subscription_id(request.clone());
-            if send(notification).await.is_err() {
-                break;
+            let Some(batch) = batch else { break };
+            for event in batch {
+                let (mut notification, wanted) = match event {
+                    Event::ToolsChanged => (
+                        ServerNotification::ToolListChangedNotification(Default::default()),
+                        accepted.tools_list_changed,
+                    ),
+                    Event::PromptsChanged => (
+                        ServerNotification::PromptListChangedNotification(Default::default()),
+                        accepted.prompts_list_changed,
+                    ),
+                    Event::ResourcesChanged => (
+                        ServerNotification::ResourceListChangedNotification(Default::default()),
+                        accepted.resources_list_changed,
+                    ),
+                    _ => continue,
+                };
+                if wanted != Some(true) {
+                    continue;
+                }
+                notification
+                    .get_meta_mut()
+                    .set_subscription_id(request.clone());
+                if send(notification).await.is_err() {
+                    break 'listening;
+                }
             }
         }
         let mut result = SubscriptionsListenResult::complete(request);
