@@ -163,6 +163,9 @@ impl Front {
         }
         let method = Method::of(message.method()?)?;
         let id = message.id()?;
+        if let Some(fault) = self.id_fault(&id) {
+            return Some(Taken::refused(&id, fault));
+        }
         let list = match method {
             Method::List(list) => list,
             Method::Routed(routed) => return self.take_routed(routed, message, id, http, stream),
@@ -329,7 +332,8 @@ impl Front {
         stream: mpsc::Sender<Bytes>,
     ) -> Option<Begun> {
         let begun = self.begin_with(message, id, meta, http, stream, self.stop.child_token())?;
-        // An id in use: refused by the lifecycle (`Front::take_any`).
+        // In use meanwhile (two requests of an HTTP session at once):
+        // refused by the lifecycle (`Front::take_any`).
         self.register(id, &begun.ct).then_some(begun)
     }
 
@@ -590,6 +594,14 @@ pub struct Taken {
 }
 
 impl Taken {
+    /// Request `id` refused at once with `error`.
+    fn refused(id: &Id, error: ErrorData) -> Taken {
+        Taken {
+            work: std::future::ready(Some(answer_line(id, Err(error)))).boxed(),
+            ct: CancellationToken::new(),
+        }
+    }
+
     /// Runs the work, handing `emit` each notification that arrives on
     /// `notices` (the receiving end of the `stream` given to
     /// [`Front::take`]) and then the answer, in that order. When `emit`

@@ -224,22 +224,15 @@ impl Front {
         http: Option<&http::request::Parts>,
         stream: mpsc::Sender<Bytes>,
     ) -> Option<Taken> {
-        let request = message.kind() == crate::jsonrpc::Kind::Request;
-        if request
-            && let Some(id) = message.id()
-            && let Some(fault) = self.id_fault(&id)
-        {
-            return Some(Taken {
-                work: std::future::ready(Some(answer_line(&id, Err(fault)))).boxed(),
-                ct: CancellationToken::new(),
-            });
-        }
         if let Some(taken) = self.take(message, http, stream.clone()) {
             return Some(taken);
         }
         let id = message.id()?;
-        if !request {
+        if message.kind() != crate::jsonrpc::Kind::Request {
             return None;
+        }
+        if let Some(fault) = self.id_fault(&id) {
+            return Some(Taken::refused(&id, fault));
         }
         let method = message.method()?.to_owned();
         let http = http.cloned();
