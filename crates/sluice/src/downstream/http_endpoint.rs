@@ -38,7 +38,7 @@ use rmcp::model::{ErrorCode, ProtocolVersion, RequestMetaObject};
 use sluice_core::http::HttpLimits;
 
 use super::front::Front;
-use super::http_front::{self, AllowedHosts, Statuses};
+use super::http_front::{self, AllowedHosts, Forms, Statuses};
 use super::http_sessions::SessionTable;
 use super::link::ClientLink;
 use crate::gateway::Gateway;
@@ -110,15 +110,12 @@ fn has_initialize(version: Option<&str>) -> bool {
 async fn post(endpoint: &Endpoint, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
-    let accept = http_front::accept_list(headers);
-    if !http_front::accepts(&accept, "application/json")
-        || !http_front::accepts(&accept, "text/event-stream")
-    {
+    let Some(forms) = Forms::of(&http_front::accept_list(headers)) else {
         return plain(
             StatusCode::NOT_ACCEPTABLE,
-            "Not Acceptable: Client must accept both application/json and text/event-stream",
+            "Not Acceptable: Client must accept both application/json and text/event-stream (sluice answers a client that takes one of them in that one)",
         );
-    }
+    };
     if !http_front::sends_json(headers) {
         return plain(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -255,7 +252,7 @@ async fn post(endpoint: &Endpoint, request: Request) -> Response {
             return incomplete_meta(id.as_ref(), &meta);
         }
         return match message.kind() {
-            Kind::Request => answer_alone(&endpoint.stateless, &message, &parts).await,
+            Kind::Request => answer_alone(&endpoint.stateless, &message, &parts, forms).await,
             // Nothing to act on: a request standing alone is cancelled by
             // closing its stream, and the stateless front's requests come
             // from every such client, so an id names none of them.
@@ -273,9 +270,9 @@ async fn post(endpoint: &Endpoint, request: Request) -> Response {
             return *why;
         }
         return match method.as_str() {
-            _ if initialize => open_session(endpoint, &message, &parts).await,
+            _ if initialize => open_session(endpoint, &message, &parts, forms).await,
             "server/discover" if request => {
-                answer_alone(&endpoint.stateless, &message, &parts).await
+                answer_alone(&endpoint.stateless, &message, &parts, forms).await
             }
             _ => session_required(),
         };
@@ -302,6 +299,9 @@ async fn post(endpoint: &Endpoint, request: Request) -> Response {
         Kind::Request => {
             let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
             match front.take_any(&message, Some(&parts), stream) {
+                Some(taken) if forms == Forms::JsonOnly => {
+                    http_front::answer_in(&front, taken, notices, Statuses::Never, forms).await
+                }
                 Some(taken) => http_front::stream_answer(&front, taken, notices),
                 None => accepted(),
             }
@@ -315,11 +315,12 @@ async fn answer_alone(
     front: &Arc<Front>,
     message: &Message,
     parts: &http::request::Parts,
+    forms: Forms,
 ) -> Response {
     let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
     match front.take_any(message, Some(parts), stream) {
         Some(taken) => {
-            http_front::first_decides(front, taken, notices, Statuses::OfProtocolErrors).await
+            http_front::answer_in(front, taken, notices, Statuses::OfProtocolErrors, forms).await
         }
         None => accepted(),
     }
@@ -331,6 +332,7 @@ async fn open_session(
     endpoint: &Endpoint,
     message: &Message,
     parts: &http::request::Parts,
+    forms: Forms,
 ) -> Response {
     let gateway = &endpoint.gateway;
     let front = Front::new(gateway.clone(), gateway.hub().new_session_id(), true);
@@ -365,12 +367,17 @@ async fn open_session(
         return accepted();
     };
     let failed = Message::parse(answer.clone()).is_ok_and(|m| m.error().is_some());
+    // One message, in the form the client takes.
+    let mut response = if forms == Forms::SseOnly {
+        http_front::sse_response(Body::from(http_front::sse_event(&answer)))
+    } else {
+        json(StatusCode::OK, answer)
+    };
     if failed {
-        return json(StatusCode::OK, answer);
+        return response;
     }
     unopened.answered = true;
     tracing::debug!(session = %id, "HTTP session opened");
-    let mut response = json(StatusCode::OK, answer);
     response.headers_mut().insert(
         SESSION_HEADER,
         HeaderValue::from_str(&id).expect("session ids are URL-safe base64"),

@@ -273,8 +273,23 @@ pub(super) enum Statuses {
 pub(super) async fn first_decides(
     front: &Front,
     taken: Taken,
+    notices: tokio::sync::mpsc::Receiver<Bytes>,
+    statuses: Statuses,
+) -> Response {
+    answer_in(front, taken, notices, statuses, Forms::Both).await
+}
+
+/// The answer to a request in a form the client takes: as
+/// [`first_decides`] says when it takes both; a stream from the start when
+/// it takes only SSE; one JSON body when it takes only JSON (the
+/// notifications about the request dropped: it has no stream to carry
+/// them).
+pub(super) async fn answer_in(
+    front: &Front,
+    taken: Taken,
     mut notices: tokio::sync::mpsc::Receiver<Bytes>,
     statuses: Statuses,
+    forms: Forms,
 ) -> Response {
     let Taken { work, ct } = taken;
     // The client going away before the answer ends cancels the call: while
@@ -285,19 +300,37 @@ pub(super) async fn first_decides(
         work: Some(work),
         ct: ct.clone(),
     };
-    let waited = front.gateway().deadline(FIRST_WAIT);
     let first = {
         let work = held.work.as_mut().expect("held until taken below");
-        tokio::select! {
-            biased;
-            Some(notice) = notices.recv() => First::Notice(notice),
-            answer = work => First::Answer(answer),
-            () = waited => First::Nothing,
+        match forms {
+            Forms::SseOnly => First::Nothing,
+            // The notifications are read (and dropped) so that the work,
+            // which waits when they pile up, goes on.
+            Forms::JsonOnly => loop {
+                tokio::select! {
+                    biased;
+                    Some(_) = notices.recv() => {}
+                    answer = &mut *work => break First::Answer(answer),
+                }
+            },
+            Forms::Both => {
+                let waited = front.gateway().deadline(FIRST_WAIT);
+                tokio::select! {
+                    biased;
+                    Some(notice) = notices.recv() => First::Notice(notice),
+                    answer = work => First::Answer(answer),
+                    () = waited => First::Nothing,
+                }
+            }
         }
     };
     let work = held.work.take().expect("held until now");
     let cancel_unless_answered = ct.clone().drop_guard();
     let (first, work) = match first {
+        First::Answer(answer) if forms == Forms::JsonOnly => {
+            cancel_unless_answered.disarm();
+            return json_body(answer, statuses);
+        }
         First::Answer(answer) => match notices.try_recv() {
             // A notification came just before the answer: both go, in
             // that order, on a stream.
@@ -465,7 +498,7 @@ fn error_status(message: &Bytes) -> Option<StatusCode> {
 }
 
 /// One message as an SSE event.
-fn sse_event(message: &[u8]) -> Bytes {
+pub(super) fn sse_event(message: &[u8]) -> Bytes {
     let mut event = Vec::with_capacity(message.len() + 16);
     write_event(&mut event, Some("message"), None, message);
     Bytes::from(event)
@@ -567,21 +600,75 @@ fn version_matches(headers: &HeaderMap, version: Option<&str>) -> bool {
     }
 }
 
-/// Whether the Accept list `accept` names `media` without `q=0`.
+/// Whether the Accept list `accept` takes `media` (`type/subtype`), as RFC
+/// 9110 reads it: the most specific range that matches decides (`media`
+/// itself, then `type/*`, then `*/*`), and takes it unless its weight is
+/// `q=0`; no Accept header at all takes anything. Clients that send `*/*`
+/// (browsers, some HTTP libraries), no header (some Claude Code versions)
+/// or only one of the two types MCP names (Claude.ai's connector sends
+/// only `text/event-stream`) are real: see [`Forms`].
 pub(super) fn accepts(accept: &str, media: &str) -> bool {
-    accept.split(',').any(|range| {
+    if accept.trim().is_empty() {
+        return true;
+    }
+    let kind = media.split('/').next().unwrap_or(media);
+    // How specific each range is that matches, and its weight.
+    let mut best: Option<(u8, bool)> = None;
+    for range in accept.split(',') {
         let mut params = range.split(';');
-        let named = params
-            .next()
-            .is_some_and(|m| m.trim().eq_ignore_ascii_case(media));
-        named
-            && !params.any(|p| {
-                p.trim()
-                    .strip_prefix("q=")
-                    .and_then(|q| q.trim().parse::<f32>().ok())
-                    .is_some_and(|q| q <= 0.0)
-            })
-    })
+        let name = params.next().unwrap_or_default().trim();
+        let specific = if name.eq_ignore_ascii_case(media) {
+            2
+        } else if name
+            .strip_suffix("/*")
+            .is_some_and(|t| t.eq_ignore_ascii_case(kind))
+        {
+            1
+        } else if name == "*/*" {
+            0
+        } else {
+            continue;
+        };
+        let refused = params.any(|p| {
+            p.trim()
+                .strip_prefix("q=")
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .is_some_and(|q| q <= 0.0)
+        });
+        if best.is_none_or(|(was, _)| specific > was) {
+            best = Some((specific, !refused));
+        }
+    }
+    best.is_some_and(|(_, taken)| taken)
+}
+
+/// The forms of answer a client takes, from its Accept list. MCP asks a
+/// client to accept both JSON and SSE; one that takes only one of them is
+/// answered in that one (SSE only: every answer a stream; JSON only: every
+/// answer one body, the notifications about it dropped), not refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Forms {
+    /// Both: the answer's first message decides ([`first_decides`]).
+    Both,
+    /// `application/json` only.
+    JsonOnly,
+    /// `text/event-stream` only.
+    SseOnly,
+}
+
+impl Forms {
+    /// What the Accept list `accept` takes; `None` if neither form.
+    pub(super) fn of(accept: &str) -> Option<Forms> {
+        match (
+            accepts(accept, "application/json"),
+            accepts(accept, "text/event-stream"),
+        ) {
+            (true, true) => Some(Forms::Both),
+            (true, false) => Some(Forms::JsonOnly),
+            (false, true) => Some(Forms::SseOnly),
+            (false, false) => None,
+        }
+    }
 }
 
 /// The answer of a request about which no notification is sent (its
@@ -683,6 +770,31 @@ impl<Q: Future<Output = ()>, F: FnMut() -> Q> Quiet<Q, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_accept_list_takes_a_type_by_its_most_specific_range() {
+        let json = "application/json";
+        let sse = "text/event-stream";
+        for (accept, takes_json, takes_sse) in [
+            ("", true, true),
+            ("*/*", true, true),
+            ("application/*", true, false),
+            ("text/*;q=0.5", false, true),
+            ("application/json, text/event-stream", true, true),
+            ("text/event-stream", false, true),
+            ("*/*, text/event-stream;q=0", true, false),
+            ("application/json;q=0, */*", false, true),
+            ("text/*;q=0, text/event-stream", false, true),
+            ("text/html", false, false),
+        ] {
+            assert_eq!(accepts(accept, json), takes_json, "{accept:?} json");
+            assert_eq!(accepts(accept, sse), takes_sse, "{accept:?} sse");
+        }
+        assert_eq!(Forms::of("text/event-stream"), Some(Forms::SseOnly));
+        assert_eq!(Forms::of("application/json"), Some(Forms::JsonOnly));
+        assert_eq!(Forms::of("*/*"), Some(Forms::Both));
+        assert_eq!(Forms::of("text/html"), None);
+    }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

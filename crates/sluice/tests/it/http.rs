@@ -427,17 +427,19 @@ async fn the_http_endpoint_answers_each_kind_of_request_as_the_spec_says() {
     let put = exchange(Method::PUT, url, &JSON_AND_SSE, &list).await;
     assert_eq!(put.status, 405);
     assert!(put.header("allow").unwrap().contains("POST"));
-    let json_only = exchange(
+    // A client that takes neither form (a client that takes one is
+    // answered in it: `a_client_that_takes_one_form_or_any_is_answered_in_it`).
+    let html = exchange(
         Method::POST,
         url,
         &[
             ("content-type", "application/json"),
-            ("accept", "application/json"),
+            ("accept", "text/html"),
         ],
         &list,
     )
     .await;
-    assert_eq!(json_only.status, 406, "{}", json_only.body);
+    assert_eq!(html.status, 406, "{}", html.body);
     let text = exchange(
         Method::POST,
         url,
@@ -826,6 +828,98 @@ async fn a_cancellation_standing_alone_cancels_no_other_clients_call() {
         "{}",
         answered.body
     );
+}
+
+/// MCP asks a client to accept both JSON and SSE, but real ones do not all
+/// say so: Claude.ai's connector sends `Accept: text/event-stream` only,
+/// browsers and some HTTP libraries `*/*`, some clients no Accept at all.
+/// Each was refused with 406; each is now answered, in a form it takes: no
+/// header or a wildcard as a client that takes both, SSE only as a stream
+/// from the start (even a quick answer, even `initialize`), JSON only as
+/// one body (even a slow call with progress, whose notifications it has no
+/// stream for).
+#[tokio::test]
+async fn a_client_that_takes_one_form_or_any_is_answered_in_it() {
+    let sluice = HttpSluice::start(&[], &sample()).await;
+    let url = sluice.url.as_str();
+    let hello = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let json = ("content-type", "application/json");
+    let kind = |e: &Exchange| e.header("content-type").unwrap_or_default().to_owned();
+    for accept in [None, Some("*/*"), Some("application/*, text/*")] {
+        let mut headers = vec![json];
+        headers.extend(accept.map(|a| ("accept", a)));
+        let opened = exchange(reqwest::Method::POST, url, &headers, hello).await;
+        assert_eq!(opened.status, 200, "{accept:?}: {}", opened.body);
+        assert!(opened.header("mcp-session-id").is_some(), "{accept:?}");
+    }
+
+    // SSE only: every answer a stream.
+    let sse_only = [json, ("accept", "text/event-stream")];
+    let opened = exchange(reqwest::Method::POST, url, &sse_only, hello).await;
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    assert_eq!(kind(&opened), "text/event-stream", "{}", opened.body);
+    assert_eq!(opened.message()["result"]["protocolVersion"], "2025-11-25");
+    let session = opened
+        .header("mcp-session-id")
+        .expect("a session")
+        .to_owned();
+    let echo = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"streamed"}}}"#;
+    let in_session = |accept: &'static str| {
+        [
+            json,
+            ("accept", accept),
+            ("mcp-session-id", session.as_str()),
+        ]
+    };
+    let called = exchange(
+        reqwest::Method::POST,
+        url,
+        &in_session("text/event-stream"),
+        echo,
+    )
+    .await;
+    assert_eq!(kind(&called), "text/event-stream", "{}", called.body);
+    assert_eq!(called.message()["result"]["content"][0]["text"], "streamed");
+
+    // JSON only: one body, even for a slow call that reports progress.
+    let slow = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow_task","arguments":{"seconds":1.5},"_meta":{"progressToken":"p"}}}"#;
+    let called = exchange(
+        reqwest::Method::POST,
+        url,
+        &in_session("application/json"),
+        slow,
+    )
+    .await;
+    assert_eq!(called.status, 200, "{}", called.body);
+    assert_eq!(kind(&called), "application/json", "{}", called.body);
+    let answer: serde_json::Value = serde_json::from_str(&called.body).unwrap();
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("done after")),
+        "{answer}"
+    );
+    // A request standing alone, JSON only.
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let alone = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"alone"}},{meta}}}}}"#
+    );
+    let answered = exchange(
+        reqwest::Method::POST,
+        url,
+        &[
+            json,
+            ("accept", "application/json"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "echo"),
+        ],
+        &alone,
+    )
+    .await;
+    assert_eq!(kind(&answered), "application/json", "{}", answered.body);
+    assert!(answered.body.contains("alone"), "{}", answered.body);
 }
 
 /// Request ids over HTTP: the requests that stand alone come from every
