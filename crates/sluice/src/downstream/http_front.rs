@@ -604,7 +604,7 @@ fn version_matches(headers: &HeaderMap, version: Option<&str>) -> bool {
 /// 9110 reads it: the most specific range that matches decides (`media`
 /// itself, then `type/*`, then `*/*`), and takes it unless its weight is
 /// `q=0`; no Accept header at all takes anything. Clients that send `*/*`
-/// (browsers, some HTTP libraries), no header (some Claude Code versions)
+/// (browsers, some HTTP libraries), no header (reported of some clients)
 /// or only one of the two types MCP names (Claude.ai's connector sends
 /// only `text/event-stream`) are real: see [`Forms`].
 pub(super) fn accepts(accept: &str, media: &str) -> bool {
