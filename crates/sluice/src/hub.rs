@@ -309,61 +309,7 @@ impl Hub {
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.events.subscribe()
     }
-}
 
-/// The most events [`next_events`] gives at once.
-const EVENTS_AT_ONCE: usize = 256;
-
-/// The next events of `events` for session `session`: the first to come,
-/// with every one already waiting after it; `None` once the hub is gone.
-/// A run of list changes is told once: each says only "list again" (a
-/// server that adds its tools one by one says it once per tool, and each
-/// would have its client list them all again). Events missed because the
-/// client was slow are told as a change of every list: some may have been
-/// list changes, and a client that never hears of one keeps a stale list.
-pub async fn next_events(
-    events: &mut broadcast::Receiver<Event>,
-    session: SessionId,
-) -> Option<Vec<Event>> {
-    use broadcast::error::{RecvError, TryRecvError};
-    let lagged = |batch: &mut Vec<Event>, n: u64| {
-        tracing::warn!(
-            session,
-            "dropped {n} notifications: the client is slow; it is told that every list changed"
-        );
-        batch.extend([
-            Event::ToolsChanged,
-            Event::PromptsChanged,
-            Event::ResourcesChanged,
-        ]);
-    };
-    let mut batch = Vec::new();
-    match events.recv().await {
-        Ok(event) => batch.push(event),
-        Err(RecvError::Lagged(n)) => lagged(&mut batch, n),
-        Err(RecvError::Closed) => return None,
-    }
-    while batch.len() < EVENTS_AT_ONCE {
-        match events.try_recv() {
-            Ok(event) => batch.push(event),
-            Err(TryRecvError::Lagged(n)) => lagged(&mut batch, n),
-            Err(_) => break,
-        }
-    }
-    let mut told = [false; 3];
-    batch.retain(|event| {
-        let list = match event {
-            Event::ToolsChanged => 0,
-            Event::PromptsChanged => 1,
-            Event::ResourcesChanged => 2,
-            _ => return true,
-        };
-        !std::mem::replace(&mut told[list], true)
-    });
-    Some(batch)
-}
-
-impl Hub {
     /// Routes progress for `token` of `upstream` to a client until the
     /// returned guard is dropped.
     pub fn route_progress(
@@ -500,6 +446,58 @@ impl Drop for RouteGuard {
             }
         }
     }
+}
+
+/// The most events [`next_events`] gives at once.
+const EVENTS_AT_ONCE: usize = 256;
+
+/// The next events of `events` for session `session`: the first to come,
+/// with every one already waiting after it; `None` once the hub is gone.
+/// A run of list changes is told once: each says only "list again" (a
+/// server that adds its tools one by one says it once per tool, and each
+/// would have its client list them all again). Events missed because the
+/// client was slow are told as a change of every list: some may have been
+/// list changes, and a client that never hears of one keeps a stale list.
+pub async fn next_events(
+    events: &mut broadcast::Receiver<Event>,
+    session: SessionId,
+) -> Option<Vec<Event>> {
+    use broadcast::error::{RecvError, TryRecvError};
+    let lagged = |batch: &mut Vec<Event>, n: u64| {
+        tracing::warn!(
+            session,
+            "dropped {n} notifications: the client is slow; it is told that every list changed"
+        );
+        batch.extend([
+            Event::ToolsChanged,
+            Event::PromptsChanged,
+            Event::ResourcesChanged,
+        ]);
+    };
+    let mut batch = Vec::new();
+    match events.recv().await {
+        Ok(event) => batch.push(event),
+        Err(RecvError::Lagged(n)) => lagged(&mut batch, n),
+        Err(RecvError::Closed) => return None,
+    }
+    while batch.len() < EVENTS_AT_ONCE {
+        match events.try_recv() {
+            Ok(event) => batch.push(event),
+            Err(TryRecvError::Lagged(n)) => lagged(&mut batch, n),
+            Err(_) => break,
+        }
+    }
+    let mut told = [false; 3];
+    batch.retain(|event| {
+        let list = match event {
+            Event::ToolsChanged => 0,
+            Event::PromptsChanged => 1,
+            Event::ResourcesChanged => 2,
+            _ => return true,
+        };
+        !std::mem::replace(&mut told[list], true)
+    });
+    Some(batch)
 }
 
 #[cfg(test)]
