@@ -176,8 +176,14 @@ fn too_many_in_flight(id: &crate::jsonrpc::Id, max: usize) -> bytes::Bytes {
 /// as over HTTP: "the message is a JSON-RPC batch (an array)…", "the
 /// member \"jsonrpc\": \"2.0\" is missing"), which rmcp's error
 /// (`error`, "unrecognized JSON-RPC message") does not say.
-fn answer_to(line: &[u8], error: &serde_json::Error) -> TxJsonRpcMessage<RoleServer> {
-    let why = crate::jsonrpc::Message::parse(bytes::Bytes::copy_from_slice(line)).err();
+/// `refused`: why sluice's layer refused the line, if it read it.
+fn answer_to(
+    line: &[u8],
+    error: &serde_json::Error,
+    refused: Option<crate::jsonrpc::MessageError>,
+) -> TxJsonRpcMessage<RoleServer> {
+    let why = refused
+        .or_else(|| crate::jsonrpc::Message::parse(bytes::Bytes::copy_from_slice(line)).err());
     match serde_json::from_slice::<serde_json::Value>(line) {
         Err(_) => JsonRpcMessage::error(
             ErrorData::new(
@@ -291,11 +297,16 @@ where
                 .strip_prefix(b"\xEF\xBB\xBF")
                 .unwrap_or(&line)
                 .trim_ascii();
-            if !text.is_empty()
-                && (self.front.is_some() || self.link.is_some())
-                && let Ok(message) =
-                    crate::jsonrpc::Message::parse(bytes::Bytes::copy_from_slice(text))
-            {
+            // Read by sluice's layer where it answers; why it refused the
+            // line, kept for the answer below (the line is not read again).
+            let parsed = (!text.is_empty() && (self.front.is_some() || self.link.is_some()))
+                .then(|| crate::jsonrpc::Message::parse(bytes::Bytes::copy_from_slice(text)));
+            let (parsed, refused) = match parsed {
+                Some(Ok(message)) => (Some(message), None),
+                Some(Err(why)) => (None, Some(why)),
+                None => (None, None),
+            };
+            if let Some(message) = parsed {
                 if let Some(link) = &self.link
                     && link.answered(&message)
                 {
@@ -370,13 +381,10 @@ where
                     // `params` null): where the front answers every request,
                     // it is refused with why, never left unanswered.
                     Ok(JsonRpcMessage::Request(request)) if self.front.is_some() => {
-                        let why =
-                            crate::jsonrpc::Message::parse(bytes::Bytes::copy_from_slice(text))
-                                .err()
-                                .map_or_else(
-                                    || "not a request sluice reads".to_owned(),
-                                    |e| e.to_string(),
-                                );
+                        let why = refused.map_or_else(
+                            || "not a request sluice reads".to_owned(),
+                            |e| e.to_string(),
+                        );
                         let error = JsonRpcMessage::error(
                             ErrorData::invalid_request(format!("Invalid request: {why}"), None),
                             Some(request.id),
@@ -388,7 +396,7 @@ where
                     Ok(message) => return Some(message),
                     Err(e) => {
                         tracing::debug!("malformed message from the client: {e}");
-                        if write_line(&self.writer, &answer_to(text, &e))
+                        if write_line(&self.writer, &answer_to(text, &e, refused))
                             .await
                             .is_err()
                         {
