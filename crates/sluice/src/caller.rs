@@ -15,10 +15,18 @@ use crate::jsonrpc::Id;
 /// string or an integer: `1.5` is not, and an integer beyond 64 bits is not
 /// read (`-0`, `1.0` and `1e2` are, as rmcp reads them).
 pub fn request_id(id: &Id) -> Option<RequestId> {
+    use rmcp::model::NumberOrString;
+    // The common forms read where they lie (every request reads its id
+    // twice: `Front::id_fault`, then its `Caller`); rmcp's reading, through
+    // a `Value`, for the rest.
     if let Some(n) = id.as_u64().and_then(|n| i64::try_from(n).ok()) {
-        return Some(rmcp::model::NumberOrString::Number(n));
+        return Some(NumberOrString::Number(n));
     }
-    serde_json::from_str(id.as_json()).ok()
+    let json = id.as_json();
+    if id.is_string() && !json.contains('\\') {
+        return Some(NumberOrString::String(json[1..json.len() - 1].into()));
+    }
+    serde_json::from_str(json).ok()
 }
 
 /// Why a request whose id is `id` is refused, when [`request_id`] does
@@ -85,4 +93,44 @@ pub enum Quota {
     Owner(Owner),
     /// An anonymous client's, by the address it came from.
     Address(std::net::IpAddr),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::NumberOrString;
+
+    /// The quick forms read as rmcp reads them; what MCP does not allow is
+    /// not read.
+    #[test]
+    fn a_request_id_is_read_as_rmcp_reads_it() {
+        for json in [
+            "7",
+            "0",
+            "-3",
+            "-0",
+            "1.0",
+            "1e2",
+            r#""ab""#,
+            r#""""#,
+            r#""a\u0062""#,
+            r#""é""#,
+        ] {
+            let id = Id::from_json(json).unwrap();
+            let rmcp: RequestId = serde_json::from_str(json).unwrap();
+            assert_eq!(request_id(&id), Some(rmcp), "{json}");
+        }
+        assert_eq!(
+            request_id(&Id::from_json(r#""a\u0062""#).unwrap()),
+            Some(NumberOrString::String("ab".into()))
+        );
+        for json in [
+            "1.5",
+            "1e400",
+            "9223372036854775808",
+            "123456789012345678901234567890",
+        ] {
+            assert_eq!(request_id(&Id::from_json(json).unwrap()), None, "{json}");
+        }
+    }
 }
