@@ -65,8 +65,9 @@ pub struct Front {
     /// What the client said at `initialize`, with the version agreed, when
     /// the front answered it (a connection's).
     hello: Mutex<Option<Arc<rmcp::model::InitializeRequestParams>>>,
-    /// The calls being answered here, by the client's id, to cancel.
-    running: Mutex<FastMap<Id, CancellationToken>>,
+    /// The calls being answered here, by the client's id, to cancel
+    /// (on a connection; see [`Running`]).
+    running: Arc<RunningTable>,
     /// Fires when the client leaves.
     stop: CancellationToken,
     /// The requests relayed to the client, whose answers come back here
@@ -88,7 +89,7 @@ impl Front {
             session,
             connection,
             hello: Mutex::new(None),
-            running: Mutex::default(),
+            running: Arc::default(),
             stop: CancellationToken::new(),
             link: OnceLock::new(),
         })
@@ -140,9 +141,11 @@ impl Front {
 
     /// A client's `notifications/cancelled`: stops the call it names if it
     /// runs here.
+    /// The entry stays until the work ends ([`Running`]): the id is still
+    /// in use until then.
     fn cancelled(&self, message: &Message) {
         let id = message.cancelled_request();
-        if let Some(ct) = id.and_then(|id| lock(&self.running).remove(&id)) {
+        if let Some(ct) = id.and_then(|id| lock(&self.running).get(&id).cloned()) {
             ct.cancel();
         }
     }
@@ -210,13 +213,15 @@ impl Front {
             ct,
             legacy,
             tasks,
+            running,
         } = self.begin(message, &id, meta, http, stream)?;
         let front = self.clone();
         Some(Taken {
             ct: ct.clone(),
             work: async move {
+                let _running = running;
                 let answer = front.gateway.call_tool_relayed(params, &caller).await;
-                front.finished(&id, &ct)?;
+                Front::finished(&ct)?;
                 let shape = Shape {
                     legacy,
                     cache_hints: false,
@@ -242,15 +247,20 @@ impl Front {
             serde_json::from_str(message.params()?).ok()?;
         let meta = params.meta.take().unwrap_or_default();
         let Begun {
-            caller, ct, legacy, ..
+            caller,
+            ct,
+            legacy,
+            running,
+            ..
         } = self.begin(message, &id, meta, http, stream)?;
         let front = self.clone();
         Some(Taken {
             ct: ct.clone(),
             work: async move {
+                let _running = running;
                 let answer =
                     lifecycle::task(&front.gateway, &params.task_id, &caller, legacy).await;
-                front.finished(&id, &ct)?;
+                Front::finished(&ct)?;
                 Some(answer.map_or_else(|e| answer_line(&id, Err(e)), |a| a.line(&id)))
             }
             .boxed(),
@@ -286,12 +296,17 @@ impl Front {
             }
         };
         let Begun {
-            caller, ct, legacy, ..
+            caller,
+            ct,
+            legacy,
+            running,
+            ..
         } = self.begin(message, &id, meta.unwrap_or_default(), http, stream)?;
         let front = self.clone();
         Some(Taken {
             ct: ct.clone(),
             work: async move {
+                let _running = running;
                 let gateway = &front.gateway;
                 let answer: Result<Relayed<ServerResult>, ErrorData> = match request {
                     RoutedRequest::Prompt(params) => gateway
@@ -307,7 +322,7 @@ impl Front {
                         .await
                         .map(|r| r.map(ServerResult::CompleteResult)),
                 };
-                front.finished(&id, &ct)?;
+                Front::finished(&ct)?;
                 let shape = Shape {
                     legacy,
                     cache_hints: matches!(routed, Routed::Read),
@@ -334,7 +349,8 @@ impl Front {
         let begun = self.begin_with(message, id, meta, http, stream, self.stop.child_token())?;
         // In use meanwhile (two requests of an HTTP session at once):
         // refused by the lifecycle (`Front::take_any`).
-        self.register(id, &begun.ct).then_some(begun)
+        let running = self.register(id, &begun.ct)?;
+        Some(Begun { running, ..begun })
     }
 
     /// [`Self::begin`], cancelled by `ct` (which the caller registers as
@@ -375,33 +391,32 @@ impl Front {
             ct,
             legacy,
             tasks,
+            running: Running(None),
         })
     }
 
     /// A request begun here got its answer: `None` if the client cancelled
     /// it meanwhile (it gets no answer).
-    fn finished(&self, id: &Id, ct: &CancellationToken) -> Option<()> {
-        if self.connection {
-            lock(&self.running).remove(id);
-        }
+    fn finished(ct: &CancellationToken) -> Option<()> {
         (!ct.is_cancelled()).then_some(())
     }
 
     /// Registers request `id`, cancelled by `ct`, to be cancelled by the
     /// client's `notifications/cancelled`: on a connection only (the
     /// requests that stand alone are cancelled by closing their streams,
-    /// and come from every such client, whose ids may be the same).
-    /// `false` if the id is already a running request's: then nothing is
-    /// registered ([`Self::id_fault`] says why the request is refused).
-    fn register(&self, id: &Id, ct: &CancellationToken) -> bool {
+    /// and come from every such client, whose ids may be the same). The
+    /// work answering it keeps the [`Running`] until it ends. `None` if the
+    /// id is already a running request's: then nothing is registered
+    /// ([`Self::id_fault`] says why the request is refused).
+    fn register(&self, id: &Id, ct: &CancellationToken) -> Option<Running> {
         if !self.connection {
-            return true;
+            return Some(Running(None));
         }
         match lock(&self.running).entry(id.clone()) {
-            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Occupied(_) => None,
             std::collections::hash_map::Entry::Vacant(slot) => {
                 slot.insert(ct.clone());
-                true
+                Some(Running(Some((self.running.clone(), id.clone()))))
             }
         }
     }
@@ -423,16 +438,21 @@ impl Front {
             ));
         }
         if self.connection && lock(&self.running).contains_key(id) {
-            return Some(ErrorData::invalid_request(
-                format!(
-                    "the request's id {} is already the id of a request of this session that has not been answered yet: MCP asks for a new id for every request; send this one with an id not used before",
-                    sluice_core::format::quoted_cut(id.as_json())
-                ),
-                None,
-            ));
+            return Some(in_use(id));
         }
         None
     }
+}
+
+/// The refusal of a request whose id `id` is a running request's.
+fn in_use(id: &Id) -> ErrorData {
+    ErrorData::invalid_request(
+        format!(
+            "the request's id {} is already the id of a request of this session that has not been answered yet: MCP asks for a new id for every request; send this one with an id not used before",
+            sluice_core::format::quoted_cut(id.as_json())
+        ),
+        None,
+    )
 }
 
 /// How the front's answer to a request of `method` goes over HTTP: a list
@@ -524,6 +544,29 @@ struct Begun {
     legacy: bool,
     /// The client declared tasks.
     tasks: bool,
+    /// Its entry among the running requests, for its work to keep.
+    running: Running,
+}
+
+/// A request's entry in its front's table of running requests (the table,
+/// the id), given up when the work answering it ends however it ends
+/// (answered, or dropped with its client): the one place an entry leaves.
+/// A cancellation only cancels, so the id stays in use until the cancelled
+/// work has ended; a request that reuses it meanwhile is refused, where it
+/// was registered, and then unregistered by the old work's end (which left
+/// it running with no way to cancel it). `None`: not registered (the
+/// requests that stand alone).
+struct Running(Option<(Arc<RunningTable>, Id)>);
+
+/// A front's running requests: what cancels each, by the client's id.
+type RunningTable = Mutex<FastMap<Id, CancellationToken>>;
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some((table, id)) = &self.0 {
+            lock(table).remove(id);
+        }
+    }
 }
 
 /// Who asks a request the front may take, and in which era.

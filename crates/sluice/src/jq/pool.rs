@@ -558,10 +558,17 @@ struct Worker {
 }
 
 impl Worker {
-    /// Starts `sluice jq-worker`.
+    /// Starts `sluice jq-worker`, from the binary that runs
+    /// ([`running_binary`](crate::upstream::tether::running_binary)): the
+    /// path sluice started from may no longer hold it (deleted or
+    /// replaced by an upgrade in place or a rebuild), and a worker of
+    /// another version is not this one's.
     fn start() -> Result<Self, String> {
-        let exe =
-            std::env::current_exe().map_err(|e| format!("cannot find the sluice binary: {e}"))?;
+        let exe = match crate::upstream::tether::running_binary() {
+            Some(exe) => exe,
+            None => std::env::current_exe()
+                .map_err(|e| format!("cannot find the sluice binary: {e}"))?,
+        };
         let mut child = tokio::process::Command::new(exe)
             .arg("jq-worker")
             .env("RUST_BACKTRACE", "0")

@@ -178,6 +178,18 @@ impl<T> Pending<T> {
         Some(table.strays - 1)
     }
 
+    /// The id of the one call waiting, when exactly one is: the only
+    /// request an answer that names none (an error whose id is `null`) can
+    /// be for.
+    pub fn only_waiting(&self) -> Option<Id> {
+        let table = lock(&self.table);
+        let mut ids = table.waiters.keys();
+        match (ids.next(), ids.next()) {
+            (Some(id), None) => Some(id.clone()),
+            _ => None,
+        }
+    }
+
     /// How many calls are waiting.
     pub fn len(&self) -> usize {
         lock(&self.table).waiters.len()
@@ -314,6 +326,20 @@ mod tests {
             orphan.await,
             Err(CallFailed::ConnectionLost { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn the_one_call_waiting_is_named_only_when_it_is_alone() {
+        let pending = Pending::<()>::new();
+        assert_eq!(pending.only_waiting(), None);
+        let (one, first) = pending.register();
+        assert_eq!(pending.only_waiting(), Some(one.clone()));
+        let (two, second) = pending.register();
+        assert_eq!(pending.only_waiting(), None, "two wait: neither is named");
+        drop(first);
+        assert_eq!(pending.only_waiting(), Some(two));
+        drop(second);
+        assert_eq!(pending.only_waiting(), None);
     }
 
     #[test]

@@ -150,6 +150,10 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Transport for LinesTransport<W> {
         .boxed()
     }
 
+    fn one_stream(&self) -> bool {
+        true
+    }
+
     fn close(&self) -> BoxFuture<'_, ()> {
         async move {
             // Dropping the writer closes the child's stdin (or the pipe),

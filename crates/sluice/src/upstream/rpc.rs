@@ -823,9 +823,7 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
             Some(Inbound::Message { message, stream_of }) => match message.kind() {
                 Kind::Response | Kind::Error => match message.id() {
                     Some(id) => complete(&shared.pending, &shared.upstream, &id, message),
-                    None => {
-                        tracing::warn!(upstream = %shared.upstream, "an error without a request id: {}", message.error().unwrap_or_default());
-                    }
+                    None => without_id(&shared, message, stream_of),
                 },
                 Kind::Notification => notification(&shared, &message),
                 Kind::Request => request(&shared, message, stream_of),
@@ -869,6 +867,40 @@ fn complete(pending: &Pending<Answer>, upstream: &str, id: &Id, message: Message
         }
         Some(_) => {
             tracing::debug!(%upstream, "another answer to request {id}, which sluice never sent");
+        }
+    }
+}
+
+/// An answer that names no request: JSON-RPC's error with a `null` id,
+/// which a server sends when it could not read a request's id (a line it
+/// could not parse). Left alone, the call it answers waited until its
+/// timeout and then became an operation that never ended. It answers the
+/// request whose response it came in (`stream_of`: Streamable HTTP knows),
+/// or, over stdio ([`Transport::one_stream`]), the one request waiting if
+/// only one is (nothing else can be waiting for it); with several waiting
+/// none can be chosen, and it is only logged.
+fn without_id(shared: &Shared, message: Message, stream_of: Option<Id>) {
+    let upstream = &shared.upstream;
+    let error = sluice_core::format::quoted_cut(message.error().unwrap_or_default());
+    if message.kind() != Kind::Error {
+        tracing::warn!(%upstream, "dropped a result without a request id (only an error may lack one): {}", sluice_core::format::quoted_cut(message.as_str()));
+        return;
+    }
+    let alone = || {
+        shared
+            .transport
+            .one_stream()
+            .then(|| shared.pending.only_waiting())
+            .flatten()
+    };
+    match stream_of.or_else(alone) {
+        Some(id) => {
+            tracing::warn!(%upstream, "an error without a request id ({error}) answers request {id}, the only one it can be for");
+            complete(&shared.pending, upstream, &id, message.with_id(&id));
+        }
+        None => {
+            let waiting = shared.pending.len();
+            tracing::warn!(%upstream, waiting, "an error without a request id ({error}): {waiting} requests wait, and it cannot be told which it answers, so none is failed; each waits until its timeout");
         }
     }
 }

@@ -331,10 +331,11 @@ impl StreamableHttp {
         // Only an error naming this very request is its answer: one with
         // another id would wait for a call that is not there, and leave
         // this one waiting for ever.
+        // (Or one naming none, `null`: it can only be this request's.)
         if let Ok(message) = Message::parse(Bytes::from(body.clone()))
             && message.kind() == Kind::Error
             && id.is_some()
-            && message.id() == id
+            && (message.id() == id || message.id().is_none())
         {
             self.deliver(Inbound::Message {
                 message,
@@ -475,8 +476,7 @@ impl StreamableHttp {
                     Ok(event) => {
                         let mut item = checked(event.data, None, id.clone());
                         if let Inbound::Message { message, .. } = &item
-                            && matches!(message.kind(), Kind::Response | Kind::Error)
-                            && message.id() == id
+                            && answers_request(message, id.as_ref())
                         {
                             answered = true;
                             if lists_tools {
@@ -740,6 +740,18 @@ impl StreamableHttp {
             }
             wait = (wait * 2).min(LONGEST_WAIT);
         }
+    }
+}
+
+/// Whether `message`, on the response stream of request `id`, is its
+/// answer: a response or an error naming it, or an error naming no request
+/// (`null`: the upstream could not read the request's id), which on this
+/// stream can only be this request's (the engine gives it the id).
+fn answers_request(message: &Message, id: Option<&Id>) -> bool {
+    match message.kind() {
+        Kind::Response => message.id().as_ref() == id,
+        Kind::Error => id.is_some() && (message.id().is_none() || message.id().as_ref() == id),
+        _ => false,
     }
 }
 

@@ -62,7 +62,7 @@ pub fn command(
 /// of its own, so that no stdio upstream started. A binary replaced or
 /// deleted since it started is mapped as "(deleted)": then
 /// `/proc/self/exe`, which still opens the file that runs.
-fn running_binary() -> Option<PathBuf> {
+pub(crate) fn running_binary() -> Option<PathBuf> {
     const STARTED: &str = "/proc/self/exe";
     if !cfg!(target_os = "linux") {
         return None;

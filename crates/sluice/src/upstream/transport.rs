@@ -108,6 +108,15 @@ pub trait Transport: Send + Sync + 'static {
         let _ = answers;
     }
 
+    /// Whether every message the upstream sends comes on this one stream
+    /// (stdio's lines): then an error that names no request (`null`), with
+    /// one request waiting, can only be that one's. Streamable HTTP says
+    /// which request each answer is for by the response it comes in, and
+    /// sluice guesses nothing there.
+    fn one_stream(&self) -> bool {
+        false
+    }
+
     /// The protocol version the handshake settled on (Streamable HTTP
     /// sends it with every later request as `MCP-Protocol-Version`).
     fn negotiated(&self, version: &str) {

@@ -303,6 +303,55 @@ async fn lines_and_ids_that_are_not_mcps_are_refused_saying_what_is_wrong() {
     assert_eq!(ok["result"]["content"][0]["text"], "still here", "{ok}");
 }
 
+/// A cancelled request's id stays in use until its work has ended: a
+/// request sent with it right after the cancellation is refused. It was
+/// taken, and then unregistered when the cancelled work ended, which left
+/// it running where no cancellation could reach it, and answered.
+#[tokio::test]
+async fn an_id_stays_in_use_until_its_cancelled_work_has_ended() {
+    let mut raw = Raw::start(&with_upstream(&sample()));
+    raw.initialize().await;
+    let call = |id: u64, tool: &str, arguments: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#
+        )
+    };
+    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#;
+    // In one write: the three lines are read one after another, before the
+    // cancelled call's work runs again to end.
+    let lines = [
+        call(7, "slow_task", r#"{"seconds":5,"quiet":true}"#),
+        cancel.to_owned(),
+        call(7, "slow_task", r#"{"seconds":2,"quiet":true}"#),
+    ];
+    raw.send_bytes(lines.join("\n").as_bytes()).await;
+    let second = raw.response(7).await;
+    assert_eq!(second["error"]["code"], -32600, "{second}");
+    assert!(
+        second["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already the id of a request of this session"),
+        "{second}"
+    );
+    // Once the cancelled work has ended, the id is free again.
+    let mut again = serde_json::Value::Null;
+    for attempt in 8..58 {
+        raw.send(&call(attempt, "echo", r#"{"text":"next"}"#)).await;
+        assert_eq!(
+            raw.response(attempt).await["result"]["content"][0]["text"],
+            "next"
+        );
+        raw.send(&call(7, "echo", r#"{"text":"again"}"#)).await;
+        again = raw.response(7).await;
+        if again.get("result").is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(again["result"]["content"][0]["text"], "again", "{again}");
+}
+
 #[tokio::test]
 async fn garbage_from_an_upstream_is_skipped() {
     let sample = sample();

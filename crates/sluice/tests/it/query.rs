@@ -206,6 +206,41 @@ async fn bad_filters_get_clear_errors_and_sluice_keeps_serving() {
     );
 }
 
+/// A query works once the file sluice started from is gone (deleted, or
+/// replaced as an upgrade in place or a rebuild replaces it): its workers
+/// start from the binary that runs. They started from the path, and the
+/// query failed with "cannot start a jq worker: No such file or directory".
+#[tokio::test]
+async fn queries_work_once_the_file_sluice_started_from_is_gone() {
+    let dir = TempDir::new("query-binary-gone");
+    let copy = dir.0.join("sluice");
+    std::fs::copy(sluice(), &copy).unwrap();
+    let config = dir.file(
+        "sluice.toml",
+        &format!(
+            "[query]\ntimeout_s = 1\n\n{}",
+            toml_upstream("py", &py_server())
+        ),
+    );
+    let mut command = via_config(&config);
+    command[0] = copy.display().to_string();
+    let (client, _) = connect(&command).await;
+    let answer = call(&client, "records", json!({"count": 20000})).await;
+    let handle = stored_handle(&answer);
+    std::fs::remove_file(&copy).unwrap();
+    // The worker started while the file was there ends with a filter that
+    // never does; the next query needs a worker started now.
+    let q = |filter: &str| json!({"handle": handle, "filter": filter});
+    let stopped = call(&client, "sluice_query", q("def f: f; f")).await;
+    assert!(
+        error_text(&stopped).contains("was stopped after 1 s"),
+        "{}",
+        first_text(&stopped)
+    );
+    let count = call(&client, "sluice_query", q(".rows | length")).await;
+    assert_eq!(first_text(&count), "20000");
+}
+
 /// The `sluice/jq` figures of `sluice_info`.
 async fn jq_stats(client: &Client) -> serde_json::Value {
     meta(&call(client, "sluice_info", json!({})).await, "sluice/jq").unwrap()

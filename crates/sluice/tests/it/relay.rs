@@ -1566,6 +1566,21 @@ async fn a_result_that_is_not_a_tools_gets_a_clear_error_and_the_next_call_works
     }
 }
 
+/// An error that names no request (`"id":null`: the server could not read
+/// the request's id) answers the call it came for: over HTTP the request
+/// whose response it is, over stdio the one call waiting. It was dropped
+/// with a warning, and the call waited for its timeout (30 s here), then
+/// went on as an operation that never ended.
+#[tokio::test]
+async fn an_error_that_names_no_request_answers_the_call_it_came_for() {
+    let paths = [&PATHS[..], &STDIO_UPSTREAM[1..]].concat();
+    let messages = bad_answer_then_ok("nameless", r#"{"_timeout_s":30}"#);
+    on_paths(&paths, "nameless", false, "", &messages, |run| {
+        assert_clear_error_then_next_call_works(run, &["could not read this request"]);
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn an_answer_over_max_message_mb_gets_a_clear_error_and_the_next_call_works() {
     let config = "[limits]\nmax_message_mb = 1\n";

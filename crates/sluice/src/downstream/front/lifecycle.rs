@@ -244,12 +244,16 @@ impl Front {
         // cancellation drops it (`subscriptions/listen` ends at the stop
         // with its final result).
         let ct = CancellationToken::new();
-        // Not in use: `id_fault` above.
-        self.register(&id, &ct);
+        // In use since `id_fault` above only if another request of an HTTP
+        // session with this id came in meanwhile.
+        let Some(running) = self.register(&id, &ct) else {
+            return Some(Taken::refused(&id, super::in_use(&id)));
+        };
         let front = self.clone();
         Some(Taken {
             ct: ct.clone(),
             work: async move {
+                let _running = running;
                 let asked = Asked {
                     sent: &sent,
                     id: &id,
@@ -258,7 +262,7 @@ impl Front {
                     ct: &ct,
                 };
                 let answer = front.answer(&method, params.as_deref(), &asked).await;
-                front.finished(&id, &ct)?;
+                Front::finished(&ct)?;
                 Some(answer.map_or_else(|e| answer_line(&id, Err(e)), |a| a.line(&id)))
             }
             .boxed(),
