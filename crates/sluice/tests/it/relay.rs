@@ -1581,6 +1581,67 @@ async fn an_error_that_names_no_request_answers_the_call_it_came_for() {
     .await;
 }
 
+/// A progress notification that comes after its request's answer (a
+/// server whose last progress races its response on the wire) is not
+/// passed on: Claude Code drops a stdio server's connection on progress for
+/// a token it no longer knows (anthropics/claude-code#47765, #64475), and
+/// the call in flight with it. Directly, the client gets it after the
+/// answer.
+#[tokio::test]
+async fn progress_after_its_answer_is_not_passed_on() {
+    let messages = vec![
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"late_progress","arguments":{},"_meta":{"progressToken":"late-1"}}}"#.to_owned(),
+        // Answered after the late progress came (directly).
+        tool_call(3, "novel", r#"{"sleep_s":0.5}"#),
+    ];
+    // The progress notifications the client got after the answer to 2.
+    let after_answer = |run: &Run| -> Vec<String> {
+        let answered = run.client.iter().position(|line| {
+            let line = String::from_utf8_lossy(line);
+            member(&line, "id") == Some("2") && member(&line, "method").is_none()
+        });
+        let answered = answered.unwrap_or_else(|| panic!("no answer to 2:\n{}", run.transcript()));
+        run.client[answered..]
+            .iter()
+            .map(|line| String::from_utf8_lossy(line).into_owned())
+            .filter(|line| member(line, "method") == Some(r#""notifications/progress""#))
+            .collect()
+    };
+    on_paths(
+        &STDIO_UPSTREAM[..1],
+        "late-progress",
+        true,
+        "",
+        &messages,
+        |run| {
+            assert_eq!(after_answer(run).len(), 1, "{}", run.transcript());
+        },
+    )
+    .await;
+    on_paths(
+        &STDIO_UPSTREAM,
+        "late-progress",
+        false,
+        "",
+        &messages,
+        |run| {
+            let late = after_answer(run);
+            assert!(late.is_empty(), "{late:?}\n{}", run.transcript());
+            let sent = run.server_sent.iter().any(|line| {
+                member(&String::from_utf8_lossy(line), "method")
+                    == Some(r#""notifications/progress""#)
+            });
+            assert!(
+                sent,
+                "the server sent no late progress:\n{}",
+                run.transcript()
+            );
+            assert!(run.answer("3").is_some(), "{}", run.transcript());
+        },
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn an_answer_over_max_message_mb_gets_a_clear_error_and_the_next_call_works() {
     let config = "[limits]\nmax_message_mb = 1\n";
