@@ -928,8 +928,9 @@ fn answered(pending: &Pending<Answer>, upstream: &str, item: Inbound) -> Option<
 /// A notification from the upstream, handled before anything later is read.
 fn notification(shared: &Shared, message: &Message) {
     if message.method() == Some("notifications/cancelled") {
+        // Only cancelled: the entry leaves with its task (see `request`).
         let id = message.cancelled_request();
-        if let Some(ct) = id.and_then(|id| lock(&shared.serving).remove(&id)) {
+        if let Some(ct) = id.and_then(|id| lock(&shared.serving).get(&id).cloned()) {
             ct.cancel();
         }
         return;
@@ -959,27 +960,42 @@ fn notification(shared: &Shared, message: &Message) {
 }
 
 /// A server→client request, answered in a task of its own.
+///
+/// Each request's entry in `serving` leaves only with its task, cancelled or
+/// not, so an id stays in use until then: a second request with it is
+/// refused at once. (It took the first's entry, whose task, ending, then
+/// removed the second's: the second's answer was never sent, and its
+/// upstream waited for it.)
 fn request(shared: &Arc<Shared>, message: Message, stream_of: Option<Id>) {
     let Some(id) = message.id() else { return };
     let ct = shared.stop.child_token();
-    let busy = {
+    let refused = {
         let mut serving = lock(&shared.serving);
-        let busy = serving.len() >= MAX_SERVING;
-        if !busy {
-            serving.insert(id.clone(), ct.clone());
-        }
-        busy
-    };
-    let shared = shared.clone();
-    if busy {
-        tokio::spawn(async move {
-            let refusal = ErrorData::internal_error(
+        if serving.contains_key(&id) {
+            Some(ErrorData::invalid_request(
+                format!(
+                    "the request's id {} is already the id of a request of upstream `{}` that sluice is still answering: JSON-RPC asks for a new id for every request; send this one with an id not in use",
+                    sluice_core::format::quoted_cut(id.as_json()),
+                    shared.upstream
+                ),
+                None,
+            ))
+        } else if serving.len() >= MAX_SERVING {
+            Some(ErrorData::internal_error(
                 format!(
                     "sluice is already handling {MAX_SERVING} requests from upstream `{}`: send this one again when they are answered",
                     shared.upstream
                 ),
                 None,
-            );
+            ))
+        } else {
+            serving.insert(id.clone(), ct.clone());
+            None
+        }
+    };
+    let shared = shared.clone();
+    if let Some(refusal) = refused {
+        tokio::spawn(async move {
             answer(&shared, &id, Err(refusal)).await;
         });
         return;
@@ -1008,7 +1024,9 @@ fn request(shared: &Arc<Shared>, message: Message, stream_of: Option<Id>) {
                 None,
             )),
         };
-        let still_wanted = lock(&shared.serving).remove(&id).is_some();
+        // Gone from the table when the connection ended; cancelled by the
+        // upstream: no answer.
+        let still_wanted = lock(&shared.serving).remove(&id).is_some() && !ct.is_cancelled();
         if still_wanted {
             self::answer(&shared, &id, answer).await;
         }

@@ -2062,6 +2062,43 @@ async fn an_answer_to_a_request_never_sent_is_named_in_a_warning() {
     assert_eq!(ok["result"]["content"][0]["text"], "ok", "{ok}");
 }
 
+/// An upstream's request with the id of one of its requests sluice is
+/// still answering is refused at once, and the first is answered: the
+/// second took the first's place, and whichever ended first removed the
+/// other's, so one of the two was never answered and its upstream waited.
+#[tokio::test]
+async fn an_upstreams_request_id_in_use_is_refused_and_the_first_answered() {
+    let (_dir, mut raw) = raw_session("relay-asks-twice");
+    raw.initialize().await;
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"asks_twice","arguments":{}}}"#).await;
+    let answer = raw.response(2).await;
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    let answers: Vec<serde_json::Value> = text
+        .split(" | ")
+        .map(|a| serde_json::from_str(a).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 2, "{answer}");
+    // The client declared no roots: the first is answered so.
+    assert!(
+        answers.iter().any(|a| a["error"]["code"] == -32601
+            && a["error"]["message"].as_str().unwrap().contains("roots")),
+        "{answer}"
+    );
+    assert!(
+        answers.iter().any(|a| a["error"]["code"] == -32600
+            && a["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(r#"id "twice" is already the id of a request of upstream `raw`"#)),
+        "{answer}"
+    );
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ok","arguments":{}}}"#,
+    )
+    .await;
+    assert_eq!(raw.response(3).await["result"]["content"][0]["text"], "ok");
+}
+
 /// A run of list changes reaches a client once: each says only "list
 /// again", and a server that adds its tools one by one says it once per
 /// tool (each would have had the client list them all again: 50 here, and
