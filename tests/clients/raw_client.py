@@ -182,15 +182,16 @@ def standalone_headers(message: bytes) -> dict[str, str]:
 
 
 class HttpClient(Client):
-    def __init__(self, out: Output, replies: dict[str, str], url: str) -> None:
+    def __init__(self, out: Output, replies: dict[str, str], url: str, accept: str) -> None:
         super().__init__(out, replies)
         self.url = urllib.parse.urlsplit(url)
+        self.accept = accept
         self.session: str | None = None
         self.version: str | None = None
 
     def _post(self, message: bytes) -> http.client.HTTPResponse:
         connection = http.client.HTTPConnection(self.url.hostname, self.url.port, timeout=600)
-        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        headers = {"Content-Type": "application/json", "Accept": self.accept}
         if self.session:
             headers["Mcp-Session-Id"] = self.session
         if self.version:
@@ -270,6 +271,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--url")
     parser.add_argument("--timeout", type=float, default=10)
+    parser.add_argument("--accept", default="application/json, text/event-stream", help="the Accept of every POST (HTTP)")
     parser.add_argument("command", nargs="*")
     args = parser.parse_args()
     with open(args.script, encoding="utf-8") as f:
@@ -277,7 +279,7 @@ def main() -> None:
     out = Output(args.out)
     replies = script.get("replies", {})
     if args.url:
-        client: Client = HttpClient(out, replies, args.url)
+        client: Client = HttpClient(out, replies, args.url, args.accept)
     else:
         client = StdioClient(out, replies, args.command)
     try:

@@ -37,6 +37,7 @@ pub async fn run(
         tasks: false,
         sent_request: None,
         stream: None,
+        stream_asks: false,
         link: None,
     };
     let params = CallToolRequestParams::new(tool).with_arguments(arguments);

@@ -78,6 +78,11 @@ pub struct Caller {
     /// before it. `None`: nobody listens (`sluice call`, a call in the
     /// background).
     pub stream: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
+    /// Whether sluice's requests to the client about this request
+    /// (sampling, elicitation, roots) go on `stream` too: not for an HTTP
+    /// client that takes only JSON answers (its `Accept`), which reads no
+    /// stream there and is asked on its session's GET stream instead.
+    pub stream_asks: bool,
     /// Where sluice's own layer asks the client for input (sampling,
     /// elicitation, roots).
     pub link: Option<Arc<crate::downstream::link::ClientLink>>,

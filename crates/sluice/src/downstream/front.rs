@@ -383,6 +383,7 @@ impl Front {
             address: http.and_then(|parts| parts.extensions.get::<PeerAddr>()),
             sent_request: Some(message.clone()),
             stream: Some(stream),
+            stream_asks: http.is_none_or(super::http_front::reads_streams),
             link: self.link.get().cloned(),
         };
         let caller = caller_of(&self.gateway, self.session, self.connection, &asking);

@@ -671,6 +671,12 @@ impl Forms {
     }
 }
 
+/// Whether the client of the HTTP request `parts` reads an SSE stream in
+/// answer to it: not one that takes only JSON (see [`Forms`]).
+pub(super) fn reads_streams(parts: &http::request::Parts) -> bool {
+    Forms::of(&accept_list(&parts.headers)) != Some(Forms::JsonOnly)
+}
+
 /// The answer of a request about which no notification is sent (its
 /// notifications, if any, dropped): `None` if it was cancelled.
 pub(super) async fn answer_of(

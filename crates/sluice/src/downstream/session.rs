@@ -66,6 +66,7 @@ pub(crate) fn caller_of(
             .is_some_and(|c| c.supports_tasks()),
         sent_request: asking.sent_request.clone(),
         stream: asking.stream.clone(),
+        stream_asks: asking.stream_asks,
         link: asking.link.clone(),
     }
 }
@@ -93,6 +94,9 @@ pub(crate) struct Asking<'a> {
     /// Where notifications about the request go, when sluice's own layer
     /// answers it (see [`Caller::stream`]).
     pub stream: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
+    /// Whether sluice's requests about it may go on `stream` (see
+    /// [`Caller::stream_asks`]).
+    pub stream_asks: bool,
     /// Where sluice's own layer asks the client.
     pub link: Option<Arc<crate::downstream::link::ClientLink>>,
 }

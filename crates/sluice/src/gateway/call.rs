@@ -584,6 +584,7 @@ impl Gateway {
                     tasks: false,
                     sent_request: None,
                     stream: None,
+                    stream_asks: false,
                     link: None,
                 }
             } else {

@@ -60,7 +60,7 @@ impl Gateway {
                 caller.session,
                 caller.request.clone(),
                 listening.then(|| notices_tx.clone()),
-                caller.stream.clone(),
+                caller.stream.clone().filter(|_| caller.stream_asks),
             ));
             if let Some(token) = &handle.progress_token {
                 guards.push(hub.route_progress(upstream.name(), token.clone(), notices_tx.clone()));

@@ -82,7 +82,9 @@ async fn ask_through_link(
     let request = crate::jsonrpc::Message::parse(bytes::Bytes::from(bytes))
         .map_err(|e| ErrorData::internal_error(format!("asking the client failed: {e}"), None))?;
     let answer = match (&caller.stream, link.writes()) {
-        (Some(stream), false) => link.ask_on(stream, &request, &caller.ct).await,
+        (Some(stream), false) if caller.stream_asks => {
+            link.ask_on(stream, &request, &caller.ct).await
+        }
         _ => link.ask(&request, &caller.ct).await,
     }
     .map_err(|e| ErrorData::internal_error(format!("the client did not answer: {e}"), None))?;

@@ -176,6 +176,7 @@ async fn exchange(
     direct: bool,
     config: &str,
     messages: &[String],
+    accept: Option<&str>,
 ) -> Run {
     let (downstream, upstream) = path;
     let what = format!(
@@ -218,6 +219,9 @@ async fn exchange(
         .arg("--out")
         .arg(&out)
         .args(["--timeout", "10"]);
+    if let Some(accept) = accept {
+        client.args(["--accept", accept]);
+    }
     let mut _sluice = None;
     match (downstream, direct) {
         (Downstream::Stdio, true) => {
@@ -797,7 +801,7 @@ async fn on_paths(
 ) {
     let mut failures = Vec::new();
     for &path in paths {
-        let run = exchange(label, path, direct, config, messages).await;
+        let run = exchange(label, path, direct, config, messages, None).await;
         if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&run))) {
             let message = panic
                 .downcast_ref::<String>()
@@ -2097,6 +2101,38 @@ async fn an_upstreams_request_id_in_use_is_refused_and_the_first_answered() {
     )
     .await;
     assert_eq!(raw.response(3).await["result"]["content"][0]["text"], "ok");
+}
+
+/// An HTTP client that takes only JSON answers (its `Accept`) reads no
+/// stream of a call's: a request sluice relays to it about the call
+/// (`roots/list` here) goes on its session's GET stream, where it answers
+/// it, and the call ends with that answer. It went on the call's response,
+/// was dropped there with the notifications, and the upstream waited.
+#[tokio::test]
+async fn a_client_that_takes_only_json_is_asked_on_its_get_stream() {
+    for upstream in [Upstream::Stdio, Upstream::HttpSse] {
+        let messages = [tool_call(2, "chatty", "{}")];
+        let path = (Downstream::Http, upstream);
+        let run = exchange(
+            "json-only",
+            path,
+            false,
+            "",
+            &messages,
+            Some("application/json"),
+        )
+        .await;
+        let answer = run
+            .answer("2")
+            .unwrap_or_else(|| panic!("no answer:\n{}", run.transcript()));
+        assert!(
+            answer.contains("roots reply: ") && answer.contains("file:///tmp"),
+            "{answer}\n{}",
+            run.transcript()
+        );
+        let asked = run.client_got("roots/list");
+        assert_eq!(asked.len(), 1, "{}", run.transcript());
+    }
 }
 
 /// A run of list changes reaches a client once: each says only "list
