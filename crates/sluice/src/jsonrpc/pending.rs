@@ -178,6 +178,28 @@ impl<T> Pending<T> {
         Some(table.strays - 1)
     }
 
+    /// The id [`Pending::register`] gave that `id` writes another way, if
+    /// its call still waits: the same integer as a string (`"5"` for `5`)
+    /// or as a number of another form (`5.0`, `5e0`). Those ids are the
+    /// only ones given, so such an answer can only be that request's (from
+    /// a server that writes ids back its own way, where JSON-RPC asks for
+    /// them exactly as sent).
+    pub fn respelled(&self, id: &Id) -> Option<Id> {
+        let text = id.as_json();
+        let n = if id.is_string() {
+            let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+            let n: u64 = inner.parse().ok()?;
+            // Only the integer's own digits: not "+5", "05" or " 5".
+            (inner == n.to_string()).then_some(n)?
+        } else {
+            let x: f64 = text.parse().ok()?;
+            // Integers a double holds exactly.
+            (x.fract() == 0.0 && (1.0..9_007_199_254_740_992.0).contains(&x)).then_some(x as u64)?
+        };
+        let own = Id::number(n);
+        (own != *id && lock(&self.table).waiters.contains_key(&own)).then_some(own)
+    }
+
     /// The id of the one call waiting, when exactly one is: the only
     /// request an answer that names none (an error whose id is `null`) can
     /// be for.
@@ -340,6 +362,35 @@ mod tests {
         assert_eq!(pending.only_waiting(), Some(two));
         drop(second);
         assert_eq!(pending.only_waiting(), None);
+    }
+
+    #[tokio::test]
+    async fn an_id_written_another_way_is_known_only_while_its_call_waits() {
+        let pending = Pending::<()>::new();
+        let (five, waiter) = {
+            for _ in 0..4 {
+                drop(pending.register());
+            }
+            pending.register()
+        };
+        assert_eq!(five.as_json(), "5");
+        for other in [r#""5""#, "5.0", "5e0", "0.5e1", "5.000"] {
+            let id = Id::from_json(other).unwrap();
+            assert_eq!(pending.respelled(&id), Some(five.clone()), "{other}");
+        }
+        for not in [
+            r#""05""#, r#""+5""#, r#"" 5""#, r#""5.0""#, "5.5", "4", r#""4""#, "5", "-5", "1e400",
+            r#""abc""#,
+        ] {
+            let id = Id::from_json(not).unwrap();
+            assert_eq!(pending.respelled(&id), None, "{not}");
+        }
+        drop(waiter);
+        assert_eq!(
+            pending.respelled(&Id::from_json(r#""5""#).unwrap()),
+            None,
+            "no longer waits"
+        );
     }
 
     #[test]

@@ -847,7 +847,26 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
 /// cancelled or late, is dropped). The engine's reader and the transport's
 /// [`Answers`](super::transport::Answers) (see [`answered`]) both complete
 /// calls with it.
+///
+/// An answer whose id writes a waiting request's another way (`"5"` for
+/// `5`: [`Pending::respelled`]) is that request's, said in a warning: it
+/// was dropped, and its call waited until its timeout and went on as an
+/// operation that never ended.
 fn complete(pending: &Pending<Answer>, upstream: &str, id: &Id, message: Message) {
+    if let Some(own) = pending.respelled(id) {
+        if let Some(before) = pending.stray(id)
+            && (before + 1).is_power_of_two()
+        {
+            let id = sluice_core::format::quoted_cut(id.as_json());
+            tracing::warn!(
+                %upstream,
+                answers = before + 1,
+                "the upstream answered request {own} with the id {id}, written another way: taken as its answer. An answer must carry the id of its request exactly as sent (a number as a number): this is the server's bug"
+            );
+        }
+        pending.complete(&own, Answer::Message(message.with_id(&own)));
+        return;
+    }
     if pending.complete(id, Answer::Message(message)) {
         return;
     }
