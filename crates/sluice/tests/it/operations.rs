@@ -344,3 +344,51 @@ async fn python_clients_of_both_eras_collect_operations_over_stdio_and_http() {
         "both eras"
     );
 }
+
+/// A call that goes on as an operation tells its client no more progress
+/// once its answer ("goes on in the background") is sent, though the tool
+/// goes on reporting it (kept as the operation's): the stream of the
+/// call's notifications ends with its answer. Claude Code, which
+/// sends a progress token with every call, drops a stdio server's
+/// connection on progress for a token it no longer knows
+/// (anthropics/claude-code#47765, #64475).
+#[tokio::test]
+async fn a_call_gone_on_as_an_operation_tells_its_client_no_more_progress() {
+    let mut raw = Raw::start(&with_upstream(&sample()));
+    raw.initialize().await;
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow_task","arguments":{"seconds":2.5,"_timeout_s":0.6},"_meta":{"progressToken":"op-1"}}}"#).await;
+    let mut before = 0;
+    let started = loop {
+        let line = raw.recv().await;
+        if line["method"] == "notifications/progress" {
+            assert_eq!(line["params"]["progressToken"], "op-1", "{line}");
+            before += 1;
+        } else if line["id"] == 2 {
+            break line;
+        }
+    };
+    assert!(before >= 1, "no progress before the answer");
+    let operation = started["result"]["_meta"]["sluice/operation"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not an operation: {started}"))
+        .to_owned();
+    // Answered once the tool has ended, every progress it sent read.
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"sluice_result","arguments":{{"operation":"{operation}","wait_s":30}}}}}}"#
+    ))
+    .await;
+    let done = loop {
+        let line = raw.recv().await;
+        assert_ne!(
+            line["method"], "notifications/progress",
+            "progress after the call's answer: {line}"
+        );
+        if line["id"] == 3 {
+            break line;
+        }
+    };
+    let status = &done["result"]["_meta"]["sluice/operation"];
+    assert_eq!(status["status"], "completed", "{done}");
+    // The operation kept what the tool reported after the answer.
+    assert_eq!(status["progress"]["progress"], 10, "{done}");
+}
