@@ -108,14 +108,17 @@ fn has_initialize(version: Option<&str>) -> bool {
 }
 
 async fn post(endpoint: &Endpoint, request: Request) -> Response {
-    let (parts, body) = request.into_parts();
-    let headers = &parts.headers;
-    let Some(forms) = Forms::of(&http_front::accept_list(headers)) else {
+    let (mut parts, body) = request.into_parts();
+    let Some(forms) = Forms::of(&http_front::accept_list(&parts.headers)) else {
         return plain(
             StatusCode::NOT_ACCEPTABLE,
             "Not Acceptable: Client must accept both application/json and text/event-stream (sluice answers a client that takes one of them in that one)",
         );
     };
+    if forms == Forms::JsonOnly {
+        parts.extensions.insert(http_front::TakesOnlyJson);
+    }
+    let headers = &parts.headers;
     if !http_front::sends_json(headers) {
         return plain(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,

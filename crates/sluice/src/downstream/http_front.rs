@@ -671,10 +671,16 @@ impl Forms {
     }
 }
 
+/// Marks an HTTP request whose client takes only JSON answers (see
+/// [`Forms`]): the endpoint sets it, having read the Accept list; the fast
+/// path takes only clients that take both.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TakesOnlyJson;
+
 /// Whether the client of the HTTP request `parts` reads an SSE stream in
-/// answer to it: not one that takes only JSON (see [`Forms`]).
+/// answer to it: not one that takes only JSON ([`TakesOnlyJson`]).
 pub(super) fn reads_streams(parts: &http::request::Parts) -> bool {
-    Forms::of(&accept_list(&parts.headers)) != Some(Forms::JsonOnly)
+    parts.extensions.get::<TakesOnlyJson>().is_none()
 }
 
 /// The answer of a request about which no notification is sent (its
