@@ -140,9 +140,8 @@ impl Front {
     }
 
     /// A client's `notifications/cancelled`: stops the call it names if it
-    /// runs here.
-    /// The entry stays until the work ends ([`Running`]): the id is still
-    /// in use until then.
+    /// runs here. Its entry stays until the work ends ([`Running`]): the
+    /// id is in use until then.
     fn cancelled(&self, message: &Message) {
         let id = message.cancelled_request();
         if let Some(ct) = id.and_then(|id| lock(&self.running).get(&id).cloned()) {
@@ -449,7 +448,7 @@ impl Front {
 fn in_use(id: &Id) -> ErrorData {
     ErrorData::invalid_request(
         format!(
-            "the request's id {} is already the id of a request of this session that has not been answered yet: MCP asks for a new id for every request; send this one with an id not used before",
+            "the request's id {} is already the id of a request of this session that has not been answered yet (or was cancelled and has not ended yet): MCP asks for a new id for every request; send this one with an id not used before",
             sluice_core::format::quoted_cut(id.as_json())
         ),
         None,
@@ -553,10 +552,10 @@ struct Begun {
 /// the id), given up when the work answering it ends however it ends
 /// (answered, or dropped with its client): the one place an entry leaves.
 /// A cancellation only cancels, so the id stays in use until the cancelled
-/// work has ended; a request that reuses it meanwhile is refused, where it
-/// was registered, and then unregistered by the old work's end (which left
-/// it running with no way to cancel it). `None`: not registered (the
-/// requests that stand alone).
+/// work has ended, and a request that reuses it meanwhile is refused. (It
+/// was taken, and then unregistered when the old work ended, which left it
+/// running with no way to cancel it.) `None`: not registered (the requests
+/// that stand alone).
 struct Running(Option<(Arc<RunningTable>, Id)>);
 
 /// A front's running requests: what cancels each, by the client's id.
