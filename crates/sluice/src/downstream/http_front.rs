@@ -565,10 +565,7 @@ pub(super) fn accept_list(headers: &HeaderMap) -> String {
 
 /// Whether the request sends JSON and accepts both JSON and SSE.
 fn media_types_plain(headers: &HeaderMap) -> bool {
-    let accept = accept_list(headers);
-    sends_json(headers)
-        && accepts(&accept, "application/json")
-        && accepts(&accept, "text/event-stream")
+    sends_json(headers) && Forms::of(&accept_list(headers)) == Some(Forms::Both)
 }
 
 /// Whether the request's body is JSON, as its Content-Type says.

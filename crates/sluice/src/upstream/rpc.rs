@@ -853,40 +853,37 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
 /// was dropped, and its call waited until its timeout and went on as an
 /// operation that never ended.
 fn complete(pending: &Pending<Answer>, upstream: &str, id: &Id, message: Message) {
-    if let Some(own) = pending.respelled(id) {
-        if let Some(before) = pending.stray(id)
-            && (before + 1).is_power_of_two()
-        {
-            let id = sluice_core::format::quoted_cut(id.as_json());
-            tracing::warn!(
-                %upstream,
-                answers = before + 1,
-                "the upstream answered request {own} with the id {id}, written another way: taken as its answer. An answer must carry the id of its request exactly as sent (a number as a number): this is the server's bug"
-            );
+    let own = pending.respelled(id);
+    match &own {
+        Some(own) => {
+            pending.complete(own, Answer::Message(message.with_id(own)));
         }
-        pending.complete(&own, Answer::Message(message.with_id(&own)));
+        None if pending.complete(id, Answer::Message(message)) => return,
+        None => {}
+    }
+    let Some(before) = pending.stray(id) else {
+        tracing::debug!(%upstream, "an answer to request {id}, which no one waits for (cancelled or late)");
+        return;
+    };
+    // Said the first time, then at the 2nd, 4th, 8th…: a server that
+    // answers every request so says so, not once per answer.
+    if !(before + 1).is_power_of_two() {
+        tracing::debug!(%upstream, "another answer to request {id}, an id sluice never sent");
         return;
     }
-    if pending.complete(id, Answer::Message(message)) {
-        return;
-    }
-    match pending.stray(id) {
-        None => {
-            tracing::debug!(%upstream, "an answer to request {id}, which no one waits for (cancelled or late)");
-        }
-        // Said the first time, then at the 2nd, 4th, 8th…: a server that
-        // answers every request so says so, not once per answer.
-        Some(before) if (before + 1).is_power_of_two() => {
-            let id = sluice_core::format::quoted_cut(id.as_json());
-            tracing::warn!(
-                %upstream,
-                answers = before + 1,
-                "the upstream answered request {id}, which sluice never sent: the answer is dropped, and the call it was meant for waits until its timeout. sluice numbers its requests 1, 2, 3…; an answer must carry the id of its request exactly as sent (a number as a number): this is the server's bug"
-            );
-        }
-        Some(_) => {
-            tracing::debug!(%upstream, "another answer to request {id}, which sluice never sent");
-        }
+    let id = sluice_core::format::quoted_cut(id.as_json());
+    let answers = before + 1;
+    match own {
+        Some(own) => tracing::warn!(
+            %upstream,
+            answers,
+            "the upstream answered request {own} with the id {id}, written another way: taken as its answer. An answer must carry the id of its request exactly as sent (a number as a number): this is the server's bug"
+        ),
+        None => tracing::warn!(
+            %upstream,
+            answers,
+            "the upstream answered request {id}, which sluice never sent: the answer is dropped, and the call it was meant for waits until its timeout. sluice numbers its requests 1, 2, 3…; an answer must carry the id of its request exactly as sent (a number as a number): this is the server's bug"
+        ),
     }
 }
 
@@ -1170,6 +1167,58 @@ mod tests {
             .await;
         assert!(matches!(
             second.await.unwrap(),
+            Ok(ServerResult::ListToolsResult(_))
+        ));
+    }
+
+    /// An error naming no request (`"id":null`) over one stream: with two
+    /// calls waiting it answers neither (either may be its request); with
+    /// one, it is that one's answer. A result naming no request answers
+    /// nothing (only an error may lack an id). Every call that waits still
+    /// takes its own answer.
+    #[tokio::test]
+    async fn an_answer_naming_no_request_answers_only_the_one_call_waiting() {
+        let (rpc, mut far) = engine(1 << 20);
+        let nameless =
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: unreadable"}}"#;
+        let answer = |id: &serde_json::Value| {
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[]}}}}"#)
+        };
+        let mut first = spawn_ask(&rpc);
+        let one = far.received().await["id"].clone();
+        let second = spawn_ask(&rpc);
+        let two = far.received().await["id"].clone();
+        far.send(nameless).await;
+        far.send(answer(&two).as_bytes()).await;
+        assert!(matches!(
+            second.await.unwrap(),
+            Ok(ServerResult::ListToolsResult(_))
+        ));
+        let waiting = Duration::from_millis(100);
+        assert!(
+            tokio::time::timeout(waiting, &mut first).await.is_err(),
+            "two waited: the error answered the first"
+        );
+        far.send(nameless).await;
+        let alone = tokio::time::timeout(Duration::from_secs(10), first).await;
+        match alone.expect("the one call waiting was answered").unwrap() {
+            Err(RpcError::Error(error)) => {
+                assert!(error.message.contains("unreadable"), "{error:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_ne!(one, two);
+        let mut third = spawn_ask(&rpc);
+        let three = far.received().await["id"].clone();
+        far.send(br#"{"jsonrpc":"2.0","id":null,"result":{"tools":[]}}"#)
+            .await;
+        assert!(
+            tokio::time::timeout(waiting, &mut third).await.is_err(),
+            "a result without an id answered the call"
+        );
+        far.send(answer(&three).as_bytes()).await;
+        assert!(matches!(
+            third.await.unwrap(),
             Ok(ServerResult::ListToolsResult(_))
         ));
     }
