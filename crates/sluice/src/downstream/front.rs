@@ -35,9 +35,8 @@ use bytes::Bytes;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, CompleteRequestParams, ErrorData,
-    GetPromptRequestParams, ProtocolVersion, ReadResourceRequestParams, RequestMetaObject,
-    ServerResult,
+    ClientCapabilities, CompleteRequestParams, ErrorData, ProtocolVersion,
+    ReadResourceRequestParams, RequestMetaObject, ServerResult,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -52,6 +51,7 @@ use crate::gateway::{Gateway, Relayed};
 use crate::hub::SessionId;
 use crate::jsonrpc::{Id, Kind, Message};
 
+mod bounds;
 mod lifecycle;
 pub use lifecycle::{negotiated, supported_versions};
 
@@ -163,11 +163,16 @@ impl Front {
         if message.kind() != Kind::Request {
             return None;
         }
-        let method = Method::of(message.method()?)?;
+        let name = message.method()?;
         let id = message.id()?;
         if let Some(fault) = self.id_fault(&id) {
             return Some(Taken::refused(&id, fault));
         }
+        // Before any of its params is read (the lifecycle's too).
+        if let Some(fault) = bounds::params_fault(message, name) {
+            return Some(Taken::refused(&id, fault));
+        }
+        let method = Method::of(name)?;
         let list = match method {
             Method::List(list) => list,
             Method::Routed(routed) => return self.take_routed(routed, message, id, http, stream),
@@ -205,7 +210,9 @@ impl Front {
         stream: mpsc::Sender<Bytes>,
     ) -> Option<Taken> {
         // One parse of the params, `_meta` and all.
-        let mut params: CallToolRequestParams = serde_json::from_str(message.params()?).ok()?;
+        // The arguments kept as their text (`gateway::NamedParams`).
+        let mut params: crate::gateway::NamedParams =
+            serde_json::from_str(message.params()?).ok()?;
         let meta = params.meta.take().unwrap_or_default();
         let Begun {
             caller,
@@ -279,7 +286,8 @@ impl Front {
         let params = message.params()?;
         let (request, meta) = match routed {
             Routed::Prompt => {
-                let mut params: GetPromptRequestParams = serde_json::from_str(params).ok()?;
+                // The arguments kept as their text.
+                let mut params: crate::gateway::NamedParams = serde_json::from_str(params).ok()?;
                 let meta = params.meta.take();
                 (RoutedRequest::Prompt(params), meta)
             }
@@ -532,7 +540,7 @@ enum Routed {
 
 /// A routed request's params, read.
 enum RoutedRequest {
-    Prompt(GetPromptRequestParams),
+    Prompt(crate::gateway::NamedParams),
     Read(ReadResourceRequestParams),
     Complete(CompleteRequestParams),
 }

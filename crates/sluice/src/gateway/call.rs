@@ -11,7 +11,7 @@ impl Gateway {
         params: CallToolRequestParams,
         caller: &Caller,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.call_tool_relayed(params, caller)
+        self.call_tool_relayed(params.into(), caller)
             .await
             .map(Relayed::into_response)
     }
@@ -20,7 +20,7 @@ impl Gateway {
     /// the response it arrived in, to be forwarded as those bytes.
     pub async fn call_tool_relayed(
         self: &Arc<Self>,
-        params: CallToolRequestParams,
+        params: NamedParams,
         caller: &Caller,
     ) -> Result<Relayed, ErrorData> {
         let exposed = params.name.to_string();
@@ -32,9 +32,13 @@ impl Gateway {
                 cache: &self.cache,
                 caches_anything: self.caches_anything(),
             };
+            let arguments = match params.builtin_arguments() {
+                Ok(arguments) => arguments,
+                Err(message) => return Ok(Relayed::error_result(message)),
+            };
             // Boxed: inline, a built-in tool's future would size every
             // routed call's too (see `fetch_keeping_raw`).
-            let running = Box::pin(builtin.run(&context, params.arguments, caller, budget));
+            let running = Box::pin(builtin.run(&context, arguments, caller, budget));
             return running.await.map(|answer| match answer {
                 crate::govern::ToolAnswer::Made(r) => {
                     Relayed::made(CallToolResponse::Complete(era(r, caller)))
@@ -83,7 +87,7 @@ impl Gateway {
     /// tells).
     async fn call_routed(
         self: &Arc<Self>,
-        mut params: CallToolRequestParams,
+        mut params: NamedParams,
         caller: &Caller,
         exposed: &str,
         (upstream, name): (&str, &str),
@@ -119,10 +123,7 @@ impl Gateway {
         params.name = name.to_owned().into();
         params.meta = forwarded_meta(&caller.meta);
         // `_timeout_s` is sluice's: the upstream never sees it.
-        let timeout_arg = params
-            .arguments
-            .as_mut()
-            .and_then(|a| a.remove(sluice_core::operation::TIMEOUT_ARG));
+        let timeout_arg = params.take_argument(sluice_core::operation::TIMEOUT_ARG);
         let settings = self.operations.settings();
         let timeout =
             match settings.timeout(timeout_arg.as_ref(), settings_timeout(&upstream, name)) {
@@ -137,12 +138,17 @@ impl Gateway {
             Some(cache_policy) if cache_policy.per_session && caller.owner == Owner::Anonymous => {
                 None
             }
+            // Its key would be its arguments, decoded and written again.
+            Some(_) if params.arguments_len() > super::named_params::CACHED_ARGUMENTS_MAX => {
+                tracing::debug!(
+                    tool = exposed,
+                    bytes = params.arguments_len(),
+                    "not cached: its arguments are over the largest a cached call takes"
+                );
+                None
+            }
             Some(cache_policy) => {
-                let fresh = match params
-                    .arguments
-                    .as_mut()
-                    .and_then(|a| a.remove(sluice_core::cache::FRESH_ARG))
-                {
+                let fresh = match params.take_argument(sluice_core::cache::FRESH_ARG) {
                     None | Some(serde_json::Value::Bool(false)) => false,
                     Some(serde_json::Value::Bool(true)) => true,
                     Some(other) => {
@@ -167,7 +173,7 @@ impl Gateway {
                         upstream.name(),
                         name,
                         owner.as_deref(),
-                        params.arguments.as_ref(),
+                        params.arguments().as_ref(),
                     ),
                     policy: cache_policy,
                     fresh,
@@ -283,7 +289,7 @@ impl Gateway {
     pub(super) async fn call_upstream(
         self: &Arc<Self>,
         upstream: &Arc<Upstream>,
-        params: CallToolRequestParams,
+        params: NamedParams,
         policy: Policy,
         caller: &Caller,
         cached: Option<CachedCall>,
@@ -498,7 +504,7 @@ impl Gateway {
     pub(super) async fn fetch_keeping_raw(
         &self,
         upstream: &Arc<Upstream>,
-        params: CallToolRequestParams,
+        params: NamedParams,
         caller: &Caller,
         source: &str,
     ) -> Fetched {
@@ -516,7 +522,7 @@ impl Gateway {
             // made from a copy where there is no text.
             let text = upstream_params(caller, &params, source);
             let request = Request::text_or(CallToolRequestMethod::VALUE, text.as_deref(), || {
-                ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()))
+                ClientRequest::CallToolRequest(CallToolRequest::new(params.to_rmcp()))
             });
             let fetched = match self.send_as(upstream, request, caller).await {
                 Ok(answer) => Fetched::Sent(answer),
@@ -559,7 +565,7 @@ impl Gateway {
     pub(super) fn fetcher(
         self: &Arc<Self>,
         upstream: &Arc<Upstream>,
-        params: CallToolRequestParams,
+        params: NamedParams,
         caller: &Caller,
         source: &str,
     ) -> crate::cache::Fetch {
@@ -656,18 +662,21 @@ impl Gateway {
     pub(super) async fn call_bridged(
         &self,
         upstream: &Arc<Upstream>,
-        mut params: CallToolRequestParams,
+        params: NamedParams,
         caller: &Caller,
         exposed: &str,
     ) -> Result<Fetched, ErrorData> {
         // The call may be repeated with the client's answers: keep a copy.
-        // The first round goes as the client sent it.
+        // The first round goes as the client sent it; a later one is made,
+        // its arguments decoded once.
         let mut text = upstream_params(caller, &params, exposed);
+        let mut made = None::<CallToolRequestParams>;
         let mut round = 0;
         loop {
             let sent = text.take();
             let request = Request::text_or(CallToolRequestMethod::VALUE, sent.as_deref(), || {
-                ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()))
+                let made = made.get_or_insert_with(|| params.to_rmcp());
+                ClientRequest::CallToolRequest(CallToolRequest::new(made.clone()))
             });
             let answer = match self.send_as(upstream, request, caller).await {
                 Ok(answer) => answer,
@@ -684,7 +693,8 @@ impl Gateway {
                 Ok((ServerResult::InputRequiredResult(result), _))
                     if round < crate::gateway::input::MAX_ROUNDS =>
                 {
-                    (params.input_responses, params.request_state) =
+                    let made = made.get_or_insert_with(|| params.to_rmcp());
+                    (made.input_responses, made.request_state) =
                         crate::gateway::input::fulfil(result, caller, round).await?;
                     round += 1;
                 }
@@ -796,11 +806,7 @@ pub(super) enum Done {
 /// describe the client. `None` when there is no such text or it cannot be
 /// edited: the decoded params are sent. `exposed`: the name the client
 /// called the tool by.
-fn upstream_params(
-    caller: &Caller,
-    params: &CallToolRequestParams,
-    exposed: &str,
-) -> Option<String> {
+fn upstream_params(caller: &Caller, params: &NamedParams, exposed: &str) -> Option<String> {
     // Nothing to edit, seen without reading the params: the tool has the
     // same name upstream, and neither a `_meta`, nor sluice's arguments,
     // nor an escape (which could spell any of them) is anywhere in the
@@ -815,10 +821,7 @@ fn upstream_params(
     if exposed == params.name && !untouched.iter().any(|key| sent.contains(key)) {
         return Some(sent.to_owned());
     }
-    let keeps_fresh = params
-        .arguments
-        .as_ref()
-        .is_some_and(|a| a.contains_key(sluice_core::cache::FRESH_ARG));
+    let keeps_fresh = params.has_argument(sluice_core::cache::FRESH_ARG);
     super::forwarding::forwarded_params(caller, |text| {
         if text.get_str("name").as_deref() != Some(params.name.as_ref()) {
             text.insert_value("name", params.name.as_ref()).ok()?;

@@ -31,6 +31,7 @@ mod call;
 mod forwarding;
 pub mod input;
 mod lists;
+mod named_params;
 mod routes;
 mod task_call;
 
@@ -41,6 +42,7 @@ use forwarding::{
     Request, for_caller, forwarded_meta, forwarded_params, in_clients_era, in_era_decoded,
 };
 use lists::{declares, unexpected, warn_unknown_tool_settings};
+pub use named_params::NamedParams;
 
 use crate::govern::{DEFAULT_PREVIEW_DEPTH, Governed, Governor, Policy, RESULT_URI};
 use crate::hub::{FirstClient, Hub, Notice, RouteGuard, SessionId};

@@ -10,10 +10,10 @@ impl Gateway {
     /// only to a client of the era that knows it).
     pub async fn get_prompt(
         &self,
-        mut params: GetPromptRequestParams,
+        mut params: NamedParams,
         caller: &Caller,
     ) -> Result<Relayed<GetPromptResponse>, ErrorData> {
-        let exposed = params.name.clone();
+        let exposed = params.name.to_string();
         let Some((upstream, name)) = self.namer.route(&exposed) else {
             return Err(self.unknown("prompt", &exposed));
         };
@@ -21,8 +21,11 @@ impl Gateway {
             .upstream(upstream)
             .expect("routed to a known upstream")
             .clone();
-        params.name = name.to_owned();
+        params.name = name.to_owned().into();
         params.meta = forwarded_meta(&caller.meta);
+        // Made from the params (their arguments decoded) only for a request
+        // sluice makes rather than forwards.
+        let mut made = None::<GetPromptRequestParams>;
         // The first round goes as the client sent it, under the upstream's
         // name; a round with the client's answers to `input_required`
         // (which sluice asks for an older client) as sluice makes it.
@@ -36,7 +39,8 @@ impl Gateway {
         loop {
             let sent = text.take();
             let request = Request::text_or(GetPromptRequestMethod::VALUE, sent.as_deref(), || {
-                ClientRequest::GetPromptRequest(GetPromptRequest::new(params.clone()))
+                let made = made.get_or_insert_with(|| params.to_prompt());
+                ClientRequest::GetPromptRequest(GetPromptRequest::new(made.clone()))
             });
             match self
                 .send_as(&upstream, request, caller)
@@ -51,7 +55,8 @@ impl Gateway {
                     if crate::gateway::input::must_bridge(caller)
                         && round < crate::gateway::input::MAX_ROUNDS =>
                 {
-                    (params.input_responses, params.request_state) =
+                    let made = made.get_or_insert_with(|| params.to_prompt());
+                    (made.input_responses, made.request_state) =
                         crate::gateway::input::fulfil(r, caller, round).await?;
                     round += 1;
                 }

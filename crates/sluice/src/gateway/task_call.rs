@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, ClientRequest, CustomRequest, ServerResult};
+use rmcp::model::{ClientRequest, CustomRequest, ServerResult};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -107,7 +107,7 @@ impl Gateway {
     pub(super) async fn call_as_task(
         &self,
         upstream: &Arc<Upstream>,
-        params: CallToolRequestParams,
+        params: super::NamedParams,
         caller: &Caller,
     ) -> Fetched {
         match self.task_call(upstream, params, caller).await {
@@ -119,10 +119,12 @@ impl Gateway {
     async fn task_call(
         &self,
         upstream: &Arc<Upstream>,
-        params: CallToolRequestParams,
+        params: super::NamedParams,
         caller: &Caller,
     ) -> Result<Fetched, CallError> {
-        let mut request = serde_json::to_value(&params).unwrap_or_else(|_| json!({}));
+        // Made, not forwarded: the arguments decoded (bounded by the
+        // client's message, as every request is).
+        let mut request = serde_json::to_value(params.to_rmcp()).unwrap_or_else(|_| json!({}));
         request["task"] = json!({"ttl": TASK_TTL_MS});
         let created = self
             .send(upstream, custom("tools/call", request), caller)

@@ -645,21 +645,25 @@ impl StreamableHttp {
         let Some(params) = message.params() else {
             return Vec::new();
         };
-        #[derive(serde::Deserialize)]
-        struct Call {
-            #[serde(default)]
-            arguments: serde_json::Value,
+        // Walked as text, one object's members at a time: the arguments
+        // are not decoded (see `gateway::NamedParams`), only the value found.
+        fn member<'a>(object: &'a str, key: &str) -> Option<&'a str> {
+            crate::jsonrpc::RawObject::of_checked(object)
+                .ok()?
+                .get_parsed(key)
         }
-        let Ok(call) = serde_json::from_str::<Call>(params) else {
+        let Some(arguments) = member(params, "arguments") else {
             return Vec::new();
         };
         marked
             .iter()
             .filter_map(|(path, header)| {
-                let value = path
+                let raw = path
                     .iter()
-                    .try_fold(&call.arguments, |value, key| value.get(key))?;
-                let text = match value {
+                    .try_fold(arguments, |object, key| member(object, key))
+                    .filter(|raw| !raw.starts_with(['{', '[']))?;
+                let value = serde_json::from_str::<serde_json::Value>(raw).ok()?;
+                let text = match &value {
                     serde_json::Value::String(s) => s.clone(),
                     serde_json::Value::Bool(b) => b.to_string(),
                     serde_json::Value::Number(n) => n.to_string(),

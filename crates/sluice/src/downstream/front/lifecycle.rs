@@ -599,17 +599,15 @@ impl Front {
 /// Why the params of `method` (one [`Front::take`] answers) do not read;
 /// `None` if they do.
 fn why_unread(method: &str, params: Option<&str>) -> Option<String> {
-    use rmcp::model::{
-        CallToolRequestParams, CompleteRequestParams, GetPromptRequestParams,
-        PaginatedRequestParams, ReadResourceRequestParams,
-    };
+    use rmcp::model::{CompleteRequestParams, PaginatedRequestParams, ReadResourceRequestParams};
     let params = params.unwrap_or("{}");
     if !params.trim_start().starts_with('{') {
         return Some("params must be a JSON object".to_owned());
     }
     let error = match method {
-        "tools/call" => serde_json::from_str::<CallToolRequestParams>(params).err(),
-        "prompts/get" => serde_json::from_str::<GetPromptRequestParams>(params).err(),
+        // Read as `Front::take` reads them: the arguments not decoded.
+        "tools/call" => serde_json::from_str::<crate::gateway::NamedParams>(params).err(),
+        "prompts/get" => serde_json::from_str::<crate::gateway::NamedParams>(params).err(),
         "resources/read" => serde_json::from_str::<ReadResourceRequestParams>(params).err(),
         "completion/complete" => serde_json::from_str::<CompleteRequestParams>(params).err(),
         "tasks/get" => serde_json::from_str::<rmcp::model::GetTaskParams>(params).err(),

@@ -1,0 +1,316 @@
+//! The params of `tools/call` and `prompts/get` as the gateway reads them:
+//! the arguments kept as the text the client sent.
+//!
+//! sluice reads in a call's arguments only its own (`_timeout_s`,
+//! `_fresh`), and forwards the rest as sent; a prompt's it only forwards.
+//! Decoded into a tree (`serde_json`'s map, as rmcp's params hold them),
+//! arguments of many small values cost many times their text: 64 MB of
+//! `[0,0,…]` made sluice hold 6 GB while the call ran. As text they cost
+//! their size once; they are decoded only where a tree is needed: a
+//! built-in tool's arguments (bounded, [`NamedParams::builtin_arguments`]),
+//! a cached call's key (bounded, [`CACHED_ARGUMENTS_MAX`]), and a request
+//! sluice must make rather than forward (a task, a bridged round, no
+//! client text to forward).
+
+use std::borrow::Cow;
+
+use rmcp::model::{
+    CallToolRequestParams, GetPromptRequestParams, InputResponses, JsonObject, RequestMetaObject,
+};
+use serde::Deserialize as _;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::jsonrpc::RawObject;
+
+/// The most arguments one of sluice's own tools takes (it has at most 8).
+pub const BUILTIN_ARGUMENTS_MAX: usize = 64;
+
+/// The most bytes of arrays and objects in the arguments of one of
+/// sluice's own tools, which take strings, numbers and booleans: a string
+/// decodes to its own size, arrays and objects of small values to many
+/// times theirs.
+pub const BUILTIN_STRUCTURED_MAX: usize = 64 * 1024;
+
+/// The largest arguments of a call sluice caches: a larger call goes to
+/// its upstream each time (its key would be its arguments, decoded and
+/// written again in canonical form).
+pub const CACHED_ARGUMENTS_MAX: usize = 1 << 20;
+
+/// A `tools/call`'s or a `prompts/get`'s params (their members are the
+/// same): what rmcp's `CallToolRequestParams` and `GetPromptRequestParams`
+/// read, the arguments as their raw JSON text (an object, or absent).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NamedParams {
+    /// The request's `_meta`.
+    #[serde(rename = "_meta", default)]
+    pub meta: Option<RequestMetaObject>,
+    /// The tool's or the prompt's name.
+    pub name: Cow<'static, str>,
+    #[serde(default, deserialize_with = "object_text")]
+    arguments: Option<Box<RawValue>>,
+    /// The client's answers to an `input_required` result (2026-07-28).
+    #[serde(default)]
+    pub input_responses: Option<InputResponses>,
+    /// The state echoed from an `input_required` result (2026-07-28).
+    #[serde(default)]
+    pub request_state: Option<String>,
+}
+
+/// `arguments`: `null` or absent as none, an object as its text, anything
+/// else refused as the typed params refuse it.
+fn object_text<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Box<RawValue>>, D::Error> {
+    use serde::de::{Error as _, Unexpected};
+    let raw = Option::<Box<RawValue>>::deserialize(deserializer)?;
+    let Some(text) = raw.as_deref().map(RawValue::get) else {
+        return Ok(raw);
+    };
+    if text.starts_with('{') {
+        return Ok(raw);
+    }
+    // Said as serde says it of the typed params (an array not read; any
+    // other value is one scalar, cheap to decode).
+    let scalar = match text.starts_with('[') {
+        true => Value::Null,
+        false => serde_json::from_str(text).map_err(D::Error::custom)?,
+    };
+    let unexpected = match &scalar {
+        _ if text.starts_with('[') => Unexpected::Seq,
+        Value::String(s) => Unexpected::Str(s),
+        Value::Bool(b) => Unexpected::Bool(*b),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => Unexpected::Unsigned(u),
+            (_, Some(i), _) => Unexpected::Signed(i),
+            (_, _, Some(f)) => Unexpected::Float(f),
+            _ => Unexpected::Other("a number"),
+        },
+        _ => Unexpected::Other(crate::jsonrpc::message::json_type(text)),
+    };
+    Err(D::Error::invalid_type(unexpected, &"a map"))
+}
+
+impl NamedParams {
+    /// The arguments' text as the client sent it (sluice's own taken out,
+    /// see [`NamedParams::take_argument`]).
+    pub fn arguments_text(&self) -> Option<&str> {
+        self.arguments.as_deref().map(RawValue::get)
+    }
+
+    /// The arguments' size in bytes, as text.
+    pub fn arguments_len(&self) -> usize {
+        self.arguments_text().map_or(0, str::len)
+    }
+
+    /// The arguments decoded: a tree of their size several times over, made
+    /// only where one is needed (see the module's comment).
+    pub fn arguments(&self) -> Option<JsonObject> {
+        // Read as an object once already: decoding it again cannot fail.
+        self.arguments_text()
+            .and_then(|text| serde_json::from_str(text).ok())
+    }
+
+    /// The arguments of one of sluice's own tools, decoded, within
+    /// [`BUILTIN_ARGUMENTS_MAX`] arguments and [`BUILTIN_STRUCTURED_MAX`]
+    /// bytes of arrays and objects; else why not, for the model. Strings of
+    /// any length are taken (a tool says what it does with one too long).
+    pub fn builtin_arguments(&self) -> Result<Option<JsonObject>, String> {
+        let Some(text) = self.arguments_text() else {
+            return Ok(None);
+        };
+        let tool = &self.name;
+        let members = RawObject::of_checked(text).map_err(|e| e.to_string())?;
+        if members.len() > BUILTIN_ARGUMENTS_MAX {
+            return Err(format!(
+                "`{tool}` was called with {} arguments: sluice's own tools take at most \
+                 {BUILTIN_ARGUMENTS_MAX} (see the tool's input schema)",
+                members.len()
+            ));
+        }
+        let structured: usize = members
+            .iter()
+            .map(|(_, value)| value)
+            .filter(|value| value.starts_with(['{', '[']))
+            .map(str::len)
+            .sum();
+        if structured > BUILTIN_STRUCTURED_MAX {
+            return Err(format!(
+                "the arguments of `{tool}` hold {structured} bytes of arrays and objects: \
+                 sluice's own tools take strings, numbers and booleans, with at most \
+                 {BUILTIN_STRUCTURED_MAX} bytes of arrays and objects (see the tool's input schema)"
+            ));
+        }
+        Ok(self.arguments())
+    }
+
+    /// Whether a top-level argument is named `key`.
+    pub fn has_argument(&self, key: &str) -> bool {
+        self.arguments_text()
+            .filter(|text| may_name(text, key))
+            .and_then(|text| RawObject::of_checked(text).ok())
+            .is_some_and(|arguments| arguments.get(key).is_some())
+    }
+
+    /// Takes the top-level argument `key` out (every member of that name),
+    /// and gives its value (the last one's, as `serde_json` reads it). The
+    /// text is read only if it may name the key, and written again only if
+    /// it does.
+    pub fn take_argument(&mut self, key: &str) -> Option<Value> {
+        let text = self.arguments_text().filter(|text| may_name(text, key))?;
+        let mut arguments = RawObject::of_checked(text).ok()?;
+        let value = serde_json::from_str(&arguments.remove(key)?).ok();
+        let edited = arguments.to_raw().ok();
+        self.arguments = edited;
+        value
+    }
+
+    /// The same params as a prompt's, in rmcp's model (their arguments
+    /// decoded), for a request sluice makes rather than forwards.
+    pub fn to_prompt(&self) -> GetPromptRequestParams {
+        let CallToolRequestParams {
+            meta,
+            name,
+            arguments,
+            input_responses,
+            request_state,
+            ..
+        } = self.to_rmcp();
+        let mut params = GetPromptRequestParams::new(name);
+        (params.meta, params.arguments) = (meta, arguments);
+        (params.input_responses, params.request_state) = (input_responses, request_state);
+        params
+    }
+
+    /// The same params as a tool call's, in rmcp's model (their arguments
+    /// decoded), for a request sluice makes rather than forwards.
+    pub fn to_rmcp(&self) -> CallToolRequestParams {
+        let mut params = CallToolRequestParams::new(self.name.clone());
+        params.meta = self.meta.clone();
+        params.arguments = self.arguments();
+        params.input_responses = self.input_responses.clone();
+        params.request_state = self.request_state.clone();
+        params
+    }
+}
+
+/// Whether an object's text may have a member `key`: it names it, or
+/// writes something with an escape, which could spell it.
+fn may_name(text: &str, key: &str) -> bool {
+    memchr::memmem::find(text.as_bytes(), key.as_bytes()).is_some() || text.contains('\\')
+}
+
+impl From<CallToolRequestParams> for NamedParams {
+    fn from(params: CallToolRequestParams) -> NamedParams {
+        NamedParams {
+            meta: params.meta,
+            name: params.name,
+            // A map of `Value`s always writes as JSON.
+            arguments: params
+                .arguments
+                .and_then(|a| serde_json::value::to_raw_value(&a).ok()),
+            input_responses: params.input_responses,
+            request_state: params.request_state,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<NamedParams, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
+    #[test]
+    fn arguments_are_kept_as_sent_and_only_an_object_is_taken() {
+        let params = read(r#"{"name":"t","arguments":{"b":1.50, "a":[1e2,-0]}}"#).unwrap();
+        assert_eq!(params.arguments_text(), Some(r#"{"b":1.50, "a":[1e2,-0]}"#));
+        assert_eq!(params.name, "t");
+        assert!(
+            read(r#"{"name":"t","arguments":null}"#)
+                .unwrap()
+                .arguments_text()
+                .is_none()
+        );
+        assert!(read(r#"{"name":"t"}"#).unwrap().arguments_text().is_none());
+        for refused in [r#"[0,0]"#, r#""x""#, "1", "true"] {
+            let error = read(&format!(r#"{{"name":"t","arguments":{refused}}}"#)).unwrap_err();
+            assert!(
+                error.to_string().contains("expected a map"),
+                "{refused}: {error}"
+            );
+        }
+        // What the typed params refuse, this refuses too.
+        assert!(read(r#"{"arguments":{}}"#).is_err());
+        assert!(read(r#"{"name":"t","arguments":{"a":}}"#).is_err());
+    }
+
+    #[test]
+    fn an_argument_taken_out_leaves_the_others_as_sent() {
+        let mut params =
+            read(r#"{"name":"t","arguments":{"x":1.50,"_timeout_s":5,"y":[1e2],"_timeout_s":7}}"#)
+                .unwrap();
+        assert!(params.has_argument("_timeout_s"));
+        assert_eq!(
+            params.take_argument("_timeout_s"),
+            Some(serde_json::json!(7))
+        );
+        assert_eq!(params.arguments_text(), Some(r#"{"x":1.50,"y":[1e2]}"#));
+        assert!(!params.has_argument("_timeout_s"));
+        assert_eq!(params.take_argument("_timeout_s"), None);
+        // Written with an escape, the key is still found.
+        let mut escaped = read(r#"{"name":"t","arguments":{"\u005ffresh":true}}"#).unwrap();
+        assert_eq!(escaped.take_argument("_fresh"), Some(Value::Bool(true)));
+        assert_eq!(escaped.arguments_text(), Some("{}"));
+        // A value that names the key is not the key.
+        let named = read(r#"{"name":"t","arguments":{"q":"_fresh"}}"#).unwrap();
+        assert!(!named.has_argument("_fresh"));
+    }
+
+    #[test]
+    fn a_builtin_tools_arguments_are_decoded_only_within_bounds() {
+        let with = |arguments: &str| {
+            read(&format!(
+                r#"{{"name":"sluice_read","arguments":{arguments}}}"#
+            ))
+            .unwrap()
+            .builtin_arguments()
+        };
+        // A long string is taken: it decodes to its own size.
+        let long = format!(r#"{{"handle":"{}","page":2}}"#, "a".repeat(3 << 20));
+        assert_eq!(with(&long).unwrap().unwrap()["page"], 2);
+        assert_eq!(with("null").unwrap(), None);
+        let many: Vec<String> = (0..=BUILTIN_ARGUMENTS_MAX)
+            .map(|i| format!(r#""a{i}":0"#))
+            .collect();
+        let refused = with(&format!("{{{}}}", many.join(","))).unwrap_err();
+        assert!(
+            refused.contains("65 arguments") && refused.contains("at most 64"),
+            "{refused}"
+        );
+        let values = format!("[{}0]", "0,".repeat(BUILTIN_STRUCTURED_MAX / 2));
+        let refused = with(&format!(r#"{{"handle":"h","path":{values}}}"#)).unwrap_err();
+        assert!(
+            refused.contains("65539 bytes of arrays and objects"),
+            "{refused}"
+        );
+        let small = format!(r#"{{"handle":"h","x":{}}}"#, "[0,0]");
+        assert!(with(&small).unwrap().is_some());
+    }
+
+    #[test]
+    fn rmcps_params_and_these_read_the_same_call() {
+        let text = r#"{"name":"t","arguments":{"a":{"b":[1,"x",null]}},"requestState":"s","_meta":{"k":1}}"#;
+        let ours = read(text).unwrap();
+        let theirs: CallToolRequestParams = serde_json::from_str(text).unwrap();
+        assert_eq!(ours.to_rmcp(), theirs);
+        let back = NamedParams::from(theirs.clone());
+        assert_eq!(back.to_rmcp(), theirs);
+        assert_eq!(back.request_state.as_deref(), Some("s"));
+        let prompt: GetPromptRequestParams = serde_json::from_str(text).unwrap();
+        assert_eq!(ours.to_prompt(), prompt);
+    }
+}
