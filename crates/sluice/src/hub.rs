@@ -13,8 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::FastMap;
 use rmcp::model::{
-    ClientCapabilities, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
-    RequestId,
+    ClientCapabilities, LoggingLevel, ProgressNotificationParam, ProgressToken, RequestId,
 };
 use tokio::sync::broadcast;
 
@@ -46,14 +45,38 @@ pub enum Event {
     Log(Arc<Logged>),
 }
 
-/// A log message an upstream sent.
+/// A log message an upstream sent, as it sent it: its level read, its
+/// `data` (any JSON, of any size) never decoded. Decoded into a tree, 16 MB
+/// of `[0,0,…]` as a log message's data made sluice hold 3.1 GB.
 #[derive(Debug)]
 pub struct Logged {
-    /// Its params.
-    pub params: LoggingMessageNotificationParam,
-    /// The notification as the upstream sent it: relayed as those bytes
-    /// where sluice's own layer writes to the client.
-    pub raw: Option<crate::jsonrpc::Message>,
+    /// Its level.
+    pub level: LoggingLevel,
+    /// The notification as the upstream sent it: relayed as those bytes.
+    pub raw: crate::jsonrpc::Message,
+}
+
+impl Logged {
+    /// `raw`, a `notifications/message`, read for its level; `None` when
+    /// its params are not a log message's (no level MCP knows).
+    pub fn read(raw: &crate::jsonrpc::Message) -> Option<Logged> {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            level: LoggingLevel,
+        }
+        let head: Head = serde_json::from_str(raw.params()?).ok()?;
+        Some(Logged {
+            level: head.level,
+            raw: raw.clone(),
+        })
+    }
+
+    /// Its `data`: a string's text, or any other value's JSON as sent.
+    pub fn data(&self) -> Option<std::borrow::Cow<'_, str>> {
+        let params = crate::jsonrpc::RawObject::of_checked(self.raw.params()?).ok()?;
+        let data = params.get_parsed("data")?;
+        Some(crate::jsonrpc::object::unquote(data).unwrap_or(std::borrow::Cow::Borrowed(data)))
+    }
 }
 
 /// A downstream session that can receive requests and notifications.
@@ -95,10 +118,11 @@ pub enum Notice {
     /// Progress of the request, and the notification as the upstream sent
     /// it (relayed as those bytes, with the client's token spliced in,
     /// where sluice's own layer writes to the client).
-    Progress(ProgressNotificationParam, crate::jsonrpc::Message),
+    /// Boxed: as large as the rest of the enum several times over.
+    Progress(Box<ProgressNotificationParam>, crate::jsonrpc::Message),
     /// A log message sent while the request ran (for 2026-07-28 clients,
     /// which have no session to receive it otherwise).
-    Log(LoggingMessageNotificationParam),
+    Log(Arc<Logged>),
 }
 
 /// Where an upstream's notifications about one request go: to the task
@@ -338,7 +362,7 @@ impl Hub {
             .get(&(upstream.to_owned(), params.progress_token.clone()))
             .is_some_and(|route| {
                 route
-                    .send(Notice::Progress(params.clone(), raw.clone()))
+                    .send(Notice::Progress(Box::new(params.clone()), raw.clone()))
                     .is_ok()
             })
     }
@@ -346,11 +370,11 @@ impl Hub {
     /// Queues a log message from `upstream` for the sessionless (2026-07-28)
     /// request it most likely belongs to; `false` if the latest request
     /// waiting on `upstream` has a session (which hears logs anyway).
-    pub fn divert_log(&self, upstream: &str, params: &LoggingMessageNotificationParam) -> bool {
+    pub fn divert_log(&self, upstream: &str, logged: &Arc<Logged>) -> bool {
         self.latest_call(upstream)
             .filter(|origin| origin.session.is_none())
             .and_then(|origin| origin.notices)
-            .is_some_and(|route| route.send(Notice::Log(params.clone())).is_ok())
+            .is_some_and(|route| route.send(Notice::Log(logged.clone())).is_ok())
     }
 
     /// Records that upstream request `id` serves a client request, until the

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 
 use rmcp::model::{
     CallToolResult, ContentBlock, DetailedTask, ErrorCode, ErrorData, GetTaskResult, JsonObject,
-    LoggingMessageNotificationParam, ProgressNotificationParam, Task, TaskPayload, TaskStatus,
+    ProgressNotificationParam, Task, TaskPayload, TaskStatus,
 };
 use serde_json::{Value, json};
 use sluice_core::format::timestamp;
@@ -95,12 +95,12 @@ impl Partial {
     }
 
     /// Keeps a log line (the last [`LOG_LINES`], each cut at 300 characters).
-    pub fn log(&self, params: &LoggingMessageNotificationParam) {
-        let data = match &params.data {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        let line: String = format!("{:?}: {data}", params.level)
+    pub fn log(&self, logged: &crate::hub::Logged) {
+        let data = logged.data().unwrap_or_default();
+        // Cut before it is lowercased: the data may be as large as a
+        // message may be.
+        let data: String = data.chars().take(300).collect();
+        let line: String = format!("{:?}: {data}", logged.level)
             .to_lowercase()
             .chars()
             .take(300)

@@ -213,19 +213,13 @@ async fn forward_event(
                 ),
             )
         }
+        // As the upstream sent it (on a stdio connection, an HTTP
+        // session's GET stream).
         Event::Log(ref logged) => {
-            // Where sluice's own layer writes to the client (a stdio
-            // connection, an HTTP session's GET stream), as the
-            // upstream sent it.
-            if let Some(raw) = &logged.raw {
-                if link.send(raw.as_bytes().clone()).await.is_err() {
-                    tracing::debug!(session = id, "log message not delivered: the client left");
-                }
-                return;
+            if link.send(logged.raw.as_bytes().clone()).await.is_err() {
+                tracing::debug!(session = id, "log message not delivered: the client left");
             }
-            ServerNotification::LoggingMessageNotification(
-                rmcp::model::LoggingMessageNotification::new(logged.params.clone()),
-            )
+            return;
         }
     };
     // In order with the log messages.

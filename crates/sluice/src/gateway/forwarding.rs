@@ -93,7 +93,7 @@ impl Gateway {
             async move {
                 match (&notice, &partial) {
                     (Notice::Progress(params, _), Some(partial)) => partial.progress(params),
-                    (Notice::Log(params), Some(partial)) => partial.log(params),
+                    (Notice::Log(logged), Some(partial)) => partial.log(logged),
                     _ => {}
                 }
                 // Where sluice's own layer writes to the client, progress
@@ -115,13 +115,20 @@ impl Gateway {
                         let Some(token) = token else { return };
                         params.progress_token = token;
                         rmcp::model::ServerNotification::ProgressNotification(
-                            rmcp::model::ProgressNotification::new(params),
+                            rmcp::model::ProgressNotification::new(*params),
                         )
                     }
-                    Notice::Log(params) => {
-                        rmcp::model::ServerNotification::LoggingMessageNotification(
-                            rmcp::model::LoggingMessageNotification::new(params),
-                        )
+                    // As the upstream sent it, on the stream that carries
+                    // the answer.
+                    Notice::Log(logged) => {
+                        if let Some(stream) = stream
+                            && stream.send(logged.raw.as_bytes().clone()).await.is_err()
+                        {
+                            tracing::debug!(
+                                "log message not delivered: the client's stream closed"
+                            );
+                        }
+                        return;
                     }
                 };
                 // On the stream that carries the answer, in order.

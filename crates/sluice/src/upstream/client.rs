@@ -8,9 +8,7 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{
-    ClientConfig, ClientResult, ErrorCode, ErrorData, RequestId, ServerNotification, ServerRequest,
-};
+use rmcp::model::{ClientConfig, ClientResult, ErrorCode, ErrorData, RequestId};
 use tokio_util::sync::CancellationToken;
 
 use crate::hub::{Event, Hub, SessionEntry};
@@ -68,19 +66,14 @@ impl UpstreamClient {
 
     async fn forward_to_client(
         &self,
-        request: ServerRequest,
         raw: &Message,
         stream_of: Option<RequestId>,
         ct: CancellationToken,
     ) -> Result<ClientAnswer, ErrorData> {
-        let (what, able): (&str, fn(&SessionEntry) -> bool) = match &request {
-            ServerRequest::CreateMessageRequest(_) => {
-                ("sampling", |e| e.capabilities.sampling.is_some())
-            }
-            ServerRequest::ElicitRequest(_) => {
-                ("elicitation", |e| e.capabilities.elicitation.is_some())
-            }
-            ServerRequest::ListRootsRequest(_) => ("roots", |e| e.capabilities.roots.is_some()),
+        let (what, able): (&str, fn(&SessionEntry) -> bool) = match raw.method() {
+            Some("sampling/createMessage") => ("sampling", |e| e.capabilities.sampling.is_some()),
+            Some("elicitation/create") => ("elicitation", |e| e.capabilities.elicitation.is_some()),
+            Some("roots/list") => ("roots", |e| e.capabilities.roots.is_some()),
             _ => ("this request", |_| true),
         };
         let Some((session, origin)) = self.target(stream_of.as_ref(), able) else {
@@ -128,46 +121,59 @@ impl UpstreamClient {
     /// (Streamable HTTP); `ct` fires when the upstream cancels it.
     pub async fn handle_request(
         &self,
-        request: ServerRequest,
-        raw: &Message,
+        request: &Message,
         stream_of: Option<RequestId>,
         ct: CancellationToken,
     ) -> Result<ClientAnswer, ErrorData> {
-        match request {
-            ServerRequest::PingRequest(_) => Ok(ClientAnswer::Typed(ClientResult::empty(()))),
-            other => self.forward_to_client(other, raw, stream_of, ct).await,
+        match request.method() {
+            Some("ping") => Ok(ClientAnswer::Typed(ClientResult::empty(()))),
+            _ => self.forward_to_client(request, stream_of, ct).await,
         }
     }
 
-    /// Publishes what a notification announces (`raw`: as the upstream
-    /// sent it).
-    pub fn handle_notification(&self, notification: ServerNotification, raw: &Message) {
-        match notification {
+    /// Publishes what a notification announces (a log message to the
+    /// sessionless request it most likely belongs to, if there is one), read
+    /// from it as sent: only what routes it (a level, a resource's URI),
+    /// never its payload (a log message's data is any JSON, of any size).
+    pub fn handle_notification(&self, notification: &Message) {
+        let event = match notification.method() {
             // Progress for a routed request never gets here (see `rpc`).
-            ServerNotification::LoggingMessageNotification(n) => {
-                self.hub.publish(Event::Log(Arc::new(crate::hub::Logged {
-                    params: n.params,
-                    raw: Some(raw.clone()),
-                })));
+            Some("notifications/message") => match crate::hub::Logged::read(notification) {
+                Some(logged) => {
+                    let logged = Arc::new(logged);
+                    if self.hub.divert_log(&self.upstream, &logged) {
+                        return;
+                    }
+                    Event::Log(logged)
+                }
+                None => return self.ignored(notification, "a log message without a level"),
+            },
+            Some("notifications/resources/updated") => {
+                #[derive(serde::Deserialize)]
+                struct Updated {
+                    uri: String,
+                }
+                match notification.params().map(serde_json::from_str::<Updated>) {
+                    Some(Ok(updated)) => Event::ResourceUpdated(updated.uri),
+                    _ => return self.ignored(notification, "no `uri`"),
+                }
             }
-            ServerNotification::ResourceUpdatedNotification(n) => {
-                self.hub.publish(Event::ResourceUpdated(n.params.uri));
-            }
-            ServerNotification::ResourceListChangedNotification(_) => {
-                self.hub.publish(Event::ResourcesChanged);
-            }
-            ServerNotification::ToolListChangedNotification(_) => {
-                self.hub.publish(Event::ToolsChanged);
-            }
-            ServerNotification::PromptListChangedNotification(_) => {
-                self.hub.publish(Event::PromptsChanged);
-            }
+            Some("notifications/resources/list_changed") => Event::ResourcesChanged,
+            Some("notifications/tools/list_changed") => Event::ToolsChanged,
+            Some("notifications/prompts/list_changed") => Event::PromptsChanged,
             // Cancellation of the upstream's own requests is handled by the
             // engine (it fires the request's token); the rest concern only
             // this connection.
-            other => {
-                tracing::debug!(upstream = %self.upstream, "ignored notification {other:?}");
-            }
-        }
+            _ => return self.ignored(notification, "not one sluice passes on"),
+        };
+        self.hub.publish(event);
+    }
+
+    fn ignored(&self, notification: &Message, why: &str) {
+        tracing::debug!(
+            upstream = %self.upstream,
+            method = notification.method().unwrap_or_default(),
+            "ignored notification: {why}"
+        );
     }
 }

@@ -25,9 +25,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     ClientConfig, ClientJsonRpcMessage, ClientRequest, DiscoverRequest, DiscoverRequestParams,
-    DiscoverResult, ErrorCode, ErrorData, GetMeta as _, InitializeResult, JsonRpcMessage,
-    LoggingLevel, NumberOrString, ProtocolVersion, RequestId, RequestMetaObject,
-    ServerJsonRpcMessage, ServerNotification, ServerPeerInfo, ServerResult,
+    DiscoverResult, ErrorCode, ErrorData, GetMeta as _, InitializeResult, LoggingLevel,
+    NumberOrString, ProtocolVersion, RequestId, RequestMetaObject, ServerPeerInfo, ServerResult,
 };
 use sluice_core::limits::BLOCKING_BYTES;
 use tokio::sync::{mpsc, watch};
@@ -951,28 +950,34 @@ fn notification(shared: &Shared, message: &Message) {
         }
         return;
     }
-    let typed = match serde_json::from_slice::<ServerJsonRpcMessage>(message.as_bytes()) {
-        Ok(JsonRpcMessage::Notification(n)) => n.notification,
-        Ok(_) => return,
-        Err(e) => {
-            tracing::debug!(upstream = %shared.upstream, method = message.method().unwrap_or_default(), "a notification sluice does not know: {e}");
-            return;
-        }
-    };
-    let diverted = match &typed {
-        ServerNotification::ProgressNotification(p) => {
-            shared
-                .hub
-                .divert_progress(&shared.upstream, &p.params, message)
-        }
-        ServerNotification::LoggingMessageNotification(l) => {
-            shared.hub.divert_log(&shared.upstream, &l.params)
-        }
-        _ => false,
-    };
-    if !diverted {
-        shared.client.handle_notification(typed, message);
+    // Read for what routes it, never for its payload (a `_meta`): that
+    // goes on as sent.
+    if message.method() == Some("notifications/progress")
+        && let Some(progress) = progress_of(message)
+        && shared
+            .hub
+            .divert_progress(&shared.upstream, &progress, message)
+    {
+        return;
     }
+    shared.client.handle_notification(message);
+}
+
+/// A progress notification's params, but its `_meta` (not read).
+fn progress_of(message: &Message) -> Option<rmcp::model::ProgressNotificationParam> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Progress {
+        progress_token: rmcp::model::ProgressToken,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    }
+    let read: Progress = serde_json::from_str(message.params()?).ok()?;
+    let mut progress =
+        rmcp::model::ProgressNotificationParam::new(read.progress_token, read.progress);
+    (progress.total, progress.message) = (read.total, read.message);
+    Some(progress)
 }
 
 /// A server→client request, answered in a task of its own.
@@ -1017,28 +1022,21 @@ fn request(shared: &Arc<Shared>, message: Message, stream_of: Option<Id>) {
         return;
     }
     tokio::spawn(async move {
-        let answer = match serde_json::from_slice::<ServerJsonRpcMessage>(message.as_bytes()) {
-            Ok(JsonRpcMessage::Request(r)) => {
-                let origin = stream_of.as_ref().map(rmcp_id);
-                shared
-                    .client
-                    .handle_request(r.request, &message, origin, ct.clone())
-                    .await
-            }
-            // Not read: for its id (which the answer carries as sent), or
-            // for what it asks.
-            _ if crate::caller::request_id(&id).is_none() => Err(ErrorData::invalid_request(
+        // Not decoded: routed by its method, and passed on as sent (its
+        // params are any size; the client reads them). An id MCP does not
+        // allow is refused (the answer carries it as sent).
+        let answer = match crate::caller::request_id(&id) {
+            None => Err(ErrorData::invalid_request(
                 crate::caller::unread_request_id(&id),
                 None,
             )),
-            _ => Err(ErrorData::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                format!(
-                    "sluice cannot forward {} requests",
-                    sluice_core::format::quoted_cut(message.method().unwrap_or("these"))
-                ),
-                None,
-            )),
+            Some(_) => {
+                let origin = stream_of.as_ref().map(rmcp_id);
+                shared
+                    .client
+                    .handle_request(&message, origin, ct.clone())
+                    .await
+            }
         };
         // Gone from the table when the connection ended; cancelled by the
         // upstream: no answer.

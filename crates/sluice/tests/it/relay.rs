@@ -1154,6 +1154,16 @@ fn small_values(bytes: usize) -> String {
     format!("[{}0]", "0,".repeat(bytes / 2))
 }
 
+/// sluice's peak memory grew by `grown_kb` for `what` of `bytes`: less than
+/// 24 times their size (a tree of small values costs 80 times and more).
+fn assert_grew_less_than_24_times(grown_kb: usize, bytes: usize, what: &str) {
+    assert!(
+        grown_kb < 24 * bytes / 1024,
+        "sluice's peak memory grew by {grown_kb} kB for {what} of {} kB",
+        bytes / 1024
+    );
+}
+
 /// The peak resident memory of process `pid`, in kB (`VmHWM`).
 fn peak_kb(pid: u32) -> usize {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -1199,11 +1209,109 @@ async fn large_arguments_are_kept_as_text_on_their_way_to_the_upstream() {
             "{method}'s arguments changed on their way"
         );
     }
+    assert_grew_less_than_24_times(grown, BYTES, "arguments");
+}
+
+/// An upstream's log message is passed on as it sent it, its `data` never
+/// decoded: 8 MB of `[0,0,…]` as a log message's data arrives byte for
+/// byte, and sluice's peak memory grows by a few times its size (a tree of
+/// it, and a copy of that, grew it ~195 times: 3.1 GB for 16 MB).
+#[tokio::test]
+async fn a_large_log_message_arrives_as_sent_and_is_never_decoded() {
+    const BYTES: usize = 8 << 20;
+    let (dir, mut raw) = raw_session("relay-large-log");
+    raw.initialize().await;
+    let pid = raw.child.id().unwrap();
+    let before = peak_kb(pid);
+    raw.send(&tool_call(2, "loud", r#"{"mb":8}"#)).await;
+    // The log message goes to every session, the answer to the caller:
+    // either may come first.
+    let (mut log, mut answer) = (None, None);
+    while log.is_none() || answer.is_none() {
+        let line = raw.recv_text().await;
+        match member(&line, "method") {
+            Some(r#""notifications/message""#) => log = Some(line),
+            _ if member(&line, "id") == Some("2") => answer = Some(line),
+            _ => {}
+        }
+    }
+    let grown = peak_kb(pid).saturating_sub(before);
+    let answer = answer.unwrap();
+    assert!(member(&answer, "result").is_some(), "{answer}");
+    let sent = messages(&lines(&dir.0.join("record").join("sent.jsonl")))
+        .into_iter()
+        .find(|m| member(m, "method") == Some(r#""notifications/message""#))
+        .expect("the server sent its log message");
+    assert!(sent.len() > BYTES, "{} bytes", sent.len());
+    assert!(log.unwrap() == sent, "the log message changed on its way");
+    assert_grew_less_than_24_times(grown, BYTES, "a log message");
+}
+
+/// An upstream's request is passed on to the client as it sent it, its
+/// params never decoded: a `roots/list` whose params hold 8 MB of `[0,0,…]`
+/// reaches the client byte for byte (but for its id), the client's answer
+/// reaches the upstream, and sluice's peak memory grows by a few times its
+/// size.
+#[tokio::test]
+async fn a_large_request_of_the_upstream_reaches_the_client_as_sent() {
+    const BYTES: usize = 8 << 20;
+    let (dir, mut raw) = raw_session("relay-large-ask");
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{}},"clientInfo":{"name":"raw","version":"0"}}}"#).await;
+    raw.response(1).await;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    let pid = raw.child.id().unwrap();
+    let before = peak_kb(pid);
+    raw.send(&tool_call(2, "asks_loudly", r#"{"mb":8}"#)).await;
+    let asked = loop {
+        let line = raw.recv_text().await;
+        if member(&line, "method") == Some(r#""roots/list""#) {
+            break line;
+        }
+    };
+    let id = member(&asked, "id").unwrap().to_owned();
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"roots":[]}}}}"#
+    ))
+    .await;
+    let answer = raw.response_text(2).await;
+    let grown = peak_kb(pid).saturating_sub(before);
+    assert!(answer.contains("reply: "), "{answer}");
+    let sent = messages(&lines(&dir.0.join("record").join("sent.jsonl")))
+        .into_iter()
+        .find(|m| member(m, "method") == Some(r#""roots/list""#))
+        .expect("the server asked");
+    assert!(sent.len() > BYTES, "{} bytes", sent.len());
     assert!(
-        grown < 24 * BYTES / 1024,
-        "sluice's peak memory grew by {grown} kB for arguments of {} kB",
-        BYTES / 1024
+        member(&asked, "params") == member(&sent, "params"),
+        "the request's params changed on their way"
     );
+    assert_grew_less_than_24_times(grown, BYTES, "a request's params");
+}
+
+/// A log message sent during a 2026-07-28 client's call over HTTP (no
+/// session: it comes on the call's stream, before the answer) arrives as
+/// the upstream sent it too; it was made again from its decoding, which
+/// respelled its numbers (`1.50`, `1e2`) and dropped unknown members.
+#[tokio::test]
+async fn a_log_message_on_a_calls_stream_arrives_as_sent() {
+    let script = [format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"loud","arguments":{{"mb":0.01}},{META_2026}}}}}"#
+    )];
+    on_paths(
+        &OWN_LAYER[3..],
+        "log-on-stream",
+        false,
+        "",
+        &script,
+        |run| {
+            let problems = log_problems(run);
+            assert!(problems.is_empty(), "{problems:?}\n{}", run.transcript());
+            let answer = run.answer("2").expect("an answer to the call");
+            assert!(member(&answer, "result").is_some(), "{answer}");
+        },
+    )
+    .await;
 }
 
 /// What sluice decodes of a request is bounded before it is read: a
