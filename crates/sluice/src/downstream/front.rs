@@ -51,7 +51,6 @@ use crate::gateway::{Gateway, Relayed};
 use crate::hub::SessionId;
 use crate::jsonrpc::{Id, Kind, Message};
 
-mod bounds;
 mod lifecycle;
 pub use lifecycle::{negotiated, supported_versions};
 
@@ -169,7 +168,7 @@ impl Front {
             return Some(Taken::refused(&id, fault));
         }
         // Before any of its params is read (the lifecycle's too).
-        if let Some(fault) = bounds::params_fault(message, name) {
+        if let Some(fault) = super::bounds::params_fault(message, name) {
             return Some(Taken::refused(&id, fault));
         }
         let method = Method::of(name)?;

@@ -171,6 +171,16 @@ async fn post(endpoint: &Endpoint, request: Request) -> Response {
     };
     let request = message.kind() == Kind::Request;
     let method = message.method().unwrap_or_default().to_owned();
+    // Before its `_meta` or an `initialize`'s params are read here; the
+    // request's answer, as the front gives it (see `Front::take`).
+    if request && let Some(fault) = super::bounds::params_fault(&message, &method) {
+        return error(
+            StatusCode::OK,
+            message.id().as_ref(),
+            fault.code,
+            &fault.message,
+        );
+    }
     let meta = if request {
         request_meta(&message)
     } else {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 pub mod answer;
 pub mod auth;
+mod bounds;
 pub mod front;
 pub mod http;
 pub mod http_endpoint;

@@ -1094,3 +1094,89 @@ async fn a_2026_upstream_is_told_the_capabilities_of_each_requests_own_client() 
         proceeded(&stateless(4, r#"{"sampling":{"tools":{}}}"#).await);
     }
 }
+
+/// Over HTTP, what sluice decodes of a request is bounded before the
+/// endpoint reads it too (its `_meta`, an `initialize`'s params): an
+/// `initialize` whose capabilities hold 8 MB of `[0,0,…]` is answered with an
+/// error that says so and opens no session, and sluice's peak memory grows
+/// by less than 24 times that (decoded, they took it past 600 MB); an
+/// ordinary one then opens a session, in which a call whose `_meta` is over
+/// 64 KiB gets its error while the next call works, whether the fast path
+/// or the endpoint answers it.
+#[tokio::test]
+async fn the_http_endpoint_bounds_what_it_decodes_before_reading_it() {
+    let sluice = HttpSluice::start(&[], &sample()).await;
+    let url = sluice.url.as_str();
+    let values = |bytes: usize| format!("[{}0]", "0,".repeat(bytes / 2));
+    let initialize = |capabilities: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{capabilities},"clientInfo":{{"name":"c","version":"1"}}}}}}"#
+        )
+    };
+    const BYTES: usize = 8 << 20;
+    let pid = sluice.child.id().unwrap();
+    let before = peak_kb(pid);
+    let large = initialize(&format!(
+        r#"{{"experimental":{{"x":{{"y":{}}}}}}}"#,
+        values(BYTES)
+    ));
+    let refused = post_to(url, vec![], large).await;
+    let grown = peak_kb(pid).saturating_sub(before);
+    assert!(
+        grown < 24 * BYTES / 1024,
+        "sluice's peak memory grew by {grown} kB"
+    );
+    assert!(
+        refused.header("mcp-session-id").is_none(),
+        "{}",
+        refused.body
+    );
+    let error = &refused.message()["error"];
+    assert_eq!(error["code"], -32602, "{}", refused.body);
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the params of `initialize` are 83")),
+        "{}",
+        refused.body
+    );
+    let opened = post_to(url, vec![], initialize("{}")).await;
+    let session = opened
+        .header("mcp-session-id")
+        .unwrap_or_else(|| panic!("no session: {}", opened.body))
+        .to_owned();
+    let in_session = || {
+        vec![
+            ("mcp-session-id", session.clone()),
+            ("mcp-protocol-version", "2025-11-25".to_owned()),
+        ]
+    };
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    post_to(url, in_session(), initialized.to_owned()).await;
+    let call = |id: u32, meta: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hi"}},"_meta":{meta}}}}}"#
+        )
+    };
+    let meta = format!(r#"{{"x":{}}}"#, values(70 << 10));
+    // With an `Mcp-Method` header the fast path leaves the request to the
+    // endpoint, which reads `_meta`; without, the front answers.
+    let to_endpoint = vec![("mcp-method", "tools/call".to_owned())];
+    for headers in [in_session(), [in_session(), to_endpoint].concat()] {
+        let refused = post_to(url, headers.clone(), call(2, &meta)).await;
+        let error = &refused.message()["error"];
+        assert!(
+            error["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("`_meta` is 7")),
+            "{}",
+            refused.body
+        );
+        let answered = post_to(url, headers, call(3, "{}")).await;
+        assert!(
+            answered.message()["result"].is_object(),
+            "{}",
+            answered.body
+        );
+    }
+}

@@ -1164,13 +1164,6 @@ fn assert_grew_less_than_24_times(grown_kb: usize, bytes: usize, what: &str) {
     );
 }
 
-/// The peak resident memory of process `pid`, in kB (`VmHWM`).
-fn peak_kb(pid: u32) -> usize {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// A call's and a prompt's arguments are kept as text on their way
 /// (`gateway::NamedParams`): 8 MB of small values reach the upstream as
 /// sent, and sluice's peak memory grows by a few times their size, not by
@@ -1370,7 +1363,7 @@ async fn what_sluice_decodes_of_a_request_is_bounded_with_a_clear_error() {
 async fn an_initialize_too_large_to_read_is_refused_and_the_next_one_works() {
     let (_dir, mut raw) = raw_session("relay-large-initialize");
     raw.send(&format!(
-        r#"{{"jsonrpc":"2.0","id":7,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{"experimental":{{"x":{}}}}},"clientInfo":{{"name":"raw","version":"0"}}}}}}"#,
+        r#"{{"jsonrpc":"2.0","id":7,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{"experimental":{{"x":{{"y":{}}}}}}},"clientInfo":{{"name":"raw","version":"0"}}}}}}"#,
         small_values(2 << 20)
     ))
     .await;

@@ -941,3 +941,10 @@ impl Raw {
             .await;
     }
 }
+
+/// The peak resident memory of process `pid`, in kB (`VmHWM`).
+pub fn peak_kb(pid: u32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
