@@ -16,6 +16,12 @@ use crate::caller::Caller;
 /// Rounds of `input_required` answered before giving up on a call.
 pub const MAX_ROUNDS: usize = 8;
 
+/// The largest answer of the client's that sluice decodes to put in a
+/// retried call, in bytes. Decoded into a tree, JSON of many small values
+/// costs many times its text; an answer (a completion's text, a form's
+/// fields, a list of roots) is far smaller.
+pub const ANSWER_MAX: usize = 1 << 20;
+
 /// Whether sluice must answer `input_required` for this caller.
 pub fn must_bridge(caller: &Caller) -> bool {
     caller.era.is_legacy() && caller.link.is_some()
@@ -89,6 +95,16 @@ async fn ask_through_link(
     }
     .map_err(|e| ErrorData::internal_error(format!("the client did not answer: {e}"), None))?;
     if let Some(result) = answer.result() {
+        if result.len() > ANSWER_MAX {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "the client's answer is {} bytes: sluice decodes at most {ANSWER_MAX} of an \
+                     answer it passes on to an upstream of 2026-07-28 itself",
+                    result.len()
+                ),
+                None,
+            ));
+        }
         return serde_json::from_str(result)
             .map_err(|e| ErrorData::internal_error(format!("the client's answer: {e}"), None));
     }

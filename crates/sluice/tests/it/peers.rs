@@ -388,3 +388,52 @@ async fn an_older_client_answers_a_2026_upstreams_input_requests_and_gets_its_lo
     assert_eq!(bridged["logs"], direct["logs"]);
     assert!(!direct["logs"].as_array().unwrap().is_empty());
 }
+
+/// An older client's answer that sluice must decode to pass on to a
+/// 2026-07-28 upstream itself is bounded: a sampling answer of 2 MB gets
+/// the call a clear error instead of a tree many times its size, and the
+/// same request answered plainly then works.
+#[tokio::test]
+async fn an_older_clients_answer_too_large_to_pass_on_gets_a_clear_error() {
+    let dir = TempDir::new("bridge-2026-large");
+    let config = dir.file(
+        "sluice.toml",
+        &(toml_upstream("py", &py_server()) + "protocol = \"2026-07-28\"\n"),
+    );
+    let mut raw = Raw::start(&["--config".to_owned(), config.display().to_string()]);
+    raw.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{}},"clientInfo":{"name":"raw","version":"0"}}}"#).await;
+    raw.response(1).await;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    let padding = format!("[{}0]", "0,".repeat(1 << 20));
+    for (id, pad) in [(2, padding.as_str()), (3, "[]")] {
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"ask_sampling","arguments":{{"prompt":"hi"}}}}}}"#
+        ))
+        .await;
+        let asked = loop {
+            let message = raw.recv().await;
+            if message["method"] == "sampling/createMessage" {
+                break message;
+            }
+        };
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"role":"assistant","content":{{"type":"text","text":"fine"}},"model":"m","x-pad":{pad}}}}}"#,
+            asked["id"]
+        ))
+        .await;
+        let answer = raw.response(id).await;
+        let text = answer.to_string();
+        if id == 2 {
+            assert!(
+                text.contains("the client's answer is 2097") && text.contains("at most 1048576"),
+                "{answer}"
+            );
+        } else {
+            assert_eq!(
+                answer["result"]["content"][0]["text"], "m: fine",
+                "{answer}"
+            );
+        }
+    }
+}
