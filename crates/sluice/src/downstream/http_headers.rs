@@ -74,16 +74,18 @@ pub fn check(
         Some(_) => {}
     }
 
-    // Only the methods that name something have more to check; their
-    // params are read whole for it (params that are not JSON, which the
-    // envelope parse already ruled out, name nothing).
+    // Only the methods that name something have more to check; what they
+    // name is found in their params' text, which is never decoded whole (a
+    // call's arguments are any size).
     let Some(key) = name_key(method) else {
         return Ok(());
     };
-    let params: Option<Value> = message.params().and_then(|p| serde_json::from_str(p).ok());
-    let params = params.as_ref();
+    let params = message.params().unwrap_or("{}");
+    let string = |path: &[&str]| {
+        crate::jsonrpc::object::value_at(params, path).and_then(crate::jsonrpc::object::unquote)
+    };
 
-    if let Some(expected) = params.and_then(|p| p.get(key)).and_then(Value::as_str) {
+    if let Some(expected) = string(&[key]) {
         let Some(raw) = single(headers, "Mcp-Name")? else {
             return Err(format!("missing required Mcp-Name header for `{method}`"));
         };
@@ -99,20 +101,20 @@ pub fn check(
     if method != "tools/call" {
         return Ok(());
     }
-    let Some(schema) = params
-        .and_then(|p| p.get("name"))
-        .and_then(Value::as_str)
-        .and_then(tool_schema)
-    else {
+    let Some(schema) = string(&["name"]).and_then(|name| tool_schema(&name)) else {
         return Ok(());
     };
-    let arguments = params.and_then(|p| p.get("arguments"));
+    let arguments = crate::jsonrpc::object::value_at(params, &["arguments"]);
     for (path, header) in annotated(&schema) {
         let property = path.join(".");
         let name = format!("Mcp-Param-{header}");
         let sent = single(headers, &name)?;
+        // Only a value that can be a header's is decoded: one scalar.
         let passed = arguments
-            .and_then(|a| path.iter().try_fold(a, |value, key| value.get(key)))
+            .and_then(|a| crate::jsonrpc::object::value_at(a, &path))
+            .filter(|raw| !raw.starts_with(['{', '[']))
+            .and_then(|raw| serde_json::from_str::<Value>(raw).ok())
+            .as_ref()
             .and_then(as_text);
         match (sent, passed) {
             (None, None) => {}
@@ -648,6 +650,26 @@ mod tests {
             ("mcp-name", "other"),
         ]);
         assert_eq!(check(&headers, &other, deploy_schema), Ok(()));
+    }
+
+    /// The arguments are walked as text, not decoded: a value is found
+    /// beside 4 MB of small values, written as sent (`1.50` is the header's
+    /// text as a number reads it, `1.5`), and a repeated key read as its
+    /// last, as `serde_json` reads it.
+    #[test]
+    fn param_headers_are_found_in_the_arguments_text() {
+        let values = format!("[{}0]", "0,".repeat(2 << 20));
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"deploy","arguments":{{"image":{values},"location":{{"region":"us","region":"eu"}},"replicas":1.50}}}}}}"#
+        );
+        let call = Message::parse(text.into()).unwrap();
+        let sent = [("mcp-param-region", "eu"), ("mcp-param-replicas", "1.5")];
+        assert_eq!(check(&call_headers(&sent), &call, deploy_schema), Ok(()));
+        let wrong = [("mcp-param-region", "us"), ("mcp-param-replicas", "1.5")];
+        assert_eq!(
+            check(&call_headers(&wrong), &call, deploy_schema),
+            Err("Mcp-Param-Region header `us` does not match body value `eu`".to_owned())
+        );
     }
 
     #[test]

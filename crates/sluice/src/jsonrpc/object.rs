@@ -86,6 +86,17 @@ pub struct RawObject<'a> {
     members: Vec<Entry<'a>>,
 }
 
+/// The raw value at `path` (keys from `object`'s text down), walked one
+/// object's members at a time: nothing on the way, and not the value found,
+/// is decoded. `None` when a key is absent or a value on the way is not an
+/// object. What a client or an upstream sends as payload (a call's
+/// arguments) is found in this way, never decoded into a tree.
+pub(crate) fn value_at<'a>(object: &'a str, path: &[&str]) -> Option<&'a str> {
+    path.iter().try_fold(object, |object, key| {
+        RawObject::of_checked(object).ok()?.get_parsed(key)
+    })
+}
+
 /// Collects an object's members as raw keys and raw values.
 struct Members;
 

@@ -645,22 +645,16 @@ impl StreamableHttp {
         let Some(params) = message.params() else {
             return Vec::new();
         };
-        // Walked as text, one object's members at a time: the arguments
-        // are not decoded (see `gateway::NamedParams`), only the value found.
-        fn member<'a>(object: &'a str, key: &str) -> Option<&'a str> {
-            crate::jsonrpc::RawObject::of_checked(object)
-                .ok()?
-                .get_parsed(key)
-        }
-        let Some(arguments) = member(params, "arguments") else {
+        // Walked as text: the arguments are not decoded (see
+        // `gateway::NamedParams`), only the value found.
+        let Some(arguments) = crate::jsonrpc::object::value_at(params, &["arguments"]) else {
             return Vec::new();
         };
         marked
             .iter()
             .filter_map(|(path, header)| {
-                let raw = path
-                    .iter()
-                    .try_fold(arguments, |object, key| member(object, key))
+                let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                let raw = crate::jsonrpc::object::value_at(arguments, &path)
                     .filter(|raw| !raw.starts_with(['{', '[']))?;
                 let value = serde_json::from_str::<serde_json::Value>(raw).ok()?;
                 let text = match &value {
