@@ -139,12 +139,14 @@ impl Gateway {
                 None
             }
             // Its key would be its arguments, decoded and written again.
-            Some(_) if params.arguments_len() > super::named_params::CACHED_ARGUMENTS_MAX => {
+            Some(_) if !params.keyable() => {
                 tracing::debug!(
                     tool = exposed,
                     bytes = params.arguments_len(),
                     "not cached: its arguments are over the largest a cached call takes"
                 );
+                // `_fresh` is still sluice's: the upstream never sees it.
+                params.take_argument(sluice_core::cache::FRESH_ARG);
                 None
             }
             Some(cache_policy) => {

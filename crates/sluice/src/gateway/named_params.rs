@@ -26,15 +26,15 @@ use crate::jsonrpc::RawObject;
 /// The most arguments one of sluice's own tools takes (it has at most 8).
 pub const BUILTIN_ARGUMENTS_MAX: usize = 64;
 
-/// The most bytes of arrays and objects in the arguments of one of
-/// sluice's own tools, which take strings, numbers and booleans: a string
-/// decodes to its own size, arrays and objects of small values to many
-/// times theirs.
-pub const BUILTIN_STRUCTURED_MAX: usize = 64 * 1024;
+/// The most bytes of arrays and objects in arguments sluice decodes (one
+/// of its own tools', a cached call's for its key): a string decodes to
+/// its own size, arrays and objects of small values to many times theirs.
+pub const STRUCTURED_MAX: usize = 64 * 1024;
 
-/// The largest arguments of a call sluice caches: a larger call goes to
-/// its upstream each time (its key would be its arguments, decoded and
-/// written again in canonical form).
+/// The largest arguments of a call sluice caches, with at most
+/// [`STRUCTURED_MAX`] bytes of arrays and objects: a larger call goes to its
+/// upstream each time (its key would be its arguments, decoded and written
+/// again in canonical form).
 pub const CACHED_ARGUMENTS_MAX: usize = 1 << 20;
 
 /// A `tools/call`'s or a `prompts/get`'s params (their members are the
@@ -117,32 +117,49 @@ impl NamedParams {
     /// bytes of arrays and objects; else why not, for the model. Strings of
     /// any length are taken (a tool says what it does with one too long).
     pub fn builtin_arguments(&self) -> Result<Option<JsonObject>, String> {
-        let Some(text) = self.arguments_text() else {
-            return Ok(None);
-        };
         let tool = &self.name;
-        let members = RawObject::of_checked(text).map_err(|e| e.to_string())?;
-        if members.len() > BUILTIN_ARGUMENTS_MAX {
+        let (count, structured) = self.shape().map_err(|e| e.to_string())?;
+        if count > BUILTIN_ARGUMENTS_MAX {
             return Err(format!(
-                "`{tool}` was called with {} arguments: sluice's own tools take at most \
-                 {BUILTIN_ARGUMENTS_MAX} (see the tool's input schema)",
-                members.len()
+                "`{tool}` was called with {count} arguments: sluice's own tools take at most \
+                 {BUILTIN_ARGUMENTS_MAX} (see the tool's input schema)"
             ));
         }
-        let structured: usize = members
+        if structured > STRUCTURED_MAX {
+            return Err(format!(
+                "the arguments of `{tool}` hold {structured} bytes of arrays and objects: \
+                 sluice's own tools take strings, numbers and booleans, with at most \
+                 {STRUCTURED_MAX} bytes of arrays and objects (see the tool's input schema)"
+            ));
+        }
+        Ok(self.arguments())
+    }
+
+    /// Whether a cached call's key may be made of these arguments (decoded):
+    /// at most [`CACHED_ARGUMENTS_MAX`] bytes, [`STRUCTURED_MAX`] of them
+    /// arrays and objects.
+    pub fn keyable(&self) -> bool {
+        self.arguments_len() <= CACHED_ARGUMENTS_MAX
+            && self
+                .shape()
+                .is_ok_and(|(_, structured)| structured <= STRUCTURED_MAX)
+    }
+
+    /// How many top-level arguments there are, and how many bytes of
+    /// arrays and objects they hold (every nested one is inside a
+    /// top-level one); `(0, 0)` without arguments.
+    fn shape(&self) -> Result<(usize, usize), serde_json::Error> {
+        let Some(text) = self.arguments_text() else {
+            return Ok((0, 0));
+        };
+        let members = RawObject::of_checked(text)?;
+        let structured = members
             .iter()
             .map(|(_, value)| value)
             .filter(|value| value.starts_with(['{', '[']))
             .map(str::len)
             .sum();
-        if structured > BUILTIN_STRUCTURED_MAX {
-            return Err(format!(
-                "the arguments of `{tool}` hold {structured} bytes of arrays and objects: \
-                 sluice's own tools take strings, numbers and booleans, with at most \
-                 {BUILTIN_STRUCTURED_MAX} bytes of arrays and objects (see the tool's input schema)"
-            ));
-        }
-        Ok(self.arguments())
+        Ok((members.len(), structured))
     }
 
     /// Whether a top-level argument is named `key`.
@@ -291,7 +308,7 @@ mod tests {
             refused.contains("65 arguments") && refused.contains("at most 64"),
             "{refused}"
         );
-        let values = format!("[{}0]", "0,".repeat(BUILTIN_STRUCTURED_MAX / 2));
+        let values = format!("[{}0]", "0,".repeat(STRUCTURED_MAX / 2));
         let refused = with(&format!(r#"{{"handle":"h","path":{values}}}"#)).unwrap_err();
         assert!(
             refused.contains("65539 bytes of arrays and objects"),

@@ -1383,18 +1383,23 @@ async fn an_initialize_too_large_to_read_is_refused_and_the_next_one_works() {
     );
 }
 
-/// A cached tool's call whose arguments are over 1 MiB goes to its
-/// upstream every time (its key would be those arguments, decoded and
-/// written again); the same tool's small calls are cached as usual.
+/// A cached tool's call whose arguments are over 1 MiB, or hold over 64
+/// KiB of arrays and objects, goes to its upstream every time (its key
+/// would be those arguments, decoded and written again), without sluice's
+/// `_fresh`; the same tool's calls with a long string are cached as usual.
 #[tokio::test]
 async fn a_call_with_arguments_too_large_to_key_is_not_cached() {
     let config = "[upstreams.raw.tools.exact]\ncache = { ttl_s = 60 }\n";
     let large = format!(r#"{{"xs":{}}}"#, small_values(1100 << 10));
+    let structured = format!(r#"{{"xs":{},"_fresh":false}}"#, small_values(100 << 10));
+    let long = format!(r#"{{"text":"{}"}}"#, "a".repeat(200 << 10));
     let script = [
         tool_call(2, "exact", &large),
         tool_call(3, "exact", &large),
-        tool_call(4, "exact", r#"{"k":1}"#),
-        tool_call(5, "exact", r#"{"k":1}"#),
+        tool_call(4, "exact", &structured),
+        tool_call(5, "exact", &structured),
+        tool_call(6, "exact", &long),
+        tool_call(7, "exact", &long),
     ];
     on_paths(
         &OWN_LAYER[..2],
@@ -1409,11 +1414,17 @@ async fn a_call_with_arguments_too_large_to_key_is_not_cached() {
                 .collect();
             assert_eq!(
                 forwarded,
-                [large.len(), large.len(), 7],
+                [
+                    large.len(),
+                    large.len(),
+                    structured.len() - r#","_fresh":false"#.len(),
+                    structured.len() - r#","_fresh":false"#.len(),
+                    long.len(),
+                ],
                 "{}",
                 run.transcript()
             );
-            assert_results(run, 2..=5);
+            assert_results(run, 2..=7);
         },
     )
     .await;
