@@ -208,10 +208,9 @@ impl Front {
         http: Option<&http::request::Parts>,
         stream: mpsc::Sender<Bytes>,
     ) -> Option<Taken> {
-        // One parse of the params, `_meta` and all.
-        // The arguments kept as their text (`gateway::NamedParams`).
-        let mut params: crate::gateway::NamedParams =
-            serde_json::from_str(message.params()?).ok()?;
+        // One parse of the params, `_meta` and all; the arguments kept as
+        // the message's text (`gateway::NamedParams`).
+        let mut params = crate::gateway::NamedParams::of(message)?;
         let meta = params.meta.take().unwrap_or_default();
         let Begun {
             caller,
@@ -285,8 +284,8 @@ impl Front {
         let params = message.params()?;
         let (request, meta) = match routed {
             Routed::Prompt => {
-                // The arguments kept as their text.
-                let mut params: crate::gateway::NamedParams = serde_json::from_str(params).ok()?;
+                // The arguments kept as the message's text.
+                let mut params = crate::gateway::NamedParams::of(message)?;
                 let meta = params.meta.take();
                 (RoutedRequest::Prompt(params), meta)
             }

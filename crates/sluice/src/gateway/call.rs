@@ -808,7 +808,11 @@ pub(super) enum Done {
 /// describe the client. `None` when there is no such text or it cannot be
 /// edited: the decoded params are sent. `exposed`: the name the client
 /// called the tool by.
-fn upstream_params(caller: &Caller, params: &NamedParams, exposed: &str) -> Option<String> {
+fn upstream_params<'a>(
+    caller: &'a Caller,
+    params: &NamedParams,
+    exposed: &str,
+) -> Option<std::borrow::Cow<'a, str>> {
     // Nothing to edit, seen without reading the params: the tool has the
     // same name upstream, and neither a `_meta`, nor sluice's arguments,
     // nor an escape (which could spell any of them) is anywhere in the
@@ -821,7 +825,8 @@ fn upstream_params(caller: &Caller, params: &NamedParams, exposed: &str) -> Opti
         "\\",
     ];
     if exposed == params.name && !untouched.iter().any(|key| sent.contains(key)) {
-        return Some(sent.to_owned());
+        // The client's text itself, not a copy (it may be megabytes).
+        return Some(sent.into());
     }
     let keeps_fresh = params.has_argument(sluice_core::cache::FRESH_ARG);
     super::forwarding::forwarded_params(caller, |text| {
@@ -848,6 +853,7 @@ fn upstream_params(caller: &Caller, params: &NamedParams, exposed: &str) -> Opti
         }
         Some(())
     })
+    .map(std::borrow::Cow::Owned)
 }
 
 /// A tool call's answer from its upstream.

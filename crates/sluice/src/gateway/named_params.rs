@@ -21,7 +21,9 @@ use serde::Deserialize as _;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::jsonrpc::RawObject;
+use bytestring::ByteString;
+
+use crate::jsonrpc::{Message, RawObject};
 
 /// The most arguments one of sluice's own tools takes (it has at most 8).
 pub const BUILTIN_ARGUMENTS_MAX: usize = 64;
@@ -39,33 +41,44 @@ pub const CACHED_ARGUMENTS_MAX: usize = 1 << 20;
 
 /// A `tools/call`'s or a `prompts/get`'s params (their members are the
 /// same): what rmcp's `CallToolRequestParams` and `GetPromptRequestParams`
-/// read, the arguments as their raw JSON text (an object, or absent).
-#[derive(Debug, Clone, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// read, the arguments as their raw JSON text (an object, or absent), a
+/// slice of the client's message (not a copy).
+#[derive(Debug, Clone)]
 pub struct NamedParams {
     /// The request's `_meta`.
-    #[serde(rename = "_meta", default)]
     pub meta: Option<RequestMetaObject>,
     /// The tool's or the prompt's name.
     pub name: Cow<'static, str>,
-    #[serde(default, deserialize_with = "object_text")]
-    arguments: Option<Box<RawValue>>,
+    arguments: Option<ByteString>,
     /// The client's answers to an `input_required` result (2026-07-28).
-    #[serde(default)]
     pub input_responses: Option<InputResponses>,
     /// The state echoed from an `input_required` result (2026-07-28).
-    #[serde(default)]
     pub request_state: Option<String>,
+}
+
+/// [`NamedParams`] as read from the params' text, the arguments borrowed.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Sent<'a> {
+    #[serde(rename = "_meta", default)]
+    meta: Option<RequestMetaObject>,
+    name: Cow<'static, str>,
+    #[serde(default, borrow, deserialize_with = "object_text")]
+    arguments: Option<&'a RawValue>,
+    #[serde(default)]
+    input_responses: Option<InputResponses>,
+    #[serde(default)]
+    request_state: Option<String>,
 }
 
 /// `arguments`: `null` or absent as none, an object as its text, anything
 /// else refused as the typed params refuse it.
 fn object_text<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
-) -> Result<Option<Box<RawValue>>, D::Error> {
+) -> Result<Option<&'de RawValue>, D::Error> {
     use serde::de::{Error as _, Unexpected};
-    let raw = Option::<Box<RawValue>>::deserialize(deserializer)?;
-    let Some(text) = raw.as_deref().map(RawValue::get) else {
+    let raw = Option::<&'de RawValue>::deserialize(deserializer)?;
+    let Some(text) = raw.map(RawValue::get) else {
         return Ok(raw);
     };
     if text.starts_with('{') {
@@ -93,10 +106,29 @@ fn object_text<'de, D: serde::Deserializer<'de>>(
 }
 
 impl NamedParams {
+    /// The params of `message`, a `tools/call` or a `prompts/get`; `None`
+    /// when it has none or they do not read as such (see
+    /// [`NamedParams::why_unread`]).
+    pub fn of(message: &Message) -> Option<NamedParams> {
+        let sent: Sent<'_> = serde_json::from_str(message.params()?).ok()?;
+        Some(NamedParams {
+            meta: sent.meta,
+            name: sent.name,
+            arguments: sent.arguments.map(|raw| message.slice(raw.get())),
+            input_responses: sent.input_responses,
+            request_state: sent.request_state,
+        })
+    }
+
+    /// Why `params` do not read as a `tools/call`'s or a `prompts/get`'s.
+    pub fn why_unread(params: &str) -> Option<serde_json::Error> {
+        serde_json::from_str::<Sent<'_>>(params).err()
+    }
+
     /// The arguments' text as the client sent it (sluice's own taken out,
     /// see [`NamedParams::take_argument`]).
     pub fn arguments_text(&self) -> Option<&str> {
-        self.arguments.as_deref().map(RawValue::get)
+        self.arguments.as_deref()
     }
 
     /// The arguments' size in bytes, as text.
@@ -178,8 +210,8 @@ impl NamedParams {
         let text = self.arguments_text().filter(|text| may_name(text, key))?;
         let mut arguments = RawObject::of_checked(text).ok()?;
         let value = serde_json::from_str(&arguments.remove(key)?).ok();
-        let edited = arguments.to_raw().ok();
-        self.arguments = edited;
+        let edited = ByteString::from(arguments.to_json());
+        self.arguments = Some(edited);
         value
     }
 
@@ -226,7 +258,8 @@ impl From<CallToolRequestParams> for NamedParams {
             // A map of `Value`s always writes as JSON.
             arguments: params
                 .arguments
-                .and_then(|a| serde_json::value::to_raw_value(&a).ok()),
+                .and_then(|a| serde_json::to_string(&a).ok())
+                .map(ByteString::from),
             input_responses: params.input_responses,
             request_state: params.request_state,
         }
@@ -238,7 +271,11 @@ mod tests {
     use super::*;
 
     fn read(text: &str) -> Result<NamedParams, serde_json::Error> {
-        serde_json::from_str(text)
+        if let Some(error) = NamedParams::why_unread(text) {
+            return Err(error);
+        }
+        let line = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{text}}}"#);
+        Ok(NamedParams::of(&Message::parse(line.into_bytes().into()).unwrap()).unwrap())
     }
 
     #[test]

@@ -556,6 +556,15 @@ impl Message {
         self.kind
     }
 
+    /// `part` of its text (a value in it, from [`Message::params`] or the
+    /// like) as a text of its own that shares the message's bytes: no copy.
+    ///
+    /// # Panics
+    /// If `part` is not within the message's text.
+    pub fn slice(&self, part: &str) -> ByteString {
+        self.text.slice_ref(part)
+    }
+
     /// Its bytes, as received (less a BOM and surrounding whitespace), or
     /// as spliced. These are what is forwarded.
     pub fn as_bytes(&self) -> &Bytes {

@@ -606,8 +606,7 @@ fn why_unread(method: &str, params: Option<&str>) -> Option<String> {
     }
     let error = match method {
         // Read as `Front::take` reads them: the arguments not decoded.
-        "tools/call" => serde_json::from_str::<crate::gateway::NamedParams>(params).err(),
-        "prompts/get" => serde_json::from_str::<crate::gateway::NamedParams>(params).err(),
+        "tools/call" | "prompts/get" => crate::gateway::NamedParams::why_unread(params),
         "resources/read" => serde_json::from_str::<ReadResourceRequestParams>(params).err(),
         "completion/complete" => serde_json::from_str::<CompleteRequestParams>(params).err(),
         "tasks/get" => serde_json::from_str::<rmcp::model::GetTaskParams>(params).err(),
