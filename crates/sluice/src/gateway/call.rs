@@ -136,6 +136,8 @@ impl Gateway {
             // Clients without a session or a principal cannot be told apart:
             // an entry "per session" would be shared by all of them.
             Some(cache_policy) if cache_policy.per_session && caller.owner == Owner::Anonymous => {
+                // `_fresh` is still sluice's: the upstream never sees it.
+                params.take_argument(sluice_core::cache::FRESH_ARG);
                 None
             }
             // Its key would be its arguments, decoded and written again.

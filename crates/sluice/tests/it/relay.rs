@@ -1383,6 +1383,37 @@ async fn an_initialize_too_large_to_read_is_refused_and_the_next_one_works() {
     );
 }
 
+/// A tool cached per session, called by a client of no session (a
+/// 2026-07-28 request over HTTP, whose entry every such client would share)
+/// is not cached, and its `_fresh` is still sluice's: the upstream never
+/// sees it (it did).
+#[tokio::test]
+async fn a_per_session_tool_called_without_a_session_never_forwards_fresh() {
+    let config = "[upstreams.raw.tools.exact]\ncache = { ttl_s = 60, per_session = true }\n";
+    let script = [2, 3].map(|id| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"exact","arguments":{{"k":1,"_fresh":true}},{META_2026}}}}}"#
+        )
+    });
+    on_paths(
+        &OWN_LAYER[3..],
+        "per-session-fresh",
+        false,
+        config,
+        &script,
+        |run| {
+            assert_eq!(
+                forwarded_call_arguments(run),
+                [r#"{"k":1}"#, r#"{"k":1}"#],
+                "{}",
+                run.transcript()
+            );
+            assert_results(run, 2..=3);
+        },
+    )
+    .await;
+}
+
 /// A cached tool's call whose arguments are over 1 MiB, or hold over 64
 /// KiB of arrays and objects, goes to its upstream every time (its key
 /// would be those arguments, decoded and written again), without sluice's
