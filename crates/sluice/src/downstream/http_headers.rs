@@ -109,13 +109,7 @@ pub fn check(
         let property = path.join(".");
         let name = format!("Mcp-Param-{header}");
         let sent = single(headers, &name)?;
-        // Only a value that can be a header's is decoded: one scalar.
-        let passed = arguments
-            .and_then(|a| crate::jsonrpc::object::value_at(a, &path))
-            .filter(|raw| !raw.starts_with(['{', '[']))
-            .and_then(|raw| serde_json::from_str::<Value>(raw).ok())
-            .as_ref()
-            .and_then(as_text);
+        let passed = arguments.and_then(|a| argument_text(a, &path));
         match (sent, passed) {
             (None, None) => {}
             (Some(_), None) => {
@@ -207,12 +201,16 @@ fn name_key(method: &str) -> Option<&'static str> {
     }
 }
 
-/// An argument's text in its header: strings as they are, booleans and
-/// numbers as JSON writes them; anything else (null, arrays, objects) has
-/// none, as an absent argument.
-fn as_text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(text) => Some(text.clone()),
+/// The text of the argument at `path` in its `Mcp-Param-*` header, found in
+/// the arguments' text (`arguments`, never decoded whole): strings as they
+/// are, booleans and numbers as JSON writes them; anything else (null,
+/// arrays, objects) has none, as an absent argument. Only the value found,
+/// one scalar, is decoded.
+pub(crate) fn argument_text(arguments: &str, path: &[&str]) -> Option<String> {
+    let raw = crate::jsonrpc::object::value_at(arguments, path)
+        .filter(|raw| !raw.starts_with(['{', '[']))?;
+    match serde_json::from_str(raw).ok()? {
+        Value::String(text) => Some(text),
         Value::Bool(flag) => Some(flag.to_string()),
         Value::Number(number) => Some(number.to_string()),
         _ => None,

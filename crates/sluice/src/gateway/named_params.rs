@@ -86,12 +86,11 @@ fn object_text<'de, D: serde::Deserializer<'de>>(
     }
     // Said as serde says it of the typed params (an array not read; any
     // other value is one scalar, cheap to decode).
-    let scalar = match text.starts_with('[') {
-        true => Value::Null,
-        false => serde_json::from_str(text).map_err(D::Error::custom)?,
-    };
+    if text.starts_with('[') {
+        return Err(D::Error::invalid_type(Unexpected::Seq, &"a map"));
+    }
+    let scalar: Value = serde_json::from_str(text).map_err(D::Error::custom)?;
     let unexpected = match &scalar {
-        _ if text.starts_with('[') => Unexpected::Seq,
         Value::String(s) => Unexpected::Str(s),
         Value::Bool(b) => Unexpected::Bool(*b),
         Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
@@ -145,7 +144,7 @@ impl NamedParams {
     }
 
     /// The arguments of one of sluice's own tools, decoded, within
-    /// [`BUILTIN_ARGUMENTS_MAX`] arguments and [`BUILTIN_STRUCTURED_MAX`]
+    /// [`BUILTIN_ARGUMENTS_MAX`] arguments and [`STRUCTURED_MAX`]
     /// bytes of arrays and objects; else why not, for the model. Strings of
     /// any length are taken (a tool says what it does with one too long).
     pub fn builtin_arguments(&self) -> Result<Option<JsonObject>, String> {

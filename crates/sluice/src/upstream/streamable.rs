@@ -654,15 +654,7 @@ impl StreamableHttp {
             .iter()
             .filter_map(|(path, header)| {
                 let path: Vec<&str> = path.iter().map(String::as_str).collect();
-                let raw = crate::jsonrpc::object::value_at(arguments, &path)
-                    .filter(|raw| !raw.starts_with(['{', '[']))?;
-                let value = serde_json::from_str::<serde_json::Value>(raw).ok()?;
-                let text = match &value {
-                    serde_json::Value::String(s) => s.clone(),
-                    serde_json::Value::Bool(b) => b.to_string(),
-                    serde_json::Value::Number(n) => n.to_string(),
-                    _ => return None,
-                };
+                let text = crate::downstream::http_headers::argument_text(arguments, &path)?;
                 let name = HeaderName::try_from(format!("mcp-param-{header}")).ok()?;
                 let value = HeaderValue::try_from(header_value(&text)).ok()?;
                 Some((name, value))
