@@ -125,10 +125,12 @@ pub enum Notice {
     Log(Arc<Logged>),
 }
 
+pub mod notices;
+
 /// Where an upstream's notifications about one request go: to the task
 /// waiting for that request, which forwards them in order, before the
-/// response.
-pub type NoticeRoute = tokio::sync::mpsc::UnboundedSender<Notice>;
+/// response (held within bounds: see [`notices`]).
+pub use notices::{Lost, NoticeQueue, NoticeRoute, queue as notice_queue};
 
 /// Which client request an upstream request serves.
 #[derive(Debug, Clone)]
@@ -361,9 +363,7 @@ impl Hub {
         lock(&self.progress)
             .get(&(upstream.to_owned(), params.progress_token.clone()))
             .is_some_and(|route| {
-                route
-                    .send(Notice::Progress(Box::new(params.clone()), raw.clone()))
-                    .is_ok()
+                route.send(Notice::Progress(Box::new(params.clone()), raw.clone()))
             })
     }
 
@@ -374,7 +374,7 @@ impl Hub {
         self.latest_call(upstream)
             .filter(|origin| origin.session.is_none())
             .and_then(|origin| origin.notices)
-            .is_some_and(|route| route.send(Notice::Log(logged.clone())).is_ok())
+            .is_some_and(|route| route.send(Notice::Log(logged.clone())))
     }
 
     /// Records that upstream request `id` serves a client request, until the

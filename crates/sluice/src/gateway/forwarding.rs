@@ -47,7 +47,7 @@ impl Gateway {
         // order they came, and all of them before the response (see
         // `upstream::rpc`).
         let progress_token = caller.meta.get_progress_token();
-        let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+        let (notices_tx, notices) = crate::hub::notice_queue();
         let for_client = || for_client(hub, caller);
         let listening = caller.stream.is_some();
         // A call that may become an operation always hears its progress.
@@ -143,12 +143,27 @@ impl Gateway {
         let result = loop {
             tokio::select! {
                 biased;
-                Some(notice) = notices.recv() => forward(notice).await,
+                notice = notices.recv() => forward(notice).await,
                 result = &mut call => break result,
             }
         };
-        while let Ok(notice) = notices.try_recv() {
+        while let Some(notice) = notices.try_recv() {
             forward(notice).await;
+        }
+        let lost = notices.lost();
+        if lost != crate::hub::Lost::default() {
+            tracing::warn!(
+                upstream = upstream.name(),
+                "the client of request {} did not read its notifications as fast as the \
+                 upstream sent them: {} progress notifications were replaced by later ones \
+                 and {} log messages dropped (sluice holds at most {} notifications, {} MiB, \
+                 for each request)",
+                caller.request,
+                lost.superseded,
+                lost.logs,
+                crate::hub::notices::HELD,
+                crate::hub::notices::HELD_BYTES >> 20,
+            );
         }
         result
     }

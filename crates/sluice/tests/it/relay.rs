@@ -1282,6 +1282,96 @@ async fn a_large_request_of_the_upstream_reaches_the_client_as_sent() {
     assert_grew_less_than_24_times(grown, BYTES, "a request's params");
 }
 
+/// A client that does not read while an upstream floods its call with
+/// progress makes sluice hold a bounded number of those notifications, not
+/// all of them: 3,000 progress notifications of 16 KiB (49 MB) grew
+/// sluice's peak by 110 MB before the bound. The upstream is never made to
+/// wait (its answer is sent while the client still reads nothing); once the
+/// client reads, it gets progress up to the last one, then the answer; the
+/// progress replaced by later ones is said in sluice's log; the next call
+/// works.
+#[tokio::test]
+async fn a_client_that_does_not_read_makes_sluice_hold_a_bounded_part_of_its_calls_progress() {
+    const COUNT: usize = 3000;
+    const BYTES: usize = COUNT * (16 << 10);
+    let dir = TempDir::new("relay-flood");
+    let record = dir.0.join("record");
+    let config = dir.file("sluice.toml", &toml_upstream("raw", &raw_server(&record)));
+    let mut raw = Raw::start_logged(&["--config".to_owned(), config.display().to_string()]);
+    raw.initialize().await;
+    let pid = raw.child.id().unwrap();
+    let before = peak_kb(pid);
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"flood","arguments":{{"count":{COUNT},"kb":16}},"_meta":{{"progressToken":"flood"}}}}}}"#
+    ))
+    .await;
+    // Nothing is read until the upstream has sent its answer.
+    let sent = record.join("sent.jsonl");
+    // (Its id is sluice's own: the last line recorded is the answer.)
+    let answered = r#","result":{"content":[{"type":"text","text":"ok"}]}}"#;
+    for _ in 0..600 {
+        if tail(&sent, 4096).contains(answered) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        tail(&sent, 4096).contains(answered),
+        "the upstream answered within 60 s, unread"
+    );
+    // Whatever sluice still reads of the upstream is read by now.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let grown = peak_kb(pid).saturating_sub(before) * 1024;
+    let mut progress = Vec::new();
+    let answer = loop {
+        let line = raw.recv_text().await;
+        if member(&line, "method") == Some(r#""notifications/progress""#) {
+            let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+            progress.push(message["params"]["progress"].as_u64().unwrap());
+        } else if member(&line, "id") == Some("2") {
+            break line;
+        }
+    };
+    assert!(member(&answer, "result").is_some(), "{answer}");
+    assert!(
+        grown < BYTES / 4,
+        "sluice's peak grew by {grown} bytes for {BYTES} of progress its client did not read"
+    );
+    assert!(
+        progress.len() < COUNT && progress.windows(2).all(|w| w[0] < w[1]),
+        "{} progress notifications, in order: {:?}…",
+        progress.len(),
+        &progress[..progress.len().min(10)]
+    );
+    assert_eq!(
+        progress.last(),
+        Some(&(COUNT as u64)),
+        "the latest progress arrives"
+    );
+    let warning = raw.warning("did not read its notifications").await;
+    assert!(
+        warning.contains("progress notifications were replaced by later ones"),
+        "{warning}"
+    );
+    raw.send(&tool_call(3, "ok", "{}")).await;
+    let next = raw.response_text(3).await;
+    assert!(member(&next, "result").is_some(), "{next}");
+}
+
+/// The last `bytes` of the file at `path` (empty if there is none yet).
+fn tail(path: &Path, bytes: u64) -> String {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let length = file.metadata().map_or(0, |m| m.len());
+    file.seek(SeekFrom::Start(length.saturating_sub(bytes)))
+        .unwrap();
+    let mut text = Vec::new();
+    file.read_to_end(&mut text).unwrap();
+    String::from_utf8_lossy(&text).into_owned()
+}
+
 /// A log message sent during a 2026-07-28 client's call over HTTP (no
 /// session: it comes on the call's stream, before the answer) arrives as
 /// the upstream sent it too; it was made again from its decoding, which
