@@ -515,7 +515,7 @@ impl Gateway {
         // The paths a plain call does not take are boxed: inline, their
         // state would size every call's future (call_as_task's is 11 KB).
         if lock(&self.task_tools).contains(source) {
-            return Box::pin(self.call_as_task(upstream, params, caller)).await;
+            return Box::pin(self.call_as_task(upstream, params, caller, source)).await;
         }
         // A 2025-11-25 upstream may refuse a plain call to a tool that
         // needs a task: the call is kept to make it again as one.
@@ -561,7 +561,7 @@ impl Gateway {
             "the tool must be called as a task: sluice calls it as one and polls"
         );
         lock(&self.task_tools).insert(source.to_owned());
-        Box::pin(self.call_as_task(upstream, params, caller)).await
+        Box::pin(self.call_as_task(upstream, params, caller, source)).await
     }
 
     /// [`Self::fetch_keeping_raw`] as the cache calls it: for `caller`, or for a
@@ -810,7 +810,7 @@ pub(super) enum Done {
 /// describe the client. `None` when there is no such text or it cannot be
 /// edited: the decoded params are sent. `exposed`: the name the client
 /// called the tool by.
-fn upstream_params<'a>(
+pub(super) fn upstream_params<'a>(
     caller: &'a Caller,
     params: &NamedParams,
     exposed: &str,

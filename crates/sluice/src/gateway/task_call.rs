@@ -12,13 +12,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{ClientRequest, CustomRequest, ServerResult};
+use rmcp::model::{
+    CallToolRequestMethod, ClientRequest, ConstString as _, CustomRequest, ServerResult,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::call::Fetched;
+use super::forwarding::Request;
 use super::{Caller, Gateway};
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{Message, RawObject};
 use crate::upstream::rpc::Decoded;
 use crate::upstream::{CallError, Upstream};
 
@@ -109,8 +112,9 @@ impl Gateway {
         upstream: &Arc<Upstream>,
         params: super::NamedParams,
         caller: &Caller,
+        exposed: &str,
     ) -> Fetched {
-        match self.task_call(upstream, params, caller).await {
+        match self.task_call(upstream, params, caller, exposed).await {
             Ok(fetched) => fetched,
             Err(e) => Fetched::decoded(Err(e), None),
         }
@@ -121,14 +125,29 @@ impl Gateway {
         upstream: &Arc<Upstream>,
         params: super::NamedParams,
         caller: &Caller,
+        exposed: &str,
     ) -> Result<Fetched, CallError> {
-        // Made, not forwarded: the arguments decoded (bounded by the
-        // client's message, as every request is).
-        let mut request = serde_json::to_value(params.to_rmcp()).unwrap_or_else(|_| json!({}));
-        request["task"] = json!({"ttl": TASK_TTL_MS});
+        // The client's params as a plain call forwards them, with `task`
+        // added to their text: the arguments are never decoded (a tree of
+        // them costs many times their size, and respells their numbers).
+        // Made only where there is no text to edit.
+        let text = super::call::upstream_params(caller, &params, exposed).and_then(|text| {
+            let mut params = RawObject::of_checked(&text).ok()?;
+            params
+                .insert_value("task", &json!({"ttl": TASK_TTL_MS}))
+                .ok()?;
+            Some(params.to_json())
+        });
+        let request = Request::text_or(CallToolRequestMethod::VALUE, text.as_deref(), || {
+            let mut made = serde_json::to_value(params.to_rmcp()).unwrap_or_else(|_| json!({}));
+            made["task"] = json!({"ttl": TASK_TTL_MS});
+            custom("tools/call", made)
+        });
         let created = self
-            .send(upstream, custom("tools/call", request), caller)
-            .await?;
+            .send_as(upstream, request, caller)
+            .await
+            .and_then(|answer| super::forwarding::for_caller(upstream, answer, caller))?
+            .0;
         let created = raw(&created);
         let Some(task) = created.get("task").filter(|t| t.is_object()) else {
             // An upstream may still answer at once: that is the result.

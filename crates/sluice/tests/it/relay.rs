@@ -1168,7 +1168,9 @@ fn assert_grew_less_than_24_times(grown_kb: usize, bytes: usize, what: &str) {
 /// (`gateway::NamedParams`): 8 MB of small values reach the upstream as
 /// sent, and sluice's peak memory grows by a few times their size, not by
 /// the ~85 times a tree of them costs (decoded, 16 MB of them made sluice
-/// hold 1.3 GB). The bound is loose (24 times) and far from either.
+/// hold 1.3 GB). The bound is loose (24 times) and far from either. So do
+/// the arguments of a tool its upstream runs only as a task (SEP-1686),
+/// whose request sluice edits to add `task`.
 #[tokio::test]
 async fn large_arguments_are_kept_as_text_on_their_way_to_the_upstream() {
     const BYTES: usize = 8 << 20;
@@ -1180,6 +1182,8 @@ async fn large_arguments_are_kept_as_text_on_their_way_to_the_upstream() {
     let requests = [
         (2, "tools/call", "ok", "xs"),
         (3, "prompts/get", "greet", "who"),
+        // Its upstream runs it only as a task: `task` is added to the text.
+        (4, "tools/call", "tasked", "xs"),
     ];
     for (id, method, name, key) in requests {
         raw.send(&format!(
@@ -1191,16 +1195,21 @@ async fn large_arguments_are_kept_as_text_on_their_way_to_the_upstream() {
     }
     let grown = peak_kb(pid).saturating_sub(before);
     let received = messages(&lines(&dir.0.join("record").join("received.jsonl")));
-    for (_, method, _, key) in requests {
-        let request = received
+    for (_, method, name, key) in requests {
+        let params = received
             .iter()
-            .find(|m| member(m, "method") == Some(format!("{method:?}").as_str()))
-            .unwrap_or_else(|| panic!("the server got no {method}"));
-        let arguments = member(member(request, "params").unwrap(), "arguments").unwrap();
+            .filter(|m| member(m, "method") == Some(format!("{method:?}").as_str()))
+            .map(|m| member(m, "params").unwrap())
+            .rfind(|p| member(p, "name") == Some(format!("{name:?}").as_str()))
+            .unwrap_or_else(|| panic!("the server got no {method} of {name}"));
+        let arguments = member(params, "arguments").unwrap();
         assert!(
             member(arguments, key) == Some(values.as_str()),
             "{method}'s arguments changed on their way"
         );
+        if name == "tasked" {
+            assert!(member(params, "task").is_some(), "called as a task");
+        }
     }
     assert_grew_less_than_24_times(grown, BYTES, "arguments");
 }
