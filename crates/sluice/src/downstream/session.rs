@@ -169,18 +169,112 @@ async fn forward_events(
     let Some(link) = gateway.hub().session(id).and_then(|s| s.link) else {
         return;
     };
+    // The gateway's events are taken as they come, whether or not the
+    // client reads: one that lags keeps every event sent since in the
+    // hub's broadcast (1,024 of them, each log message as large as an
+    // upstream made it: 1,500 log messages of 256 KiB to a stdio client
+    // that did not read grew sluice by 297 MB). They wait here instead,
+    // within a bound (a stdio link waits for its client to read; an HTTP
+    // session's never waits).
+    let mut backlog = Backlog::default();
     loop {
-        let batch = tokio::select! {
+        let first = backlog.first();
+        let waiting = first.is_some();
+        tokio::select! {
+            biased;
             () = closed.cancelled() => return,
-            batch = crate::hub::next_events(&mut events, id) => batch,
-        };
-        let Some(batch) = batch else { return };
-        for event in batch {
-            if !gateway.hub().has_session(id) {
-                return;
+            // Cancel-safe: an event not sent yet stays first, to be sent
+            // again (a link's send sends nothing when cancelled).
+            () = async {
+                if let Some(event) = first {
+                    forward_event(&gateway, id, &link, event).await;
+                }
+            }, if waiting => {
+                backlog.sent();
+                if !gateway.hub().has_session(id) {
+                    return;
+                }
             }
-            forward_event(&gateway, id, &link, event).await;
+            batch = crate::hub::next_events(&mut events, id) => {
+                let Some(batch) = batch else { return };
+                for event in batch {
+                    backlog.admit(event, id);
+                }
+            }
         }
+    }
+}
+
+/// The events a session's client has not read yet: log messages up to
+/// [`crate::hub::notices::HELD`] of them and
+/// [`crate::hub::notices::HELD_BYTES`] (the later ones dropped, said once
+/// per run of drops), and each list change or resource update once.
+#[derive(Default)]
+struct Backlog {
+    events: std::collections::VecDeque<Event>,
+    log_bytes: usize,
+    dropped: u64,
+}
+
+impl Backlog {
+    /// The first event waiting (cheap: a log message is shared).
+    fn first(&self) -> Option<Event> {
+        self.events.front().cloned()
+    }
+
+    /// The first event was sent.
+    fn sent(&mut self) {
+        if let Some(Event::Log(logged)) = self.events.pop_front() {
+            self.log_bytes -= logged.raw.as_bytes().len();
+        }
+        if self.dropped > 0 && self.events.is_empty() {
+            self.dropped = 0;
+        }
+    }
+
+    fn admit(&mut self, event: Event, session: SessionId) {
+        use crate::hub::notices::{HELD, HELD_BYTES};
+        match &event {
+            Event::Log(logged) => {
+                let size = logged.raw.as_bytes().len();
+                let room = self.events.len() < HELD && self.log_bytes + size <= HELD_BYTES;
+                if !room && !self.events.is_empty() {
+                    if self.dropped == 0 {
+                        tracing::warn!(
+                            session,
+                            "log messages dropped: the client does not read them as fast as \
+                             the upstream sends them (sluice holds at most {HELD} of them, \
+                             {} MiB, for a session)",
+                            HELD_BYTES >> 20
+                        );
+                    }
+                    self.dropped += 1;
+                    return;
+                }
+                self.log_bytes += size;
+            }
+            // Told once however often it comes while the client is behind.
+            Event::ToolsChanged | Event::PromptsChanged | Event::ResourcesChanged => {
+                let same = std::mem::discriminant(&event);
+                if self
+                    .events
+                    .iter()
+                    .any(|e| std::mem::discriminant(e) == same)
+                {
+                    return;
+                }
+            }
+            Event::ResourceUpdated(uri) => {
+                if self
+                    .events
+                    .iter()
+                    .any(|e| matches!(e, Event::ResourceUpdated(u) if u == uri))
+                {
+                    return;
+                }
+            }
+        }
+        self.events.push_back(event);
     }
 }
 

@@ -1305,34 +1305,13 @@ async fn a_large_request_of_the_upstream_reaches_the_client_as_sent() {
 async fn a_client_that_does_not_read_makes_sluice_hold_a_bounded_part_of_its_calls_progress() {
     const COUNT: usize = 3000;
     const BYTES: usize = COUNT * (16 << 10);
-    let dir = TempDir::new("relay-flood");
-    let record = dir.0.join("record");
-    let config = dir.file("sluice.toml", &toml_upstream("raw", &raw_server(&record)));
-    let mut raw = Raw::start_logged(&["--config".to_owned(), config.display().to_string()]);
-    raw.initialize().await;
-    let pid = raw.child.id().unwrap();
-    let before = peak_kb(pid);
+    let (_dir, mut raw, before, record) = logged_raw_session("relay-flood").await;
     raw.send(&format!(
         r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"flood","arguments":{{"count":{COUNT},"kb":16}},"_meta":{{"progressToken":"flood"}}}}}}"#
     ))
     .await;
-    // Nothing is read until the upstream has sent its answer.
-    let sent = record.join("sent.jsonl");
-    // (Its id is sluice's own: the last line recorded is the answer.)
-    let answered = r#","result":{"content":[{"type":"text","text":"ok"}]}}"#;
-    for _ in 0..600 {
-        if tail(&sent, 4096).contains(answered) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        tail(&sent, 4096).contains(answered),
-        "the upstream answered within 60 s, unread"
-    );
-    // Whatever sluice still reads of the upstream is read by now.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let grown = peak_kb(pid).saturating_sub(before) * 1024;
+    upstream_answered_unread(&record).await;
+    let grown = (peak_kb(raw.child.id().unwrap()) * 1024).saturating_sub(before);
     let mut progress = Vec::new();
     let answer = loop {
         let line = raw.recv_text().await;
@@ -1364,6 +1343,71 @@ async fn a_client_that_does_not_read_makes_sluice_hold_a_bounded_part_of_its_cal
         warning.contains("progress notifications were replaced by later ones"),
         "{warning}"
     );
+    raw.send(&tool_call(3, "ok", "{}")).await;
+    let next = raw.response_text(3).await;
+    assert!(member(&next, "result").is_some(), "{next}");
+}
+
+/// Waits until the raw server recorded in `record` has sent its answer to
+/// the last call (of `ok`'s result), with the client reading nothing, and
+/// until sluice has read what the server sent.
+async fn upstream_answered_unread(record: &Path) {
+    let sent = record.join("sent.jsonl");
+    // (Its id is sluice's own: the last line recorded is the answer.)
+    let answered = r#","result":{"content":[{"type":"text","text":"ok"}]}}"#;
+    for _ in 0..600 {
+        if tail(&sent, 4096).contains(answered) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        tail(&sent, 4096).contains(answered),
+        "the upstream answered within 60 s, unread"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+}
+
+/// A session's client that does not read while an upstream floods it with
+/// log messages makes sluice hold a bounded part of them: 1,500 log
+/// messages of 256 KiB (384 MB) to a stdio client grew sluice's peak by
+/// 297 MB before the session's backlog (the hub's broadcast kept every
+/// event since the lagging client's last read). The upstream answers
+/// unread; once the client reads, the answer comes after some of the log
+/// messages, the drop is said in sluice's log, and the next call works.
+#[tokio::test]
+async fn a_session_that_does_not_read_makes_sluice_hold_a_bounded_part_of_its_log_messages() {
+    const COUNT: usize = 1500;
+    const BYTES: usize = COUNT * (256 << 10);
+    let (_dir, mut raw, before, record) = logged_raw_session("relay-log-flood").await;
+    raw.send(&tool_call(
+        2,
+        "flood",
+        &format!(r#"{{"count":{COUNT},"kb":256,"log":true}}"#),
+    ))
+    .await;
+    upstream_answered_unread(&record).await;
+    let grown = (peak_kb(raw.child.id().unwrap()) * 1024).saturating_sub(before);
+    let mut logs = 0;
+    let answer = loop {
+        let line = raw.recv_text().await;
+        if member(&line, "method") == Some(r#""notifications/message""#) {
+            logs += 1;
+        } else if member(&line, "id") == Some("2") {
+            break line;
+        }
+    };
+    assert!(member(&answer, "result").is_some(), "{answer}");
+    assert!(
+        grown < BYTES / 4,
+        "sluice's peak grew by {grown} bytes for {BYTES} of log messages its client did not read"
+    );
+    assert!(
+        logs > 0 && logs < COUNT,
+        "{logs} log messages before the answer"
+    );
+    raw.warning("log messages dropped: the client does not read them")
+        .await;
     raw.send(&tool_call(3, "ok", "{}")).await;
     let next = raw.response_text(3).await;
     assert!(member(&next, "result").is_some(), "{next}");
@@ -2215,6 +2259,18 @@ fn raw_session(name: &str) -> (TempDir, Raw) {
     let config = dir.file("sluice.toml", &toml_upstream("raw", &raw_server(&record)));
     let raw = Raw::start(&["--config".to_owned(), config.display().to_string()]);
     (dir, raw)
+}
+
+/// [`raw_session`] with sluice's warnings kept, initialized; its peak
+/// memory then, in bytes; and where the raw server records.
+async fn logged_raw_session(name: &str) -> (TempDir, Raw, usize, std::path::PathBuf) {
+    let dir = TempDir::new(name);
+    let record = dir.0.join("record");
+    let config = dir.file("sluice.toml", &toml_upstream("raw", &raw_server(&record)));
+    let mut raw = Raw::start_logged(&["--config".to_owned(), config.display().to_string()]);
+    raw.initialize().await;
+    let before = peak_kb(raw.child.id().unwrap()) * 1024;
+    (dir, raw, before, record)
 }
 
 /// A 2026-07-28 upstream gets a call's params as the client sent them too
