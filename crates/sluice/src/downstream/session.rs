@@ -173,7 +173,7 @@ async fn forward_events(
     // client reads: one that lags keeps every event sent since in the
     // hub's broadcast (1,024 of them, each log message as large as an
     // upstream made it: 1,500 log messages of 256 KiB to a stdio client
-    // that did not read grew sluice by 297 MB). They wait here instead,
+    // that did not read grew sluice's peak by 298 MB). They wait here instead,
     // within a bound (a stdio link waits for its client to read; an HTTP
     // session's never waits).
     let mut backlog = Backlog::default();
