@@ -668,9 +668,27 @@ impl Taken {
             tokio::select! {
                 biased;
                 Some(notice) = notices.recv() => {
-                    if open && !emit(notice).await {
+                    if !open {
+                        continue;
+                    }
+                    // The work goes on while the client is slow to read
+                    // (its cancellation, above all, must reach the
+                    // upstream); a line being written is never cut.
+                    let mut emitting = std::pin::pin!(emit(notice));
+                    let mut finished = None;
+                    let emitted = loop {
+                        tokio::select! {
+                            biased;
+                            emitted = &mut emitting => break emitted,
+                            answer = &mut work, if finished.is_none() => finished = Some(answer),
+                        }
+                    };
+                    if !emitted {
                         open = false;
                         ct.cancel();
+                    }
+                    if let Some(answer) = finished {
+                        break answer;
                     }
                 }
                 answer = &mut work => break answer,

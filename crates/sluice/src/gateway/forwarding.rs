@@ -140,15 +140,28 @@ impl Gateway {
                 }
             }
         };
+        // While a notification waits for room on the client's stream, the
+        // call is not polled: a client that cancels (or leaves) without
+        // reading must not hold up its cancellation, which the call tells
+        // the upstream. What was kept for an operation is kept first (the
+        // forwarder's first step, before it waits).
+        let forward = &forward;
+        let forward_unless_cancelled = |notice: Notice| async move {
+            tokio::select! {
+                biased;
+                () = forward(notice) => {}
+                () = caller.ct.cancelled() => {}
+            }
+        };
         let result = loop {
             tokio::select! {
                 biased;
-                notice = notices.recv() => forward(notice).await,
+                notice = notices.recv() => forward_unless_cancelled(notice).await,
                 result = &mut call => break result,
             }
         };
         while let Some(notice) = notices.try_recv() {
-            forward(notice).await;
+            forward_unless_cancelled(notice).await;
         }
         let lost = notices.lost();
         if lost != crate::hub::Lost::default() {

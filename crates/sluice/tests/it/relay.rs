@@ -1348,6 +1348,47 @@ async fn a_client_that_does_not_read_makes_sluice_hold_a_bounded_part_of_its_cal
     assert!(member(&next, "result").is_some(), "{next}");
 }
 
+/// A client that cancels a call it does not read has its cancellation
+/// reach the upstream at once. While one of the call's notifications waited
+/// for room on the client's stream, the call was not polled: the upstream
+/// heard of the cancellation only once the client read.
+#[tokio::test]
+async fn a_client_that_cancels_a_call_it_does_not_read_has_the_upstream_told_at_once() {
+    const BYTES: u64 = 3000 * (16 << 10);
+    let (_dir, mut raw, _, record) = logged_raw_session("relay-flood-cancel").await;
+    raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"flood","arguments":{"count":3000,"kb":16,"sleep_s":30},"_meta":{"progressToken":"flood"}}}"#)
+        .await;
+    // The upstream has sent its progress, none of it read.
+    let sent = record.join("sent.jsonl");
+    let size = || std::fs::metadata(&sent).map_or(0, |m| m.len());
+    for _ in 0..600 {
+        if size() > BYTES {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(size() > BYTES, "the upstream sent its progress within 60 s");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#)
+        .await;
+    // Told well before its answer (30 s away).
+    let received = record.join("received.jsonl");
+    let told = || tail(&received, 4096).contains("notifications/cancelled");
+    for _ in 0..100 {
+        if told() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        told(),
+        "the upstream was not told of the cancellation within 10 s"
+    );
+    raw.send(&tool_call(3, "ok", "{}")).await;
+    let next = raw.response_text(3).await;
+    assert!(member(&next, "result").is_some(), "{next}");
+}
+
 /// Waits until the raw server recorded in `record` has sent its answer to
 /// the last call (of `ok`'s result), with the client reading nothing, and
 /// until sluice has read what the server sent.
