@@ -17,6 +17,8 @@ use rmcp::model::{
 };
 use tokio::sync::broadcast;
 
+pub mod notices;
+
 /// What the first client said about itself: what sluice mirrors upstream.
 #[derive(Debug, Clone, Default)]
 pub struct FirstClient {
@@ -124,8 +126,6 @@ pub enum Notice {
     /// which have no session to receive it otherwise).
     Log(Arc<Logged>),
 }
-
-pub mod notices;
 
 /// Where an upstream's notifications about one request go: to the task
 /// waiting for that request, which forwards them in order, before the

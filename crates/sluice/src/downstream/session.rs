@@ -213,7 +213,8 @@ async fn forward_events(
 struct Backlog {
     events: std::collections::VecDeque<Event>,
     log_bytes: usize,
-    dropped: u64,
+    /// Log messages are being dropped (said once per run of drops).
+    dropping: bool,
 }
 
 impl Backlog {
@@ -227,19 +228,18 @@ impl Backlog {
         if let Some(Event::Log(logged)) = self.events.pop_front() {
             self.log_bytes -= logged.raw.as_bytes().len();
         }
-        if self.dropped > 0 && self.events.is_empty() {
-            self.dropped = 0;
+        if self.events.is_empty() {
+            self.dropping = false;
         }
     }
 
     fn admit(&mut self, event: Event, session: SessionId) {
-        use crate::hub::notices::{HELD, HELD_BYTES};
+        use crate::hub::notices::{HELD, HELD_BYTES, has_room};
         match &event {
             Event::Log(logged) => {
                 let size = logged.raw.as_bytes().len();
-                let room = self.events.len() < HELD && self.log_bytes + size <= HELD_BYTES;
-                if !room && !self.events.is_empty() {
-                    if self.dropped == 0 {
+                if !has_room(self.events.len(), self.log_bytes, size) {
+                    if !std::mem::replace(&mut self.dropping, true) {
                         tracing::warn!(
                             session,
                             "log messages dropped: the client does not read them as fast as \
@@ -248,7 +248,6 @@ impl Backlog {
                             HELD_BYTES >> 20
                         );
                     }
-                    self.dropped += 1;
                     return;
                 }
                 self.log_bytes += size;
@@ -321,5 +320,70 @@ async fn forward_event(
     let bytes = serde_json::to_vec(&message).expect("rmcp's messages serialize");
     if link.send(bytes::Bytes::from(bytes)).await.is_err() {
         tracing::debug!(session = id, "notification not delivered: the client left");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(n: usize) -> Event {
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","data":{n}}}}}"#
+        );
+        let raw = crate::jsonrpc::Message::parse(bytes::Bytes::from(text)).unwrap();
+        Event::Log(Arc::new(crate::hub::Logged::read(&raw).unwrap()))
+    }
+
+    /// What waits, in order: `l3` for the log message whose data is 3,
+    /// `tools`, `updated a` for a resource update of `a`.
+    fn waiting(backlog: &Backlog) -> Vec<String> {
+        backlog
+            .events
+            .iter()
+            .map(|event| match event {
+                Event::Log(logged) => format!("l{}", logged.data().unwrap()),
+                Event::ToolsChanged => "tools".to_owned(),
+                Event::PromptsChanged => "prompts".to_owned(),
+                Event::ResourcesChanged => "resources".to_owned(),
+                Event::ResourceUpdated(uri) => format!("updated {uri}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_backlog_drops_log_messages_beyond_its_bound_and_keeps_each_change_once() {
+        let mut backlog = Backlog::default();
+        backlog.admit(Event::ToolsChanged, 1);
+        for n in 0..crate::hub::notices::HELD {
+            backlog.admit(log(n), 1);
+        }
+        // Full: log messages are dropped; a change already waiting is not
+        // told twice; another change, and each resource's update once,
+        // still wait.
+        backlog.admit(log(1000), 1);
+        backlog.admit(Event::ToolsChanged, 1);
+        backlog.admit(Event::PromptsChanged, 1);
+        backlog.admit(Event::ResourceUpdated("a".into()), 1);
+        backlog.admit(Event::ResourceUpdated("a".into()), 1);
+        // (The bound counts every event waiting: the list change took the
+        // place of one log message.)
+        let held = waiting(&backlog);
+        assert_eq!(held.len(), crate::hub::notices::HELD + 2);
+        assert_eq!(
+            held[held.len() - 3],
+            format!("l{}", crate::hub::notices::HELD - 2)
+        );
+        assert_eq!(held[0], "tools");
+        assert_eq!(held[held.len() - 2..], ["prompts", "updated a"]);
+        assert!(!held.contains(&"l1000".to_owned()), "{held:?}");
+        assert!(backlog.dropping);
+        // Sent: room again, and the next drop is said again.
+        while backlog.first().is_some() {
+            backlog.sent();
+        }
+        assert!(!backlog.dropping);
+        backlog.admit(log(7), 1);
+        assert_eq!(waiting(&backlog), ["l7"]);
     }
 }

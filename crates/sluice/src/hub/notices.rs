@@ -26,6 +26,14 @@ pub const HELD: usize = 64;
 /// larger than this alone is held, alone).
 pub const HELD_BYTES: usize = 4 << 20;
 
+/// Whether a notification of `size` bytes may join `held` of them holding
+/// `bytes`: within [`HELD`] and [`HELD_BYTES`], or alone. The one bound of
+/// what waits for a client (a session's backlog holds its log messages by
+/// it too).
+pub fn has_room(held: usize, bytes: usize, size: usize) -> bool {
+    held == 0 || (held < HELD && bytes + size <= HELD_BYTES)
+}
+
 /// A new queue: where an upstream's notifications about one request are
 /// sent, and where its forwarder takes them.
 pub fn queue() -> (NoticeRoute, NoticeQueue) {
@@ -106,8 +114,7 @@ impl NoticeRoute {
         if state.closed {
             return false;
         }
-        let room = state.held.len() < HELD && state.bytes + size <= HELD_BYTES;
-        if !room && !state.held.is_empty() {
+        if !has_room(state.held.len(), state.bytes, size) {
             match notice {
                 Notice::Log(_) => {
                     state.lost.logs += 1;

@@ -9,16 +9,7 @@ use rmcp::model::{
 
 use crate::support::*;
 
-async fn eventually(what: &str, check: impl Fn() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what} did not happen within 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+const TEN_SECONDS: Duration = Duration::from_secs(10);
 
 #[tokio::test]
 async fn a_tool_added_upstream_is_announced_and_callable() {
@@ -32,7 +23,7 @@ async fn a_tool_added_upstream_is_announced_and_callable() {
         .await
         .unwrap();
     assert_eq!(first_text(&added), "added extra");
-    eventually("tools/list_changed", || {
+    eventually(TEN_SECONDS, "tools/list_changed", || {
         inbox.lock().unwrap().tool_list_changed > 0
     })
     .await;
@@ -62,7 +53,7 @@ async fn a_subscribed_resource_update_reaches_the_client() {
         .await
         .unwrap();
     assert_eq!(first_text(&notified), "subscribed=true");
-    eventually("notifications/resources/updated", || {
+    eventually(TEN_SECONDS, "notifications/resources/updated", || {
         !inbox.lock().unwrap().resource_updated.is_empty()
     })
     .await;
@@ -88,7 +79,7 @@ async fn log_messages_reach_the_client_at_the_level_it_set() {
             .await
             .unwrap();
     }
-    eventually("notifications/message", || {
+    eventually(TEN_SECONDS, "notifications/message", || {
         !inbox.lock().unwrap().logs.is_empty()
     })
     .await;

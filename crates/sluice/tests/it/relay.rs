@@ -1360,30 +1360,21 @@ async fn a_client_that_cancels_a_call_it_does_not_read_has_the_upstream_told_at_
         .await;
     // The upstream has sent its progress, none of it read.
     let sent = record.join("sent.jsonl");
-    let size = || std::fs::metadata(&sent).map_or(0, |m| m.len());
-    for _ in 0..600 {
-        if size() > BYTES {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(size() > BYTES, "the upstream sent its progress within 60 s");
+    eventually(Duration::from_secs(60), "the upstream's progress", || {
+        std::fs::metadata(&sent).is_ok_and(|m| m.len() > BYTES)
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#)
         .await;
     // Told well before its answer (30 s away).
     let received = record.join("received.jsonl");
-    let told = || tail(&received, 4096).contains("notifications/cancelled");
-    for _ in 0..100 {
-        if told() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        told(),
-        "the upstream was not told of the cancellation within 10 s"
-    );
+    eventually(
+        Duration::from_secs(10),
+        "the upstream told of the cancellation",
+        || tail(&received, 4096).contains("notifications/cancelled"),
+    )
+    .await;
     raw.send(&tool_call(3, "ok", "{}")).await;
     let next = raw.response_text(3).await;
     assert!(member(&next, "result").is_some(), "{next}");
@@ -1396,23 +1387,19 @@ async fn upstream_answered_unread(record: &Path) {
     let sent = record.join("sent.jsonl");
     // (Its id is sluice's own: the last line recorded is the answer.)
     let answered = r#","result":{"content":[{"type":"text","text":"ok"}]}}"#;
-    for _ in 0..600 {
-        if tail(&sent, 4096).contains(answered) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        tail(&sent, 4096).contains(answered),
-        "the upstream answered within 60 s, unread"
-    );
+    eventually(
+        Duration::from_secs(60),
+        "the upstream's answer, unread",
+        || tail(&sent, 4096).contains(answered),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
 }
 
 /// A session's client that does not read while an upstream floods it with
 /// log messages makes sluice hold a bounded part of them: 1,500 log
 /// messages of 256 KiB (384 MB) to a stdio client grew sluice's peak by
-/// 297 MB before the session's backlog (the hub's broadcast kept every
+/// 298 MB before the session's backlog (the hub's broadcast kept every
 /// event since the lagging client's last read). The upstream answers
 /// unread; once the client reads, the answer comes after some of the log
 /// messages, the drop is said in sluice's log, and the next call works.

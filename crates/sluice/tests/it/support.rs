@@ -353,6 +353,19 @@ pub async fn wait_for_line(path: &Path, line: &str, within: Duration) -> String 
     }
 }
 
+/// Waits until `check` holds, looking every 50 ms; fails the test, naming
+/// `what`, if it does not within `within`.
+pub async fn eventually(within: Duration, what: &str, check: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} did not happen within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A `[upstreams.NAME]` table running `command`.
 pub fn toml_upstream(name: &str, command: &[String]) -> String {
     format!(
