@@ -47,6 +47,14 @@ pub enum Event {
     Log(Arc<Logged>),
 }
 
+/// An event as the hub's broadcast carries it: for every session, or for
+/// one alone ([`Hub::publish_to`]).
+#[derive(Debug, Clone)]
+pub struct Published {
+    to: Option<SessionId>,
+    event: Event,
+}
+
 /// A log message an upstream sent, as it sent it: its level read, its
 /// `data` (any JSON, of any size) never decoded. Decoded into a tree, 16 MB
 /// of `[0,0,…]` as a log message's data made sluice hold 3.1 GB.
@@ -155,7 +163,7 @@ pub struct Hub {
     sessions: Mutex<FastMap<SessionId, SessionEntry>>,
     progress: Mutex<FastMap<(String, ProgressToken), NoticeRoute>>,
     calls: Mutex<FastMap<(String, RequestId), CallOrigin>>,
-    events: broadcast::Sender<Event>,
+    events: broadcast::Sender<Published>,
     next_session: AtomicU64,
     /// Random, per process: mixed into the owner of each session's
     /// results, so that a restarted sluice's sessions (numbered from 1
@@ -328,11 +336,19 @@ impl Hub {
     /// Sends an event to every listening session.
     pub fn publish(&self, event: Event) {
         // No receiver is not an error: no session is listening yet.
-        let _ = self.events.send(event);
+        let _ = self.events.send(Published { to: None, event });
     }
 
-    /// A receiver of future events.
-    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+    /// Sends an event to `session` alone, in order with every session's.
+    pub fn publish_to(&self, session: SessionId, event: Event) {
+        let _ = self.events.send(Published {
+            to: Some(session),
+            event,
+        });
+    }
+
+    /// A receiver of future events (read with [`next_events`]).
+    pub fn subscribe(&self) -> broadcast::Receiver<Published> {
         self.events.subscribe()
     }
 
@@ -482,8 +498,9 @@ const EVENTS_AT_ONCE: usize = 256;
 /// would have its client list them all again). Events missed because the
 /// client was slow are told as a change of every list: some may have been
 /// list changes, and a client that never hears of one keeps a stale list.
+/// An event for one session ([`Hub::publish_to`]) is that session's alone.
 pub async fn next_events(
-    events: &mut broadcast::Receiver<Event>,
+    events: &mut broadcast::Receiver<Published>,
     session: SessionId,
 ) -> Option<Vec<Event>> {
     use broadcast::error::{RecvError, TryRecvError};
@@ -498,15 +515,21 @@ pub async fn next_events(
             Event::ResourcesChanged,
         ]);
     };
+    // What is another session's is not this one's to see.
+    let take = |batch: &mut Vec<Event>, published: Published| {
+        if published.to.is_none_or(|to| to == session) {
+            batch.push(published.event);
+        }
+    };
     let mut batch = Vec::new();
     match events.recv().await {
-        Ok(event) => batch.push(event),
+        Ok(event) => take(&mut batch, event),
         Err(RecvError::Lagged(n)) => lagged(&mut batch, n),
         Err(RecvError::Closed) => return None,
     }
     while batch.len() < EVENTS_AT_ONCE {
         match events.try_recv() {
-            Ok(event) => batch.push(event),
+            Ok(event) => take(&mut batch, event),
             Err(TryRecvError::Lagged(n)) => lagged(&mut batch, n),
             Err(_) => break,
         }
@@ -552,7 +575,7 @@ mod tests {
             Event::ToolsChanged,
             Event::ResourceUpdated("b".into()),
         ] {
-            sender.send(event).unwrap();
+            sender.send(Published { to: None, event }).unwrap();
         }
         let batch = next_events(&mut events, 1).await.unwrap();
         assert_eq!(
@@ -562,7 +585,8 @@ mod tests {
         );
         // Missed events (a slow client) are told as every list changing.
         for _ in 0..20 {
-            sender.send(Event::ResourceUpdated("c".into())).unwrap();
+            let event = Event::ResourceUpdated("c".into());
+            sender.send(Published { to: None, event }).unwrap();
         }
         let batch = next_events(&mut events, 1).await.unwrap();
         let told = kinds(&batch);
@@ -570,5 +594,30 @@ mod tests {
         assert!(told[3..].iter().all(|k| *k == "updated"), "{told:?}");
         drop(sender);
         assert!(next_events(&mut events, 1).await.is_none());
+    }
+
+    /// What is published to one session reaches it, in order with what is
+    /// every session's, and no other session.
+    #[tokio::test]
+    async fn an_event_for_one_session_reaches_it_alone() {
+        let hub = Hub::default();
+        let (mut first, mut second) = (hub.subscribe(), hub.subscribe());
+        let updated = |uri: &str| Event::ResourceUpdated(uri.into());
+        hub.publish(updated("every-1"));
+        hub.publish_to(2, updated("second's"));
+        hub.publish(updated("every-2"));
+        let uris = |batch: Vec<Event>| -> Vec<String> {
+            batch
+                .into_iter()
+                .map(|event| match event {
+                    Event::ResourceUpdated(uri) => uri,
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        let batch = next_events(&mut first, 1).await.unwrap();
+        assert_eq!(uris(batch), ["every-1", "every-2"]);
+        let batch = next_events(&mut second, 2).await.unwrap();
+        assert_eq!(uris(batch), ["every-1", "second's", "every-2"]);
     }
 }

@@ -131,16 +131,21 @@ impl UpstreamClient {
         }
     }
 
-    /// Publishes what a notification announces (a log message to the
-    /// sessionless request it most likely belongs to, if there is one), read
-    /// from it as sent: only what routes it (a level, a resource's URI),
-    /// never its payload (a log message's data is any JSON, of any size).
-    pub fn handle_notification(&self, notification: &Message) {
+    /// Publishes what a notification announces, read from it as sent: only
+    /// what routes it (a level, a resource's URI), never its payload (a log
+    /// message's data is any JSON, of any size). A log message goes to the
+    /// client of the call on whose response stream it came (`stream_of`:
+    /// Streamable HTTP says so), else to the sessionless request it most
+    /// likely belongs to, if there is one, else to every session.
+    pub fn handle_notification(&self, notification: &Message, stream_of: Option<&RequestId>) {
         let event = match notification.method() {
             // Progress for a routed request never gets here (see `rpc`).
             Some("notifications/message") => match crate::hub::Logged::read(notification) {
                 Some(logged) => {
                     let logged = Arc::new(logged);
+                    if let Some(call) = stream_of {
+                        return self.log_about(call, logged);
+                    }
                     if self.hub.divert_log(&self.upstream, &logged) {
                         return;
                     }
@@ -167,6 +172,34 @@ impl UpstreamClient {
             _ => return self.ignored(notification, "not one sluice passes on"),
         };
         self.hub.publish(event);
+    }
+
+    /// A log message the upstream sent about its request `call` (on the
+    /// call's response stream): for that call's client alone. One upstream
+    /// connection serves every client; published to every session, what a
+    /// tool logs about one principal's call reached the others.
+    ///
+    /// It goes where the call's other notifications go (on the stream that
+    /// carries the answer, before it, as the upstream sent it), or, for a
+    /// client that reads no stream there (one that takes only JSON
+    /// answers), to its session. A call no one listens to (`sluice call`,
+    /// a refresh in the background) has no one to tell.
+    fn log_about(&self, call: &RequestId, logged: Arc<crate::hub::Logged>) {
+        let Some(origin) = self.hub.call_origin(&self.upstream, call) else {
+            tracing::debug!(upstream = %self.upstream, "a log message about request {call}, which has ended: dropped");
+            return;
+        };
+        let reads_its_stream = origin.stream.is_some() || origin.session.is_none();
+        match (&origin.notices, origin.session) {
+            (Some(route), _) if reads_its_stream => {
+                route.send(crate::hub::Notice::Log(logged));
+            }
+            (_, Some(session)) => self.hub.publish_to(session, Event::Log(logged)),
+            (_, None) => tracing::debug!(
+                upstream = %self.upstream,
+                "a log message about request {call}, whose client does not listen: dropped"
+            ),
+        }
     }
 
     fn ignored(&self, notification: &Message, why: &str) {

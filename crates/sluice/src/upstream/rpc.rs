@@ -824,7 +824,7 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
                     Some(id) => complete(&shared.pending, &shared.upstream, &id, message),
                     None => without_id(&shared, message, stream_of),
                 },
-                Kind::Notification => notification(&shared, &message),
+                Kind::Notification => notification(&shared, &message, stream_of),
                 Kind::Request => request(&shared, message, stream_of),
             },
         }
@@ -940,8 +940,10 @@ fn answered(pending: &Pending<Answer>, upstream: &str, item: Inbound) -> Option<
     }
 }
 
-/// A notification from the upstream, handled before anything later is read.
-fn notification(shared: &Shared, message: &Message) {
+/// A notification from the upstream, handled before anything later is
+/// read; `stream_of`: the request on whose response stream it came
+/// (Streamable HTTP says so).
+fn notification(shared: &Shared, message: &Message, stream_of: Option<Id>) {
     if message.method() == Some("notifications/cancelled") {
         // Only cancelled: the entry leaves with its task (see `request`).
         let id = message.cancelled_request();
@@ -960,7 +962,9 @@ fn notification(shared: &Shared, message: &Message) {
     {
         return;
     }
-    shared.client.handle_notification(message);
+    shared
+        .client
+        .handle_notification(message, stream_of.as_ref().map(rmcp_id).as_ref());
 }
 
 /// A progress notification's params, but its `_meta` (not read).

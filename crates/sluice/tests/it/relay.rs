@@ -1480,6 +1480,69 @@ async fn a_log_message_on_a_calls_stream_arrives_as_sent() {
     .await;
 }
 
+/// A log message an HTTP upstream sends on a call's response stream is
+/// about that call: it reaches that call's client, on the stream that
+/// carries the answer, and no other session. One upstream connection
+/// serves every client: published to every session, what a tool logged
+/// about one client's call (with `[auth]`, one principal's) reached the
+/// others too.
+#[tokio::test]
+async fn a_log_message_about_a_call_reaches_that_calls_client_alone() {
+    let dir = TempDir::new("relay-log-about-a-call");
+    let (_server, url) = raw_server_http(&dir.0.join("record"), true).await;
+    let config = dir.file("sluice.toml", &format!("[upstreams.raw]\nurl = {url:?}\n"));
+    let sluice = HttpSluice::start(&["--config", config.to_str().unwrap()], &[]).await;
+    let (caller, caller_inbox) = connect_http(&sluice.url).await;
+    let (other, other_inbox) = connect_http(&sluice.url).await;
+    let flooded = call(
+        &caller,
+        "flood",
+        serde_json::json!({"count": 3, "kb": 0, "log": true}),
+    )
+    .await;
+    assert_eq!(first_text(&flooded), "ok");
+    eventually(
+        Duration::from_secs(10),
+        "the caller's 3 log messages",
+        || caller_inbox.lock().unwrap().logs.len() == 3,
+    )
+    .await;
+    let data: Vec<_> = caller_inbox
+        .lock()
+        .unwrap()
+        .logs
+        .iter()
+        .map(|log| log.data.clone())
+        .collect();
+    assert_eq!(data, ["0 ", "1 ", "2 "]);
+    // A list change is every session's, and goes after the log messages
+    // through the same broadcast and the same stream: once the other
+    // session has it, it would have had the log messages if they were
+    // published to it.
+    call(&caller, "fickle", serde_json::json!({})).await;
+    eventually(
+        Duration::from_secs(10),
+        "the other session's tools/list_changed",
+        || other_inbox.lock().unwrap().tool_list_changed > 0,
+    )
+    .await;
+    let seen = other_inbox.lock().unwrap().logs.clone();
+    assert!(seen.is_empty(), "another session's log messages: {seen:?}");
+    // Its own still reach it.
+    call(
+        &other,
+        "flood",
+        serde_json::json!({"count": 1, "kb": 0, "log": true}),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(10),
+        "the other session's own log message",
+        || other_inbox.lock().unwrap().logs.len() == 1,
+    )
+    .await;
+}
+
 /// What sluice decodes of a request is bounded before it is read: a
 /// `_meta` over 64 KiB, the params of a request small by nature (here a
 /// completion) over 1 MiB, and a built-in tool's arguments with over 64 KiB
