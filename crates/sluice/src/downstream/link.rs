@@ -7,7 +7,9 @@
 //! the stream of the call that caused it, and the rest on the session's
 //! GET stream ([`ClientLink::attach_standalone`]), held while the client
 //! has none open (the last [`HELD`] of them: a client opens its GET stream
-//! only after `initialize`, and an upstream may speak first).
+//! only after `initialize`, and an upstream may speak first). A notification
+//! waits for room on the GET stream as on a connection: dropped there, a
+//! `list_changed` left a client that read slowly with a stale list.
 //!
 //! The link's ids are strings (`"sluice-1"`, …), so that a client's answer
 //! to one cannot be mistaken for an answer to an id the client chose
@@ -54,6 +56,44 @@ enum Delivery {
     Held,
 }
 
+/// Holds `message` (the request `request`, or a notification) for the next
+/// GET stream, within [`HELD`] and [`HELD_BYTES`]: room is made by the
+/// oldest notification (a request dropped would leave its upstream
+/// waiting); a request that finds only requests held is refused.
+fn hold(
+    standalone: &mut Standalone,
+    message: Bytes,
+    request: Option<&Id>,
+) -> Result<Delivery, AskError> {
+    let bytes = if request.is_none() { message.len() } else { 0 };
+    if bytes > HELD_BYTES {
+        tracing::debug!("a message of no call was dropped: too large to hold");
+        return Ok(Delivery::Sent);
+    }
+    while standalone.held.len() >= HELD || standalone.held_bytes + bytes > HELD_BYTES {
+        let oldest = standalone.held.iter().position(|h| h.request.is_none());
+        let Some(dropped) = oldest.and_then(|i| standalone.held.remove(i)) else {
+            // Only requests held, as many as may be.
+            if request.is_some() {
+                return Err(AskError::Gone);
+            }
+            tracing::debug!("a message of no call was dropped: {HELD} requests wait");
+            return Ok(Delivery::Sent);
+        };
+        standalone.held_bytes -= dropped.message.len();
+        tracing::debug!(
+            "a message of no call was dropped: the client has held no GET stream open for {HELD} of them ({} MiB at most)",
+            HELD_BYTES >> 20
+        );
+    }
+    standalone.held_bytes += bytes;
+    standalone.held.push_back(Held {
+        message,
+        request: request.cloned(),
+    });
+    Ok(Delivery::Held)
+}
+
 /// A message held for the next GET stream, and the id of the request it
 /// is, if it is one.
 struct Held {
@@ -70,6 +110,9 @@ pub struct ClientLink {
     standalone: std::sync::Mutex<Standalone>,
     asked: Pending<Message>,
     next: AtomicU64,
+    /// Wakes a [`ClientLink::send`] waiting on a GET stream when another
+    /// replaces it or the session ends.
+    replaced: tokio::sync::Notify,
 }
 
 /// An HTTP session's GET stream, while one is open, and the messages held
@@ -120,6 +163,7 @@ impl ClientLink {
             standalone: std::sync::Mutex::default(),
             asked: Pending::new(),
             next: AtomicU64::new(1),
+            replaced: tokio::sync::Notify::new(),
         }
     }
 
@@ -131,6 +175,7 @@ impl ClientLink {
             standalone: std::sync::Mutex::default(),
             asked: Pending::new(),
             next: AtomicU64::new(1),
+            replaced: tokio::sync::Notify::new(),
         }
     }
 
@@ -171,20 +216,55 @@ impl ClientLink {
             }
         }
         standalone.stream = Some(stream);
+        self.replaced.notify_waiters();
     }
 
-    /// Sends one message (its bytes as they are) on the connection, or
-    /// towards an HTTP session's GET stream: on it while one is open (a
-    /// client that does not read it loses what its stream has no room
-    /// for, rather than stalling sluice), else held for the next one (the
-    /// oldest notification held goes past [`HELD`]).
+    /// Sends one notification (its bytes as they are) on the connection, or
+    /// towards an HTTP session's GET stream: on it while one is open,
+    /// waiting for room as on a connection (the session's forwarder keeps
+    /// what comes meanwhile, within bounds: `session::Backlog`), else held
+    /// for the next one (the oldest notification held goes past [`HELD`]).
+    /// A GET stream replaced or let go while this waits takes nothing: the
+    /// message goes to the next. Cancel-safe: cancelled, it sent nothing.
     pub async fn send(&self, message: Bytes) -> Result<(), AskError> {
-        self.deliver(message, None).await.map(|_| ())
+        if let Some(out) = &self.out {
+            return out.send(message).await.map_err(|_| AskError::Gone);
+        }
+        loop {
+            let (stream, replaced) = {
+                let mut standalone = self.standalone();
+                if standalone.ended {
+                    return Err(AskError::Gone);
+                }
+                let Some(stream) = standalone.stream.clone() else {
+                    return hold(&mut standalone, message, None).map(drop);
+                };
+                // Made under the lock: a stream attached after it wakes it.
+                (stream, self.replaced.notified())
+            };
+            tokio::select! {
+                biased;
+                permit = stream.reserve() => {
+                    if let Ok(permit) = permit {
+                        permit.send(message);
+                        return Ok(());
+                    }
+                    // The client let its GET stream go.
+                    let mut standalone = self.standalone();
+                    if standalone.stream.as_ref().is_some_and(|s| s.same_channel(&stream)) {
+                        standalone.stream = None;
+                    }
+                }
+                () = replaced => {}
+            }
+        }
     }
 
-    /// [`Self::send`] of a notification (`request`: `None`) or of the
-    /// request `request`, which is never dropped: one the GET stream has no
-    /// room for, or that finds [`HELD`] requests held, is refused.
+    /// Sends the request `request` (or, `None`, a notification that must
+    /// not wait: a cancellation) on the connection, or towards an HTTP
+    /// session's GET stream without waiting: a request the GET stream has
+    /// no room for, or that finds [`HELD`] requests held, is refused, never
+    /// dropped; a notification it has no room for is dropped.
     async fn deliver(&self, message: Bytes, request: Option<&Id>) -> Result<Delivery, AskError> {
         if let Some(out) = &self.out {
             out.send(message).await.map_err(|_| AskError::Gone)?;
@@ -203,7 +283,7 @@ impl ClientLink {
                 }
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     tracing::debug!(
-                        "a message of no call was dropped: the client does not read its GET stream"
+                        "a notification of no call was dropped: the client does not read its GET stream"
                     );
                     return Ok(Delivery::Sent);
                 }
@@ -213,35 +293,7 @@ impl ClientLink {
                 }
             }
         }
-        let bytes = if request.is_none() { message.len() } else { 0 };
-        if bytes > HELD_BYTES {
-            tracing::debug!("a message of no call was dropped: too large to hold");
-            return Ok(Delivery::Sent);
-        }
-        while standalone.held.len() >= HELD || standalone.held_bytes + bytes > HELD_BYTES {
-            // Room is made by the oldest notification: a request dropped
-            // would leave its upstream waiting.
-            let oldest = standalone.held.iter().position(|h| h.request.is_none());
-            let Some(dropped) = oldest.and_then(|i| standalone.held.remove(i)) else {
-                // Only requests held, as many as may be.
-                if request.is_some() {
-                    return Err(AskError::Gone);
-                }
-                tracing::debug!("a message of no call was dropped: {HELD} requests wait");
-                return Ok(Delivery::Sent);
-            };
-            standalone.held_bytes -= dropped.message.len();
-            tracing::debug!(
-                "a message of no call was dropped: the client has held no GET stream open for {HELD} of them ({} MiB at most)",
-                HELD_BYTES >> 20
-            );
-        }
-        standalone.held_bytes += bytes;
-        standalone.held.push_back(Held {
-            message,
-            request: request.cloned(),
-        });
-        Ok(Delivery::Held)
+        hold(&mut standalone, message, request)
     }
 
     /// Takes request `id` back if it is still held (no GET stream took
@@ -279,7 +331,7 @@ impl ClientLink {
                 answer = &mut waiter => return Ok(answer?),
                 () = ct.cancelled() => {
                     if !self.unhold(&id) {
-                        let _ = self.send(cancel_notice(&id)).await;
+                        let _ = self.deliver(cancel_notice(&id), None).await;
                     }
                     return Err(AskError::Cancelled);
                 }
@@ -293,7 +345,7 @@ impl ClientLink {
         tokio::select! {
             answer = waiter => Ok(answer?),
             () = ct.cancelled() => {
-                let _ = self.send(cancel_notice(&id)).await;
+                let _ = self.deliver(cancel_notice(&id), None).await;
                 Err(AskError::Cancelled)
             }
         }
@@ -358,6 +410,7 @@ impl ClientLink {
             ended: true,
             ..Standalone::default()
         };
+        self.replaced.notify_waiters();
         self.asked.fail_all(&CallFailed::ConnectionLost {
             reason: "the client left".to_owned(),
         });
@@ -511,9 +564,10 @@ mod tests {
     }
 
     /// A request of no call is never dropped quietly: one a full GET stream
-    /// has no room for is refused at once, and one held while no GET stream
-    /// opens is refused after [`HELD_REQUEST_WAIT`], taken back (the next
-    /// stream does not get it); notifications make room for requests.
+    /// has no room for is refused at once (it does not wait: its upstream
+    /// waits for it), and one held while no GET stream opens is refused
+    /// after [`HELD_REQUEST_WAIT`], taken back (the next stream does not get
+    /// it); notifications make room for requests.
     #[tokio::test(start_paused = true)]
     async fn a_request_of_no_call_is_refused_rather_than_lost() {
         let roots = || message(r#"{"jsonrpc":"2.0","id":1,"method":"roots/list"}"#);
@@ -525,8 +579,6 @@ mod tests {
             link.ask(&roots(), &CancellationToken::new()).await,
             Err(AskError::Gone)
         ));
-        // A notification the full stream has no room for is dropped.
-        link.send(Bytes::from_static(b"lost")).await.unwrap();
 
         let link = ClientLink::per_stream();
         for n in 0..HELD {
@@ -568,5 +620,57 @@ mod tests {
             sizes.push(message.len());
         }
         assert_eq!(sizes, [HELD_BYTES / 2 + 1, 5]);
+    }
+
+    /// A notification waits for room on a full GET stream (dropped there, a
+    /// `list_changed` left a client that read slowly with a stale list);
+    /// one waiting goes to the GET stream that replaces the full one, and
+    /// stops waiting when the session ends.
+    #[tokio::test]
+    async fn a_notification_waits_for_room_on_the_get_stream() {
+        let link = std::sync::Arc::new(ClientLink::per_stream());
+        let sending = |text: &'static str| {
+            let link = link.clone();
+            tokio::spawn(async move { link.send(Bytes::from_static(text.as_bytes())).await })
+        };
+        let settle = || async {
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+        };
+        let (full, mut unread) = mpsc::channel(1);
+        full.try_send(Bytes::from_static(b"filler")).unwrap();
+        link.attach_standalone(full.clone());
+        let changed = sending("changed");
+        settle().await;
+        assert!(!changed.is_finished(), "it waits for room");
+        assert_eq!(unread.recv().await.unwrap().as_ref(), b"filler");
+        changed.await.unwrap().unwrap();
+        assert_eq!(unread.recv().await.unwrap().as_ref(), b"changed");
+
+        // Full again; another GET stream replaces it while a send waits.
+        full.try_send(Bytes::from_static(b"filler")).unwrap();
+        let moved = sending("moved");
+        settle().await;
+        assert!(!moved.is_finished());
+        let (fresh, mut fresh_rx) = mpsc::channel(1);
+        link.attach_standalone(fresh);
+        moved.await.unwrap().unwrap();
+        assert_eq!(fresh_rx.recv().await.unwrap().as_ref(), b"moved");
+        assert_eq!(unread.recv().await.unwrap().as_ref(), b"filler");
+        drop(full);
+        assert!(
+            unread.recv().await.is_none(),
+            "the old stream got nothing more"
+        );
+
+        // Full; the session ends while a send waits.
+        link.send(Bytes::from_static(b"fills")).await.unwrap();
+        let late = sending("late");
+        settle().await;
+        assert!(!late.is_finished());
+        link.end();
+        assert!(matches!(late.await.unwrap(), Err(AskError::Gone)));
+        assert_eq!(fresh_rx.recv().await.unwrap().as_ref(), b"fills");
     }
 }

@@ -174,8 +174,8 @@ async fn forward_events(
     // hub's broadcast (1,024 of them, each log message as large as an
     // upstream made it: 1,500 log messages of 256 KiB to a stdio client
     // that did not read grew sluice's peak by 298 MB). They wait here instead,
-    // within a bound (a stdio link waits for its client to read; an HTTP
-    // session's never waits).
+    // within a bound, while the link waits for its client to read (a stdio
+    // connection, an HTTP session's GET stream).
     let mut backlog = Backlog::default();
     loop {
         let first = backlog.first();

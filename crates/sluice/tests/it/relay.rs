@@ -1543,6 +1543,105 @@ async fn a_log_message_about_a_call_reaches_that_calls_client_alone() {
     .await;
 }
 
+/// An HTTP session's client that reads its GET stream slower than an
+/// upstream logs still hears that a list changed: the list change waits
+/// for room on the stream (the log messages beyond the session's bound
+/// are dropped, said in sluice's log). A full GET stream dropped what came,
+/// and the client kept a stale list.
+#[tokio::test]
+async fn a_list_change_reaches_an_http_session_that_reads_its_get_stream_slowly() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let dir = TempDir::new("relay-get-stream-full");
+    let record = dir.0.join("record");
+    let config = dir.file("sluice.toml", &toml_upstream("raw", &raw_server(&record)));
+    let sluice = HttpSluice::start(&["--config", config.to_str().unwrap()], &[]).await;
+    sluice::install_tls_provider();
+    let http = reqwest::Client::new();
+    let post = |body: String, session: Option<String>| {
+        let mut request = http
+            .post(&sluice.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body);
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.send()
+    };
+    let initialized = post(HANDSHAKE[0].to_owned(), None).await.unwrap();
+    let session = initialized.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    initialized.text().await.unwrap();
+    post(HANDSHAKE[1].to_owned(), Some(session.clone()))
+        .await
+        .unwrap();
+    // The GET stream, on a socket that takes little before it is read.
+    let address: std::net::SocketAddr = sluice.url["http://".len()..]
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(address).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /mcp HTTP/1.1\r\nhost: {address}\r\naccept: text/event-stream\r\n\
+                 mcp-session-id: {session}\r\nmcp-protocol-version: 2025-11-25\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let head = read_head(&mut stream).await.unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // 16 MB of log messages to every session, unread; then a list change.
+    let call = |id: u32, name: &str, arguments: &str| {
+        post(tool_call(id, name, arguments), Some(session.clone()))
+    };
+    let flooded = call(2, "flood", r#"{"count":1000,"kb":16,"log":true}"#)
+        .await
+        .unwrap();
+    assert!(flooded.text().await.unwrap().contains(r#""id":2"#));
+    let changed = call(3, "fickle", "{}").await.unwrap();
+    assert!(changed.text().await.unwrap().contains(r#""id":3"#));
+    // Time for the change to be published while the stream is full (it
+    // was dropped then); the test passes whenever it comes.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Read until the list change, counting the log messages before it
+    // (`carry`: the end of the last read, where a name may have been cut).
+    let count = |text: &[u8], name: &[u8]| text.windows(name.len()).filter(|w| *w == name).count();
+    let (mut logs, mut carry) = (0, Vec::new());
+    let mut buffer = vec![0u8; 64 << 10];
+    let told = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let n = stream.read(&mut buffer).await.unwrap();
+            assert!(n > 0, "the GET stream ended before the list change");
+            carry.extend_from_slice(&buffer[..n]);
+            logs += count(&carry, b"notifications/message");
+            if count(&carry, b"notifications/tools/list_changed") > 0 {
+                return;
+            }
+            carry.drain(..carry.len().saturating_sub(31));
+        }
+    })
+    .await;
+    assert!(
+        told.is_ok(),
+        "no tools/list_changed on the GET stream within 30 s, after {logs} log messages"
+    );
+    assert!(logs < 1000, "{logs} log messages: none dropped?");
+    let said = |line: &String| line.contains("log messages dropped: the client does not read them");
+    assert!(
+        sluice.stderr.lock().unwrap().iter().any(said),
+        "no warning of the log messages dropped"
+    );
+}
+
 /// What sluice decodes of a request is bounded before it is read: a
 /// `_meta` over 64 KiB, the params of a request small by nature (here a
 /// completion) over 1 MiB, and a built-in tool's arguments with over 64 KiB
