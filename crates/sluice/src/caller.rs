@@ -77,7 +77,7 @@ pub struct Caller {
     /// (`downstream::front`): on the stream that carries its answer,
     /// before it. `None`: nobody listens (`sluice call`, a call in the
     /// background).
-    pub stream: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
+    pub stream: Option<crate::downstream::outbox::Sender>,
     /// Whether sluice's requests to the client about this request
     /// (sampling, elicitation, roots) go on `stream` too: not for an HTTP
     /// client that takes only JSON answers (its `Accept`), which reads no

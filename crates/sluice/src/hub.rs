@@ -154,7 +154,7 @@ pub struct CallOrigin {
     /// The stream the client's request is answered on, when sluice's own
     /// layer answers it (`Caller::stream`): a server→client request the
     /// call causes can go there too.
-    pub stream: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
+    pub stream: Option<crate::downstream::outbox::Sender>,
 }
 
 /// The shared routing state.
@@ -402,7 +402,7 @@ impl Hub {
         session: Option<SessionId>,
         request: RequestId,
         notices: Option<NoticeRoute>,
-        stream: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
+        stream: Option<crate::downstream::outbox::Sender>,
     ) -> RouteGuard {
         let key = (upstream.to_owned(), id);
         let seq = self.clock.fetch_add(1, Ordering::Relaxed);

@@ -38,7 +38,6 @@ use rmcp::model::{
     ClientCapabilities, CompleteRequestParams, ErrorData, ProtocolVersion,
     ReadResourceRequestParams, RequestMetaObject, ServerResult,
 };
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::PeerAddr;
@@ -112,10 +111,10 @@ impl Front {
     /// Opens the session's GET stream for sluice's own layer: what the link
     /// sends that belongs to no call comes out of the receiver, until it is
     /// dropped or another GET stream replaces it. `None` without a link.
-    pub fn open_standalone(&self) -> Option<mpsc::Receiver<Bytes>> {
+    pub fn open_standalone(&self) -> Option<crate::downstream::outbox::Receiver> {
         let link = self.link.get()?;
         // Room for what the link held too.
-        let (stream, messages) = mpsc::channel(super::lines::NOTICES + super::link::HELD);
+        let (stream, messages) = super::outbox::channel(super::lines::NOTICES + super::link::HELD);
         link.attach_standalone(stream);
         Some(messages)
     }
@@ -157,7 +156,7 @@ impl Front {
         self: &Arc<Self>,
         message: &Message,
         http: Option<&http::request::Parts>,
-        stream: mpsc::Sender<Bytes>,
+        stream: crate::downstream::outbox::Sender,
     ) -> Option<Taken> {
         if message.kind() != Kind::Request {
             return None;
@@ -206,7 +205,7 @@ impl Front {
         message: &Message,
         id: Id,
         http: Option<&http::request::Parts>,
-        stream: mpsc::Sender<Bytes>,
+        stream: crate::downstream::outbox::Sender,
     ) -> Option<Taken> {
         // One parse of the params, `_meta` and all; the arguments kept as
         // the message's text (`gateway::NamedParams`).
@@ -245,7 +244,7 @@ impl Front {
         message: &Message,
         id: Id,
         http: Option<&http::request::Parts>,
-        stream: mpsc::Sender<Bytes>,
+        stream: crate::downstream::outbox::Sender,
     ) -> Option<Taken> {
         let mut params: rmcp::model::GetTaskParams =
             serde_json::from_str(message.params()?).ok()?;
@@ -279,7 +278,7 @@ impl Front {
         message: &Message,
         id: Id,
         http: Option<&http::request::Parts>,
-        stream: mpsc::Sender<Bytes>,
+        stream: crate::downstream::outbox::Sender,
     ) -> Option<Taken> {
         let params = message.params()?;
         let (request, meta) = match routed {
@@ -349,7 +348,7 @@ impl Front {
         id: &Id,
         meta: RequestMetaObject,
         http: Option<&http::request::Parts>,
-        stream: mpsc::Sender<Bytes>,
+        stream: crate::downstream::outbox::Sender,
     ) -> Option<Begun> {
         let begun = self.begin_with(message, id, meta, http, stream, self.stop.child_token())?;
         // In use meanwhile (two requests of an HTTP session at once):
@@ -366,7 +365,7 @@ impl Front {
         id: &Id,
         meta: RequestMetaObject,
         http: Option<&http::request::Parts>,
-        stream: mpsc::Sender<Bytes>,
+        stream: crate::downstream::outbox::Sender,
         ct: CancellationToken,
     ) -> Option<Begun> {
         // Refused with why by the lifecycle's answer (`Front::take_any`).
@@ -656,7 +655,7 @@ impl Taken {
     /// [`Front::take`]) and then the answer, in that order. When `emit`
     /// fails (the client is gone) the request is cancelled and nothing
     /// more is emitted.
-    pub async fn drive<F, Fut>(self, mut notices: mpsc::Receiver<Bytes>, mut emit: F)
+    pub async fn drive<F, Fut>(self, mut notices: crate::downstream::outbox::Receiver, mut emit: F)
     where
         F: FnMut(Bytes) -> Fut,
         Fut: Future<Output = bool>,

@@ -310,7 +310,7 @@ async fn post(endpoint: &Endpoint, request: Request) -> Response {
             accepted()
         }
         Kind::Request => {
-            let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
+            let (stream, notices) = super::outbox::channel(super::lines::NOTICES);
             match front.take_any(&message, Some(&parts), stream) {
                 Some(taken) if forms == Forms::JsonOnly => {
                     http_front::answer_in(&front, taken, notices, Statuses::Never, forms).await
@@ -330,7 +330,7 @@ async fn answer_alone(
     parts: &http::request::Parts,
     forms: Forms,
 ) -> Response {
-    let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
+    let (stream, notices) = super::outbox::channel(super::lines::NOTICES);
     match front.take_any(message, Some(parts), stream) {
         Some(taken) => {
             http_front::answer_in(front, taken, notices, Statuses::OfProtocolErrors, forms).await
@@ -372,7 +372,7 @@ async fn open_session(
         id: &id,
         answered: false,
     };
-    let (stream, notices) = tokio::sync::mpsc::channel(1);
+    let (stream, notices) = super::outbox::channel(1);
     let Some(taken) = front.take_any(message, Some(parts), stream) else {
         return accepted();
     };
@@ -447,7 +447,7 @@ fn get(endpoint: &Endpoint, headers: &HeaderMap) -> Response {
 
 /// A receiver as a stream that ends when its senders are gone.
 fn tokio_stream_of(
-    mut messages: tokio::sync::mpsc::Receiver<Bytes>,
+    mut messages: crate::downstream::outbox::Receiver,
 ) -> std::pin::Pin<Box<dyn futures::Stream<Item = Bytes> + Send>> {
     Box::pin(futures::stream::poll_fn(move |cx| messages.poll_recv(cx)))
 }

@@ -182,7 +182,7 @@ pub async fn answer(
         // answers to requests relayed on a call's stream.
         return None;
     }
-    let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
+    let (stream, notices) = super::outbox::channel(super::lines::NOTICES);
     let answered_as = answered_as(message.method()?)?;
     let taken = front.take(&message, Some(parts), stream)?;
     if answered_as == AnsweredAs::Json {
@@ -231,7 +231,7 @@ async fn answer_stateless(
     {
         return None;
     }
-    let (stream, notices) = tokio::sync::mpsc::channel(super::lines::NOTICES);
+    let (stream, notices) = super::outbox::channel(super::lines::NOTICES);
     let taken = front.take(&message, Some(parts), stream)?;
     if answered_as == AnsweredAs::Json {
         return Some(json_answer(taken).await);
@@ -273,7 +273,7 @@ pub(super) enum Statuses {
 pub(super) async fn first_decides(
     front: &Front,
     taken: Taken,
-    notices: tokio::sync::mpsc::Receiver<Bytes>,
+    notices: crate::downstream::outbox::Receiver,
     statuses: Statuses,
 ) -> Response {
     answer_in(front, taken, notices, statuses, Forms::Both).await
@@ -287,7 +287,7 @@ pub(super) async fn first_decides(
 pub(super) async fn answer_in(
     front: &Front,
     taken: Taken,
-    mut notices: tokio::sync::mpsc::Receiver<Bytes>,
+    mut notices: crate::downstream::outbox::Receiver,
     statuses: Statuses,
     forms: Forms,
 ) -> Response {
@@ -418,7 +418,7 @@ fn json_body(answer: Option<Bytes>, statuses: Statuses) -> Response {
 pub(super) fn stream_answer(
     front: &Front,
     taken: Taken,
-    notices: tokio::sync::mpsc::Receiver<Bytes>,
+    notices: crate::downstream::outbox::Receiver,
 ) -> Response {
     let guard = taken.ct.clone().drop_guard();
     streamed(front, None, taken, notices, guard)
@@ -431,7 +431,7 @@ fn streamed(
     front: &Front,
     first: Option<Bytes>,
     taken: Taken,
-    notices: tokio::sync::mpsc::Receiver<Bytes>,
+    notices: crate::downstream::outbox::Receiver,
     guard: tokio_util::sync::DropGuard,
 ) -> Response {
     let (mut messages, received) = futures::channel::mpsc::channel::<Bytes>(4);
@@ -684,7 +684,7 @@ pub(super) fn reads_streams(parts: &http::request::Parts) -> bool {
 /// notifications, if any, dropped): `None` if it was cancelled.
 pub(super) async fn answer_of(
     taken: Taken,
-    notices: tokio::sync::mpsc::Receiver<Bytes>,
+    notices: crate::downstream::outbox::Receiver,
 ) -> Option<Bytes> {
     let mut answer = None;
     taken
@@ -699,7 +699,7 @@ pub(super) async fn answer_of(
 /// The answer as a JSON body (a request about which no notification is
 /// sent).
 async fn json_answer(taken: Taken) -> Response {
-    let (_stream, notices) = tokio::sync::mpsc::channel(1);
+    let (_stream, notices) = super::outbox::channel(1);
     match answer_of(taken, notices).await {
         Some(bytes) => Response::builder()
             .status(StatusCode::OK)

@@ -74,7 +74,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
     pub fn with_link(
         mut self,
         link: Arc<super::link::ClientLink>,
-        mut out: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+        mut out: crate::downstream::outbox::Receiver,
     ) -> Self
     where
         W: Send + 'static,
@@ -347,7 +347,7 @@ where
                     }
                     continue;
                 } else if let Some(front) = &self.front
-                    && let (stream, notices) = tokio::sync::mpsc::channel(NOTICES)
+                    && let (stream, notices) = super::outbox::channel(NOTICES)
                     && let Some(taken) = front.take_any(&message, None, stream)
                 {
                     self.refusing = false;

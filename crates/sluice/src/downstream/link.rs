@@ -17,8 +17,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::downstream::outbox::TrySendError;
 use bytes::Bytes;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::jsonrpc::{CallFailed, Id, Kind, Message, Pending};
@@ -105,7 +105,7 @@ struct Held {
 /// for an HTTP session ([`ClientLink::per_stream`]), the requests relayed on
 /// the stream of the call that caused them.
 pub struct ClientLink {
-    out: Option<mpsc::Sender<Bytes>>,
+    out: Option<crate::downstream::outbox::Sender>,
     /// An HTTP session's GET stream, and what waits for one.
     standalone: std::sync::Mutex<Standalone>,
     asked: Pending<Message>,
@@ -119,7 +119,7 @@ pub struct ClientLink {
 /// while none is.
 #[derive(Default)]
 struct Standalone {
-    stream: Option<mpsc::Sender<Bytes>>,
+    stream: Option<crate::downstream::outbox::Sender>,
     held: std::collections::VecDeque<Held>,
     /// The bytes of the notifications held.
     held_bytes: usize,
@@ -157,7 +157,7 @@ pub enum AskError {
 
 impl ClientLink {
     /// A link whose messages go to `out` (the connection's writer).
-    pub fn new(out: mpsc::Sender<Bytes>) -> ClientLink {
+    pub fn new(out: crate::downstream::outbox::Sender) -> ClientLink {
         ClientLink {
             out: Some(out),
             standalone: std::sync::Mutex::default(),
@@ -193,7 +193,7 @@ impl ClientLink {
     /// (which ends); what was held for it goes first. `stream` needs room
     /// for [`HELD`] messages. After [`Self::end`], `stream` is dropped at
     /// once (the GET stream of a session that ended ends).
-    pub fn attach_standalone(&self, stream: mpsc::Sender<Bytes>) {
+    pub fn attach_standalone(&self, stream: crate::downstream::outbox::Sender) {
         let mut standalone = self.standalone();
         if standalone.ended {
             return;
@@ -244,9 +244,8 @@ impl ClientLink {
             };
             tokio::select! {
                 biased;
-                permit = stream.reserve() => {
-                    if let Ok(permit) = permit {
-                        permit.send(message);
+                sent = stream.send(message.clone()) => {
+                    if sent.is_ok() {
                         return Ok(());
                     }
                     // The client let its GET stream go.
@@ -278,16 +277,16 @@ impl ClientLink {
         if let Some(stream) = &standalone.stream {
             match stream.try_send(message) {
                 Ok(()) => return Ok(Delivery::Sent),
-                Err(mpsc::error::TrySendError::Full(_)) if request.is_some() => {
+                Err(TrySendError::Full(_)) if request.is_some() => {
                     return Err(AskError::Gone);
                 }
-                Err(mpsc::error::TrySendError::Full(_)) => {
+                Err(TrySendError::Full(_)) => {
                     tracing::debug!(
                         "a notification of no call was dropped: the client does not read its GET stream"
                     );
                     return Ok(Delivery::Sent);
                 }
-                Err(mpsc::error::TrySendError::Closed(unsent)) => {
+                Err(TrySendError::Closed(unsent)) => {
                     standalone.stream = None;
                     message = unsent;
                 }
@@ -354,7 +353,7 @@ impl ClientLink {
     /// [`Self::ask`], on `stream` (an HTTP response stream).
     pub async fn ask_on(
         &self,
-        stream: &mpsc::Sender<Bytes>,
+        stream: &crate::downstream::outbox::Sender,
         request: &Message,
         ct: &CancellationToken,
     ) -> Result<Message, AskError> {
@@ -427,7 +426,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_relayed_request_gets_the_clients_answer_as_sent() {
-        let (out, mut written) = mpsc::channel(4);
+        let (out, mut written) = crate::downstream::outbox::channel(4);
         let link = std::sync::Arc::new(ClientLink::new(out));
         let asking = {
             let link = link.clone();
@@ -453,7 +452,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancelled_request_tells_the_client_and_a_departed_client_fails_it() {
-        let (out, mut written) = mpsc::channel(4);
+        let (out, mut written) = crate::downstream::outbox::channel(4);
         let link = std::sync::Arc::new(ClientLink::new(out));
         let ct = CancellationToken::new();
         let asking = {
@@ -502,7 +501,7 @@ mod tests {
         for n in 0..HELD + 3 {
             link.send(Bytes::from(format!("early {n}"))).await.unwrap();
         }
-        let (first, mut first_rx) = mpsc::channel(HELD + 4);
+        let (first, mut first_rx) = crate::downstream::outbox::channel(HELD + 4);
         link.attach_standalone(first);
         // The oldest three were dropped; the rest come first, in order.
         for n in 3..HELD + 3 {
@@ -511,7 +510,7 @@ mod tests {
         link.send(Bytes::from_static(b"one")).await.unwrap();
         assert_eq!(first_rx.recv().await.unwrap().as_ref(), b"one");
         // The client opened another GET stream: messages go there.
-        let (second, mut second_rx) = mpsc::channel(HELD + 4);
+        let (second, mut second_rx) = crate::downstream::outbox::channel(HELD + 4);
         link.attach_standalone(second);
         link.send(Bytes::from_static(b"two")).await.unwrap();
         assert_eq!(second_rx.recv().await.unwrap().as_ref(), b"two");
@@ -533,7 +532,7 @@ mod tests {
         while link.standalone().held.len() < 2 {
             tokio::task::yield_now().await;
         }
-        let (third, mut third_rx) = mpsc::channel(HELD + 4);
+        let (third, mut third_rx) = crate::downstream::outbox::channel(HELD + 4);
         link.attach_standalone(third);
         assert_eq!(third_rx.recv().await.unwrap().as_ref(), b"three");
         let request = third_rx.recv().await.unwrap();
@@ -555,7 +554,7 @@ mod tests {
             link.send(Bytes::from_static(b"late")).await,
             Err(AskError::Gone)
         ));
-        let (fourth, mut fourth_rx) = mpsc::channel(4);
+        let (fourth, mut fourth_rx) = crate::downstream::outbox::channel(4);
         link.attach_standalone(fourth);
         assert!(
             fourth_rx.recv().await.is_none(),
@@ -572,7 +571,7 @@ mod tests {
     async fn a_request_of_no_call_is_refused_rather_than_lost() {
         let roots = || message(r#"{"jsonrpc":"2.0","id":1,"method":"roots/list"}"#);
         let link = ClientLink::per_stream();
-        let (full, _unread) = mpsc::channel(1);
+        let (full, _unread) = crate::downstream::outbox::channel(1);
         full.try_send(Bytes::from_static(b"filler")).unwrap();
         link.attach_standalone(full);
         assert!(matches!(
@@ -590,7 +589,7 @@ mod tests {
             Err(AskError::NoStream)
         ));
         assert_eq!(started.elapsed(), HELD_REQUEST_WAIT);
-        let (stream, mut received) = mpsc::channel(HELD + 4);
+        let (stream, mut received) = crate::downstream::outbox::channel(HELD + 4);
         link.attach_standalone(stream);
         drop(link);
         let mut got = Vec::new();
@@ -612,7 +611,7 @@ mod tests {
             .await
             .unwrap();
         link.send(Bytes::from_static(b"small")).await.unwrap();
-        let (stream, mut received) = mpsc::channel(HELD + 4);
+        let (stream, mut received) = crate::downstream::outbox::channel(HELD + 4);
         link.attach_standalone(stream);
         drop(link);
         let mut sizes = Vec::new();
@@ -638,7 +637,7 @@ mod tests {
                 tokio::task::yield_now().await;
             }
         };
-        let (full, mut unread) = mpsc::channel(1);
+        let (full, mut unread) = crate::downstream::outbox::channel(1);
         full.try_send(Bytes::from_static(b"filler")).unwrap();
         link.attach_standalone(full.clone());
         let changed = sending("changed");
@@ -653,7 +652,7 @@ mod tests {
         let moved = sending("moved");
         settle().await;
         assert!(!moved.is_finished());
-        let (fresh, mut fresh_rx) = mpsc::channel(1);
+        let (fresh, mut fresh_rx) = crate::downstream::outbox::channel(1);
         link.attach_standalone(fresh);
         moved.await.unwrap().unwrap();
         assert_eq!(fresh_rx.recv().await.unwrap().as_ref(), b"moved");

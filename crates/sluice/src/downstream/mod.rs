@@ -20,6 +20,7 @@ pub mod http_headers;
 pub mod http_sessions;
 pub mod lines;
 pub mod link;
+pub mod outbox;
 pub mod session;
 pub mod stdio;
 pub mod stdio_fds;

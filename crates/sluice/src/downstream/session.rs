@@ -93,7 +93,7 @@ pub(crate) struct Asking<'a> {
     pub sent_request: Option<crate::jsonrpc::Message>,
     /// Where notifications about the request go, when sluice's own layer
     /// answers it (see [`Caller::stream`]).
-    pub stream: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
+    pub stream: Option<crate::downstream::outbox::Sender>,
     /// Whether sluice's requests about it may go on `stream` (see
     /// [`Caller::stream_asks`]).
     pub stream_asks: bool,

@@ -40,7 +40,7 @@ where
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (out, written) = tokio::sync::mpsc::channel(super::lines::NOTICES);
+    let (out, written) = super::outbox::channel(super::lines::NOTICES);
     let link = Arc::new(ClientLink::new(out));
     let id = gateway.hub().new_session_id();
     let (max_line, max_in_flight) = (

@@ -967,7 +967,11 @@ fn notification(shared: &Shared, message: &Message, stream_of: Option<Id>) {
         .handle_notification(message, stream_of.as_ref().map(rmcp_id).as_ref());
 }
 
-/// A progress notification's params, but its `_meta` (not read).
+/// A progress notification's params, but its `_meta` (not read), its
+/// `message` cut at [`PROGRESS_MESSAGE_CHARS`]: the notification goes on
+/// as sent (these params route it and are what an operation keeps of it),
+/// and a message as large as a notification may be was held twice while
+/// the notification waited for its client.
 fn progress_of(message: &Message) -> Option<rmcp::model::ProgressNotificationParam> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -975,14 +979,35 @@ fn progress_of(message: &Message) -> Option<rmcp::model::ProgressNotificationPar
         progress_token: rmcp::model::ProgressToken,
         progress: f64,
         total: Option<f64>,
-        message: Option<String>,
+        message: Option<Cut>,
+    }
+    /// A string's first [`PROGRESS_MESSAGE_CHARS`] characters.
+    struct Cut(String);
+    impl<'de> serde::Deserialize<'de> for Cut {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl serde::de::Visitor<'_> for Visit {
+                type Value = Cut;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a string")
+                }
+                fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Cut, E> {
+                    Ok(Cut(text.chars().take(PROGRESS_MESSAGE_CHARS).collect()))
+                }
+            }
+            d.deserialize_str(Visit)
+        }
     }
     let read: Progress = serde_json::from_str(message.params()?).ok()?;
     let mut progress =
         rmcp::model::ProgressNotificationParam::new(read.progress_token, read.progress);
-    (progress.total, progress.message) = (read.total, read.message);
+    (progress.total, progress.message) = (read.total, read.message.map(|cut| cut.0));
     Some(progress)
 }
+
+/// How much of a progress notification's message sluice reads (as an
+/// operation's status and log lines are cut).
+const PROGRESS_MESSAGE_CHARS: usize = 300;
 
 /// A server→client request, answered in a task of its own.
 ///
@@ -1083,6 +1108,29 @@ async fn answer(shared: &Shared, id: &Id, answer: Result<ClientAnswer, ErrorData
 mod tests {
     use super::*;
     use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+
+    /// What sluice reads of a progress notification routes it; its
+    /// message, which may be as large as a notification may be, is read
+    /// only as far as an operation shows it (the notification goes on as
+    /// sent).
+    #[test]
+    fn a_progress_notifications_message_is_read_cut() {
+        let long = "\\u00e9".repeat(1000);
+        let raw = format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":"t","progress":2,"total":5,"message":"{long}"}}}}"#
+        );
+        let message = Message::parse(bytes::Bytes::from(raw)).unwrap();
+        let read = progress_of(&message).unwrap();
+        assert_eq!(
+            read.progress_token,
+            rmcp::model::ProgressToken(NumberOrString::String("t".into()))
+        );
+        assert_eq!((read.progress, read.total), (2.0, Some(5.0)));
+        assert_eq!(read.message.unwrap(), "é".repeat(PROGRESS_MESSAGE_CHARS));
+        let short = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1,"message":"half"}}"#;
+        let read = progress_of(&Message::parse(bytes::Bytes::from(short)).unwrap()).unwrap();
+        assert_eq!(read.message.as_deref(), Some("half"));
+    }
 
     /// The far end of a pipe: a hand-written server that reads what the
     /// engine sends and answers with exact bytes.

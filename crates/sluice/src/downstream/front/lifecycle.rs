@@ -41,7 +41,6 @@ use rmcp::model::{
     SubscriptionsAcknowledgedNotification, SubscriptionsAcknowledgedNotificationParams,
     SubscriptionsListenResult,
 };
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Front, Taken, lock};
@@ -122,7 +121,7 @@ struct Asked<'a> {
     /// The HTTP request that carried it (who sent it, from where).
     http: Option<&'a http::request::Parts>,
     /// Where notifications about it go.
-    stream: &'a mpsc::Sender<Bytes>,
+    stream: &'a crate::downstream::outbox::Sender,
     /// Cancels it.
     ct: &'a CancellationToken,
 }
@@ -222,7 +221,7 @@ impl Front {
         self: &Arc<Self>,
         message: &Message,
         http: Option<&http::request::Parts>,
-        stream: mpsc::Sender<Bytes>,
+        stream: crate::downstream::outbox::Sender,
     ) -> Option<Taken> {
         if let Some(taken) = self.take(message, http, stream.clone()) {
             return Some(taken);
@@ -522,7 +521,7 @@ impl Front {
         &self,
         requested: SubscriptionFilter,
         id: &Id,
-        stream: &mpsc::Sender<Bytes>,
+        stream: &crate::downstream::outbox::Sender,
         ct: &CancellationToken,
     ) -> Result<ServerResult, ErrorData> {
         let request = crate::caller::request_id(id).ok_or_else(|| {
