@@ -405,14 +405,18 @@ fn check_splices(message: &Message, new_id: &Id, token: &Id) -> Result<(), TestC
         .as_deref()
         .and_then(|m| RawObject::parse(m).ok())
         .and_then(|m| m.get("progressToken").map(|t| t.to_owned()));
-    let removed = std::str::from_utf8(removed).unwrap();
+    // Compared as bytes: an old token and a new one may share the first
+    // bytes of a character (`"🕴"` and `"🕵"`), and what differs is then
+    // part of one, not text.
+    let within = |text: &str| text.as_bytes().windows(removed.len()).any(|w| w == removed);
     prop_assert!(
         removed.is_empty()
-            || old_token.as_deref().is_some_and(|t| t.contains(removed))
+            || old_token.as_deref().is_some_and(within)
             || old_meta
                 .as_deref()
-                .is_some_and(|m| !m.starts_with('{') && m.contains(removed)),
-        "only the old token or _meta was replaced: {removed:?} of {:?}",
+                .is_some_and(|m| !m.starts_with('{') && within(m)),
+        "only the old token or _meta was replaced: {:?} of {:?}",
+        String::from_utf8_lossy(removed),
         String::from_utf8_lossy(bytes)
     );
     Ok(())
