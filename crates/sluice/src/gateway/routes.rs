@@ -118,10 +118,14 @@ impl Gateway {
             {
                 Ok((ServerResult::ReadResourceResult(r), raw)) => {
                     let uri = params.uri.clone();
-                    return Ok(match self.governor.resource_result(r, &uri, policy).await {
-                        Ok(r) => Relayed::as_sent(ReadResourceResponse::Complete(r), raw),
-                        Err(stored) => Relayed::made(ReadResourceResponse::Complete(stored)),
-                    });
+                    return Ok(
+                        match self.governor.resource_result(r, raw, &uri, policy).await {
+                            Ok((r, raw)) => {
+                                Relayed::as_sent(ReadResourceResponse::Complete(r), raw)
+                            }
+                            Err(stored) => Relayed::made(ReadResourceResponse::Complete(stored)),
+                        },
+                    );
                 }
                 Ok((ServerResult::InputRequiredResult(r), raw)) => {
                     let response = ReadResourceResponse::InputRequired(r);

@@ -537,20 +537,24 @@ impl Governor {
         error
     }
 
-    /// Governs the result of `resources/read`: `Ok` with the result itself
-    /// when it is within the budget (it may be forwarded as the bytes the
-    /// upstream sent), `Err` with the answer that stands for it once stored.
+    /// Governs the result of `resources/read`, which came in the answer
+    /// `raw`: `Ok` with the result and `raw` when it is within the budget (it
+    /// may be forwarded as those bytes), `Err` with the answer that stands
+    /// for it once stored (`raw` is let go first: held while the result was
+    /// stored, a large resource was in memory once more).
     pub async fn resource_result(
         &self,
         result: ReadResourceResult,
+        raw: crate::jsonrpc::Message,
         uri: &str,
         policy: Policy,
-    ) -> Result<ReadResourceResult, ReadResourceResult> {
+    ) -> Result<(ReadResourceResult, crate::jsonrpc::Message), ReadResourceResult> {
         let parts: Vec<Cow<'_, str>> = result.contents.iter().map(contents_text).collect();
         let size = Size::of(&borrow(&parts), &policy.budget);
         if policy.budget.admits(&size) {
-            return Ok(result);
+            return Ok((result, raw));
         }
+        drop(raw);
         let (result_type, meta) = (result.result_type.clone(), result.meta.clone());
         let mut contents = result.contents;
         let raw = match contents.as_mut_slice() {

@@ -736,25 +736,44 @@ async fn decode_answer(message: Message, expect: Expect) -> Result<Decoded, RpcE
 /// What the answer to a request is expected to be, from its method: the
 /// result is decoded as that type directly. `ServerResult` is an untagged
 /// enum, which serde decodes by buffering the whole result and trying each
-/// variant in turn: a tenth of sluice's time on a small call.
+/// variant in turn: a tenth of sluice's time on a small call, and a copy of
+/// the whole result as a tree before it is read (a resource's text held
+/// twice more while a large read was decoded).
 #[derive(Debug, Clone, Copy)]
 enum Expect {
     /// `tools/call` (and `tasks/result`, a task's): a `CallToolResult`,
     /// unless the text may be one of the other answers a call can get (a
     /// task, `input_required`); left as sent until someone needs it typed.
     CallTool,
-    /// `tools/list`.
-    ListTools,
+    /// A method whose answer is one type (`tools/list`, `resources/read`,
+    /// …): decoded as it, unless the text may be another answer; what does
+    /// not read as it is read as any result.
+    Typed(fn(&str) -> serde_json::Result<ServerResult>),
     /// Anything.
     Any,
 }
 
 impl Expect {
     fn of(method: Option<&str>) -> Expect {
+        // A plain function per type: an `Expect` is made for every request.
+        macro_rules! typed {
+            ($variant:ident) => {{
+                fn decode(result: &str) -> serde_json::Result<ServerResult> {
+                    serde_json::from_str(result).map(ServerResult::$variant)
+                }
+                Expect::Typed(decode)
+            }};
+        }
         match method {
             // A task's result (SEP-1686) is the tool's: relayed as sent.
             Some("tools/call" | "tasks/result") => Expect::CallTool,
-            Some("tools/list") => Expect::ListTools,
+            Some("tools/list") => typed!(ListToolsResult),
+            Some("resources/read") => typed!(ReadResourceResult),
+            Some("prompts/get") => typed!(GetPromptResult),
+            Some("completion/complete") => typed!(CompleteResult),
+            Some("prompts/list") => typed!(ListPromptsResult),
+            Some("resources/list") => typed!(ListResourcesResult),
+            Some("resources/templates/list") => typed!(ListResourceTemplatesResult),
             _ => Expect::Any,
         }
     }
@@ -782,10 +801,8 @@ impl Expect {
             }
             // What does not read as the expected type is read as any
             // result, as before.
-            Expect::ListTools if !may_be_other() => {
-                serde_json::from_str::<rmcp::model::ListToolsResult>(result)
-                    .map(ServerResult::ListToolsResult)
-                    .or_else(|_| serde_json::from_str::<ServerResult>(result))
+            Expect::Typed(decode) if !may_be_other() => {
+                decode(result).or_else(|_| serde_json::from_str::<ServerResult>(result))
             }
             _ => serde_json::from_str::<ServerResult>(result),
         }
@@ -1108,6 +1125,53 @@ async fn answer(shared: &Shared, id: &Id, answer: Result<ClientAnswer, ErrorData
 mod tests {
     use super::*;
     use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+
+    /// An answer is read as the one type its method's result is (not
+    /// through the untagged `ServerResult`, which copies it whole as a tree
+    /// first); one that does not read as it is read as any result, as
+    /// before; a 2026-07-28 answer that may be another kind is read as any.
+    #[test]
+    fn an_answer_is_read_as_its_methods_type() {
+        for (method, result) in [
+            ("tools/list", r#"{"tools":[]}"#),
+            (
+                "resources/read",
+                r#"{"contents":[{"uri":"a://b","text":"t"}]}"#,
+            ),
+            ("prompts/get", r#"{"messages":[]}"#),
+            ("completion/complete", r#"{"completion":{"values":["a"]}}"#),
+            ("prompts/list", r#"{"prompts":[]}"#),
+            ("resources/list", r#"{"resources":[]}"#),
+            ("resources/templates/list", r#"{"resourceTemplates":[]}"#),
+        ] {
+            let expect = Expect::of(Some(method));
+            assert!(matches!(expect, Expect::Typed(_)), "{method}");
+            let read = expect.decode(result).unwrap();
+            let typed = match read {
+                ServerResult::ListToolsResult(_) => "tools/list",
+                ServerResult::ReadResourceResult(_) => "resources/read",
+                ServerResult::GetPromptResult(_) => "prompts/get",
+                ServerResult::CompleteResult(_) => "completion/complete",
+                ServerResult::ListPromptsResult(_) => "prompts/list",
+                ServerResult::ListResourcesResult(_) => "resources/list",
+                ServerResult::ListResourceTemplatesResult(_) => "resources/templates/list",
+                _ => "another",
+            };
+            assert_eq!(typed, method);
+            let untagged: ServerResult = serde_json::from_str(result).unwrap();
+            assert_eq!(
+                serde_json::to_value(expect.decode(result).unwrap()).unwrap(),
+                serde_json::to_value(untagged).unwrap(),
+                "{method}: read as the untagged enum reads it"
+            );
+        }
+        // Not the type: read as any result, as before.
+        let odd = Expect::of(Some("resources/list"))
+            .decode(r#"{"x":1}"#)
+            .unwrap();
+        assert!(!matches!(odd, ServerResult::ListResourcesResult(_)));
+        assert!(matches!(Expect::of(Some("ping")), Expect::Any));
+    }
 
     /// What sluice reads of a progress notification routes it; its
     /// message, which may be as large as a notification may be, is read
