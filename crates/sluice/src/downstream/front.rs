@@ -45,6 +45,7 @@ use super::answer::{Shape, answer_line, for_era, in_era, line_of, list_line, sha
 use super::auth::Principal;
 use super::session::{Asking, caller_of};
 use crate::FastMap;
+use crate::downstream::outbox;
 use crate::era::Era;
 use crate::gateway::{Gateway, Relayed};
 use crate::hub::SessionId;
@@ -111,7 +112,7 @@ impl Front {
     /// Opens the session's GET stream for sluice's own layer: what the link
     /// sends that belongs to no call comes out of the receiver, until it is
     /// dropped or another GET stream replaces it. `None` without a link.
-    pub fn open_standalone(&self) -> Option<crate::downstream::outbox::Receiver> {
+    pub fn open_standalone(&self) -> Option<outbox::Receiver> {
         let link = self.link.get()?;
         // Room for what the link held too.
         let (stream, messages) = super::outbox::channel(super::lines::NOTICES + super::link::HELD);
@@ -156,7 +157,7 @@ impl Front {
         self: &Arc<Self>,
         message: &Message,
         http: Option<&http::request::Parts>,
-        stream: crate::downstream::outbox::Sender,
+        stream: outbox::Sender,
     ) -> Option<Taken> {
         if message.kind() != Kind::Request {
             return None;
@@ -205,7 +206,7 @@ impl Front {
         message: &Message,
         id: Id,
         http: Option<&http::request::Parts>,
-        stream: crate::downstream::outbox::Sender,
+        stream: outbox::Sender,
     ) -> Option<Taken> {
         // One parse of the params, `_meta` and all; the arguments kept as
         // the message's text (`gateway::NamedParams`).
@@ -244,7 +245,7 @@ impl Front {
         message: &Message,
         id: Id,
         http: Option<&http::request::Parts>,
-        stream: crate::downstream::outbox::Sender,
+        stream: outbox::Sender,
     ) -> Option<Taken> {
         let mut params: rmcp::model::GetTaskParams =
             serde_json::from_str(message.params()?).ok()?;
@@ -278,7 +279,7 @@ impl Front {
         message: &Message,
         id: Id,
         http: Option<&http::request::Parts>,
-        stream: crate::downstream::outbox::Sender,
+        stream: outbox::Sender,
     ) -> Option<Taken> {
         let params = message.params()?;
         let (request, meta) = match routed {
@@ -348,7 +349,7 @@ impl Front {
         id: &Id,
         meta: RequestMetaObject,
         http: Option<&http::request::Parts>,
-        stream: crate::downstream::outbox::Sender,
+        stream: outbox::Sender,
     ) -> Option<Begun> {
         let begun = self.begin_with(message, id, meta, http, stream, self.stop.child_token())?;
         // In use meanwhile (two requests of an HTTP session at once):
@@ -365,7 +366,7 @@ impl Front {
         id: &Id,
         meta: RequestMetaObject,
         http: Option<&http::request::Parts>,
-        stream: crate::downstream::outbox::Sender,
+        stream: outbox::Sender,
         ct: CancellationToken,
     ) -> Option<Begun> {
         // Refused with why by the lifecycle's answer (`Front::take_any`).
@@ -655,7 +656,7 @@ impl Taken {
     /// [`Front::take`]) and then the answer, in that order. When `emit`
     /// fails (the client is gone) the request is cancelled and nothing
     /// more is emitted.
-    pub async fn drive<F, Fut>(self, mut notices: crate::downstream::outbox::Receiver, mut emit: F)
+    pub async fn drive<F, Fut>(self, mut notices: outbox::Receiver, mut emit: F)
     where
         F: FnMut(Bytes) -> Fut,
         Fut: Future<Output = bool>,

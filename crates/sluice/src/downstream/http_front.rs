@@ -34,6 +34,7 @@ use http::{HeaderMap, StatusCode, header};
 
 use super::front::{AnsweredAs, Front, Taken, answered_as};
 use super::http_sessions::SessionTable;
+use crate::downstream::outbox;
 use crate::jsonrpc::sse::write_event;
 use crate::jsonrpc::{Kind, Message};
 
@@ -273,7 +274,7 @@ pub(super) enum Statuses {
 pub(super) async fn first_decides(
     front: &Front,
     taken: Taken,
-    notices: crate::downstream::outbox::Receiver,
+    notices: outbox::Receiver,
     statuses: Statuses,
 ) -> Response {
     answer_in(front, taken, notices, statuses, Forms::Both).await
@@ -287,7 +288,7 @@ pub(super) async fn first_decides(
 pub(super) async fn answer_in(
     front: &Front,
     taken: Taken,
-    mut notices: crate::downstream::outbox::Receiver,
+    mut notices: outbox::Receiver,
     statuses: Statuses,
     forms: Forms,
 ) -> Response {
@@ -415,11 +416,7 @@ fn json_body(answer: Option<Bytes>, statuses: Statuses) -> Response {
 /// so (a 2025-03-26 `MCP-Protocol-Version` in a 2025-11-25 session), and
 /// passes a server that streams them where it only notes one that answers
 /// with JSON: through sluice it passes as it does directly.
-pub(super) fn stream_answer(
-    front: &Front,
-    taken: Taken,
-    notices: crate::downstream::outbox::Receiver,
-) -> Response {
+pub(super) fn stream_answer(front: &Front, taken: Taken, notices: outbox::Receiver) -> Response {
     let guard = taken.ct.clone().drop_guard();
     streamed(front, None, taken, notices, guard)
 }
@@ -431,7 +428,7 @@ fn streamed(
     front: &Front,
     first: Option<Bytes>,
     taken: Taken,
-    notices: crate::downstream::outbox::Receiver,
+    notices: outbox::Receiver,
     guard: tokio_util::sync::DropGuard,
 ) -> Response {
     let (mut messages, received) = futures::channel::mpsc::channel::<Bytes>(4);
@@ -682,10 +679,7 @@ pub(super) fn reads_streams(parts: &http::request::Parts) -> bool {
 
 /// The answer of a request about which no notification is sent (its
 /// notifications, if any, dropped): `None` if it was cancelled.
-pub(super) async fn answer_of(
-    taken: Taken,
-    notices: crate::downstream::outbox::Receiver,
-) -> Option<Bytes> {
+pub(super) async fn answer_of(taken: Taken, notices: outbox::Receiver) -> Option<Bytes> {
     let mut answer = None;
     taken
         .drive(notices, |bytes| {

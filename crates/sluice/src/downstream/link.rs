@@ -17,10 +17,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::downstream::outbox::TrySendError;
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
+use crate::downstream::outbox::{self, TrySendError};
 use crate::jsonrpc::{CallFailed, Id, Kind, Message, Pending};
 
 /// The prefix of the ids of the requests the link sends.
@@ -105,7 +105,7 @@ struct Held {
 /// for an HTTP session ([`ClientLink::per_stream`]), the requests relayed on
 /// the stream of the call that caused them.
 pub struct ClientLink {
-    out: Option<crate::downstream::outbox::Sender>,
+    out: Option<outbox::Sender>,
     /// An HTTP session's GET stream, and what waits for one.
     standalone: std::sync::Mutex<Standalone>,
     asked: Pending<Message>,
@@ -119,7 +119,7 @@ pub struct ClientLink {
 /// while none is.
 #[derive(Default)]
 struct Standalone {
-    stream: Option<crate::downstream::outbox::Sender>,
+    stream: Option<outbox::Sender>,
     held: std::collections::VecDeque<Held>,
     /// The bytes of the notifications held.
     held_bytes: usize,
@@ -157,7 +157,7 @@ pub enum AskError {
 
 impl ClientLink {
     /// A link whose messages go to `out` (the connection's writer).
-    pub fn new(out: crate::downstream::outbox::Sender) -> ClientLink {
+    pub fn new(out: outbox::Sender) -> ClientLink {
         ClientLink {
             out: Some(out),
             standalone: std::sync::Mutex::default(),
@@ -193,7 +193,7 @@ impl ClientLink {
     /// (which ends); what was held for it goes first. `stream` needs room
     /// for [`HELD`] messages. After [`Self::end`], `stream` is dropped at
     /// once (the GET stream of a session that ended ends).
-    pub fn attach_standalone(&self, stream: crate::downstream::outbox::Sender) {
+    pub fn attach_standalone(&self, stream: outbox::Sender) {
         let mut standalone = self.standalone();
         if standalone.ended {
             return;
@@ -202,7 +202,8 @@ impl ClientLink {
             if held.request.is_none() {
                 standalone.held_bytes -= held.message.len();
             }
-            if let Err(e) = stream.try_send(held.message) {
+            // Bounded while held: all of it goes first, whatever its size.
+            if let Err(e) = stream.try_send_held(held.message) {
                 let message = e.into_inner();
                 if held.request.is_none() {
                     standalone.held_bytes += message.len();
@@ -353,7 +354,7 @@ impl ClientLink {
     /// [`Self::ask`], on `stream` (an HTTP response stream).
     pub async fn ask_on(
         &self,
-        stream: &crate::downstream::outbox::Sender,
+        stream: &outbox::Sender,
         request: &Message,
         ct: &CancellationToken,
     ) -> Result<Message, AskError> {
@@ -426,7 +427,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_relayed_request_gets_the_clients_answer_as_sent() {
-        let (out, mut written) = crate::downstream::outbox::channel(4);
+        let (out, mut written) = outbox::channel(4);
         let link = std::sync::Arc::new(ClientLink::new(out));
         let asking = {
             let link = link.clone();
@@ -452,7 +453,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancelled_request_tells_the_client_and_a_departed_client_fails_it() {
-        let (out, mut written) = crate::downstream::outbox::channel(4);
+        let (out, mut written) = outbox::channel(4);
         let link = std::sync::Arc::new(ClientLink::new(out));
         let ct = CancellationToken::new();
         let asking = {
@@ -501,7 +502,7 @@ mod tests {
         for n in 0..HELD + 3 {
             link.send(Bytes::from(format!("early {n}"))).await.unwrap();
         }
-        let (first, mut first_rx) = crate::downstream::outbox::channel(HELD + 4);
+        let (first, mut first_rx) = outbox::channel(HELD + 4);
         link.attach_standalone(first);
         // The oldest three were dropped; the rest come first, in order.
         for n in 3..HELD + 3 {
@@ -510,7 +511,7 @@ mod tests {
         link.send(Bytes::from_static(b"one")).await.unwrap();
         assert_eq!(first_rx.recv().await.unwrap().as_ref(), b"one");
         // The client opened another GET stream: messages go there.
-        let (second, mut second_rx) = crate::downstream::outbox::channel(HELD + 4);
+        let (second, mut second_rx) = outbox::channel(HELD + 4);
         link.attach_standalone(second);
         link.send(Bytes::from_static(b"two")).await.unwrap();
         assert_eq!(second_rx.recv().await.unwrap().as_ref(), b"two");
@@ -532,7 +533,7 @@ mod tests {
         while link.standalone().held.len() < 2 {
             tokio::task::yield_now().await;
         }
-        let (third, mut third_rx) = crate::downstream::outbox::channel(HELD + 4);
+        let (third, mut third_rx) = outbox::channel(HELD + 4);
         link.attach_standalone(third);
         assert_eq!(third_rx.recv().await.unwrap().as_ref(), b"three");
         let request = third_rx.recv().await.unwrap();
@@ -554,7 +555,7 @@ mod tests {
             link.send(Bytes::from_static(b"late")).await,
             Err(AskError::Gone)
         ));
-        let (fourth, mut fourth_rx) = crate::downstream::outbox::channel(4);
+        let (fourth, mut fourth_rx) = outbox::channel(4);
         link.attach_standalone(fourth);
         assert!(
             fourth_rx.recv().await.is_none(),
@@ -571,7 +572,7 @@ mod tests {
     async fn a_request_of_no_call_is_refused_rather_than_lost() {
         let roots = || message(r#"{"jsonrpc":"2.0","id":1,"method":"roots/list"}"#);
         let link = ClientLink::per_stream();
-        let (full, _unread) = crate::downstream::outbox::channel(1);
+        let (full, _unread) = outbox::channel(1);
         full.try_send(Bytes::from_static(b"filler")).unwrap();
         link.attach_standalone(full);
         assert!(matches!(
@@ -589,7 +590,7 @@ mod tests {
             Err(AskError::NoStream)
         ));
         assert_eq!(started.elapsed(), HELD_REQUEST_WAIT);
-        let (stream, mut received) = crate::downstream::outbox::channel(HELD + 4);
+        let (stream, mut received) = outbox::channel(HELD + 4);
         link.attach_standalone(stream);
         drop(link);
         let mut got = Vec::new();
@@ -611,7 +612,7 @@ mod tests {
             .await
             .unwrap();
         link.send(Bytes::from_static(b"small")).await.unwrap();
-        let (stream, mut received) = crate::downstream::outbox::channel(HELD + 4);
+        let (stream, mut received) = outbox::channel(HELD + 4);
         link.attach_standalone(stream);
         drop(link);
         let mut sizes = Vec::new();
@@ -619,6 +620,41 @@ mod tests {
             sizes.push(message.len());
         }
         assert_eq!(sizes, [HELD_BYTES / 2 + 1, 5]);
+    }
+
+    /// What a link held while no GET stream was open goes whole onto the
+    /// next one, first, whatever its bytes (it was bounded while held): the
+    /// stream's own room in bytes left a request held behind 4 MiB of
+    /// notifications, which waited for a GET stream that had come.
+    #[tokio::test]
+    async fn what_was_held_goes_whole_onto_the_next_get_stream() {
+        let link = std::sync::Arc::new(ClientLink::per_stream());
+        let note = Bytes::from(vec![b'n'; HELD_BYTES / 2]);
+        link.send(note.clone()).await.unwrap();
+        link.send(note).await.unwrap();
+        let asking = {
+            let link = link.clone();
+            tokio::spawn(async move {
+                let roots = format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"method":"roots/list","params":{{"x":"{}"}}}}"#,
+                    "r".repeat(1 << 20)
+                );
+                link.ask(&message(&roots), &CancellationToken::new()).await
+            })
+        };
+        while link.standalone().held.len() < 3 {
+            tokio::task::yield_now().await;
+        }
+        let (stream, mut received) = outbox::channel(crate::downstream::lines::NOTICES + HELD);
+        link.attach_standalone(stream);
+        assert!(link.standalone().held.is_empty(), "nothing left behind");
+        assert_eq!(received.recv().await.unwrap().len(), HELD_BYTES / 2);
+        assert_eq!(received.recv().await.unwrap().len(), HELD_BYTES / 2);
+        let request = received.recv().await.unwrap();
+        assert!(request.len() > 1 << 20);
+        let answer = r#"{"jsonrpc":"2.0","id":"sluice-1","result":{"roots":[]}}"#;
+        assert!(link.answered(&message(answer)));
+        assert!(asking.await.unwrap().is_ok());
     }
 
     /// A notification waits for room on a full GET stream (dropped there, a
@@ -637,7 +673,7 @@ mod tests {
                 tokio::task::yield_now().await;
             }
         };
-        let (full, mut unread) = crate::downstream::outbox::channel(1);
+        let (full, mut unread) = outbox::channel(1);
         full.try_send(Bytes::from_static(b"filler")).unwrap();
         link.attach_standalone(full.clone());
         let changed = sending("changed");
@@ -652,7 +688,7 @@ mod tests {
         let moved = sending("moved");
         settle().await;
         assert!(!moved.is_finished());
-        let (fresh, mut fresh_rx) = crate::downstream::outbox::channel(1);
+        let (fresh, mut fresh_rx) = outbox::channel(1);
         link.attach_standalone(fresh);
         moved.await.unwrap().unwrap();
         assert_eq!(fresh_rx.recv().await.unwrap().as_ref(), b"moved");

@@ -31,10 +31,11 @@ pub fn channel(messages: usize) -> (Sender, Receiver) {
     (sender, Receiver { messages: rx })
 }
 
-/// A message and the room it takes, given back when it is received.
+/// A message and the room it takes, given back when it is received (none
+/// for a message bounded before it came: [`Sender::try_send_held`]).
 struct Held {
     bytes: Bytes,
-    _room: OwnedSemaphorePermit,
+    _room: Option<OwnedSemaphorePermit>,
 }
 
 /// The room `bytes` takes: its length, at least 1 (an empty message still
@@ -97,7 +98,10 @@ impl Sender {
             .await
             .map_err(|_| Closed)?;
         self.messages
-            .send(Held { bytes, _room: room })
+            .send(Held {
+                bytes,
+                _room: Some(room),
+            })
             .await
             .map_err(|_| Closed)
     }
@@ -110,6 +114,24 @@ impl Sender {
         let Ok(room) = self.room.clone().try_acquire_many_owned(room_for(&bytes)) else {
             return Err(TrySendError::Full(bytes));
         };
+        self.try_send_with(bytes, Some(room))
+    }
+
+    /// Sends `bytes` if the channel has room for one more message, taking
+    /// none of its room in bytes: for what was held within bounds of its
+    /// own before the channel opened (what a session's link held for its
+    /// next GET stream, [`HELD`](super::link::HELD) notifications of
+    /// [`HELD_BYTES`](super::link::HELD_BYTES) and its requests, which all
+    /// go first on the new stream).
+    pub fn try_send_held(&self, bytes: Bytes) -> Result<(), TrySendError> {
+        self.try_send_with(bytes, None)
+    }
+
+    fn try_send_with(
+        &self,
+        bytes: Bytes,
+        room: Option<OwnedSemaphorePermit>,
+    ) -> Result<(), TrySendError> {
         self.messages
             .try_send(Held { bytes, _room: room })
             .map_err(|e| match e {

@@ -135,8 +135,9 @@ impl UpstreamClient {
     /// what routes it (a level, a resource's URI), never its payload (a log
     /// message's data is any JSON, of any size). A log message goes to the
     /// client of the call on whose response stream it came (`stream_of`:
-    /// Streamable HTTP says so), else to the sessionless request it most
-    /// likely belongs to, if there is one, else to every session.
+    /// Streamable HTTP says so; to every session if that is no client's
+    /// call), else to the sessionless request it most likely belongs to, if
+    /// there is one, else to every session.
     pub fn handle_notification(&self, notification: &Message, stream_of: Option<&RequestId>) {
         let event = match notification.method() {
             // Progress for a routed request never gets here (see `rpc`).
@@ -144,7 +145,10 @@ impl UpstreamClient {
                 Some(logged) => {
                     let logged = Arc::new(logged);
                     if let Some(call) = stream_of {
-                        return self.log_about(call, logged);
+                        if !self.log_about(call, &logged) {
+                            self.hub.publish(Event::Log(logged));
+                        }
+                        return;
                     }
                     if self.hub.divert_log(&self.upstream, &logged) {
                         return;
@@ -182,23 +186,25 @@ impl UpstreamClient {
     /// It goes where the call's other notifications go (on the stream that
     /// carries the answer, before it, as the upstream sent it), or, for a
     /// client that reads no stream there (one that takes only JSON
-    /// answers), to its session. A call no one listens to (`sluice call`,
-    /// a refresh in the background) has no one to tell.
-    fn log_about(&self, call: &RequestId, logged: Arc<crate::hub::Logged>) {
+    /// answers), to its session. `false` for a request no client listens
+    /// to (sluice's own: a list, a refresh in the background; `sluice
+    /// call`): no guess is needed, and the message is every session's, as
+    /// any log message of no call.
+    fn log_about(&self, call: &RequestId, logged: &Arc<crate::hub::Logged>) -> bool {
         let Some(origin) = self.hub.call_origin(&self.upstream, call) else {
-            tracing::debug!(upstream = %self.upstream, "a log message about request {call}, which has ended: dropped");
-            return;
+            return false;
         };
         let reads_its_stream = origin.stream.is_some() || origin.session.is_none();
         match (&origin.notices, origin.session) {
             (Some(route), _) if reads_its_stream => {
-                route.send(crate::hub::Notice::Log(logged));
+                route.send(crate::hub::Notice::Log(logged.clone()));
+                true
             }
-            (_, Some(session)) => self.hub.publish_to(session, Event::Log(logged)),
-            (_, None) => tracing::debug!(
-                upstream = %self.upstream,
-                "a log message about request {call}, whose client does not listen: dropped"
-            ),
+            (_, Some(session)) => {
+                self.hub.publish_to(session, Event::Log(logged.clone()));
+                true
+            }
+            (_, None) => false,
         }
     }
 

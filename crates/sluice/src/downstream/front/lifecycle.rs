@@ -45,6 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Front, Taken, lock};
 use crate::downstream::answer::{answer_line, for_era, task_line};
+use crate::downstream::outbox;
 use crate::era::Era;
 use crate::hub::{Event, FirstClient};
 use crate::jsonrpc::{Id, Message};
@@ -121,7 +122,7 @@ struct Asked<'a> {
     /// The HTTP request that carried it (who sent it, from where).
     http: Option<&'a http::request::Parts>,
     /// Where notifications about it go.
-    stream: &'a crate::downstream::outbox::Sender,
+    stream: &'a outbox::Sender,
     /// Cancels it.
     ct: &'a CancellationToken,
 }
@@ -221,7 +222,7 @@ impl Front {
         self: &Arc<Self>,
         message: &Message,
         http: Option<&http::request::Parts>,
-        stream: crate::downstream::outbox::Sender,
+        stream: outbox::Sender,
     ) -> Option<Taken> {
         if let Some(taken) = self.take(message, http, stream.clone()) {
             return Some(taken);
@@ -521,7 +522,7 @@ impl Front {
         &self,
         requested: SubscriptionFilter,
         id: &Id,
-        stream: &crate::downstream::outbox::Sender,
+        stream: &outbox::Sender,
         ct: &CancellationToken,
     ) -> Result<ServerResult, ErrorData> {
         let request = crate::caller::request_id(id).ok_or_else(|| {
