@@ -203,7 +203,7 @@ impl ClientLink {
                 standalone.held_bytes -= held.message.len();
             }
             // Bounded while held: all of it goes first, whatever its size.
-            if let Err(e) = stream.try_send_held(held.message) {
+            if let Err(e) = stream.try_send_unmetered(held.message) {
                 let message = e.into_inner();
                 if held.request.is_none() {
                     standalone.held_bytes += message.len();
@@ -276,7 +276,13 @@ impl ClientLink {
         }
         let mut message = message;
         if let Some(stream) = &standalone.stream {
-            match stream.try_send(message) {
+            // A request is bounded by the requests waiting for answers,
+            // not by the bytes of the notifications ahead of it.
+            let sent = match request {
+                Some(_) => stream.try_send_unmetered(message),
+                None => stream.try_send(message),
+            };
+            match sent {
                 Ok(()) => return Ok(Delivery::Sent),
                 Err(TrySendError::Full(_)) if request.is_some() => {
                     return Err(AskError::Gone);
@@ -652,6 +658,42 @@ mod tests {
         assert_eq!(received.recv().await.unwrap().len(), HELD_BYTES / 2);
         let request = received.recv().await.unwrap();
         assert!(request.len() > 1 << 20);
+        let answer = r#"{"jsonrpc":"2.0","id":"sluice-1","result":{"roots":[]}}"#;
+        assert!(link.answered(&message(answer)));
+        assert!(asking.await.unwrap().is_ok());
+    }
+
+    /// A request of no call goes on a GET stream in use whatever the bytes
+    /// of the notifications ahead of it (it is refused only when the
+    /// stream has no room for one more message): counted in the stream's
+    /// bytes, a request of 4 MiB behind an unread notification was refused
+    /// as if the client were gone.
+    #[tokio::test]
+    async fn a_large_request_goes_on_a_get_stream_in_use() {
+        let link = std::sync::Arc::new(ClientLink::per_stream());
+        let (stream, mut received) = outbox::channel(crate::downstream::lines::NOTICES + HELD);
+        link.attach_standalone(stream);
+        link.send(Bytes::from(vec![b'n'; 1 << 20])).await.unwrap();
+        let asking = {
+            let link = link.clone();
+            tokio::spawn(async move {
+                let roots = format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"method":"roots/list","params":{{"x":"{}"}}}}"#,
+                    "r".repeat(outbox::ROOM_BYTES)
+                );
+                link.ask(&message(&roots), &CancellationToken::new()).await
+            })
+        };
+        // Asked while the notification is still unread.
+        while link.asked.is_empty() && !asking.is_finished() {
+            tokio::task::yield_now().await;
+        }
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!asking.is_finished(), "{:?}", asking.await);
+        assert_eq!(received.recv().await.unwrap().len(), 1 << 20);
+        assert!(received.recv().await.unwrap().len() > outbox::ROOM_BYTES);
         let answer = r#"{"jsonrpc":"2.0","id":"sluice-1","result":{"roots":[]}}"#;
         assert!(link.answered(&message(answer)));
         assert!(asking.await.unwrap().is_ok());

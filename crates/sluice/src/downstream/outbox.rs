@@ -32,7 +32,7 @@ pub fn channel(messages: usize) -> (Sender, Receiver) {
 }
 
 /// A message and the room it takes, given back when it is received (none
-/// for a message bounded before it came: [`Sender::try_send_held`]).
+/// for a message bounded otherwise: [`Sender::try_send_unmetered`]).
 struct Held {
     bytes: Bytes,
     _room: Option<OwnedSemaphorePermit>,
@@ -118,12 +118,14 @@ impl Sender {
     }
 
     /// Sends `bytes` if the channel has room for one more message, taking
-    /// none of its room in bytes: for what was held within bounds of its
-    /// own before the channel opened (what a session's link held for its
-    /// next GET stream, [`HELD`](super::link::HELD) notifications of
-    /// [`HELD_BYTES`](super::link::HELD_BYTES) and its requests, which all
-    /// go first on the new stream).
-    pub fn try_send_held(&self, bytes: Bytes) -> Result<(), TrySendError> {
+    /// none of its room in bytes: for what is bounded otherwise. What a
+    /// session's link held for its next GET stream ([`HELD`](super::link::HELD)
+    /// notifications of [`HELD_BYTES`](super::link::HELD_BYTES), and its
+    /// requests) all goes first on the new stream; a request of no call is
+    /// refused rather than kept waiting when the stream has no room, and
+    /// refused for the bytes of the notifications ahead of it, a large one
+    /// never got through a stream in use.
+    pub fn try_send_unmetered(&self, bytes: Bytes) -> Result<(), TrySendError> {
         self.try_send_with(bytes, None)
     }
 
