@@ -47,7 +47,7 @@ use super::session::{Asking, caller_of};
 use crate::FastMap;
 use crate::downstream::outbox;
 use crate::era::Era;
-use crate::gateway::{Gateway, Relayed};
+use crate::gateway::Gateway;
 use crate::hub::SessionId;
 use crate::jsonrpc::{Id, Kind, Message};
 
@@ -313,28 +313,31 @@ impl Front {
             work: async move {
                 let _running = running;
                 let gateway = &front.gateway;
-                let answer: Result<Relayed<ServerResult>, ErrorData> = match request {
-                    RoutedRequest::Prompt(params) => gateway
-                        .get_prompt(params, &caller)
-                        .await
-                        .map(|r| r.map(ServerResult::from)),
-                    RoutedRequest::Read(params) => gateway
-                        .read_resource(params, &caller)
-                        .await
-                        .map(|r| r.map(ServerResult::from)),
-                    RoutedRequest::Complete(params) => gateway
-                        .complete(params, &caller)
-                        .await
-                        .map(|r| r.map(ServerResult::CompleteResult)),
-                };
-                Front::finished(&ct)?;
                 let shape = Shape {
                     legacy,
                     cache_hints: matches!(routed, Routed::Read),
                 };
-                Some(line_of(&id, answer, shape, |relayed| {
-                    for_era(relayed.response, legacy)
-                }))
+                let made = |result: ServerResult| for_era(result, legacy);
+                // A result relayed as sent is decoded only if its bytes
+                // cannot be written as they are (`line_of`).
+                let line = match request {
+                    RoutedRequest::Prompt(params) => {
+                        let answer = gateway.get_prompt(params, &caller).await;
+                        line_of(&id, answer, shape, |r| made(r.response.into()))
+                    }
+                    RoutedRequest::Read(params) => {
+                        let answer = gateway.read_resource(params, &caller).await;
+                        line_of(&id, answer, shape, |r| made(r.into_read()?.into()))
+                    }
+                    RoutedRequest::Complete(params) => {
+                        let answer = gateway.complete(params, &caller).await;
+                        line_of(&id, answer, shape, |r| {
+                            made(ServerResult::CompleteResult(r.response))
+                        })
+                    }
+                };
+                Front::finished(&ct)?;
+                Some(line)
             }
             .boxed(),
         })

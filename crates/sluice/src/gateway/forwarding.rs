@@ -318,22 +318,38 @@ pub(super) fn forwarded_params(
 /// An upstream's result in the shape of the client's protocol era: the
 /// upstream may speak the other one. A 2026-07-28 client requires
 /// `resultType`; an older one knows no cache hints.
-pub(super) fn in_clients_era(mut result: ServerResult, legacy: bool) -> ServerResult {
+pub(super) fn in_clients_era(result: ServerResult, legacy: bool) -> ServerResult {
     use rmcp::model::ResultType;
-    if legacy {
-        if let ServerResult::ReadResourceResult(r) = &mut result {
-            r.ttl_ms = None;
-            r.cache_scope = None;
+    let mut result = match result {
+        ServerResult::ReadResourceResult(r) => {
+            return ServerResult::ReadResourceResult(read_in_era(r, legacy));
         }
-        return result;
-    }
+        _ if legacy => return result,
+        other => other,
+    };
     let result_type = match &mut result {
         ServerResult::CompleteResult(r) => &mut r.result_type,
         ServerResult::GetPromptResult(r) => &mut r.result_type,
-        ServerResult::ReadResourceResult(r) => &mut r.result_type,
         ServerResult::CallToolResult(r) => &mut r.result_type,
         _ => return result,
     };
     result_type.get_or_insert(ResultType::COMPLETE);
+    result
+}
+
+/// [`in_clients_era`] for a resource's contents: no cache hints for the
+/// initialize era, a `resultType` for 2026-07-28.
+pub(super) fn read_in_era(
+    mut result: rmcp::model::ReadResourceResult,
+    legacy: bool,
+) -> rmcp::model::ReadResourceResult {
+    if legacy {
+        result.ttl_ms = None;
+        result.cache_scope = None;
+    } else {
+        result
+            .result_type
+            .get_or_insert(rmcp::model::ResultType::COMPLETE);
+    }
     result
 }

@@ -79,7 +79,7 @@ impl Gateway {
         &self,
         mut params: ReadResourceRequestParams,
         caller: &Caller,
-    ) -> Result<Relayed<ReadResourceResponse>, ErrorData> {
+    ) -> Result<Relayed<ReadAnswer>, ErrorData> {
         let budget = self.governor.budget_for(caller.client.as_deref());
         if params.uri.starts_with(RESULT_URI) {
             return self
@@ -111,11 +111,28 @@ impl Gateway {
                 Request::text_or(ReadResourceRequestMethod::VALUE, text.as_deref(), || {
                     ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params.clone()))
                 });
-            match self
-                .send_as(&upstream, request, caller)
-                .await
-                .and_then(|answer| for_caller(&upstream, answer, caller))
-            {
+            // Governed from its bytes, as a tool's result is; decoded only
+            // if they do not read as a resource's contents.
+            let answer = match self.send_as(&upstream, request, caller).await {
+                Ok(answer) if answer.undecoded().is_some() => {
+                    let uri = &params.uri;
+                    match self.governor.sent_resource(answer.raw, uri, &policy).await {
+                        Ok(GovernedRead::Passes(raw)) => {
+                            let legacy = caller.era.is_legacy();
+                            return Ok(Relayed {
+                                response: ReadAnswer::Sent { legacy },
+                                raw: Some(raw),
+                            });
+                        }
+                        Ok(GovernedRead::Stored(r)) => {
+                            return Ok(Relayed::made(ReadResourceResponse::Complete(r)));
+                        }
+                        Err(raw) => Ok(crate::upstream::rpc::Decoded::sent_read(raw)),
+                    }
+                }
+                other => other,
+            };
+            match answer.and_then(|answer| for_caller(&upstream, answer, caller)) {
                 Ok((ServerResult::ReadResourceResult(r), raw)) => {
                     let uri = params.uri.clone();
                     return Ok(
@@ -314,5 +331,46 @@ impl Gateway {
         })
         .await
         .map(drop)
+    }
+}
+
+/// A resource read's answer in a [`Relayed`]: decoded (or sluice's own), or
+/// an upstream's result within the budget left as the bytes it came in,
+/// which the client gets as they are; decoded only for whoever needs it
+/// typed ([`Relayed::into_read`]).
+#[derive(Debug)]
+pub enum ReadAnswer {
+    /// The answer, decoded.
+    Made(ReadResourceResponse),
+    /// In [`Relayed::raw`], not decoded; `legacy`: for a client of the
+    /// initialize era.
+    Sent {
+        /// Whether the client speaks the initialize era.
+        legacy: bool,
+    },
+}
+
+impl From<ReadResourceResponse> for ReadAnswer {
+    fn from(response: ReadResourceResponse) -> Self {
+        ReadAnswer::Made(response)
+    }
+}
+
+impl Relayed<ReadAnswer> {
+    /// The answer, decoded if it was left as sent; the error says why an
+    /// upstream's result relayed unread cannot be decoded.
+    pub fn into_read(self) -> Result<ReadResourceResponse, ErrorData> {
+        let legacy = match self.response {
+            ReadAnswer::Made(response) => return Ok(response),
+            ReadAnswer::Sent { legacy } => legacy,
+        };
+        let text = self.raw.as_ref().and_then(|raw| raw.result());
+        let result = serde_json::from_str(text.unwrap_or("{}")).map_err(|e| {
+            ErrorData::internal_error(
+                format!("the upstream's result could not be read: {e}"),
+                None,
+            )
+        })?;
+        Ok(ReadResourceResponse::Complete(read_in_era(result, legacy)))
     }
 }

@@ -31,7 +31,8 @@ use sluice_core::store::{
 use sluice_core::summary::{self, Answer, Overview, Style};
 
 mod sent;
-pub use sent::SentCall;
+use sent::KeptRead;
+pub use sent::{SentCall, SentRead};
 
 /// What a page's wrapper (header line, `_meta`, cursor) may take of the
 /// budget, in tokens and characters, besides the paged path (which the
@@ -134,6 +135,15 @@ struct Kept {
     is_error: Option<bool>,
     result_type: Option<rmcp::model::ResultType>,
     meta: Option<MetaObject>,
+}
+
+/// What governing made of a resource read from its bytes.
+#[derive(Debug)]
+pub enum GovernedRead {
+    /// Within the budget: it goes as the response it came in.
+    Passes(crate::jsonrpc::Message),
+    /// Stored: the answer that stands for it.
+    Stored(ReadResourceResult),
 }
 
 /// What governing made of a tool's result read from its bytes.
@@ -563,17 +573,72 @@ impl Governor {
             }
             _ => Raw::Blocks(serde_json::to_string(&contents).unwrap_or_default()),
         };
-        let mut answer = match self.keep(raw, size, false, false, &policy).await {
+        let kept = KeptRead {
+            raw,
+            meta,
+            says_complete: result_type.is_some(),
+        };
+        Err(self.stored_read(kept, size, uri, &policy).await)
+    }
+
+    /// Governs the result of `resources/read` as the upstream sent it in
+    /// `response`, from its bytes, never decoded: [`GovernedRead::Passes`]
+    /// with `response` when it is within the budget (it goes as those
+    /// bytes), else stored and answered (`response` let go first, as
+    /// [`Self::resource_result`] lets it go). `Err` with `response` if its
+    /// bytes do not read as a resource's contents (see
+    /// [`SentRead::read_kept`]), which must then be decoded. A large
+    /// result is read on a blocking thread.
+    pub async fn sent_resource(
+        &self,
+        response: crate::jsonrpc::Message,
+        uri: &str,
+        policy: &Policy,
+    ) -> Result<GovernedRead, crate::jsonrpc::Message> {
+        let budget = policy.budget;
+        let read = read_result_kept(&response, move |result, unescaped| {
+            let read = SentRead::read_kept(result, unescaped)?;
+            let size = read.size(&budget);
+            Some((!budget.admits(&size)).then(|| (read.kept(), size)))
+        })
+        .await;
+        match read {
+            None => Err(response),
+            Some(None) => Ok(GovernedRead::Passes(response)),
+            Some(Some((kept, size))) => {
+                drop(response);
+                Ok(GovernedRead::Stored(
+                    self.stored_read(kept, size, uri, policy).await,
+                ))
+            }
+        }
+    }
+
+    /// Stores what was kept of a resource read over the budget: the answer
+    /// that stands for it (or the one that says why it could not be).
+    async fn stored_read(
+        &self,
+        kept: KeptRead,
+        size: Size,
+        uri: &str,
+        policy: &Policy,
+    ) -> ReadResourceResult {
+        let KeptRead {
+            raw,
+            meta,
+            says_complete,
+        } = kept;
+        let mut answer = match self.keep(raw, size, false, false, policy).await {
             Ok(stored) => {
-                let (text, _, stored_meta) = self.answer(&stored, &policy);
+                let (text, _, stored_meta) = self.answer(&stored, policy);
                 let mut r = ReadResourceResult::new(vec![ResourceContents::text(text, uri)]);
                 r.meta = Some(with_meta(meta, crate::contract::meta::STORED, stored_meta));
                 r
             }
             Err(message) => ReadResourceResult::new(vec![ResourceContents::text(message, uri)]),
         };
-        answer.result_type = result_type;
-        Err(answer)
+        answer.result_type = says_complete.then_some(rmcp::model::ResultType::COMPLETE);
+        answer
     }
 
     /// Stores a result of `size` (one copy's, when it was `sent_twice`); the

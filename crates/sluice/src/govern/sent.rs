@@ -37,13 +37,15 @@ type Sent<'a> = (Cow<'a, str>, bool);
 /// An embedded resource's `text` and `blob`.
 type Contents<'a> = (Option<Cow<'a, str>>, Option<Cow<'a, str>>);
 
-/// The content array at the walk's position, read where it lies (each
-/// block's members walked into, not skipped first): what each block sends
-/// and whether it is a text block, and the array's text when it has
-/// blocks. `None` when it is not an array (or `null`) of blocks that read.
-fn content<'a>(
+/// The array at the walk's position (a result's `content`, a read's
+/// `contents`), read where it lies (each item's members walked into by
+/// `item`, not skipped first): what each item sends and whether it is a
+/// text, and the array's text when it has items. `None` when it is not an
+/// array (or `null`) of items that read.
+fn items<'a>(
     walker: &mut walk::Walker<'a>,
     result: &'a str,
+    item: fn(&mut walk::Walker<'a>, &'a str) -> Option<Sent<'a>>,
 ) -> Option<(Vec<Sent<'a>>, Option<&'a str>)> {
     if walker.peek() == Some(b'n') {
         return (walker.value() == "null").then(|| (Vec::new(), None));
@@ -54,7 +56,7 @@ fn content<'a>(
     }
     let mut blocks = Vec::new();
     while walker.item() {
-        blocks.push(sent_by(walker, result)?);
+        blocks.push(item(walker, result)?);
     }
     let text = result
         .get(start..walker.position())
@@ -100,8 +102,13 @@ fn sent_by<'a>(walker: &mut walk::Walker<'a>, result: &'a str) -> Option<Sent<'a
 /// An embedded resource's contents: its `text` or base64 `blob`; `None`
 /// when it is not an object or either is not a string.
 fn contents(resource: &str) -> Option<Contents<'_>> {
+    contents_of(&mut walk::members(resource)?)
+}
+
+/// The `text` and `blob` of the resource contents whose members the walk
+/// is in; `None` when either is not a string.
+fn contents_of<'a>(walker: &mut walk::Walker<'a>) -> Option<Contents<'a>> {
     let (mut text, mut blob) = (None, None);
-    let mut walker = walk::members(resource)?;
     let mut seen = [false; 2];
     while let Some(slot) = walker.wanted(&["\"text\"", "\"blob\""], &mut seen) {
         let slot = if slot.ok()? == 0 {
@@ -112,6 +119,112 @@ fn contents(resource: &str) -> Option<Contents<'_>> {
         *slot = string_or_null(walker.string())?;
     }
     Some((text, blob))
+}
+
+/// What the resource contents at the walk's position send, read where they
+/// lie: their `text` (a text), else their base64 `blob`, else their JSON as
+/// sent. `None` when they are not an object, or `text` or `blob` is there
+/// and not a string or is there twice.
+fn sent_contents<'a>(walker: &mut walk::Walker<'a>, result: &'a str) -> Option<Sent<'a>> {
+    let start = walker.position();
+    if !walker.enter(b'{') {
+        return None;
+    }
+    Some(match contents_of(walker)? {
+        (Some(text), _) => (text, true),
+        (None, Some(blob)) => (blob, false),
+        (None, None) => (Cow::Borrowed(result.get(start..walker.position())?), false),
+    })
+}
+
+/// A `_meta` as sent, read as the object it is (`None` if it is not one).
+fn meta_object(meta: Option<&str>) -> Option<rmcp::model::MetaObject> {
+    meta.and_then(|meta| serde_json::from_str(meta).ok())
+}
+
+/// The result of `resources/read` as sent, read in place: what each of its
+/// contents sends (as [`super::contents_text`] tells from its decoding).
+#[derive(Debug)]
+pub struct SentRead<'a> {
+    /// What each of the contents sends.
+    parts: Vec<Cow<'a, str>>,
+    /// Which of them are texts.
+    is_text: Vec<bool>,
+    /// The `contents` array as sent.
+    contents: Option<&'a str>,
+    /// Whether it says `"resultType": "complete"`.
+    says_complete: bool,
+    meta: Option<&'a str>,
+}
+
+/// What is stored of a resource read over the budget, and what its answer
+/// keeps of it: its `_meta`, and whether it said it is complete.
+pub(super) struct KeptRead {
+    pub(super) raw: super::Raw,
+    pub(super) meta: Option<rmcp::model::MetaObject>,
+    pub(super) says_complete: bool,
+}
+
+impl<'a> SentRead<'a> {
+    /// `result` (the JSON text of a response's `result`, its long strings
+    /// taken from those `kept` unescaped when the response was checked)
+    /// read as a resource's contents; `None` if it is another answer
+    /// (`input_required`) or does not read as a resource's contents (a
+    /// member of the wrong type, or twice), which is left to the decoder
+    /// to say.
+    pub fn read_kept(result: &'a str, kept: walk::Kept<'a>) -> Option<SentRead<'a>> {
+        let mut walker = walk::members_kept(result, kept)?;
+        let (mut sent, mut contents) = (Vec::new(), None);
+        let (mut meta, mut result_type, mut other_answer) = (None, None, false);
+        let mut seen = [false; 4];
+        let wanted = [
+            "\"contents\"",
+            "\"_meta\"",
+            "\"resultType\"",
+            "\"inputRequests\"",
+        ];
+        while let Some(slot) = walker.wanted(&wanted, &mut seen) {
+            match slot.ok()? {
+                0 => (sent, contents) = items(&mut walker, result, sent_contents)?,
+                1 => meta = unless_null(walker.value()),
+                2 => result_type = string_or_null(walker.string())?,
+                _ => other_answer = unless_null(walker.value()).is_some(),
+            }
+        }
+        if other_answer || result_type.as_ref().is_some_and(|t| t != "complete") {
+            return None;
+        }
+        let (parts, is_text) = sent.into_iter().unzip();
+        Some(SentRead {
+            parts,
+            is_text,
+            contents,
+            says_complete: result_type.is_some(),
+            meta,
+        })
+    }
+
+    /// Its size as the client receives it: what its contents send.
+    pub fn size(&self, budget: &Budget) -> Size {
+        let parts: Vec<&str> = self.parts.iter().map(|p| p.as_ref()).collect();
+        Size::of(&parts, budget)
+    }
+
+    /// Taken apart for storing, as [`super::Governor::resource_result`]
+    /// takes its decoding apart: one text, that text; else the contents as
+    /// sent.
+    pub(super) fn kept(self) -> KeptRead {
+        let one_text = self.parts.len() == 1 && self.is_text.iter().all(|&t| t);
+        let raw = match (one_text, self.parts.into_iter().next()) {
+            (true, Some(text)) => super::Raw::Text(text.into_owned()),
+            _ => super::Raw::Blocks(self.contents.unwrap_or("[]").to_owned()),
+        };
+        KeptRead {
+            raw,
+            meta: meta_object(self.meta),
+            says_complete: self.says_complete,
+        }
+    }
 }
 
 /// A tool's result as sent, read in place: what its content blocks send,
@@ -160,7 +273,7 @@ impl<'a> SentCall<'a> {
         ];
         while let Some(slot) = walker.wanted(&wanted, &mut seen) {
             match slot.ok()? {
-                0 => (blocks, content_text) = content(&mut walker, result)?,
+                0 => (blocks, content_text) = items(&mut walker, result, sent_by)?,
                 1 => structured = unless_null(walker.value()),
                 2 => {
                     is_error = match walker.value() {
@@ -215,9 +328,7 @@ impl<'a> SentCall<'a> {
     /// as sent; else the blocks as sent. `size` is its size as sent.
     pub(super) fn kept(self, size: Size, budget: &Budget) -> super::Kept {
         let copy = self.one_copy(budget);
-        let meta = self
-            .meta
-            .and_then(|meta| serde_json::from_str::<rmcp::model::MetaObject>(meta).ok());
+        let meta = meta_object(self.meta);
         let raw = match (self.parts.len(), self.all_text(), self.structured) {
             (1, true, _) => super::Raw::Text(
                 self.parts
@@ -396,6 +507,66 @@ mod tests {
         assert_eq!(pair.parts[0], "😀");
         // Neither a number nor an unterminated escape is a string.
         assert!(SentCall::read(r#"{"content":[{"type":"text","text":"\u12"}]}"#).is_none());
+    }
+
+    /// A read's contents are measured as its decoding was (their text,
+    /// else their blob, else their JSON as sent), and kept for storing as
+    /// sent: one text alone as that text, several as the array sent.
+    #[test]
+    fn a_reads_contents_are_measured_and_kept_as_sent() {
+        let read = |result| SentRead::read_kept(result, walk::Kept::NONE);
+        let result = r#"{"contents":[{"uri":"a:1","text":"h\u00e9llo","x-c":1.50},
+            {"uri":"a:2","blob":"QUJD"},{"uri":"a:3","x-new":[-0]}],"x-read":1e2}"#;
+        let sent = read(result).unwrap();
+        let other = r#"{"uri":"a:3","x-new":[-0]}"#;
+        let size = sent.size(&Budget::default());
+        assert_eq!(size.bytes as usize, "héllo".len() + 4 + other.len());
+        let super::super::Raw::Blocks(kept) = sent.kept().raw else {
+            panic!("several contents are kept as the array sent");
+        };
+        assert!(kept.starts_with(r#"[{"uri":"a:1","text":"h\u00e9llo","x-c":1.50},"#));
+        assert!(
+            kept.ends_with(other) || kept.ends_with(&format!("{other}]")),
+            "{kept}"
+        );
+        let one = read(
+            r#"{"contents":[{"uri":"a:1","text":"a\nb"}],"_meta":{"k":1},"resultType":"complete"}"#,
+        )
+        .unwrap()
+        .kept();
+        assert!(matches!(one.raw, super::super::Raw::Text(ref t) if t == "a\nb"));
+        assert!(one.says_complete && one.meta.is_some_and(|m| m.0.contains_key("k")));
+        // No contents, or `null`: nothing to measure.
+        for empty in [r#"{}"#, r#"{"contents":null}"#, r#"{"contents":[]}"#] {
+            assert_eq!(
+                read(empty).unwrap().size(&Budget::default()).bytes,
+                0,
+                "{empty}"
+            );
+        }
+    }
+
+    /// What is another answer (`input_required`), or does not read as a
+    /// resource's contents, is left to the decoder, which says what is
+    /// wrong.
+    #[test]
+    fn a_read_that_is_another_answer_or_unreadable_is_left_to_the_decoder() {
+        for unread in [
+            r#"{"resultType":"input_required","inputRequests":{}}"#,
+            r#"{"inputRequests":{"a":{}}}"#,
+            r#"{"contents":{"uri":"a:1","text":"t"}}"#,
+            r#"{"contents":[["a:1","t"]]}"#,
+            r#"{"contents":[{"uri":"a:1","text":7}]}"#,
+            r#"{"contents":[{"uri":"a:1","blob":false}]}"#,
+            r#"{"contents":[{"uri":"a:1","text":"a","text":"b"}]}"#,
+            r#"{"contents":[],"contents":[]}"#,
+            r#"[]"#,
+        ] {
+            assert!(
+                SentRead::read_kept(unread, walk::Kept::NONE).is_none(),
+                "{unread}"
+            );
+        }
     }
 
     #[test]

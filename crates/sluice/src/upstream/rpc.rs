@@ -94,8 +94,9 @@ pub enum Lifecycle {
 
 /// An upstream's answer: the message it came as (the bytes a relayed result
 /// is forwarded from) and its result, decoded; except an answer to
-/// `tools/call`, left as sent until something needs it decoded (governing
-/// reads it from its bytes: see [`crate::govern::SentCall`]).
+/// `tools/call` or `resources/read`, left as sent until something needs it
+/// decoded (governing reads it from its bytes: see
+/// [`crate::govern::SentCall`], [`crate::govern::SentRead`]).
 #[derive(Debug, Clone)]
 pub struct Decoded {
     /// The response, as received.
@@ -103,12 +104,28 @@ pub struct Decoded {
     /// The result, decoded (boxed: rmcp's type is large, and moves with
     /// every answer); `None` while it is left as sent.
     result: Option<Box<ServerResult>>,
+    /// What the result is read as when it is decoded later.
+    expect: Expect,
 }
 
 impl Decoded {
-    /// A response whose result is left as sent.
+    /// A tool call's response whose result is left as sent.
     pub fn sent(raw: Message) -> Decoded {
-        Decoded { raw, result: None }
+        Decoded {
+            raw,
+            result: None,
+            expect: Expect::CallTool,
+        }
+    }
+
+    /// A `resources/read` response whose result is left as sent (its
+    /// bytes read as no resource's contents: decoded next).
+    pub fn sent_read(raw: Message) -> Decoded {
+        Decoded {
+            raw,
+            result: None,
+            expect: Expect::ReadResource,
+        }
     }
 
     /// The result's JSON text while it is not decoded.
@@ -124,7 +141,8 @@ impl Decoded {
     pub fn decoded(self) -> Result<(ServerResult, Message), String> {
         let result = match self.result {
             Some(result) => *result,
-            None => Expect::CallTool
+            None => self
+                .expect
                 .decode(self.raw.result().unwrap_or("{}"))
                 .map_err(|e| format!("its result could not be read: {e}"))?,
         };
@@ -696,10 +714,14 @@ fn encode<T: serde::Serialize>(message: &T) -> Result<Message, String> {
 /// A response's result or error, decoded (large ones off the async threads).
 async fn decode_answer(message: Message, expect: Expect) -> Result<Decoded, RpcError> {
     let len = message.as_bytes().len();
-    // A tool's result is governed from its bytes: decoding waits until it
-    // is needed (see `Decoded::decoded`).
-    if matches!(expect, Expect::CallTool) && message.kind() == Kind::Response {
-        return Ok(Decoded::sent(message));
+    // A tool's result and a resource's are governed from their bytes:
+    // decoding waits until it is needed (see `Decoded::decoded`).
+    if expect.left_as_sent() && message.kind() == Kind::Response {
+        return Ok(Decoded {
+            raw: message,
+            result: None,
+            expect,
+        });
     }
     let decode = move || -> Result<Decoded, RpcError> {
         match message.kind() {
@@ -707,6 +729,7 @@ async fn decode_answer(message: Message, expect: Expect) -> Result<Decoded, RpcE
                 Ok(result) => Ok(Decoded {
                     result: Some(Box::new(result)),
                     raw: message,
+                    expect,
                 }),
                 Err(e) => Err(RpcError::Failed(format!(
                     "its result could not be read: {e}"
@@ -745,7 +768,11 @@ enum Expect {
     /// unless the text may be one of the other answers a call can get (a
     /// task, `input_required`); left as sent until someone needs it typed.
     CallTool,
-    /// A method whose answer is one type (`tools/list`, `resources/read`,
+    /// `resources/read`: a `ReadResourceResult`, left as sent as a call's
+    /// is (governed from its bytes); decoded as [`Expect::Typed`] when
+    /// needed.
+    ReadResource,
+    /// A method whose answer is one type (`tools/list`, `prompts/get`,
     /// …): decoded as it, unless the text may be another answer; what does
     /// not read as it is read as any result.
     Typed(fn(&str) -> serde_json::Result<ServerResult>),
@@ -753,22 +780,24 @@ enum Expect {
     Any,
 }
 
+/// An [`Expect::Typed`] that reads a result as `ServerResult::$variant`: a
+/// plain function per type, as an `Expect` is made for every request.
+macro_rules! typed {
+    ($variant:ident) => {{
+        fn decode(result: &str) -> serde_json::Result<ServerResult> {
+            serde_json::from_str(result).map(ServerResult::$variant)
+        }
+        Expect::Typed(decode)
+    }};
+}
+
 impl Expect {
     fn of(method: Option<&str>) -> Expect {
-        // A plain function per type: an `Expect` is made for every request.
-        macro_rules! typed {
-            ($variant:ident) => {{
-                fn decode(result: &str) -> serde_json::Result<ServerResult> {
-                    serde_json::from_str(result).map(ServerResult::$variant)
-                }
-                Expect::Typed(decode)
-            }};
-        }
         match method {
             // A task's result (SEP-1686) is the tool's: relayed as sent.
             Some("tools/call" | "tasks/result") => Expect::CallTool,
             Some("tools/list") => typed!(ListToolsResult),
-            Some("resources/read") => typed!(ReadResourceResult),
+            Some("resources/read") => Expect::ReadResource,
             Some("prompts/get") => typed!(GetPromptResult),
             Some("completion/complete") => typed!(CompleteResult),
             Some("prompts/list") => typed!(ListPromptsResult),
@@ -778,7 +807,15 @@ impl Expect {
         }
     }
 
+    /// Whether a response's result is left as sent until it is needed.
+    fn left_as_sent(self) -> bool {
+        matches!(self, Expect::CallTool | Expect::ReadResource)
+    }
+
     fn decode(self, result: &str) -> serde_json::Result<ServerResult> {
+        if let Expect::ReadResource = self {
+            return typed!(ReadResourceResult).decode(result);
+        }
         // Searchers built once: building one costs more than searching a
         // small result.
         static KEYS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> =
@@ -1145,7 +1182,9 @@ mod tests {
             ("resources/templates/list", r#"{"resourceTemplates":[]}"#),
         ] {
             let expect = Expect::of(Some(method));
-            assert!(matches!(expect, Expect::Typed(_)), "{method}");
+            let left = method == "resources/read";
+            assert_eq!(expect.left_as_sent(), left, "{method}");
+            assert!(left || matches!(expect, Expect::Typed(_)), "{method}");
             let read = expect.decode(result).unwrap();
             let typed = match read {
                 ServerResult::ListToolsResult(_) => "tools/list",

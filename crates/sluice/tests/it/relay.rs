@@ -2060,6 +2060,23 @@ async fn a_result_with_a_content_block_no_sdk_knows_arrives_as_sent() {
     arrives_as_sent_then_ok("novel", "x-hologram").await;
 }
 
+/// A resource read within the budget is measured from its bytes and
+/// relayed as them, never decoded, as a tool's result is: contents of a
+/// kind rmcp cannot decode (neither `text` nor `blob`) reach the client as
+/// sent, and the next request works. Decoding them failed the read with
+/// "its result could not be read".
+#[tokio::test]
+async fn a_read_with_contents_no_sdk_knows_arrives_as_sent() {
+    let read =
+        r#"{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"raw://novel"}}"#;
+    answered_then_ok("novel-read", read.to_owned(), |run| {
+        let sent = run.server_result("resources/read");
+        assert!(sent.contains("x-hologram"), "the raw server sent {sent}");
+        sent
+    })
+    .await;
+}
+
 /// `tool`'s result, which holds `odd`, reaches the client as the raw
 /// server sent it on every path of sluice's own layer, and the next call
 /// (`ok`) works.
@@ -2076,8 +2093,14 @@ async fn arrives_as_sent_then_ok(tool: &str, odd: &str) {
 /// `tool`'s result reaches the client as `expected` says on every path of
 /// sluice's own layer, and the next call (`ok`) works.
 async fn arrives_then_ok(tool: &str, expected: impl Fn(&Run) -> String) {
-    let script = [tool_call(2, tool, "{}"), tool_call(3, "ok", "{}")];
-    on_paths(&OWN_LAYER, tool, false, "", &script, |run| {
+    answered_then_ok(tool, tool_call(2, tool, "{}"), expected).await;
+}
+
+/// The result of `request` (id 2) reaches the client as `expected` says on
+/// every path of sluice's own layer, and the next call (`ok`) works.
+async fn answered_then_ok(label: &str, request: String, expected: impl Fn(&Run) -> String) {
+    let script = [request, tool_call(3, "ok", "{}")];
+    on_paths(&OWN_LAYER, label, false, "", &script, |run| {
         assert_eq!(
             run.client_result("2"),
             expected(run),
@@ -2422,6 +2445,40 @@ async fn a_large_result_with_a_content_block_no_sdk_knows_is_stored_as_sent() {
     );
     assert_eq!(query(".[0].uri").await, r#""holo://1""#);
     assert_eq!(query(".[2].text | length").await, (200 * 1024).to_string());
+    client.cancel().await.unwrap();
+}
+
+/// A resource read over the budget goes to the store from its bytes, never
+/// decoded, as a tool's result does: its contents are stored as sent, a
+/// kind no SDK knows included, and read back. Decoding them failed the
+/// read.
+#[tokio::test]
+async fn a_large_read_with_contents_no_sdk_knows_is_stored_as_sent() {
+    let dir = TempDir::new("relay-stored-novel-read");
+    let (_server, url) = raw_server_http(&dir.0.join("record"), false).await;
+    let config = dir.file("sluice.toml", &format!("[upstreams.raw]\nurl = {url:?}\n"));
+    let (client, _) = connect(&via_config(&config)).await;
+    let uri = "raw://novel/200";
+    let read = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+        .await
+        .unwrap();
+    let rmcp::model::ResourceContents::TextResourceContents { text, .. } = &read.contents[0] else {
+        panic!("the stored answer is a text: {read:?}");
+    };
+    assert!(
+        text.starts_with(&format!("resources/read {uri} returned ")),
+        "{text}"
+    );
+    let stored = &read.meta.as_ref().unwrap().0["sluice/stored"];
+    let handle = stored["handle"].as_str().unwrap().to_owned();
+    let query = |filter| query_text(&client, &handle, filter);
+    assert_eq!(
+        query("[.[] | .uri]").await,
+        r#"["raw://novel","raw://novel#2"]"#
+    );
+    assert_eq!(query(".[1] | keys").await, r#"["uri","x-hologram"]"#);
+    assert_eq!(query(".[0].text | length").await, (200 * 1024).to_string());
     client.cancel().await.unwrap();
 }
 
