@@ -36,7 +36,7 @@ use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use rmcp::model::{
     ClientCapabilities, CompleteRequestParams, ErrorData, ProtocolVersion,
-    ReadResourceRequestParams, RequestMetaObject, ServerResult,
+    ReadResourceRequestParams, RequestMetaObject,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -313,31 +313,21 @@ impl Front {
             work: async move {
                 let _running = running;
                 let gateway = &front.gateway;
+                let answer = match request {
+                    RoutedRequest::Prompt(params) => gateway.get_prompt(params, &caller).await,
+                    RoutedRequest::Read(params) => gateway.read_resource(params, &caller).await,
+                    RoutedRequest::Complete(params) => gateway.complete(params, &caller).await,
+                };
+                Front::finished(&ct)?;
                 let shape = Shape {
                     legacy,
                     cache_hints: matches!(routed, Routed::Read),
                 };
-                let made = |result: ServerResult| for_era(result, legacy);
                 // A result relayed as sent is decoded only if its bytes
-                // cannot be written as they are (`line_of`).
-                let line = match request {
-                    RoutedRequest::Prompt(params) => {
-                        let answer = gateway.get_prompt(params, &caller).await;
-                        line_of(&id, answer, shape, |r| made(r.response.into()))
-                    }
-                    RoutedRequest::Read(params) => {
-                        let answer = gateway.read_resource(params, &caller).await;
-                        line_of(&id, answer, shape, |r| made(r.into_read()?.into()))
-                    }
-                    RoutedRequest::Complete(params) => {
-                        let answer = gateway.complete(params, &caller).await;
-                        line_of(&id, answer, shape, |r| {
-                            made(ServerResult::CompleteResult(r.response))
-                        })
-                    }
-                };
-                Front::finished(&ct)?;
-                Some(line)
+                // cannot be written as they are.
+                Some(line_of(&id, answer, shape, |relayed| {
+                    for_era(relayed.into_result()?, legacy)
+                }))
             }
             .boxed(),
         })

@@ -339,7 +339,7 @@ pub(super) fn in_clients_era(result: ServerResult, legacy: bool) -> ServerResult
 
 /// [`in_clients_era`] for a resource's contents: no cache hints for the
 /// initialize era, a `resultType` for 2026-07-28.
-pub(super) fn read_in_era(
+fn read_in_era(
     mut result: rmcp::model::ReadResourceResult,
     legacy: bool,
 ) -> rmcp::model::ReadResourceResult {

@@ -40,11 +40,10 @@ pub use call::Relayed;
 use call::call_error;
 use forwarding::{
     Request, for_caller, forwarded_meta, forwarded_params, in_clients_era, in_era_decoded,
-    read_in_era,
 };
 use lists::{declares, unexpected, warn_unknown_tool_settings};
 pub use named_params::NamedParams;
-pub use routes::ReadAnswer;
+pub use routes::RoutedAnswer;
 
 use crate::govern::{DEFAULT_PREVIEW_DEPTH, Governed, GovernedRead, Governor, Policy, RESULT_URI};
 use crate::hub::{FirstClient, Hub, Notice, RouteGuard, SessionId};

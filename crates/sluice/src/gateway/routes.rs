@@ -3,6 +3,8 @@
 
 use super::*;
 use crate::era::Era;
+use crate::govern::plain_result;
+use crate::upstream::rpc::Decoded;
 
 impl Gateway {
     /// Gets a prompt; the upstream's answer comes with the response it
@@ -12,7 +14,7 @@ impl Gateway {
         &self,
         mut params: NamedParams,
         caller: &Caller,
-    ) -> Result<Relayed<GetPromptResponse>, ErrorData> {
+    ) -> Result<Relayed<RoutedAnswer>, ErrorData> {
         let exposed = params.name.to_string();
         let Some((upstream, name)) = self.namer.route(&exposed) else {
             return Err(self.unknown("prompt", &exposed));
@@ -42,12 +44,15 @@ impl Gateway {
                 let made = made.get_or_insert_with(|| params.to_prompt());
                 ClientRequest::GetPromptRequest(GetPromptRequest::new(made.clone()))
             });
-            match self
+            let answer = self
                 .send_as(&upstream, request, caller)
                 .await
-                .and_then(|answer| for_caller(&upstream, answer, caller))
-                .map_err(call_error)?
-            {
+                .map_err(call_error)?;
+            let answer = match as_sent(answer).await {
+                Ok(raw) => return Ok(Relayed::sent(raw, caller, GetPromptRequestMethod::VALUE)),
+                Err(answer) => answer,
+            };
+            match for_caller(&upstream, answer, caller).map_err(call_error)? {
                 (ServerResult::GetPromptResult(r), raw) => {
                     return Ok(Relayed::as_sent(GetPromptResponse::Complete(r), raw));
                 }
@@ -79,7 +84,7 @@ impl Gateway {
         &self,
         mut params: ReadResourceRequestParams,
         caller: &Caller,
-    ) -> Result<Relayed<ReadAnswer>, ErrorData> {
+    ) -> Result<Relayed<RoutedAnswer>, ErrorData> {
         let budget = self.governor.budget_for(caller.client.as_deref());
         if params.uri.starts_with(RESULT_URI) {
             return self
@@ -118,16 +123,13 @@ impl Gateway {
                     let uri = &params.uri;
                     match self.governor.sent_resource(answer.raw, uri, &policy).await {
                         Ok(GovernedRead::Passes(raw)) => {
-                            let legacy = caller.era.is_legacy();
-                            return Ok(Relayed {
-                                response: ReadAnswer::Sent { legacy },
-                                raw: Some(raw),
-                            });
+                            let method = ReadResourceRequestMethod::VALUE;
+                            return Ok(Relayed::sent(raw, caller, method));
                         }
                         Ok(GovernedRead::Stored(r)) => {
                             return Ok(Relayed::made(ReadResourceResponse::Complete(r)));
                         }
-                        Err(raw) => Ok(crate::upstream::rpc::Decoded::sent_read(raw)),
+                        Err(raw) => Ok(Decoded::sent_for(ReadResourceRequestMethod::VALUE, raw)),
                     }
                 }
                 other => other,
@@ -245,7 +247,7 @@ impl Gateway {
         &self,
         mut params: CompleteRequestParams,
         caller: &Caller,
-    ) -> Result<Relayed<CompleteResult>, ErrorData> {
+    ) -> Result<Relayed<RoutedAnswer>, ErrorData> {
         params.meta = forwarded_meta(&caller.meta);
         let (candidates, text) = match &mut params.r#ref {
             Reference::Prompt(prompt) => {
@@ -286,11 +288,16 @@ impl Gateway {
             let request = Request::text_or(CompleteRequestMethod::VALUE, text.as_deref(), || {
                 ClientRequest::CompleteRequest(CompleteRequest::new(params.clone()))
             });
-            match self
-                .send_as(&upstream, request, caller)
-                .await
-                .and_then(|answer| for_caller(&upstream, answer, caller))
-            {
+            let answer = match self.send_as(&upstream, request, caller).await {
+                Ok(answer) => match as_sent(answer).await {
+                    Ok(raw) => {
+                        return Ok(Relayed::sent(raw, caller, CompleteRequestMethod::VALUE));
+                    }
+                    Err(answer) => Ok(answer),
+                },
+                Err(e) => Err(e),
+            };
+            match answer.and_then(|answer| for_caller(&upstream, answer, caller)) {
                 Ok((ServerResult::CompleteResult(r), raw)) => return Ok(Relayed::as_sent(r, raw)),
                 Ok((other, _)) => {
                     return Err(unexpected(&upstream, "completion/complete", &other));
@@ -334,43 +341,82 @@ impl Gateway {
     }
 }
 
-/// A resource read's answer in a [`Relayed`]: decoded (or sluice's own), or
-/// an upstream's result within the budget left as the bytes it came in,
-/// which the client gets as they are; decoded only for whoever needs it
-/// typed ([`Relayed::into_read`]).
+/// `answer`'s response when its result, left as sent, is a plain one (no
+/// other answer: see [`plain_result`]), to be relayed as those bytes (read
+/// off the async threads when large); else `answer`, to be decoded.
+async fn as_sent(answer: Decoded) -> Result<crate::jsonrpc::Message, Decoded> {
+    let plain = answer.undecoded().is_some()
+        && crate::govern::read_result(&answer.raw, |text| plain_result(text).then_some(()))
+            .await
+            .is_some();
+    if plain { Ok(answer.raw) } else { Err(answer) }
+}
+
+/// The answer to a request routed to one upstream (`prompts/get`,
+/// `resources/read`, `completion/complete`) in a [`Relayed`]: made
+/// (decoded, or sluice's own), or the upstream's result left as the bytes
+/// it came in, which the client gets as they are; decoded only for whoever
+/// needs it typed ([`Relayed::into_result`]).
 #[derive(Debug)]
-pub enum ReadAnswer {
-    /// The answer, decoded.
-    Made(ReadResourceResponse),
-    /// In [`Relayed::raw`], not decoded; `legacy`: for a client of the
-    /// initialize era.
+pub enum RoutedAnswer {
+    /// The answer, decoded (boxed: rmcp's type is large).
+    Made(Box<ServerResult>),
+    /// In [`Relayed::raw`], not decoded.
     Sent {
         /// Whether the client speaks the initialize era.
         legacy: bool,
+        /// The request's method, which says what its result is.
+        method: &'static str,
     },
 }
 
-impl From<ReadResourceResponse> for ReadAnswer {
-    fn from(response: ReadResourceResponse) -> Self {
-        ReadAnswer::Made(response)
+impl From<GetPromptResponse> for RoutedAnswer {
+    fn from(response: GetPromptResponse) -> Self {
+        RoutedAnswer::Made(Box::new(response.into()))
     }
 }
 
-impl Relayed<ReadAnswer> {
+impl From<ReadResourceResponse> for RoutedAnswer {
+    fn from(response: ReadResourceResponse) -> Self {
+        RoutedAnswer::Made(Box::new(response.into()))
+    }
+}
+
+impl From<CompleteResult> for RoutedAnswer {
+    fn from(result: CompleteResult) -> Self {
+        RoutedAnswer::Made(Box::new(ServerResult::CompleteResult(result)))
+    }
+}
+
+impl Relayed<RoutedAnswer> {
+    /// The upstream's answer to `caller`'s request of `method`, as the
+    /// response `raw` it came in.
+    fn sent(raw: crate::jsonrpc::Message, caller: &Caller, method: &'static str) -> Self {
+        Relayed {
+            response: RoutedAnswer::Sent {
+                legacy: caller.era.is_legacy(),
+                method,
+            },
+            raw: Some(raw),
+        }
+    }
+
     /// The answer, decoded if it was left as sent; the error says why an
     /// upstream's result relayed unread cannot be decoded.
-    pub fn into_read(self) -> Result<ReadResourceResponse, ErrorData> {
-        let legacy = match self.response {
-            ReadAnswer::Made(response) => return Ok(response),
-            ReadAnswer::Sent { legacy } => legacy,
+    pub fn into_result(self) -> Result<ServerResult, ErrorData> {
+        let (legacy, method) = match self.response {
+            RoutedAnswer::Made(result) => return Ok(*result),
+            RoutedAnswer::Sent { legacy, method } => (legacy, method),
         };
-        let text = self.raw.as_ref().and_then(|raw| raw.result());
-        let result = serde_json::from_str(text.unwrap_or("{}")).map_err(|e| {
-            ErrorData::internal_error(
-                format!("the upstream's result could not be read: {e}"),
+        let raw = self
+            .raw
+            .ok_or_else(|| ErrorData::internal_error("the upstream's answer was lost", None))?;
+        match Decoded::sent_for(method, raw).decoded() {
+            Ok((result, _)) => Ok(in_clients_era(result, legacy)),
+            Err(why) => Err(ErrorData::internal_error(
+                format!("the upstream's result {why}"),
                 None,
-            )
-        })?;
-        Ok(ReadResourceResponse::Complete(read_in_era(result, legacy)))
+            )),
+        }
     }
 }

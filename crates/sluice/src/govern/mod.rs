@@ -32,7 +32,7 @@ use sluice_core::summary::{self, Answer, Overview, Style};
 
 mod sent;
 use sent::KeptRead;
-pub use sent::{SentCall, SentRead};
+pub use sent::{SentCall, SentRead, plain_result};
 
 /// What a page's wrapper (header line, `_meta`, cursor) may take of the
 /// budget, in tokens and characters, besides the paged path (which the

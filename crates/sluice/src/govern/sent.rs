@@ -121,6 +121,33 @@ fn contents_of<'a>(walker: &mut walk::Walker<'a>) -> Option<Contents<'a>> {
     Some((text, blob))
 }
 
+/// Whether `result` (a response's `result` as sent) is a plain result, no
+/// other answer: an object without `task` or `inputRequests` (but `null`),
+/// whose `resultType` is `complete`, `null` or absent. Any other (one of
+/// those members of the wrong type, or sent twice) is left to the decoder.
+pub fn plain_result(result: &str) -> bool {
+    let Some(mut walker) = walk::members(result) else {
+        return false;
+    };
+    let mut seen = [false; 3];
+    let wanted = ["\"resultType\"", "\"task\"", "\"inputRequests\""];
+    while let Some(slot) = walker.wanted(&wanted, &mut seen) {
+        let plain = match slot {
+            Ok(0) => match string_or_null(walker.string()) {
+                Some(None) => true,
+                Some(Some(kind)) => kind == "complete",
+                None => false,
+            },
+            Ok(_) => unless_null(walker.value()).is_none(),
+            Err(_) => false,
+        };
+        if !plain {
+            return false;
+        }
+    }
+    true
+}
+
 /// What the resource contents at the walk's position send, read where they
 /// lie: their `text` (a text), else their base64 `blob`, else their JSON as
 /// sent. `None` when they are not an object, or `text` or `blob` is there
@@ -566,6 +593,34 @@ mod tests {
                 SentRead::read_kept(unread, walk::Kept::NONE).is_none(),
                 "{unread}"
             );
+        }
+    }
+
+    /// A result is relayed as sent unless it may be another answer, which
+    /// the decoder tells apart.
+    #[test]
+    fn a_plain_result_is_told_from_other_answers() {
+        for plain in [
+            r#"{"messages":[],"x-p":1e2}"#,
+            r#"{"resultType":"complete","completion":{"values":[]}}"#,
+            r#"{"resultType":null,"task":null,"inputRequests":null}"#,
+            r#"{"description":"{\"task\":1,\"inputRequests\":{}}"}"#,
+            r#"{"\u0078":1}"#,
+        ] {
+            assert!(plain_result(plain), "{plain}");
+        }
+        for other in [
+            r#"{"resultType":"input_required","inputRequests":{}}"#,
+            r#"{"inputRequests":{"a":{}}}"#,
+            r#"{"task":{"taskId":"t"}}"#,
+            r#"{"resultType":"task"}"#,
+            r#"{"resultType":7}"#,
+            r#"{"resultType":"complete","resultType":"complete"}"#,
+            r#"{"\u0074ask":{}}"#,
+            r#"[]"#,
+            r#""complete""#,
+        ] {
+            assert!(!plain_result(other), "{other}");
         }
     }
 

@@ -94,9 +94,10 @@ pub enum Lifecycle {
 
 /// An upstream's answer: the message it came as (the bytes a relayed result
 /// is forwarded from) and its result, decoded; except an answer to
-/// `tools/call` or `resources/read`, left as sent until something needs it
-/// decoded (governing reads it from its bytes: see
-/// [`crate::govern::SentCall`], [`crate::govern::SentRead`]).
+/// `tools/call`, `resources/read`, `prompts/get` or `completion/complete`,
+/// left as sent until something needs it decoded (the gateway relays or
+/// governs it from its bytes: see [`crate::govern::SentCall`],
+/// [`crate::govern::SentRead`], [`crate::govern::plain_result`]).
 #[derive(Debug, Clone)]
 pub struct Decoded {
     /// The response, as received.
@@ -118,13 +119,14 @@ impl Decoded {
         }
     }
 
-    /// A `resources/read` response whose result is left as sent (its
-    /// bytes read as no resource's contents: decoded next).
-    pub fn sent_read(raw: Message) -> Decoded {
+    /// The response to a request of `method` whose result is left as
+    /// sent, to be decoded as that method's answer when needed (its bytes
+    /// were read and found to need it).
+    pub fn sent_for(method: &str, raw: Message) -> Decoded {
         Decoded {
             raw,
             result: None,
-            expect: Expect::ReadResource,
+            expect: Expect::of(Some(method)),
         }
     }
 
@@ -714,8 +716,9 @@ fn encode<T: serde::Serialize>(message: &T) -> Result<Message, String> {
 /// A response's result or error, decoded (large ones off the async threads).
 async fn decode_answer(message: Message, expect: Expect) -> Result<Decoded, RpcError> {
     let len = message.as_bytes().len();
-    // A tool's result and a resource's are governed from their bytes:
-    // decoding waits until it is needed (see `Decoded::decoded`).
+    // A tool's result, a resource's, a prompt's and a completion's are
+    // relayed or governed from their bytes: decoding waits until it is
+    // needed (see `Decoded::decoded`).
     if expect.left_as_sent() && message.kind() == Kind::Response {
         return Ok(Decoded {
             raw: message,
@@ -768,26 +771,26 @@ enum Expect {
     /// unless the text may be one of the other answers a call can get (a
     /// task, `input_required`); left as sent until someone needs it typed.
     CallTool,
-    /// `resources/read`: a `ReadResourceResult`, left as sent as a call's
-    /// is (governed from its bytes); decoded as [`Expect::Typed`] when
-    /// needed.
-    ReadResource,
-    /// A method whose answer is one type (`tools/list`, `prompts/get`,
-    /// …): decoded as it, unless the text may be another answer; what does
-    /// not read as it is read as any result.
+    /// A method whose answer the gateway relays, or governs, from its
+    /// bytes (`resources/read`, `prompts/get`, `completion/complete`): left
+    /// as sent, as a call's is; decoded as [`Expect::Typed`] when needed.
+    Sent(fn(&str) -> serde_json::Result<ServerResult>),
+    /// A method whose answer is one type (the lists): decoded as it,
+    /// unless the text may be another answer; what does not read as it is
+    /// read as any result.
     Typed(fn(&str) -> serde_json::Result<ServerResult>),
     /// Anything.
     Any,
 }
 
-/// An [`Expect::Typed`] that reads a result as `ServerResult::$variant`: a
-/// plain function per type, as an `Expect` is made for every request.
-macro_rules! typed {
+/// A function that reads a result as `ServerResult::$variant`: a plain
+/// function per type, as an `Expect` is made for every request.
+macro_rules! decoder {
     ($variant:ident) => {{
         fn decode(result: &str) -> serde_json::Result<ServerResult> {
             serde_json::from_str(result).map(ServerResult::$variant)
         }
-        Expect::Typed(decode)
+        decode
     }};
 }
 
@@ -796,25 +799,27 @@ impl Expect {
         match method {
             // A task's result (SEP-1686) is the tool's: relayed as sent.
             Some("tools/call" | "tasks/result") => Expect::CallTool,
-            Some("tools/list") => typed!(ListToolsResult),
-            Some("resources/read") => Expect::ReadResource,
-            Some("prompts/get") => typed!(GetPromptResult),
-            Some("completion/complete") => typed!(CompleteResult),
-            Some("prompts/list") => typed!(ListPromptsResult),
-            Some("resources/list") => typed!(ListResourcesResult),
-            Some("resources/templates/list") => typed!(ListResourceTemplatesResult),
+            Some("resources/read") => Expect::Sent(decoder!(ReadResourceResult)),
+            Some("prompts/get") => Expect::Sent(decoder!(GetPromptResult)),
+            Some("completion/complete") => Expect::Sent(decoder!(CompleteResult)),
+            Some("tools/list") => Expect::Typed(decoder!(ListToolsResult)),
+            Some("prompts/list") => Expect::Typed(decoder!(ListPromptsResult)),
+            Some("resources/list") => Expect::Typed(decoder!(ListResourcesResult)),
+            Some("resources/templates/list") => {
+                Expect::Typed(decoder!(ListResourceTemplatesResult))
+            }
             _ => Expect::Any,
         }
     }
 
     /// Whether a response's result is left as sent until it is needed.
     fn left_as_sent(self) -> bool {
-        matches!(self, Expect::CallTool | Expect::ReadResource)
+        matches!(self, Expect::CallTool | Expect::Sent(_))
     }
 
     fn decode(self, result: &str) -> serde_json::Result<ServerResult> {
-        if let Expect::ReadResource = self {
-            return typed!(ReadResourceResult).decode(result);
+        if let Expect::Sent(decode) = self {
+            return Expect::Typed(decode).decode(result);
         }
         // Searchers built once: building one costs more than searching a
         // small result.
@@ -1182,7 +1187,7 @@ mod tests {
             ("resources/templates/list", r#"{"resourceTemplates":[]}"#),
         ] {
             let expect = Expect::of(Some(method));
-            let left = method == "resources/read";
+            let left = ["resources/read", "prompts/get", "completion/complete"].contains(&method);
             assert_eq!(expect.left_as_sent(), left, "{method}");
             assert!(left || matches!(expect, Expect::Typed(_)), "{method}");
             let read = expect.decode(result).unwrap();

@@ -2077,6 +2077,20 @@ async fn a_read_with_contents_no_sdk_knows_arrives_as_sent() {
     .await;
 }
 
+/// A prompt is relayed as its bytes, never decoded: a message whose
+/// content block is of a kind rmcp cannot decode reaches the client as
+/// sent, and the next request works. Decoding it failed the request.
+#[tokio::test]
+async fn a_prompt_with_content_no_sdk_knows_arrives_as_sent() {
+    let get = r#"{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"novel"}}"#;
+    answered_then_ok("novel-prompt", get.to_owned(), |run| {
+        let sent = run.server_result("prompts/get");
+        assert!(sent.contains("x-hologram"), "the raw server sent {sent}");
+        sent
+    })
+    .await;
+}
+
 /// `tool`'s result, which holds `odd`, reaches the client as the raw
 /// server sent it on every path of sluice's own layer, and the next call
 /// (`ok`) works.
