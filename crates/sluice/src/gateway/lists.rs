@@ -254,19 +254,14 @@ impl Gateway {
                 if !declares(&u, |c| c.prompts.is_some()).await {
                     return Ok(Vec::new());
                 }
-                list_all(
+                list_all::<Prompt>(
                     &u,
                     |cursor| {
                         ClientRequest::ListPromptsRequest(ListPromptsRequest::with_param(page(
                             cursor,
                         )))
                     },
-                    |r, raw| match r {
-                        ServerResult::ListPromptsResult(r) => {
-                            Some((with_sent(r.prompts, raw, "prompts"), r.next_cursor))
-                        }
-                        _ => None,
-                    },
+                    "prompts",
                 )
                 .await
             })
@@ -294,19 +289,14 @@ impl Gateway {
                 if !declares(&u, |c| c.resources.is_some()).await {
                     return Ok(Vec::new());
                 }
-                list_all(
+                list_all::<Resource>(
                     &u,
                     |cursor| {
                         ClientRequest::ListResourcesRequest(ListResourcesRequest::with_param(page(
                             cursor,
                         )))
                     },
-                    |r, raw| match r {
-                        ServerResult::ListResourcesResult(r) => {
-                            Some((with_sent(r.resources, raw, "resources"), r.next_cursor))
-                        }
-                        _ => None,
-                    },
+                    "resources",
                 )
                 .await
             })
@@ -336,20 +326,14 @@ impl Gateway {
                 if !declares(&u, |c| c.resources.is_some()).await {
                     return Ok(Vec::new());
                 }
-                list_all(
+                list_all::<ResourceTemplate>(
                     &u,
                     |cursor| {
                         ClientRequest::ListResourceTemplatesRequest(
                             ListResourceTemplatesRequest::with_param(page(cursor)),
                         )
                     },
-                    |r, raw| match r {
-                        ServerResult::ListResourceTemplatesResult(r) => Some((
-                            with_sent(r.resource_templates, raw, "resourceTemplates"),
-                            r.next_cursor,
-                        )),
-                        _ => None,
-                    },
+                    "resourceTemplates",
                 )
                 .await
             })
@@ -385,20 +369,6 @@ fn as_sent<T: serde::Serialize>(items: Vec<(T, Option<Box<RawValue>>)>) -> Vec<S
         .collect()
 }
 
-/// `items`, decoded from a list `response`, each with its text as sent
-/// (`None` where the response's `key` array could not be matched item by
-/// item with the decoding).
-fn with_sent<T>(
-    items: Vec<T>,
-    response: &crate::jsonrpc::Message,
-    key: &str,
-) -> Vec<(T, Option<Box<RawValue>>)> {
-    match items_as_sent(response, key).filter(|sent| sent.len() == items.len()) {
-        Some(sent) => items.into_iter().zip(sent.into_iter().map(Some)).collect(),
-        None => items.into_iter().map(|item| (item, None)).collect(),
-    }
-}
-
 /// An item of a list as sent, named `exposed` (its text edited only if its
 /// name differs). `None` if the text is not an object.
 fn renamed_as_sent(sent: &RawValue, exposed: &str) -> Option<String> {
@@ -422,12 +392,18 @@ pub(super) fn page(cursor: Option<String>) -> PaginatedRequestParams {
     PaginatedRequestParams::default().with_cursor(cursor)
 }
 
-/// Follows an upstream's list cursors to the end.
-pub(super) async fn list_all<T>(
+/// Follows an upstream's list cursors to the end: each item of every
+/// page's `key` array (`tools`, `prompts`, …) that reads as a `T`, with its
+/// text as sent. An item that does not (a member of the wrong type: a
+/// hand-written server's slip, or a later revision's) is left out with a
+/// warning that names it and says why, and the others are listed: read as
+/// a whole, one such item lost the upstream's whole list. A page that is
+/// not an object with a `key` array fails the listing.
+pub(super) async fn list_all<T: serde::de::DeserializeOwned + Send + 'static>(
     upstream: &Upstream,
     request: impl Fn(Option<String>) -> ClientRequest,
-    extract: impl Fn(ServerResult, &crate::jsonrpc::Message) -> Option<(Vec<T>, Option<String>)>,
-) -> Result<Vec<T>, CallError> {
+    key: &'static str,
+) -> Result<Vec<(T, Option<Box<RawValue>>)>, CallError> {
     // A server that keeps returning cursors must not keep sluice paging forever.
     const MAX_PAGES: usize = 1000;
     let mut all = Vec::new();
@@ -443,20 +419,73 @@ pub(super) async fn list_all<T>(
                 |_| Vec::new(),
             )
             .await?;
-        let (result, raw) = upstream.decoded(answer)?;
-        let Some((items, next)) = extract(result, &raw) else {
+        // A large page is read off the async threads.
+        let page = crate::govern::read_result(&answer.raw, move |text| page_of::<T>(text, key));
+        let Some(page) = page.await else {
             return Err(CallError::Unavailable(format!(
-                "upstream `{}` answered a list request with an unexpected result",
+                "upstream `{}` answered a list request with an unexpected result (not an object with a `{key}` array)",
                 upstream.name()
             )));
         };
-        all.extend(items);
-        match next {
+        for (item, why) in page.unread {
+            tracing::warn!(
+                upstream = %upstream.name(),
+                "left out of the list of {key}: {item}, which sluice cannot read ({why}); the upstream's other {key} are listed"
+            );
+        }
+        all.extend(
+            page.items
+                .into_iter()
+                .map(|(item, sent)| (item, Some(sent))),
+        );
+        match page.next {
             Some(next) if !next.is_empty() => cursor = Some(next),
             _ => return Ok(all),
         }
     }
     Ok(all)
+}
+
+/// One page of an upstream's list, read item by item.
+struct Page<T> {
+    /// The items that read, each with its text as sent.
+    items: Vec<(T, Box<RawValue>)>,
+    /// The items that did not: what names each, and why.
+    unread: Vec<(String, String)>,
+    /// Its `nextCursor`.
+    next: Option<String>,
+}
+
+/// The page of a list result `text` whose items are under `key`; `None` if
+/// it is not an object with a `key` array.
+fn page_of<T: serde::de::DeserializeOwned>(text: &str, key: &str) -> Option<Page<T>> {
+    let result = RawObject::parse(text).ok()?;
+    let sent: Vec<Box<RawValue>> = serde_json::from_str(result.get_parsed(key)?).ok()?;
+    let mut page = Page {
+        items: Vec::with_capacity(sent.len()),
+        unread: Vec::new(),
+        next: result.get_str("nextCursor").map(String::from),
+    };
+    for item in sent {
+        match serde_json::from_str::<T>(item.get()) {
+            Ok(read) => page.items.push((read, item)),
+            Err(e) => page.unread.push((named(&item), e.to_string())),
+        }
+    }
+    Some(page)
+}
+
+/// What names a list item in a warning: its `name` (else its `uri`), or
+/// the head of its text.
+fn named(item: &RawValue) -> String {
+    let object = RawObject::parse(item.get()).ok();
+    let name = object
+        .as_ref()
+        .and_then(|o| o.get_str("name").or_else(|| o.get_str("uri")));
+    match name {
+        Some(name) => format!("`{}`", sluice_core::format::quoted_cut(&name)),
+        None => sluice_core::format::quoted_cut(item.get()).into_owned(),
+    }
 }
 
 /// All of one upstream's tools, under their own names.
@@ -468,28 +497,16 @@ pub(super) async fn upstream_tools(upstream: &Upstream) -> Result<Vec<Tool>, Cal
         .collect())
 }
 
-/// All of one upstream's tools, each also as the upstream sent it (`None`
-/// where a page could not be matched item by item with its decoding).
+/// All of one upstream's tools, each also as the upstream sent it.
 async fn upstream_tools_as_sent(
     upstream: &Upstream,
 ) -> Result<Vec<(Tool, Option<Box<RawValue>>)>, CallError> {
     list_all(
         upstream,
         |cursor| ClientRequest::ListToolsRequest(ListToolsRequest::with_param(page(cursor))),
-        |r, raw| match r {
-            ServerResult::ListToolsResult(r) => {
-                Some((with_sent(r.tools, raw, "tools"), r.next_cursor))
-            }
-            _ => None,
-        },
+        "tools",
     )
     .await
-}
-
-/// The items of a list response's `key` array, as sent.
-fn items_as_sent(response: &crate::jsonrpc::Message, key: &str) -> Option<Vec<Box<RawValue>>> {
-    let result = RawObject::parse(response.result()?).ok()?;
-    serde_json::from_str(result.get_parsed(key)?).ok()
 }
 
 /// An upstream tool as the client sees it, edited in its text as sent:

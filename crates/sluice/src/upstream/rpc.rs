@@ -771,15 +771,14 @@ enum Expect {
     /// unless the text may be one of the other answers a call can get (a
     /// task, `input_required`); left as sent until someone needs it typed.
     CallTool,
-    /// A method whose answer the gateway relays, or governs, from its
-    /// bytes (`resources/read`, `prompts/get`, `completion/complete`): left
-    /// as sent, as a call's is; decoded as [`Expect::Typed`] when needed.
+    /// A method whose answer is one type, which the gateway relays,
+    /// governs or reads item by item from its bytes (`resources/read`,
+    /// `prompts/get`, `completion/complete`, the lists): left as sent, as a
+    /// call's is. When something needs it typed, it is decoded as that
+    /// type, unless the text may be another answer; what does not read as
+    /// it is read as any result.
     Sent(fn(&str) -> serde_json::Result<ServerResult>),
-    /// A method whose answer is one type (the lists): decoded as it,
-    /// unless the text may be another answer; what does not read as it is
-    /// read as any result.
-    Typed(fn(&str) -> serde_json::Result<ServerResult>),
-    /// Anything.
+    /// Anything: decoded as any result.
     Any,
 }
 
@@ -802,25 +801,21 @@ impl Expect {
             Some("resources/read") => Expect::Sent(decoder!(ReadResourceResult)),
             Some("prompts/get") => Expect::Sent(decoder!(GetPromptResult)),
             Some("completion/complete") => Expect::Sent(decoder!(CompleteResult)),
-            Some("tools/list") => Expect::Typed(decoder!(ListToolsResult)),
-            Some("prompts/list") => Expect::Typed(decoder!(ListPromptsResult)),
-            Some("resources/list") => Expect::Typed(decoder!(ListResourcesResult)),
-            Some("resources/templates/list") => {
-                Expect::Typed(decoder!(ListResourceTemplatesResult))
-            }
+            // Read item by item (`gateway::lists::list_all`).
+            Some("tools/list") => Expect::Sent(decoder!(ListToolsResult)),
+            Some("prompts/list") => Expect::Sent(decoder!(ListPromptsResult)),
+            Some("resources/list") => Expect::Sent(decoder!(ListResourcesResult)),
+            Some("resources/templates/list") => Expect::Sent(decoder!(ListResourceTemplatesResult)),
             _ => Expect::Any,
         }
     }
 
     /// Whether a response's result is left as sent until it is needed.
     fn left_as_sent(self) -> bool {
-        matches!(self, Expect::CallTool | Expect::Sent(_))
+        !matches!(self, Expect::Any)
     }
 
     fn decode(self, result: &str) -> serde_json::Result<ServerResult> {
-        if let Expect::Sent(decode) = self {
-            return Expect::Typed(decode).decode(result);
-        }
         // Searchers built once: building one costs more than searching a
         // small result.
         static KEYS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> =
@@ -843,7 +838,7 @@ impl Expect {
             }
             // What does not read as the expected type is read as any
             // result, as before.
-            Expect::Typed(decode) if !may_be_other() => {
+            Expect::Sent(decode) if !may_be_other() => {
                 decode(result).or_else(|_| serde_json::from_str::<ServerResult>(result))
             }
             _ => serde_json::from_str::<ServerResult>(result),
@@ -1187,9 +1182,10 @@ mod tests {
             ("resources/templates/list", r#"{"resourceTemplates":[]}"#),
         ] {
             let expect = Expect::of(Some(method));
-            let left = ["resources/read", "prompts/get", "completion/complete"].contains(&method);
-            assert_eq!(expect.left_as_sent(), left, "{method}");
-            assert!(left || matches!(expect, Expect::Typed(_)), "{method}");
+            assert!(
+                matches!(expect, Expect::Sent(_)) && expect.left_as_sent(),
+                "{method}"
+            );
             let read = expect.decode(result).unwrap();
             let typed = match read {
                 ServerResult::ListToolsResult(_) => "tools/list",

@@ -2539,6 +2539,65 @@ fn raw_session(name: &str) -> (TempDir, Raw) {
     (dir, raw)
 }
 
+/// A list item no SDK can read (a hand-written server's slip: a member of
+/// the wrong type) is left out of the list with a warning that names it
+/// and says why, and the upstream's other items are listed, as sent. Read
+/// whole, such an item lost the upstream's whole list (every tool gone).
+#[tokio::test]
+async fn an_item_no_sdk_can_read_is_left_out_of_its_list_and_the_others_are_listed() {
+    let dir = TempDir::new("relay-slips");
+    let mut server = raw_server(&dir.0.join("record"));
+    server.push("--slips".to_owned());
+    let config = dir.file("sluice.toml", &toml_upstream("raw", &server));
+    let mut raw = Raw::start_logged(&["--config".to_owned(), config.display().to_string()]);
+    raw.initialize().await;
+    for (id, method, key, listed) in [
+        (2, "tools/list", "tools", r#""name":"exact""#),
+        (3, "prompts/list", "prompts", r#""name":"greet""#),
+        (4, "resources/list", "resources", r#""uri":"raw://doc""#),
+        (
+            5,
+            "resources/templates/list",
+            "resourceTemplates",
+            r#""uriTemplate":"raw://item/{id}""#,
+        ),
+    ] {
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}"}}"#
+        ))
+        .await;
+        let answer = raw.response_text(id).await;
+        let items = member(member(&answer, "result").unwrap(), key)
+            .unwrap_or_else(|| panic!("{method}: {answer}"));
+        assert!(
+            items.contains(listed),
+            "{method} lost the good items: {items}"
+        );
+        assert!(
+            !items.contains("slipped"),
+            "{method} lists the slip: {items}"
+        );
+    }
+    // Each list's slip is named, and why it cannot be read said.
+    let mut unsaid = vec!["tools", "prompts", "resources", "resourceTemplates"];
+    while !unsaid.is_empty() {
+        let warning = raw.warning("left out of the list of ").await;
+        assert!(
+            warning.contains("`slipped`, which sluice cannot read (")
+                && ["invalid type", "missing field"]
+                    .iter()
+                    .any(|why| warning.contains(why)),
+            "{warning}"
+        );
+        unsaid.retain(|key| !warning.contains(&format!("the list of {key}:")));
+    }
+    raw.send(&tool_call(6, "ok", "{}")).await;
+    assert_eq!(
+        member(&raw.response_text(6).await, "result"),
+        Some(r#"{"content":[{"type":"text","text":"ok"}]}"#)
+    );
+}
+
 /// [`raw_session`] with sluice's warnings kept, initialized; its peak
 /// memory then, in bytes; and where the raw server records.
 async fn logged_raw_session(name: &str) -> (TempDir, Raw, usize, std::path::PathBuf) {
