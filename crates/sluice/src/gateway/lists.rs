@@ -469,7 +469,12 @@ fn page_of<T: serde::de::DeserializeOwned>(text: &str, key: &str) -> Option<Page
     for item in sent {
         match serde_json::from_str::<T>(item.get()) {
             Ok(read) => page.items.push((read, item)),
-            Err(e) => page.unread.push((named(&item), e.to_string())),
+            // serde quotes the value it refused: cut, as an upstream's
+            // value may be as long as a message.
+            Err(e) => {
+                let why = sluice_core::format::quoted_cut(&e.to_string()).into_owned();
+                page.unread.push((named(&item), why));
+            }
         }
     }
     Some(page)
@@ -614,5 +619,49 @@ fn marks_param_header(value: &serde_json::Value) -> bool {
         }
         serde_json::Value::Array(items) => items.iter().any(marks_param_header),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A page is read item by item: what reads is kept with its text as
+    /// sent, what does not is named and why said, cut to a bounded size
+    /// (serde quotes the value it refused, which may be as long as a
+    /// message); a page that is not an object with the array is refused.
+    #[test]
+    fn a_page_is_read_item_by_item() {
+        let long = "y".repeat(100_000);
+        let text = format!(
+            r#"{{"tools":[{{"name":"a","inputSchema":{{"type":"object"}},"x-v":1.50}},
+            {{"name":"b","inputSchema":{{}},"title":7}},{{"inputSchema":"{long}"}}],"nextCursor":"c2"}}"#
+        );
+        let page = page_of::<Tool>(&text, "tools").unwrap();
+        assert_eq!(page.items.len(), 1);
+        assert_eq!(page.items[0].0.name, "a");
+        assert_eq!(
+            page.items[0].1.get(),
+            r#"{"name":"a","inputSchema":{"type":"object"},"x-v":1.50}"#
+        );
+        assert_eq!(page.next.as_deref(), Some("c2"));
+        let [(b, why_b), (unnamed, why_long)] = page.unread.as_slice() else {
+            panic!("{:?}", page.unread);
+        };
+        assert_eq!(b, "`b`");
+        assert!(why_b.contains("invalid type"), "{why_b}");
+        assert!(
+            unnamed.len() < 1_000 && unnamed.starts_with(r#"{"inputSchema":"#),
+            "{unnamed}"
+        );
+        assert!(why_long.len() < 1_000, "{} bytes", why_long.len());
+        for refused in [
+            r#"[]"#,
+            r#"{"tools":{}}"#,
+            r#"{"prompts":[]}"#,
+            r#"{"tools":null}"#,
+        ] {
+            assert!(page_of::<Tool>(refused, "tools").is_none(), "{refused}");
+        }
     }
 }

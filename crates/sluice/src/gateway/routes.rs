@@ -414,7 +414,7 @@ impl Relayed<RoutedAnswer> {
         match Decoded::sent_for(method, raw).decoded() {
             Ok((result, _)) => Ok(in_clients_era(result, legacy)),
             Err(why) => Err(ErrorData::internal_error(
-                format!("the upstream's result {why}"),
+                format!("the upstream's answer to {method}: {why}"),
                 None,
             )),
         }
