@@ -427,11 +427,16 @@ pub(super) async fn list_all<T: serde::de::DeserializeOwned + Send + 'static>(
                 upstream.name()
             )));
         };
+        // Said once per item: the upstream is listed again for each client.
         for (item, why) in page.unread {
-            tracing::warn!(
-                upstream = %upstream.name(),
+            let said = format!(
                 "left out of the list of {key}: {item}, which sluice cannot read ({why}); the upstream's other {key} are listed"
             );
+            if upstream.first_said(&said) {
+                tracing::warn!(upstream = %upstream.name(), "{said}");
+            } else {
+                tracing::debug!(upstream = %upstream.name(), "{said}");
+            }
         }
         all.extend(
             page.items

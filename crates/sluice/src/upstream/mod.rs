@@ -95,7 +95,14 @@ pub struct Upstream {
     me: Weak<Upstream>,
     /// The largest message read from it (`[limits] max_message_mb`).
     max_message_bytes: usize,
+    /// What sluice has warned of once about it (a list item it cannot
+    /// read), at most [`SAID_ONCE_MAX`]: every listing would say it again.
+    said: Mutex<std::collections::HashSet<String>>,
 }
+
+/// The most distinct things warned of once per upstream; past that, they
+/// are said at debug level (an upstream could list a million slips).
+const SAID_ONCE_MAX: usize = 1024;
 
 /// The outcome of a handshake, which every request waiting for it gets.
 type Handshake = Shared<BoxFuture<'static, Result<Arc<Connection>, String>>>;
@@ -125,7 +132,19 @@ impl Upstream {
             in_memory: Mutex::new(None),
             me: me.clone(),
             max_message_bytes: limits.max_message_bytes,
+            said: Mutex::default(),
         })
+    }
+
+    /// Whether `what` is said about this upstream for the first time: a
+    /// warning worth a line once, not at every listing. `false` again, past
+    /// [`SAID_ONCE_MAX`] things said.
+    pub fn first_said(&self, what: &str) -> bool {
+        let mut said = lock(&self.said);
+        if said.contains(what) || said.len() >= SAID_ONCE_MAX {
+            return false;
+        }
+        said.insert(what.to_owned())
     }
 
     /// Its name.

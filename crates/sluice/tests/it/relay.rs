@@ -2591,6 +2591,20 @@ async fn an_item_no_sdk_can_read_is_left_out_of_its_list_and_the_others_are_list
         );
         unsaid.retain(|key| !warning.contains(&format!("the list of {key}:")));
     }
+    // Once per item, not at every listing: listed again, then a warning
+    // of another kind (an answer that is not UTF-8), and no slip between.
+    for (id, method) in [(7, "tools/list"), (8, "prompts/list")] {
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}"}}"#
+        ))
+        .await;
+        raw.response_text(id).await;
+    }
+    raw.send(&tool_call(9, "bad_utf8", "{}")).await;
+    raw.response_text(9).await;
+    let since = raw.warnings_until("refused").await;
+    let again: Vec<&String> = since.iter().filter(|l| l.contains("left out of")).collect();
+    assert!(again.is_empty(), "said again: {again:?}");
     raw.send(&tool_call(6, "ok", "{}")).await;
     assert_eq!(
         member(&raw.response_text(6).await, "result"),

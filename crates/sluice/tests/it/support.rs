@@ -879,18 +879,27 @@ impl Raw {
     /// The next line of its warnings that contains `needle` (the lines
     /// before it are skipped).
     pub async fn warning(&mut self, needle: &str) -> String {
+        self.warnings_until(needle).await.pop().unwrap_or_default()
+    }
+
+    /// Its warnings up to the next line that contains `needle`, that line
+    /// last.
+    pub async fn warnings_until(&mut self, needle: &str) -> Vec<String> {
         let stderr = self
             .stderr
             .as_mut()
             .expect("started with Raw::start_logged");
+        let mut lines = Vec::new();
         loop {
             let line = tokio::time::timeout(Duration::from_secs(20), stderr.next_line())
                 .await
                 .unwrap_or_else(|_| panic!("no warning with {needle:?} within 20 s"))
                 .unwrap()
                 .unwrap_or_else(|| panic!("stderr ended without a warning with {needle:?}"));
-            if line.contains(needle) {
-                return line;
+            let found = line.contains(needle);
+            lines.push(line);
+            if found {
+                return lines;
             }
         }
     }
