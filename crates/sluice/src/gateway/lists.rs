@@ -451,6 +451,10 @@ pub(super) async fn list_all<T: serde::de::DeserializeOwned + Send + 'static>(
     Ok(all)
 }
 
+/// The most characters of why a list item cannot be read that a warning
+/// quotes.
+const WHY_CHARS: usize = 300;
+
 /// One page of an upstream's list, read item by item.
 struct Page<T> {
     /// The items that read, each with its text as sent.
@@ -475,9 +479,10 @@ fn page_of<T: serde::de::DeserializeOwned>(text: &str, key: &str) -> Option<Page
         match serde_json::from_str::<T>(item.get()) {
             Ok(read) => page.items.push((read, item)),
             // serde quotes the value it refused: cut, as an upstream's
-            // value may be as long as a message.
+            // value may be as long as a message (to a line that still says
+            // what was expected and where).
             Err(e) => {
-                let why = sluice_core::format::quoted_cut(&e.to_string()).into_owned();
+                let why = sluice_core::format::cut(&e.to_string(), WHY_CHARS).into_owned();
                 page.unread.push((named(&item), why));
             }
         }
