@@ -78,6 +78,12 @@ pub struct Partial {
     changes: std::sync::atomic::AtomicU64,
 }
 
+/// How many characters of an upstream's status, log or progress message
+/// an operation keeps (and the engine reads of a progress message: see
+/// `upstream::rpc`): enough to read, while a message may be as large as a
+/// notification may be.
+pub const STATUS_CHARS: usize = 300;
+
 /// Log lines a partial result keeps.
 const LOG_LINES: usize = 5;
 
@@ -90,20 +96,20 @@ impl Partial {
 
     /// Keeps an upstream task's latest status message.
     pub fn status(&self, message: &str) {
-        *lock(&self.status) = Some(message.chars().take(300).collect());
+        *lock(&self.status) = Some(message.chars().take(STATUS_CHARS).collect());
         self.changes.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Keeps a log line (the last [`LOG_LINES`], each cut at 300 characters).
+    /// Keeps a log line (the last [`LOG_LINES`], each cut at [`STATUS_CHARS`]).
     pub fn log(&self, logged: &crate::hub::Logged) {
         let data = logged.data().unwrap_or_default();
         // Cut before it is lowercased: the data may be as large as a
         // message may be.
-        let data: String = data.chars().take(300).collect();
+        let data: String = data.chars().take(STATUS_CHARS).collect();
         let line: String = format!("{:?}: {data}", logged.level)
             .to_lowercase()
             .chars()
-            .take(300)
+            .take(STATUS_CHARS)
             .collect();
         let mut logs = lock(&self.logs);
         if logs.len() == LOG_LINES {
@@ -144,7 +150,7 @@ impl Partial {
         if let Some(logs) = record.get("logs").and_then(Value::as_array) {
             let mut kept = lock(&partial.logs);
             for line in logs.iter().filter_map(Value::as_str).take(LOG_LINES) {
-                kept.push_back(line.chars().take(300).collect());
+                kept.push_back(line.chars().take(STATUS_CHARS).collect());
             }
         }
         partial

@@ -628,6 +628,22 @@ mod tests {
         assert_eq!(sizes, [HELD_BYTES / 2 + 1, 5]);
     }
 
+    /// Asks the link's client for its roots in a task of its own, the
+    /// request padded past `pad` bytes.
+    fn ask_roots(
+        link: &std::sync::Arc<ClientLink>,
+        pad: usize,
+    ) -> tokio::task::JoinHandle<Result<Message, AskError>> {
+        let link = link.clone();
+        tokio::spawn(async move {
+            let roots = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"roots/list","params":{{"x":"{}"}}}}"#,
+                "r".repeat(pad)
+            );
+            link.ask(&message(&roots), &CancellationToken::new()).await
+        })
+    }
+
     /// What a link held while no GET stream was open goes whole onto the
     /// next one, first, whatever its bytes (it was bounded while held): the
     /// stream's own room in bytes left a request held behind 4 MiB of
@@ -638,16 +654,7 @@ mod tests {
         let note = Bytes::from(vec![b'n'; HELD_BYTES / 2]);
         link.send(note.clone()).await.unwrap();
         link.send(note).await.unwrap();
-        let asking = {
-            let link = link.clone();
-            tokio::spawn(async move {
-                let roots = format!(
-                    r#"{{"jsonrpc":"2.0","id":1,"method":"roots/list","params":{{"x":"{}"}}}}"#,
-                    "r".repeat(1 << 20)
-                );
-                link.ask(&message(&roots), &CancellationToken::new()).await
-            })
-        };
+        let asking = ask_roots(&link, 1 << 20);
         while link.standalone().held.len() < 3 {
             tokio::task::yield_now().await;
         }
@@ -674,16 +681,7 @@ mod tests {
         let (stream, mut received) = outbox::channel(crate::downstream::lines::NOTICES + HELD);
         link.attach_standalone(stream);
         link.send(Bytes::from(vec![b'n'; 1 << 20])).await.unwrap();
-        let asking = {
-            let link = link.clone();
-            tokio::spawn(async move {
-                let roots = format!(
-                    r#"{{"jsonrpc":"2.0","id":1,"method":"roots/list","params":{{"x":"{}"}}}}"#,
-                    "r".repeat(outbox::ROOM_BYTES)
-                );
-                link.ask(&message(&roots), &CancellationToken::new()).await
-            })
-        };
+        let asking = ask_roots(&link, outbox::ROOM_BYTES);
         // Asked while the notification is still unread.
         while link.asked.is_empty() && !asking.is_finished() {
             tokio::task::yield_now().await;

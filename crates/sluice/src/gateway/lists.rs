@@ -665,6 +665,9 @@ mod tests {
             "{unnamed}"
         );
         assert!(why_long.len() < 1_000, "{} bytes", why_long.len());
+        // A cursor that is not a string ends the listing.
+        let odd_cursor = page_of::<Tool>(r#"{"tools":[],"nextCursor":7}"#, "tools").unwrap();
+        assert!(odd_cursor.items.is_empty() && odd_cursor.next.is_none());
         for refused in [
             r#"[]"#,
             r#"{"tools":{}}"#,

@@ -1059,9 +1059,9 @@ fn progress_of(message: &Message) -> Option<rmcp::model::ProgressNotificationPar
     Some(progress)
 }
 
-/// How much of a progress notification's message sluice reads (as an
-/// operation's status and log lines are cut).
-const PROGRESS_MESSAGE_CHARS: usize = 300;
+/// How much of a progress notification's message sluice reads: what an
+/// operation keeps of it.
+const PROGRESS_MESSAGE_CHARS: usize = crate::operations::STATUS_CHARS;
 
 /// A server→client request, answered in a task of its own.
 ///
