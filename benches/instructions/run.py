@@ -15,8 +15,8 @@
      sample-server --listen`, a client in a 2025-11-25 session on one
      kept-alive connection, 1,200 minus 200 calls.
 2. Time to the answer of the 1 MB stored result, with that instant
-   upstream, through sluice and directly: the p50 of 60 sequential calls,
-   rounds alternating. The upstream's own work is nil, so the difference
+   upstream, through sluice and directly: the p50 of 100 sequential calls
+   each, directly and through each binary interleaved call by call. The upstream's own work is nil, so the difference
    is sluice's reading, storing and answering.
 
 usage: benches/instructions/run.py [SLUICE_BINARY ...]
@@ -38,43 +38,69 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def drive(command, calls, tool, arguments):
-    """Runs `command` (an MCP server over stdio), initializes it, makes
-    `calls` sequential calls of `tool`; returns each call's seconds."""
-    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL)
+class Session:
+    """An MCP server over stdio (`command`), initialized and listed."""
 
-    def send(message):
-        child.stdin.write((json.dumps(message) + "\n").encode())
-        child.stdin.flush()
+    def __init__(self, command):
+        self.command = command
+        self.child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL)
+        self.next_id = 0
+        self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                    "clientInfo": {"name": "instructions", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        self.request("tools/list", {})
 
-    def answer():
+    def send(self, message):
+        self.child.stdin.write((json.dumps(message) + "\n").encode())
+        self.child.stdin.flush()
+
+    def request(self, method, params):
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
         while True:
-            line = child.stdout.readline()
+            line = self.child.stdout.readline()
             if not line:
-                raise SystemExit(f"{command[0]} ended without answering")
+                raise SystemExit(f"{self.command[0]} ended without answering")
             message = json.loads(line)
             if "id" in message and ("result" in message or "error" in message):
                 return message
 
-    send({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-          "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                     "clientInfo": {"name": "instructions", "version": "1"}}})
-    answer()
-    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-    answer()
-    times = []
-    for i in range(calls):
+    def call(self, tool, arguments):
+        """One call's seconds, to its whole answer read."""
         start = time.perf_counter()
-        send({"jsonrpc": "2.0", "id": i + 2, "method": "tools/call",
-              "params": {"name": tool, "arguments": arguments}})
-        message = answer()
-        times.append(time.perf_counter() - start)
+        message = self.request("tools/call", {"name": tool, "arguments": arguments})
+        seconds = time.perf_counter() - start
         if "result" not in message:
             raise SystemExit(f"call failed: {message}")
-    child.stdin.close()
-    child.wait()
+        return seconds
+
+    def close(self):
+        self.child.stdin.close()
+        self.child.wait()
+
+
+def drive(command, calls, tool, arguments):
+    """Runs `command` (an MCP server over stdio), initializes it, makes
+    `calls` sequential calls of `tool`; returns each call's seconds."""
+    session = Session(command)
+    times = [session.call(tool, arguments) for _ in range(calls)]
+    session.close()
+    return times
+
+
+def drive_interleaved(commands, calls, tool, arguments):
+    """`drive` of each of `commands` at once, their calls interleaved one
+    by one (each turn in another order), so that what the machine does
+    meanwhile falls on all alike; returns each command's seconds."""
+    sessions = [Session(command) for command in commands]
+    times = [[] for _ in commands]
+    for i in range(calls):
+        for k in range(len(sessions)):
+            k = (k + i) % len(sessions)
+            times[k].append(sessions[k].call(tool, arguments))
+    for session in sessions:
+        session.close()
     return times
 
 
@@ -198,11 +224,14 @@ def main():
     direct = []
     through = {sluice: [] for sluice in binaries}
     for _ in range(rounds):
-        direct.append(median(drive(instant, 60, "huge", huge)))
-        for sluice in binaries:
-            through[sluice].append(median(drive([sluice, "--"] + instant, 60, "huge", huge)))
-    print("1 MB result from an instant upstream, p50 of 60 calls per round, "
-          f"{rounds} rounds: directly (the whole result) {' / '.join(f'{t * 1e3:.2f}' for t in direct)} ms")
+        times = drive_interleaved([instant] + [[sluice, "--"] + instant for sluice in binaries],
+                                  100, "huge", huge)
+        direct.append(median(times[0]))
+        for sluice, own in zip(binaries, times[1:]):
+            through[sluice].append(median(own))
+    print("1 MB result from an instant upstream, p50 of 100 calls per round (directly and through "
+          f"each binary, interleaved call by call), {rounds} rounds: directly (the whole result) "
+          f"{' / '.join(f'{t * 1e3:.2f}' for t in direct)} ms")
     for sluice, times in through.items():
         print(f"  through {sluice} (stored, answered with its summary): {' / '.join(f'{t * 1e3:.2f}' for t in times)} ms")
     shutil.rmtree(record, ignore_errors=True)

@@ -562,7 +562,28 @@ pub(super) fn accept_list(headers: &HeaderMap) -> String {
 
 /// Whether the request sends JSON and accepts both JSON and SSE.
 fn media_types_plain(headers: &HeaderMap) -> bool {
-    sends_json(headers) && Forms::of(&accept_list(headers)) == Some(Forms::Both)
+    sends_json(headers) && takes_both(headers)
+}
+
+/// The Accept lists MCP's SDKs send (TypeScript, Python, Rust's rmcp),
+/// spelled as they send them: lists that take both forms.
+const SDK_ACCEPT_LISTS: [&[u8]; 2] = [
+    b"application/json, text/event-stream",
+    b"text/event-stream, application/json",
+];
+
+/// Whether the request's Accept list takes both JSON and SSE: one of
+/// [`SDK_ACCEPT_LISTS`] is known to, without being read range by range (of
+/// the ~145 K instructions sluice spends on a small call over HTTP, that
+/// reading took 3.4 K); any other is read.
+fn takes_both(headers: &HeaderMap) -> bool {
+    let mut lists = headers.get_all(header::ACCEPT).iter();
+    if let (Some(only), None) = (lists.next(), lists.next())
+        && SDK_ACCEPT_LISTS.contains(&only.as_bytes())
+    {
+        return true;
+    }
+    Forms::of(&accept_list(headers)) == Some(Forms::Both)
 }
 
 /// Whether the request's body is JSON, as its Content-Type says.
@@ -854,6 +875,19 @@ mod tests {
             &with(("accept", "text/event-stream;q=0.5, application/json")),
             None
         ));
+        // The SDKs' lists, known to take both, are what the rule says.
+        for list in SDK_ACCEPT_LISTS {
+            let list = std::str::from_utf8(list).unwrap();
+            assert_eq!(Forms::of(list), Some(Forms::Both), "{list}");
+            assert!(plain_headers(&with(("accept", list)), None));
+        }
+        assert!(plain_headers(
+            &with(("accept", "Application/JSON,text/event-stream")),
+            None
+        ));
+        let mut two_lists = with(("accept", "application/json"));
+        two_lists.append(header::ACCEPT, "text/event-stream".parse().unwrap());
+        assert!(plain_headers(&two_lists, None));
         assert!(!plain_headers(&with(("content-type", "text/plain")), None));
         assert!(plain_headers(
             &with(("content-type", "application/json; charset=utf-8")),
