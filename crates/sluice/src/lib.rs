@@ -102,6 +102,7 @@ pub mod jq;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod operations;
+pub mod param_headers;
 pub mod sample_server;
 pub mod state;
 #[doc(hidden)]

@@ -105,7 +105,7 @@ pub fn check(
         return Ok(());
     };
     let arguments = crate::jsonrpc::object::value_at(params, &["arguments"]);
-    for (path, header) in annotated(&schema) {
+    for (path, header) in crate::param_headers::annotated(&schema) {
         let property = path.join(".");
         let name = format!("Mcp-Param-{header}");
         let sent = single(headers, &name)?;
@@ -215,45 +215,6 @@ pub(crate) fn argument_text(arguments: &str, path: &[&str]) -> Option<String> {
         Value::Number(number) => Some(number.to_string()),
         _ => None,
     }
-}
-
-/// Every property of an input schema that `x-mcp-header` marks with a
-/// non-empty name, reached from the root through `properties` alone:
-/// its path and the header's name, in the schema's order.
-///
-/// Any non-empty string counts, valid header name or not, as rmcp counts
-/// it: a call passing such an argument is then refused for the header it
-/// cannot carry. The walk keeps its own stack, so a deep schema (it is the
-/// upstream's) costs memory, not the thread's stack.
-fn annotated(schema: &Value) -> Vec<(Vec<&str>, &str)> {
-    let mut found = Vec::new();
-    let mut path: Vec<&str> = Vec::new();
-    // One iterator per `properties` object entered; `path` holds the
-    // names of the properties whose `properties` are being walked.
-    let mut levels = Vec::new();
-    if let Some(Value::Object(properties)) = schema.get("properties") {
-        levels.push(properties.iter());
-    }
-    while let Some(level) = levels.last_mut() {
-        let Some((name, property)) = level.next() else {
-            levels.pop();
-            path.pop();
-            continue;
-        };
-        path.push(name);
-        if let Some(Value::String(header)) = property.get("x-mcp-header")
-            && !header.is_empty()
-        {
-            found.push((path.clone(), header.as_str()));
-        }
-        match property.get("properties") {
-            Some(Value::Object(inner)) => levels.push(inner.iter()),
-            _ => {
-                path.pop();
-            }
-        }
-    }
-    found
 }
 
 #[cfg(test)]
@@ -667,29 +628,6 @@ mod tests {
         assert_eq!(
             check(&call_headers(&wrong), &call, deploy_schema),
             Err("Mcp-Param-Region header `us` does not match body value `eu`".to_owned())
-        );
-    }
-
-    #[test]
-    fn annotations_are_found_in_schema_order_at_any_depth() {
-        let schema = json!({
-            "properties": {
-                "a": {"x-mcp-header": "A", "properties": {
-                    "b": {"properties": {"c": {"x-mcp-header": "C"}}},
-                    "d": {"x-mcp-header": ""}
-                }},
-                "e": {"x-mcp-header": 5},
-                "f": {"items": {"x-mcp-header": "F"}},
-                "g": {"x-mcp-header": "G"}
-            }
-        });
-        assert_eq!(
-            annotated(&schema),
-            vec![
-                (vec!["a"], "A"),
-                (vec!["a", "b", "c"], "C"),
-                (vec!["g"], "G"),
-            ]
         );
     }
 }

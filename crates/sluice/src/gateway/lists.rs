@@ -221,7 +221,7 @@ impl Gateway {
         }
         let marked = schemas
             .iter()
-            .filter(|(_, listed)| listed.schema.values().any(marks_param_header))
+            .filter(|(_, listed)| listed.schema.values().any(crate::param_headers::marks_any))
             .map(|(name, _)| name.clone())
             .collect();
         *lock(&self.param_header_tools) = marked;
@@ -618,18 +618,6 @@ pub(super) fn unexpected(upstream: &Upstream, method: &str, result: &ServerResul
 struct Listed {
     tool: Tool,
     sent: Option<String>,
-}
-
-/// Whether `value` (part of an input schema) holds an `x-mcp-header`
-/// annotation anywhere.
-fn marks_param_header(value: &serde_json::Value) -> bool {
-    match value {
-        serde_json::Value::Object(map) => {
-            map.contains_key("x-mcp-header") || map.values().any(marks_param_header)
-        }
-        serde_json::Value::Array(items) => items.iter().any(marks_param_header),
-        _ => false,
-    }
 }
 
 #[cfg(test)]

@@ -567,7 +567,7 @@ impl StreamableHttp {
     /// Keeps, from a `tools/list` answer, which arguments of which tools
     /// go as `Mcp-Param-*` headers too; from a 2026-07-28 upstream, leaves
     /// out of the answer every tool whose `x-mcp-header` annotations break
-    /// SEP-2243's rules ([`header_annotation_fault`]), as a conforming
+    /// SEP-2243's rules ([`crate::param_headers::annotation_fault`]), as a conforming
     /// client must: its calls could not carry the headers the upstream
     /// checks. Each such tool is logged once; the other tools stay as sent.
     fn learn_param_headers(&self, item: Inbound) -> Inbound {
@@ -606,7 +606,9 @@ impl StreamableHttp {
                     kept.push(sent);
                     continue;
                 };
-                if checked && let Some(fault) = header_annotation_fault(&tool.input_schema) {
+                if checked
+                    && let Some(fault) = crate::param_headers::annotation_fault(&tool.input_schema)
+                {
                     if lock(&self.rejected).insert(tool.name.clone()) {
                         tracing::warn!(
                             tool = %tool.name,
@@ -618,8 +620,7 @@ impl StreamableHttp {
                     continue;
                 }
                 kept.push(sent);
-                let mut marked = Vec::new();
-                param_annotations(&tool.input_schema, &mut Vec::new(), &mut marked);
+                let marked = crate::param_headers::mirrored(&tool.input_schema);
                 if marked.is_empty() {
                     known.remove(&tool.name);
                 } else {
@@ -795,145 +796,6 @@ fn excerpt(body: &[u8]) -> String {
     } else {
         format!(": {text}")
     }
-}
-
-/// How many properties deep an `x-mcp-header` is mirrored: schemas are the
-/// upstream's (untrusted), walked to a bounded depth.
-const ANNOTATION_DEPTH: usize = 16;
-
-/// Every property an input schema marks with `x-mcp-header`, reached from
-/// the root through `properties` alone: its path and its header's name.
-fn param_annotations(
-    schema: &serde_json::Value,
-    path: &mut Vec<String>,
-    out: &mut Vec<ParamHeader>,
-) {
-    let Some(serde_json::Value::Object(properties)) = schema.get("properties") else {
-        return;
-    };
-    if path.len() >= ANNOTATION_DEPTH {
-        return;
-    }
-    for (name, property) in properties {
-        path.push(name.clone());
-        if let Some(serde_json::Value::String(header)) = property.get("x-mcp-header")
-            && !header.is_empty()
-            && HeaderName::try_from(format!("mcp-param-{header}")).is_ok()
-        {
-            out.push((path.clone(), header.clone()));
-        }
-        param_annotations(property, path, out);
-        path.pop();
-    }
-}
-
-/// What breaks SEP-2243's rules for `x-mcp-header` in a tool's input
-/// schema, if anything: an annotation must sit on a property reached from
-/// the root through `properties` alone (not on the root, nor under
-/// `items`, `anyOf` and the like), at most as deep as sluice mirrors
-/// headers; be a non-empty HTTP token, unique in the tool whatever its
-/// case; and annotate a `string`, `integer` or `boolean` property.
-pub fn header_annotation_fault(schema: &serde_json::Value) -> Option<String> {
-    let mut annotated = Vec::new();
-    if let Err(fault) = find_annotations(schema, Some(&mut Vec::new()), &mut annotated) {
-        return Some(fault);
-    }
-    let mut seen = std::collections::HashSet::new();
-    for (path, property, header) in annotated {
-        let at = path.join(".");
-        let serde_json::Value::String(header) = header else {
-            return Some(format!("on `{at}` it is not a string"));
-        };
-        if header.is_empty() {
-            return Some(format!("on `{at}` it is empty"));
-        }
-        if !header.bytes().all(is_token_byte) {
-            return Some(format!("on `{at}`, {header:?} is not an HTTP token"));
-        }
-        if !seen.insert(header.to_ascii_lowercase()) {
-            return Some(format!(
-                "on `{at}`, {header:?} names a header another property names too"
-            ));
-        }
-        if path.len() > ANNOTATION_DEPTH {
-            return Some(format!(
-                "`{at}` is deeper than {ANNOTATION_DEPTH} properties"
-            ));
-        }
-        match property.get("type").and_then(serde_json::Value::as_str) {
-            Some("string" | "integer" | "boolean") => {}
-            Some(other) => {
-                return Some(format!(
-                    "`{at}` is of type {other:?}, not string, integer or boolean"
-                ));
-            }
-            None => return Some(format!("`{at}` declares no single type")),
-        }
-    }
-    None
-}
-
-/// The annotated properties under `schema`, with their paths: `path` is
-/// `Some` while `schema` is the root or a property reached from it through
-/// `properties` alone. An annotation anywhere else is a fault.
-fn find_annotations<'a>(
-    schema: &'a serde_json::Value,
-    path: Option<&mut Vec<String>>,
-    out: &mut Vec<(Vec<String>, &'a serde_json::Value, &'a serde_json::Value)>,
-) -> Result<(), String> {
-    match schema {
-        serde_json::Value::Array(items) => {
-            for item in items {
-                find_annotations(item, None, out)?;
-            }
-            Ok(())
-        }
-        serde_json::Value::Object(members) => {
-            let mut path = path;
-            for (key, value) in members {
-                match key.as_str() {
-                    "x-mcp-header" => match path.as_deref() {
-                        Some(path) if !path.is_empty() => {
-                            out.push((path.clone(), schema, value));
-                        }
-                        Some(_) => return Err("it annotates the schema's root".to_owned()),
-                        None => {
-                            return Err(
-                                "it annotates a schema not reached through `properties` alone"
-                                    .to_owned(),
-                            );
-                        }
-                    },
-                    // Instance values, not schemas.
-                    "default" | "const" | "enum" | "examples" => {}
-                    "properties" => {
-                        let serde_json::Value::Object(properties) = value else {
-                            continue;
-                        };
-                        for (name, property) in properties {
-                            match path.as_deref_mut() {
-                                Some(path) => {
-                                    path.push(name.clone());
-                                    let found = find_annotations(property, Some(path), out);
-                                    path.pop();
-                                    found?;
-                                }
-                                None => find_annotations(property, None, out)?,
-                            }
-                        }
-                    }
-                    _ => find_annotations(value, None, out)?,
-                }
-            }
-            Ok(())
-        }
-        _ => Ok(()),
-    }
-}
-
-/// RFC 9110's `tchar`.
-fn is_token_byte(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte)
 }
 
 /// A value as SEP-2243 puts it in a header: as it is when it can be,
@@ -1132,85 +994,6 @@ impl Transport for StreamableHttp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn header_annotations_are_checked_as_sep_2243_says() {
-        let fault = |schema: serde_json::Value| header_annotation_fault(&schema);
-        let property = |p: serde_json::Value| json!({"type": "object", "properties": {"p": p}});
-        // Valid: a primitive property reached through `properties` alone,
-        // at any of its depths; an annotation inside an instance value is
-        // not one.
-        assert_eq!(
-            fault(property(
-                json!({"type": "string", "x-mcp-header": "Region"})
-            )),
-            None
-        );
-        assert_eq!(
-            fault(
-                json!({"properties": {"where": {"type": "object", "properties": {
-                "zone": {"type": "integer", "x-mcp-header": "Zone"}}}}})
-            ),
-            None
-        );
-        assert_eq!(
-            fault(property(
-                json!({"type": "string", "default": {"x-mcp-header": "Q"}})
-            )),
-            None
-        );
-        assert_eq!(fault(json!({"type": "object"})), None);
-        // Invalid, each with what is wrong.
-        let bad = [
-            (json!({"x-mcp-header": "Q", "properties": {}}), "root"),
-            (
-                property(
-                    json!({"type": "array", "items": {"type": "string", "x-mcp-header": "Id"}}),
-                ),
-                "not reached",
-            ),
-            (
-                property(json!({"anyOf": [{"type": "string", "x-mcp-header": "T"}]})),
-                "not reached",
-            ),
-            (
-                property(json!({"type": "string", "x-mcp-header": "Region Name"})),
-                "token",
-            ),
-            (
-                property(json!({"type": "string", "x-mcp-header": ""})),
-                "empty",
-            ),
-            (
-                property(json!({"type": "string", "x-mcp-header": 5})),
-                "not a string",
-            ),
-            (
-                property(json!({"type": "object", "x-mcp-header": "Scope"})),
-                "\"object\"",
-            ),
-            (property(json!({"x-mcp-header": "Scope"})), "no single type"),
-            (
-                json!({"properties": {
-                    "a": {"type": "string", "x-mcp-header": "Region"},
-                    "b": {"type": "string", "x-mcp-header": "region"}}}),
-                "another property",
-            ),
-        ];
-        for (schema, says) in bad {
-            let found = fault(schema.clone()).unwrap_or_else(|| panic!("no fault in {schema}"));
-            assert!(found.contains(says), "{schema}: {found}");
-        }
-        // As deep as headers are mirrored, and deeper.
-        let mut deep = json!({"type": "string", "x-mcp-header": "Deep"});
-        for _ in 0..ANNOTATION_DEPTH {
-            deep = json!({"type": "object", "properties": {"d": deep}});
-        }
-        assert_eq!(fault(deep.clone()), None);
-        let deeper = json!({"type": "object", "properties": {"d": deep}});
-        assert!(fault(deeper).unwrap().contains("deeper"));
-    }
 
     #[test]
     fn a_tool_left_out_leaves_the_others_as_sent() {

@@ -1,0 +1,323 @@
+//! SEP-2243's `x-mcp-header`: the arguments of a tool that travel as
+//! `Mcp-Param-*` headers as well as in the body, as the tool's input schema
+//! marks them. Both sides read the marks: the upstream side sends the
+//! headers of a call ([`mirrored`]) and leaves out of `tools/list` a tool
+//! whose marks break the rules ([`annotation_fault`]); the downstream side
+//! checks that a client's call carries them ([`annotated`]); the gateway
+//! notes which tools mark any ([`marks_any`]). Schemas are the upstream's,
+//! untrusted: [`annotated`] keeps its own stack; the other walks recurse
+//! no deeper than the value, which serde_json reads at most 128 levels deep.
+
+use http::HeaderName;
+use serde_json::Value;
+
+/// Every property of an input schema that `x-mcp-header` marks with a
+/// non-empty name, reached from the root through `properties` alone:
+/// its path and the header's name, in the schema's order.
+///
+/// Any non-empty string counts, valid header name or not, as rmcp counts
+/// it: a call passing such an argument is then refused for the header it
+/// cannot carry. The walk keeps its own stack, so a deep schema (it is the
+/// upstream's) costs memory, not the thread's stack.
+pub fn annotated(schema: &Value) -> Vec<(Vec<&str>, &str)> {
+    let mut found = Vec::new();
+    let mut path: Vec<&str> = Vec::new();
+    // One iterator per `properties` object entered; `path` holds the
+    // names of the properties whose `properties` are being walked.
+    let mut levels = Vec::new();
+    if let Some(Value::Object(properties)) = schema.get("properties") {
+        levels.push(properties.iter());
+    }
+    while let Some(level) = levels.last_mut() {
+        let Some((name, property)) = level.next() else {
+            levels.pop();
+            path.pop();
+            continue;
+        };
+        path.push(name);
+        if let Some(Value::String(header)) = property.get("x-mcp-header")
+            && !header.is_empty()
+        {
+            found.push((path.clone(), header.as_str()));
+        }
+        match property.get("properties") {
+            Some(Value::Object(inner)) => levels.push(inner.iter()),
+            _ => {
+                path.pop();
+            }
+        }
+    }
+    found
+}
+
+/// The marks the upstream side sends as headers: [`annotated`]'s, at
+/// most [`ANNOTATION_DEPTH`] properties deep, whose `Mcp-Param-` name is a
+/// valid header name (one that is not could not be sent).
+pub fn mirrored(schema: &Value) -> Vec<(Vec<String>, String)> {
+    annotated(schema)
+        .into_iter()
+        .filter(|(path, header)| {
+            path.len() <= ANNOTATION_DEPTH
+                && HeaderName::try_from(format!("mcp-param-{header}")).is_ok()
+        })
+        .map(|(path, header)| {
+            (
+                path.into_iter().map(str::to_owned).collect(),
+                header.to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// How many properties deep an `x-mcp-header` is mirrored: schemas are the
+/// upstream's (untrusted), walked to a bounded depth.
+pub const ANNOTATION_DEPTH: usize = 16;
+
+/// What breaks SEP-2243's rules for `x-mcp-header` in a tool's input
+/// schema, if anything: an annotation must sit on a property reached from
+/// the root through `properties` alone (not on the root, nor under
+/// `items`, `anyOf` and the like), at most as deep as sluice mirrors
+/// headers; be a non-empty HTTP token, unique in the tool whatever its
+/// case; and annotate a `string`, `integer` or `boolean` property.
+pub fn annotation_fault(schema: &Value) -> Option<String> {
+    let mut annotated = Vec::new();
+    if let Err(fault) = find_annotations(schema, Some(&mut Vec::new()), &mut annotated) {
+        return Some(fault);
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (path, property, header) in annotated {
+        let at = path.join(".");
+        let Value::String(header) = header else {
+            return Some(format!("on `{at}` it is not a string"));
+        };
+        if header.is_empty() {
+            return Some(format!("on `{at}` it is empty"));
+        }
+        if !header.bytes().all(is_token_byte) {
+            return Some(format!("on `{at}`, {header:?} is not an HTTP token"));
+        }
+        if !seen.insert(header.to_ascii_lowercase()) {
+            return Some(format!(
+                "on `{at}`, {header:?} names a header another property names too"
+            ));
+        }
+        if path.len() > ANNOTATION_DEPTH {
+            return Some(format!(
+                "`{at}` is deeper than {ANNOTATION_DEPTH} properties"
+            ));
+        }
+        match property.get("type").and_then(Value::as_str) {
+            Some("string" | "integer" | "boolean") => {}
+            Some(other) => {
+                return Some(format!(
+                    "`{at}` is of type {other:?}, not string, integer or boolean"
+                ));
+            }
+            None => return Some(format!("`{at}` declares no single type")),
+        }
+    }
+    None
+}
+
+/// The annotated properties under `schema`, with their paths: `path` is
+/// `Some` while `schema` is the root or a property reached from it through
+/// `properties` alone. An annotation anywhere else is a fault.
+fn find_annotations<'a>(
+    schema: &'a Value,
+    path: Option<&mut Vec<String>>,
+    out: &mut Vec<(Vec<String>, &'a Value, &'a Value)>,
+) -> Result<(), String> {
+    match schema {
+        Value::Array(items) => {
+            for item in items {
+                find_annotations(item, None, out)?;
+            }
+            Ok(())
+        }
+        Value::Object(members) => {
+            let mut path = path;
+            for (key, value) in members {
+                match key.as_str() {
+                    "x-mcp-header" => match path.as_deref() {
+                        Some(path) if !path.is_empty() => {
+                            out.push((path.clone(), schema, value));
+                        }
+                        Some(_) => return Err("it annotates the schema's root".to_owned()),
+                        None => {
+                            return Err(
+                                "it annotates a schema not reached through `properties` alone"
+                                    .to_owned(),
+                            );
+                        }
+                    },
+                    // Instance values, not schemas.
+                    "default" | "const" | "enum" | "examples" => {}
+                    "properties" => {
+                        let Value::Object(properties) = value else {
+                            continue;
+                        };
+                        for (name, property) in properties {
+                            match path.as_deref_mut() {
+                                Some(path) => {
+                                    path.push(name.clone());
+                                    let found = find_annotations(property, Some(path), out);
+                                    path.pop();
+                                    found?;
+                                }
+                                None => find_annotations(property, None, out)?,
+                            }
+                        }
+                    }
+                    _ => find_annotations(value, None, out)?,
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// RFC 9110's `tchar`.
+fn is_token_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte)
+}
+
+/// Whether `value` (part of an input schema) holds an `x-mcp-header`
+/// annotation anywhere.
+pub fn marks_any(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.contains_key("x-mcp-header") || map.values().any(marks_any),
+        Value::Array(items) => items.iter().any(marks_any),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn header_annotations_are_checked_as_sep_2243_says() {
+        let fault = |schema: Value| annotation_fault(&schema);
+        let property = |p: Value| json!({"type": "object", "properties": {"p": p}});
+        // Valid: a primitive property reached through `properties` alone,
+        // at any of its depths; an annotation inside an instance value is
+        // not one.
+        assert_eq!(
+            fault(property(
+                json!({"type": "string", "x-mcp-header": "Region"})
+            )),
+            None
+        );
+        assert_eq!(
+            fault(
+                json!({"properties": {"where": {"type": "object", "properties": {
+                "zone": {"type": "integer", "x-mcp-header": "Zone"}}}}})
+            ),
+            None
+        );
+        assert_eq!(
+            fault(property(
+                json!({"type": "string", "default": {"x-mcp-header": "Q"}})
+            )),
+            None
+        );
+        assert_eq!(fault(json!({"type": "object"})), None);
+        // Invalid, each with what is wrong.
+        let bad = [
+            (json!({"x-mcp-header": "Q", "properties": {}}), "root"),
+            (
+                property(
+                    json!({"type": "array", "items": {"type": "string", "x-mcp-header": "Id"}}),
+                ),
+                "not reached",
+            ),
+            (
+                property(json!({"anyOf": [{"type": "string", "x-mcp-header": "T"}]})),
+                "not reached",
+            ),
+            (
+                property(json!({"type": "string", "x-mcp-header": "Region Name"})),
+                "token",
+            ),
+            (
+                property(json!({"type": "string", "x-mcp-header": ""})),
+                "empty",
+            ),
+            (
+                property(json!({"type": "string", "x-mcp-header": 5})),
+                "not a string",
+            ),
+            (
+                property(json!({"type": "object", "x-mcp-header": "Scope"})),
+                "\"object\"",
+            ),
+            (property(json!({"x-mcp-header": "Scope"})), "no single type"),
+            (
+                json!({"properties": {
+                    "a": {"type": "string", "x-mcp-header": "Region"},
+                    "b": {"type": "string", "x-mcp-header": "region"}}}),
+                "another property",
+            ),
+        ];
+        for (schema, says) in bad {
+            let found = fault(schema.clone()).unwrap_or_else(|| panic!("no fault in {schema}"));
+            assert!(found.contains(says), "{schema}: {found}");
+        }
+        // As deep as headers are mirrored, and deeper.
+        let mut deep = json!({"type": "string", "x-mcp-header": "Deep"});
+        for _ in 0..ANNOTATION_DEPTH {
+            deep = json!({"type": "object", "properties": {"d": deep}});
+        }
+        assert_eq!(fault(deep.clone()), None);
+        let deeper = json!({"type": "object", "properties": {"d": deep}});
+        assert!(fault(deeper).unwrap().contains("deeper"));
+    }
+
+    #[test]
+    fn annotations_are_found_in_schema_order_at_any_depth() {
+        let schema = json!({
+            "properties": {
+                "a": {"x-mcp-header": "A", "properties": {
+                    "b": {"properties": {"c": {"x-mcp-header": "C"}}},
+                    "d": {"x-mcp-header": ""}
+                }},
+                "e": {"x-mcp-header": 5},
+                "f": {"items": {"x-mcp-header": "F"}},
+                "g": {"x-mcp-header": "G"}
+            }
+        });
+        assert_eq!(
+            annotated(&schema),
+            vec![
+                (vec!["a"], "A"),
+                (vec!["a", "b", "c"], "C"),
+                (vec!["g"], "G"),
+            ]
+        );
+    }
+
+    #[test]
+    fn what_is_mirrored_is_what_a_header_can_carry_within_the_depth() {
+        let mut deep = json!({"type": "string", "x-mcp-header": "Deep"});
+        for _ in 1..ANNOTATION_DEPTH {
+            deep = json!({"type": "object", "properties": {"d": deep}});
+        }
+        let schema = json!({"properties": {
+            "a": {"type": "string", "x-mcp-header": "Region"},
+            "b": {"type": "string", "x-mcp-header": "Region Name"},
+            "c": {"type": "object", "properties": {"d": deep.clone()}},
+            "e": deep,
+        }});
+        let mirrored = mirrored(&schema);
+        let paths: Vec<usize> = mirrored.iter().map(|(path, _)| path.len()).collect();
+        // `a`; not `b` (a space is no header name); not `c`'s, one deeper
+        // than mirrored; `e`'s, as deep as mirrored.
+        assert_eq!(paths, [1, ANNOTATION_DEPTH]);
+        assert_eq!(mirrored[0], (vec!["a".to_owned()], "Region".to_owned()));
+        assert_eq!(mirrored[1].1, "Deep");
+        assert_eq!(annotated(&schema).len(), 4);
+        assert!(marks_any(&schema) && !marks_any(&json!({"properties": {"a": {}}})));
+    }
+}
