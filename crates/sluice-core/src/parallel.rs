@@ -13,7 +13,10 @@
 /// `first` runs on the caller's thread, not handed to the pool with
 /// `second` (`rayon_core::join`, called from outside the pool, hands both
 /// over and puts the caller to sleep until they end): one thread fewer to
-/// wake and to wait for, five times while a large result is stored.
+/// wake and to wait for at each pair of reads a large result's storing
+/// makes (its text's two halves unescaped, its document checked while
+/// indexed, made while its tokens are sampled, its overview and first page
+/// plan).
 pub fn both<A, B>(
     at_once: bool,
     first: impl FnOnce() -> A + Send,
@@ -49,6 +52,21 @@ mod tests {
                 both(at_once, || 1, || -> u8 { panic!("the second failed") })
             });
             assert!(panicked.is_err());
+            // The first failing: passed on once the second ended (made on
+            // another thread, it was under way).
+            let second_ended = std::sync::atomic::AtomicBool::new(false);
+            let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                both(
+                    at_once,
+                    || -> u8 { panic!("the first failed") },
+                    || second_ended.store(true, std::sync::atomic::Ordering::SeqCst),
+                )
+            }));
+            assert!(panicked.is_err());
+            assert_eq!(
+                second_ended.load(std::sync::atomic::Ordering::SeqCst),
+                at_once
+            );
         }
     }
 }

@@ -69,8 +69,9 @@ pub fn mirrored(schema: &Value) -> Vec<(Vec<String>, String)> {
         .collect()
 }
 
-/// How many properties deep an `x-mcp-header` is mirrored: schemas are the
-/// upstream's (untrusted), walked to a bounded depth.
+/// How many properties deep an `x-mcp-header` is mirrored, and may sit in
+/// a 2026-07-28 upstream's tool ([`annotation_fault`]): the upstream's
+/// schema (untrusted) decides what its calls carry only that far.
 pub const ANNOTATION_DEPTH: usize = 16;
 
 /// What breaks SEP-2243's rules for `x-mcp-header` in a tool's input
