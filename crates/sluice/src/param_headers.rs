@@ -12,14 +12,16 @@ use http::HeaderName;
 use serde_json::Value;
 
 /// Every property of an input schema that `x-mcp-header` marks with a
-/// non-empty name, reached from the root through `properties` alone:
-/// its path and the header's name, in the schema's order.
+/// non-empty name, reached from the root through `properties` alone and
+/// at most `depth` properties deep: its path and the header's name, in the
+/// schema's order.
 ///
 /// Any non-empty string counts, valid header name or not, as rmcp counts
 /// it: a call passing such an argument is then refused for the header it
 /// cannot carry. The walk keeps its own stack, so a deep schema (it is the
-/// upstream's) costs memory, not the thread's stack.
-pub fn annotated(schema: &Value) -> Vec<(Vec<&str>, &str)> {
+/// upstream's) costs memory, not the thread's stack; no deeper than
+/// `depth`, each path found is at most that long.
+pub fn annotated(schema: &Value, depth: usize) -> Vec<(Vec<&str>, &str)> {
     let mut found = Vec::new();
     let mut path: Vec<&str> = Vec::new();
     // One iterator per `properties` object entered; `path` holds the
@@ -41,7 +43,7 @@ pub fn annotated(schema: &Value) -> Vec<(Vec<&str>, &str)> {
             found.push((path.clone(), header.as_str()));
         }
         match property.get("properties") {
-            Some(Value::Object(inner)) => levels.push(inner.iter()),
+            Some(Value::Object(inner)) if path.len() < depth => levels.push(inner.iter()),
             _ => {
                 path.pop();
             }
@@ -54,12 +56,9 @@ pub fn annotated(schema: &Value) -> Vec<(Vec<&str>, &str)> {
 /// most [`ANNOTATION_DEPTH`] properties deep, whose `Mcp-Param-` name is a
 /// valid header name (one that is not could not be sent).
 pub fn mirrored(schema: &Value) -> Vec<(Vec<String>, String)> {
-    annotated(schema)
+    annotated(schema, ANNOTATION_DEPTH)
         .into_iter()
-        .filter(|(path, header)| {
-            path.len() <= ANNOTATION_DEPTH
-                && HeaderName::try_from(format!("mcp-param-{header}")).is_ok()
-        })
+        .filter(|(_, header)| HeaderName::try_from(format!("mcp-param-{header}")).is_ok())
         .map(|(path, header)| {
             (
                 path.into_iter().map(str::to_owned).collect(),
@@ -290,7 +289,7 @@ mod tests {
             }
         });
         assert_eq!(
-            annotated(&schema),
+            annotated(&schema, usize::MAX),
             vec![
                 (vec!["a"], "A"),
                 (vec!["a", "b", "c"], "C"),
@@ -318,7 +317,8 @@ mod tests {
         assert_eq!(paths, [1, ANNOTATION_DEPTH]);
         assert_eq!(mirrored[0], (vec!["a".to_owned()], "Region".to_owned()));
         assert_eq!(mirrored[1].1, "Deep");
-        assert_eq!(annotated(&schema).len(), 4);
+        assert_eq!(annotated(&schema, usize::MAX).len(), 4);
+        assert_eq!(annotated(&schema, ANNOTATION_DEPTH).len(), 3);
         assert!(marks_any(&schema) && !marks_any(&json!({"properties": {"a": {}}})));
     }
 }

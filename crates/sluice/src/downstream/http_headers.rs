@@ -105,7 +105,7 @@ pub fn check(
         return Ok(());
     };
     let arguments = crate::jsonrpc::object::value_at(params, &["arguments"]);
-    for (path, header) in crate::param_headers::annotated(&schema) {
+    for (path, header) in crate::param_headers::annotated(&schema, usize::MAX) {
         let property = path.join(".");
         let name = format!("Mcp-Param-{header}");
         let sent = single(headers, &name)?;
