@@ -8,6 +8,8 @@
 //! untrusted: [`annotated`] keeps its own stack; the other walks recurse
 //! no deeper than the value, which serde_json reads at most 128 levels deep.
 
+use std::borrow::Cow;
+
 use http::HeaderName;
 use serde_json::Value;
 
@@ -66,6 +68,83 @@ pub fn mirrored(schema: &Value) -> Vec<(Vec<String>, String)> {
             )
         })
         .collect()
+}
+
+/// A call's arguments read at the paths a tool marks, asked in the
+/// schema's order (depth first, as [`annotated`] finds them): each object
+/// on the way is read once for all the marks under it, and its members are
+/// found by name. The arguments are the client's (up to `[http]
+/// max_body_mb`) and a tool may mark many of them: read again for each
+/// mark, they cost the marks times their size.
+pub struct MarkedArguments<'a, 's> {
+    /// The objects on the way to the path asked last: the arguments', then
+    /// each member's on the way (`None`: absent, or not an object).
+    way: Vec<Option<Members<'a>>>,
+    /// The names of the members on the way.
+    names: Vec<&'s str>,
+    /// How many objects were read (the tests count them).
+    reads: usize,
+}
+
+/// An object's members by name.
+type Members<'a> = crate::FastMap<Cow<'a, str>, &'a str>;
+
+impl<'a, 's> MarkedArguments<'a, 's> {
+    /// The arguments' text (an object's, checked when its message was
+    /// read), or `None` when the call has none.
+    pub fn new(arguments: Option<&'a str>) -> Self {
+        let mut marked = Self {
+            way: Vec::new(),
+            names: Vec::new(),
+            reads: 0,
+        };
+        let root = marked.members(arguments);
+        marked.way.push(root);
+        marked
+    }
+
+    /// The text of the argument at `path` in its `Mcp-Param-*` header:
+    /// strings as they are, booleans and numbers as JSON writes them;
+    /// anything else (null, arrays, objects) has none, as an absent
+    /// argument. Only the value found, one scalar, is decoded.
+    pub fn text_at(&mut self, path: &[&'s str]) -> Option<String> {
+        let (last, on_the_way) = path.split_last()?;
+        let common = self
+            .names
+            .iter()
+            .zip(on_the_way)
+            .take_while(|(was, is)| was == is)
+            .count();
+        self.names.truncate(common);
+        self.way.truncate(common + 1);
+        for &name in &on_the_way[common..] {
+            let value = self.way.last()?.as_ref().and_then(|m| m.get(name).copied());
+            let members = self.members(value);
+            self.names.push(name);
+            self.way.push(members);
+        }
+        let raw = self.way.last()?.as_ref()?.get(*last).copied()?;
+        if raw.starts_with(['{', '[']) {
+            return None;
+        }
+        match serde_json::from_str(raw).ok()? {
+            Value::String(text) => Some(text),
+            Value::Bool(flag) => Some(flag.to_string()),
+            Value::Number(number) => Some(number.to_string()),
+            _ => None,
+        }
+    }
+
+    /// The members of `value` if it is an object.
+    fn members(&mut self, value: Option<&'a str>) -> Option<Members<'a>> {
+        let value = value.filter(|v| v.starts_with('{'))?;
+        self.reads += 1;
+        Some(
+            crate::jsonrpc::RawObject::of_checked(value)
+                .ok()?
+                .into_members_by_name(),
+        )
+    }
 }
 
 /// How many properties deep an `x-mcp-header` is mirrored, and may sit in
@@ -296,6 +375,71 @@ mod tests {
                 (vec!["g"], "G"),
             ]
         );
+    }
+
+    /// The marked arguments' texts are those a path-by-path reading finds
+    /// (each lookup from the arguments' top, as it was done per mark), and
+    /// every object on the way is read once, whatever the marks under it.
+    #[test]
+    fn marked_arguments_are_read_once_for_all_their_marks() {
+        let one_by_one = |arguments: &str, path: &[&str]| -> Option<String> {
+            let raw = crate::jsonrpc::object::value_at(arguments, path)
+                .filter(|raw| !raw.starts_with(['{', '[']))?;
+            match serde_json::from_str(raw).ok()? {
+                Value::String(text) => Some(text),
+                Value::Bool(flag) => Some(flag.to_string()),
+                Value::Number(number) => Some(number.to_string()),
+                _ => None,
+            }
+        };
+        let arguments = r#"{"a":"x","b":{"c":1.50,"d":{"e":true,"f":null},"g":[1]},"h":"y","h":"z","i":7,"k":{"l":"m"}}"#;
+        // In the schema's order, depth first: shared ways, ways left and
+        // entered again, absent members, values that are not objects.
+        let paths: Vec<Vec<&str>> = vec![
+            vec!["a"],
+            vec!["b", "c"],
+            vec!["b", "d", "e"],
+            vec!["b", "d", "f"],
+            vec!["b", "d", "none"],
+            vec!["b", "g"],
+            vec!["b", "g", "x"],
+            vec!["h"],
+            vec!["i", "j"],
+            vec!["k", "l"],
+            vec!["absent", "l"],
+        ];
+        let mut marked = MarkedArguments::new(Some(arguments));
+        for path in &paths {
+            assert_eq!(
+                marked.text_at(path),
+                one_by_one(arguments, path),
+                "{path:?}"
+            );
+        }
+        // The arguments, `b`, `b.d` and `k`: four objects, each read once.
+        assert_eq!(marked.reads, 4);
+        assert_eq!(
+            paths
+                .iter()
+                .map(|p| one_by_one(arguments, p))
+                .collect::<Vec<_>>(),
+            [
+                Some("x".to_owned()),
+                Some("1.5".to_owned()),
+                Some("true".to_owned()),
+                None,
+                None,
+                None,
+                None,
+                Some("z".to_owned()),
+                None,
+                Some("m".to_owned()),
+                None,
+            ]
+        );
+        let mut none = MarkedArguments::new(None);
+        assert_eq!(none.text_at(&["a"]), None);
+        assert_eq!(none.text_at(&[]), None);
     }
 
     #[test]

@@ -104,12 +104,14 @@ pub fn check(
     let Some(schema) = string(&["name"]).and_then(|name| tool_schema(&name)) else {
         return Ok(());
     };
-    let arguments = crate::jsonrpc::object::value_at(params, &["arguments"]);
+    let mut arguments = crate::param_headers::MarkedArguments::new(
+        crate::jsonrpc::object::value_at(params, &["arguments"]),
+    );
     for (path, header) in crate::param_headers::annotated(&schema, usize::MAX) {
         let property = path.join(".");
         let name = format!("Mcp-Param-{header}");
         let sent = single(headers, &name)?;
-        let passed = arguments.and_then(|a| argument_text(a, &path));
+        let passed = arguments.text_at(&path);
         match (sent, passed) {
             (None, None) => {}
             (Some(_), None) => {
@@ -197,22 +199,6 @@ fn name_key(method: &str) -> Option<&'static str> {
         // Tasks (SEP-2663): lets intermediaries route polling to the
         // instance holding the task.
         "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
-        _ => None,
-    }
-}
-
-/// The text of the argument at `path` in its `Mcp-Param-*` header, found in
-/// the arguments' text (`arguments`, never decoded whole): strings as they
-/// are, booleans and numbers as JSON writes them; anything else (null,
-/// arrays, objects) has none, as an absent argument. Only the value found,
-/// one scalar, is decoded.
-pub(crate) fn argument_text(arguments: &str, path: &[&str]) -> Option<String> {
-    let raw = crate::jsonrpc::object::value_at(arguments, path)
-        .filter(|raw| !raw.starts_with(['{', '[']))?;
-    match serde_json::from_str(raw).ok()? {
-        Value::String(text) => Some(text),
-        Value::Bool(flag) => Some(flag.to_string()),
-        Value::Number(number) => Some(number.to_string()),
         _ => None,
     }
 }

@@ -207,6 +207,21 @@ impl<'a> RawObject<'a> {
         self.members.iter().rposition(|e| e.key == key)
     }
 
+    /// Its members by name, each value as parsed (a repeated key's last, as
+    /// [`RawObject::get_parsed`] finds it), found in one step however many
+    /// members it has.
+    pub(crate) fn into_members_by_name(self) -> crate::FastMap<Cow<'a, str>, &'a str> {
+        let mut by_name =
+            crate::FastMap::with_capacity_and_hasher(self.members.len(), Default::default());
+        for entry in self.members {
+            match entry.value {
+                Cow::Borrowed(value) => by_name.insert(entry.key, value),
+                Cow::Owned(_) => by_name.remove(&entry.key),
+            };
+        }
+        by_name
+    }
+
     /// The value of `key` (the last, if the key is repeated).
     pub fn get(&self, key: &str) -> Option<&str> {
         self.last(key).map(|i| &*self.members[i].value)

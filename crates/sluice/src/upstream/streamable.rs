@@ -651,11 +651,12 @@ impl StreamableHttp {
         let Some(arguments) = crate::jsonrpc::object::value_at(params, &["arguments"]) else {
             return Vec::new();
         };
+        let mut arguments = crate::param_headers::MarkedArguments::new(Some(arguments));
         marked
             .iter()
             .filter_map(|(path, header)| {
                 let path: Vec<&str> = path.iter().map(String::as_str).collect();
-                let text = crate::downstream::http_headers::argument_text(arguments, &path)?;
+                let text = arguments.text_at(&path)?;
                 let name = HeaderName::try_from(format!("mcp-param-{header}")).ok()?;
                 let value = HeaderValue::try_from(header_value(&text)).ok()?;
                 Some((name, value))
