@@ -70,12 +70,13 @@ pub fn mirrored(schema: &Value) -> Vec<(Vec<String>, String)> {
         .collect()
 }
 
-/// A call's arguments read at the paths a tool marks, asked in the
-/// schema's order (depth first, as [`annotated`] finds them): each object
-/// on the way is read once for all the marks under it, and its members are
-/// found by name. The arguments are the client's (up to `[http]
-/// max_body_mb`) and a tool may mark many of them: read again for each
-/// mark, they cost the marks times their size.
+/// A call's arguments read at the paths a tool marks. Asked in the
+/// schema's order (depth first, as [`annotated`] and [`mirrored`] give
+/// them), each object on the way is read once for all the marks under it,
+/// its members found by name; asked in any other order, the texts are the
+/// same, some objects read again. The arguments are the client's (up to
+/// `[http] max_body_mb`) and a tool may mark many of them: read again for
+/// each mark, they cost the marks times their size.
 pub struct MarkedArguments<'a, 's> {
     /// The objects on the way to the path asked last: the arguments', then
     /// each member's on the way (`None`: absent, or not an object).
@@ -418,6 +419,15 @@ mod tests {
         }
         // The arguments, `b`, `b.d` and `k`: four objects, each read once.
         assert_eq!(marked.reads, 4);
+        // In another order, the same texts.
+        let mut backwards = MarkedArguments::new(Some(arguments));
+        for path in paths.iter().rev() {
+            assert_eq!(
+                backwards.text_at(path),
+                one_by_one(arguments, path),
+                "{path:?}"
+            );
+        }
         assert_eq!(
             paths
                 .iter()
