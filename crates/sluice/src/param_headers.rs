@@ -450,6 +450,13 @@ mod tests {
         let mut none = MarkedArguments::new(None);
         assert_eq!(none.text_at(&["a"]), None);
         assert_eq!(none.text_at(&[]), None);
+        // Arguments that are not an object (a client's mistake) have no
+        // marked argument, as with none.
+        for not_an_object in [r#"[{"a":"x"}]"#, r#""a""#, "7"] {
+            let mut marked = MarkedArguments::new(Some(not_an_object));
+            assert_eq!(marked.text_at(&["a"]), None, "{not_an_object}");
+            assert_eq!(marked.reads, 0);
+        }
     }
 
     #[test]

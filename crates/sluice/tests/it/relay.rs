@@ -157,6 +157,19 @@ async fn raw_server_http(record: &Path, sse: bool) -> (Child, String) {
     (child, format!("http://127.0.0.1:{port}/mcp"))
 }
 
+/// A client over stdio of sluice in front of the raw server over HTTP
+/// (plain JSON answers), its record and config in `dir`, `extra` added to
+/// the config after the upstream's URL; the server is killed on drop.
+async fn via_raw_http(dir: &TempDir, extra: &str) -> (Child, Client) {
+    let (server, url) = raw_server_http(&dir.0.join("record"), false).await;
+    let config = dir.file(
+        "sluice.toml",
+        &format!("[upstreams.raw]\nurl = {url:?}\n{extra}"),
+    );
+    let (client, _) = connect(&via_config(&config)).await;
+    (server, client)
+}
+
 /// The lines of a record file, as bytes.
 fn lines(path: &Path) -> Vec<Vec<u8>> {
     std::fs::read(path)
@@ -2408,9 +2421,7 @@ async fn a_stdio_upstreams_unreadable_answers_get_clear_errors_and_the_next_call
 /// document ends with the last.
 async fn plain_json_answer_is_stored_and_paged(mb: u32) {
     let dir = TempDir::new(&format!("relay-stored-{mb}"));
-    let (_server, url) = raw_server_http(&dir.0.join("record"), false).await;
-    let config = dir.file("sluice.toml", &format!("[upstreams.raw]\nurl = {url:?}\n"));
-    let (client, _) = connect(&via_config(&config)).await;
+    let (_server, client) = via_raw_http(&dir, "").await;
     let result = call(
         &client,
         "huge",
@@ -2446,9 +2457,7 @@ async fn plain_json_answer_is_stored_and_paged(mb: u32) {
 #[tokio::test]
 async fn a_large_result_with_a_content_block_no_sdk_knows_is_stored_as_sent() {
     let dir = TempDir::new("relay-stored-novel");
-    let (_server, url) = raw_server_http(&dir.0.join("record"), false).await;
-    let config = dir.file("sluice.toml", &format!("[upstreams.raw]\nurl = {url:?}\n"));
-    let (client, _) = connect(&via_config(&config)).await;
+    let (_server, client) = via_raw_http(&dir, "").await;
     let result = call(&client, "novel", serde_json::json!({"kb": 200})).await;
     assert_ne!(result.is_error, Some(true), "{}", first_text(&result));
     let handle = stored_handle(&result);
@@ -2469,9 +2478,7 @@ async fn a_large_result_with_a_content_block_no_sdk_knows_is_stored_as_sent() {
 #[tokio::test]
 async fn a_large_read_with_contents_no_sdk_knows_is_stored_as_sent() {
     let dir = TempDir::new("relay-stored-novel-read");
-    let (_server, url) = raw_server_http(&dir.0.join("record"), false).await;
-    let config = dir.file("sluice.toml", &format!("[upstreams.raw]\nurl = {url:?}\n"));
-    let (client, _) = connect(&via_config(&config)).await;
+    let (_server, client) = via_raw_http(&dir, "").await;
     let uri = "raw://novel/200";
     let read = client
         .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
@@ -2502,14 +2509,11 @@ async fn a_large_read_with_contents_no_sdk_knows_is_stored_as_sent() {
 #[tokio::test]
 async fn a_large_cached_result_no_sdk_can_read_is_stored_as_sent_once() {
     let dir = TempDir::new("relay-stored-novel-cached");
-    let (_server, url) = raw_server_http(&dir.0.join("record"), false).await;
-    let config = dir.file(
-        "sluice.toml",
-        &format!(
-            "[upstreams.raw]\nurl = {url:?}\n[upstreams.raw.tools.novel]\ncache = {{ ttl_s = 600 }}\n"
-        ),
-    );
-    let (client, _) = connect(&via_config(&config)).await;
+    let (_server, client) = via_raw_http(
+        &dir,
+        "[upstreams.raw.tools.novel]\ncache = { ttl_s = 600 }\n",
+    )
+    .await;
     let args = serde_json::json!({"kb": 200});
     let first = call(&client, "novel", args.clone()).await;
     assert_ne!(first.is_error, Some(true), "{}", first_text(&first));
