@@ -8,7 +8,8 @@
 //! once and the next one works; a line over the limit without an id ends
 //! the connection (it is restarted rather than left out of step).
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
@@ -17,7 +18,7 @@ use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::transport::{INBOUND_CAPACITY, Inbound, SendError, Transport};
+use super::transport::{Answers, INBOUND_CAPACITY, Inbound, SendError, Transport};
 use crate::jsonrpc::{self, Frame, Message, MessageError};
 
 /// How much of an upstream's output one read takes: a pipe's whole
@@ -29,6 +30,11 @@ const READ_BUFFER: usize = 64 << 10;
 pub struct LinesTransport<W> {
     writer: tokio::sync::Mutex<Option<W>>,
     stop: CancellationToken,
+    /// Where an answer goes straight to its call ([`Transport::hand_answers_to`]).
+    answers: Arc<OnceLock<Answers>>,
+    /// The items handed to the engine that it has not handled yet
+    /// ([`Transport::handled`]).
+    queued: Arc<AtomicUsize>,
 }
 
 impl<W> Drop for LinesTransport<W> {
@@ -50,20 +56,59 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, rx) = mpsc::channel(INBOUND_CAPACITY);
-    let stop = CancellationToken::new();
-    tokio::spawn(read(upstream.to_owned(), reader, limit, tx, stop.clone()));
     let transport = Arc::new(LinesTransport {
         writer: tokio::sync::Mutex::new(Some(writer)),
-        stop,
+        stop: CancellationToken::new(),
+        answers: Arc::default(),
+        queued: Arc::default(),
     });
+    let handing = Handing {
+        tx,
+        answers: transport.answers.clone(),
+        queued: transport.queued.clone(),
+    };
+    tokio::spawn(read(
+        upstream.to_owned(),
+        reader,
+        limit,
+        handing,
+        transport.stop.clone(),
+    ));
     (transport, rx)
+}
+
+/// How the reader hands over what it read: an answer straight to its call
+/// when the engine has handled everything read before it (so that it
+/// cannot overtake a progress notification or a log message about its
+/// call, which the engine routes), everything else to the engine, in
+/// order. One hop less for every call: the engine's channel and task.
+struct Handing {
+    tx: mpsc::Sender<Inbound>,
+    answers: Arc<OnceLock<Answers>>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Handing {
+    /// Hands `item` over; `false` once the engine is gone.
+    async fn hand(&self, item: Inbound) -> bool {
+        // Acquire: what the engine did with the items it handled is done.
+        let item = match self.answers.get() {
+            Some(answers) if self.queued.load(Ordering::Acquire) == 0 => match answers(item) {
+                None => return true,
+                Some(item) => item,
+            },
+            _ => item,
+        };
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        self.tx.send(item).await.is_ok()
+    }
 }
 
 async fn read<R: AsyncRead + Unpin>(
     upstream: String,
     reader: R,
     limit: usize,
-    tx: mpsc::Sender<Inbound>,
+    handing: Handing,
     stop: CancellationToken,
 ) {
     let mut lines = jsonrpc::LineReader::new(BufReader::with_capacity(READ_BUFFER, reader), limit);
@@ -89,7 +134,7 @@ async fn read<R: AsyncRead + Unpin>(
             },
         };
         let last = matches!(item, Inbound::Closed { .. });
-        if tx.send(item).await.is_err() || last {
+        if !handing.hand(item).await || last {
             return;
         }
     }
@@ -137,6 +182,16 @@ fn checked(upstream: &str, frame: Frame, limit: usize) -> Inbound {
 }
 
 impl<W: AsyncWrite + Unpin + Send + 'static> Transport for LinesTransport<W> {
+    fn hand_answers_to(&self, answers: Answers) {
+        let _ = self.answers.set(answers);
+    }
+
+    fn handled(&self) {
+        // Release: what the engine did with the item is seen by the reader
+        // that finds nothing queued.
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+    }
+
     fn send(&self, message: Message) -> BoxFuture<'_, Result<(), SendError>> {
         async move {
             let mut writer = self.writer.lock().await;
@@ -164,5 +219,70 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Transport for LinesTransport<W> {
             self.stop.cancel();
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+    use crate::jsonrpc::Kind;
+
+    /// Far longer than a message takes through a pipe in memory.
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// An answer goes straight to its call only when the engine has
+    /// handled everything read before it: behind a notification it waits
+    /// its turn in the engine's channel, so that the notification (a
+    /// progress about its call) is routed first.
+    #[tokio::test]
+    async fn an_answer_goes_straight_to_its_call_only_when_nothing_waits_before_it() {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(ours);
+        let (transport, mut inbound) = open("fake", read, write, 1 << 20);
+        let (straight, mut went_straight) = mpsc::unbounded_channel();
+        transport.hand_answers_to(Arc::new(move |item| match item {
+            Inbound::Message { message, .. } if message.kind() == Kind::Response => {
+                straight.send(message.id()).unwrap();
+                None
+            }
+            other => Some(other),
+        }));
+        let (_, mut far) = tokio::io::split(theirs);
+        far.write_all(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n",
+        )
+        .await
+        .unwrap();
+        let kinds = [Kind::Notification, Kind::Response];
+        for kind in kinds {
+            let received = tokio::time::timeout(WAIT, inbound.recv()).await;
+            match received {
+                Ok(Some(Inbound::Message { message, .. })) => assert_eq!(message.kind(), kind),
+                _ => panic!(
+                    "the engine got no message of kind {kind:?} (went straight: {:?})",
+                    went_straight.try_recv()
+                ),
+            }
+        }
+        assert!(
+            went_straight.try_recv().is_err(),
+            "an answer overtook the notification before it"
+        );
+        // The engine handled both: the next answer has nothing before it.
+        transport.handled();
+        transport.handled();
+        far.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}\n")
+            .await
+            .unwrap();
+        let id = tokio::time::timeout(WAIT, went_straight.recv())
+            .await
+            .expect("the answer went straight to its call")
+            .unwrap()
+            .unwrap();
+        assert_eq!(id.as_json(), "2");
+        assert!(inbound.try_recv().is_err());
     }
 }

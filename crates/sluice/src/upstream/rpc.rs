@@ -882,6 +882,7 @@ async fn read(shared: Arc<Shared>, mut inbound: mpsc::Receiver<Inbound>) {
                 Kind::Request => request(&shared, message, stream_of),
             },
         }
+        shared.transport.handled();
     };
     tracing::debug!(upstream = %shared.upstream, "connection ended: {why}");
     shared.ended.send_replace(Some(why.clone()));

@@ -102,11 +102,19 @@ pub trait Transport: Send + Sync + 'static {
     /// Where answers may go straight (see [`Answers`]): a transport that
     /// reads each request's answer apart from everything else (Streamable
     /// HTTP: a POST's response) may hand an answer there when nothing came
-    /// before it on its way, so that it cannot overtake a message sent
+    /// before it on its way, and one that reads everything on one stream
+    /// (stdio's lines) when the engine has handled everything before it
+    /// ([`Transport::handled`]), so that it cannot overtake a message sent
     /// before it; everything else goes to [`Inbound`], in order.
     fn hand_answers_to(&self, answers: Answers) {
         let _ = answers;
     }
+
+    /// The engine handled one [`Inbound`] item this transport gave it (the
+    /// reader, after each): a transport that hands answers straight
+    /// to their calls from the same stream as everything else (stdio's
+    /// lines) does so only when nothing it gave the engine waits.
+    fn handled(&self) {}
 
     /// Whether every message the upstream sends comes on this one stream
     /// (stdio's lines): then an error that names no request (`null`), with
