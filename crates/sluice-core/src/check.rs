@@ -50,7 +50,8 @@ pub fn object_members_reporting(
     if b.get(i) != Some(&b'{') || max_depth == 0 {
         return None;
     }
-    let mut members = Vec::new();
+    // A message's envelope has a handful of members: one allocation.
+    let mut members = Vec::with_capacity(8);
     // The containers open inside the member's value, innermost last.
     let mut open: Vec<u8> = Vec::new();
     i = skip_space(b, i + 1);

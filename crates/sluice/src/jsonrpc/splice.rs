@@ -197,7 +197,9 @@ pub fn params_with_progress_token(params: &str, token: &Id) -> Result<String, Me
 /// replaced). Every other byte is kept; with nothing to set, the text is
 /// not even copied. This is how sluice adds what a request carries for it
 /// (its progress token; for an upstream of 2026-07-28, the client context
-/// and log level) to the client's text.
+/// and log level) to the client's text. `params` must be valid JSON (a
+/// parsed message's, or made of such with edits that keep them valid, as
+/// [`Message::request`] takes them): they are not checked again.
 pub fn params_with_meta<'a>(
     params: &'a str,
     members: &[(&str, &str)],
@@ -211,22 +213,31 @@ pub fn params_with_meta<'a>(
                 .to_owned(),
         });
     }
+    debug_assert!(
+        sluice_core::check::is_json(params),
+        "params_with_meta takes valid params: {params}"
+    );
     // No member can be `_meta` when neither its name nor a `\u` escape
     // (the only other way to write it) is in the text: the members go in a
-    // new `_meta` before the closing brace, the params checked but not read
-    // into members (a call's, once sluice took the client's progress token
-    // out, usually have no `_meta`).
-    if !params.contains("_meta") && !params.contains("\\u") && sluice_core::check::is_json(params) {
+    // new `_meta` before the closing brace, the params not read into
+    // members (a call's, once sluice took the client's progress token out,
+    // usually have no `_meta`). Written at once, into a string of the size
+    // it takes.
+    if !params.contains("_meta") && !params.contains("\\u") {
         let object = params.trim_end();
         if let Some(inner) = object.strip_suffix('}') {
-            let (at, text) = before_close(0..object.len(), inner[1..].trim().is_empty(), |out| {
-                out.push_str("\"_meta\":{");
-                push_members(out, members);
-                out.push('}');
-            });
-            return Ok(Cow::Owned(
-                [&params[..at.start], &text, &params[at.start..]].concat(),
-            ));
+            let close = object.len() - 1;
+            let added: usize = members.iter().map(|(k, v)| k.len() + v.len() + 4).sum();
+            let mut out = String::with_capacity(params.len() + added + 12);
+            out.push_str(&params[..close]);
+            if !inner[1..].trim().is_empty() {
+                out.push(',');
+            }
+            out.push_str("\"_meta\":{");
+            push_members(&mut out, members);
+            out.push('}');
+            out.push_str(&params[close..]);
+            return Ok(Cow::Owned(out));
         }
     }
     let object = RawObject::parse(params).map_err(|e| MessageError::NotJsonRpc {
@@ -438,7 +449,8 @@ mod tests {
         let array = parse(r#"{"jsonrpc":"2.0","id":1,"method":"a","params":[]}"#);
         assert!(array.with_progress_token(&token).is_err());
         assert!(params_with_progress_token("[]", &token).is_err());
-        assert!(params_with_progress_token("{\"a\":}", &token).is_err());
+        // Params that are not JSON are never given: a parsed message's
+        // (debug builds check it).
     }
 
     /// A 2026-07-28 upstream's request: the client context, the log level
