@@ -192,7 +192,16 @@ impl BudgetConfig {
     /// The budget of the client that calls itself `client` (its
     /// `clientInfo.name`), or the default one.
     pub fn for_client(&self, client: Option<&str>) -> Budget {
-        let preset = client.and_then(|name| self.clients.get(&name.to_ascii_lowercase()));
+        let preset = client.and_then(|name| {
+            // Looked up as it is when it is lowercase already (every call
+            // asks): no copy made.
+            let key: std::borrow::Cow<'_, str> = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+                name.to_ascii_lowercase().into()
+            } else {
+                name.into()
+            };
+            self.clients.get(key.as_ref())
+        });
         preset.map_or(self.default, |o| self.default.with(o))
     }
 }
@@ -1600,6 +1609,8 @@ cache_mb = 0
         let b = &config.budget;
         assert_eq!(b.for_client(None).max_tokens, 20_000);
         assert_eq!(b.for_client(Some("claude-code")).max_chars, 45_000);
+        // A client's name is matched whatever its case.
+        assert_eq!(b.for_client(Some("MY-Client")).max_chars, 3000);
         let mine = b.for_client(Some("my-client"));
         assert_eq!(
             (mine.max_tokens, mine.max_chars, mine.max_lines),
