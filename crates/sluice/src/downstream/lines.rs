@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use futures::FutureExt as _;
 use rmcp::model::{ErrorCode, ErrorData, JsonRpcMessage, NumberOrString};
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -367,7 +368,18 @@ where
                     if message.method() == Some("initialize") {
                         answering.await;
                     } else {
-                        self.answering.spawn(answering);
+                        // Polled once here before it has a task of its own:
+                        // a call goes as far as its write to the upstream
+                        // now, and the task is made and scheduled after that
+                        // write, while the upstream works (work after a
+                        // write costs the call almost nothing, work before
+                        // it all it takes). The task polls it again at
+                        // once, so what it waits for wakes the task, not
+                        // the no-op waker of this first poll.
+                        let mut answering = Box::pin(answering);
+                        if (&mut answering).now_or_never().is_none() {
+                            self.answering.spawn(answering);
+                        }
                     }
                     if eof {
                         return self.ended();
