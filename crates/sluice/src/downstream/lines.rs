@@ -139,6 +139,24 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientLines<R, W> {
     }
 }
 
+/// Polls `work` once, here: `None` if that ended it (or it panicked: then
+/// it is dropped, as a task that panics ends, and the connection goes on),
+/// else the rest of it, for a task of its own. A panic in a request's work
+/// must not end the loop that reads the client's lines.
+fn first_poll<F: Future<Output = ()>>(work: F) -> Option<std::pin::Pin<Box<F>>> {
+    let mut work = Box::pin(work);
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (&mut work).now_or_never())) {
+        Ok(Some(())) => None,
+        Ok(None) => Some(work),
+        Err(_) => {
+            tracing::error!(
+                "answering a request of the client's failed (a panic): it gets no answer"
+            );
+            None
+        }
+    }
+}
+
 /// Writes one message sluice made itself, as a line.
 async fn write_bytes<W: AsyncWrite + Unpin>(
     writer: &Mutex<W>,
@@ -376,9 +394,8 @@ where
                         // it all it takes). The task polls it again at
                         // once, so what it waits for wakes the task, not
                         // the no-op waker of this first poll.
-                        let mut answering = Box::pin(answering);
-                        if (&mut answering).now_or_never().is_none() {
-                            self.answering.spawn(answering);
+                        if let Some(rest) = first_poll(answering) {
+                            self.answering.spawn(rest);
                         }
                     }
                     if eof {
@@ -445,5 +462,29 @@ where
 
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.writer.lock().await.flush().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_poll;
+
+    /// A request's work polled where its line is read: ended there, or
+    /// given back for a task, and a panic in it stays in it.
+    #[tokio::test]
+    async fn a_first_poll_ends_the_work_gives_back_the_rest_or_contains_its_panic() {
+        assert!(first_poll(async {}).is_none());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let rest = first_poll(async move {
+            let _ = rx.await;
+        })
+        .expect("work that waits is given back");
+        let task = tokio::spawn(rest);
+        tx.send(()).unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), task)
+            .await
+            .expect("the task's poll woke it, not the first poll's waker")
+            .unwrap();
+        assert!(first_poll(async { panic!("a bug in a request's work") }).is_none());
     }
 }
