@@ -942,6 +942,20 @@ impl Raw {
         }
     }
 
+    /// Receives until the responses to all of `ids`, which may come in any
+    /// order (requests in flight together); they are given in the order of
+    /// `ids`.
+    pub async fn responses(&mut self, ids: &[u64]) -> Vec<serde_json::Value> {
+        let mut found: Vec<Option<serde_json::Value>> = vec![None; ids.len()];
+        while found.iter().any(Option::is_none) {
+            let message = self.recv().await;
+            if let Some(at) = ids.iter().position(|id| message["id"] == *id) {
+                found[at] = Some(message);
+            }
+        }
+        found.into_iter().flatten().collect()
+    }
+
     /// Receives until the response with `id`, as sent.
     pub async fn response_text(&mut self, id: u64) -> String {
         loop {
