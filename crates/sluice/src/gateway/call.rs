@@ -520,28 +520,28 @@ impl Gateway {
         // A 2025-11-25 upstream may refuse a plain call to a tool that
         // needs a task: the call is kept to make it again as one.
         let legacy = upstream.current().await.is_none_or(|c| c.era().is_legacy());
-        let (fetched, again) = if !crate::gateway::input::must_bridge(caller) {
-            // The common case: one request, its params sent as the client's
-            // text (the typed params kept, not copied, to call again), or
-            // made from a copy where there is no text.
-            let text = upstream_params(caller, &params, source);
-            let request = Request::text_or(CallToolRequestMethod::VALUE, text.as_deref(), || {
-                ClientRequest::CallToolRequest(CallToolRequest::new(params.to_rmcp()))
-            });
-            let fetched = match self.send_as(upstream, request, caller).await {
-                Ok(answer) => Fetched::Sent(answer),
-                Err(e) => Fetched::decoded(Err(e), None),
-            };
-            (fetched, legacy.then_some(params))
-        } else {
-            let again = legacy.then(|| params.clone());
-            let fetched = match Box::pin(self.call_bridged(upstream, params, caller, source)).await
-            {
-                Ok(fetched) => fetched,
-                Err(e) => Fetched::decoded(Err(CallError::Upstream(e)), None),
-            };
-            (fetched, again)
+        // One request, its params sent as the client's text (the typed
+        // params kept, not copied, to call again), or made from a copy
+        // where there is no text.
+        let text = upstream_params(caller, &params, source);
+        let request = Request::text_or(CallToolRequestMethod::VALUE, text.as_deref(), || {
+            ClientRequest::CallToolRequest(CallToolRequest::new(params.to_rmcp()))
+        });
+        let fetched = match self.send_as(upstream, request, caller).await {
+            // An answer that may ask for input, to a client that cannot
+            // answer `input_required` itself: bridged (boxed, as every path
+            // a plain call does not take: most answers are tools' results,
+            // told from their bytes).
+            Ok(answer) if crate::gateway::input::must_bridge(caller) && may_ask_input(&answer) => {
+                match Box::pin(self.call_bridged(upstream, &params, caller, answer)).await {
+                    Ok(fetched) => fetched,
+                    Err(e) => Fetched::decoded(Err(CallError::Upstream(e)), None),
+                }
+            }
+            Ok(answer) => Fetched::Sent(answer),
+            Err(e) => Fetched::decoded(Err(e), None),
         };
+        let again = legacy.then_some(params);
         let Some(params) = again else {
             return fetched;
         };
@@ -659,41 +659,27 @@ impl Gateway {
         })
     }
 
-    /// Calls a tool for a client that cannot answer `input_required`
-    /// itself: sluice asks it with ordinary requests and calls again. The
-    /// last answer as the upstream gave it: a tool's result, which needs no
-    /// decoding to be told from `input_required`, is left as sent.
+    /// Answers `input_required` for a client that cannot answer it
+    /// itself: from `answer`, the upstream's to the call of `params`,
+    /// sluice asks the client with ordinary requests and calls again, until
+    /// an answer asks for nothing. The last answer as the upstream gave it:
+    /// a tool's result, which needs no decoding to be told from
+    /// `input_required`, is left as sent.
     pub(super) async fn call_bridged(
         &self,
         upstream: &Arc<Upstream>,
-        params: NamedParams,
+        params: &NamedParams,
         caller: &Caller,
-        exposed: &str,
+        mut answer: crate::upstream::rpc::Decoded,
     ) -> Result<Fetched, ErrorData> {
-        // The call may be repeated with the client's answers: keep a copy.
-        // The first round goes as the client sent it; a later one is made,
-        // its arguments decoded once.
-        let mut text = upstream_params(caller, &params, exposed);
+        // A later round is made, its arguments decoded once.
         let mut made = None::<CallToolRequestParams>;
         let mut round = 0;
         loop {
-            let sent = text.take();
-            let request = Request::text_or(CallToolRequestMethod::VALUE, sent.as_deref(), || {
-                let made = made.get_or_insert_with(|| params.to_rmcp());
-                ClientRequest::CallToolRequest(CallToolRequest::new(made.clone()))
-            });
-            let answer = match self.send_as(upstream, request, caller).await {
-                Ok(answer) => answer,
-                Err(e) => return Ok(Fetched::decoded(Err(e), None)),
-            };
-            // `input_required` says so in its `resultType`: a text without
-            // those words is not one.
-            if answer.undecoded().is_some_and(|text| {
-                memchr::memmem::find(text.as_bytes(), b"input_required").is_none()
-            }) {
+            if !may_ask_input(&answer) {
                 return Ok(Fetched::Sent(answer));
             }
-            match for_caller(upstream, answer, caller) {
+            let again = match for_caller(upstream, answer, caller) {
                 Ok((ServerResult::InputRequiredResult(result), _))
                     if round < crate::gateway::input::MAX_ROUNDS =>
                 {
@@ -701,10 +687,18 @@ impl Gateway {
                     (made.input_responses, made.request_state) =
                         crate::gateway::input::fulfil(result, caller, round).await?;
                     round += 1;
+                    made.clone()
                 }
                 Ok((answer, raw)) => return Ok(Fetched::decoded(Ok(answer), Some(raw))),
                 Err(e) => return Ok(Fetched::decoded(Err(e), None)),
-            }
+            };
+            let request = Request::Made(Box::new(ClientRequest::CallToolRequest(
+                CallToolRequest::new(again),
+            )));
+            answer = match self.send_as(upstream, request, caller).await {
+                Ok(answer) => answer,
+                Err(e) => return Ok(Fetched::decoded(Err(e), None)),
+            };
         }
     }
 
@@ -746,6 +740,15 @@ impl Gateway {
     pub async fn cancel_task(&self, task_id: &str, caller: &Caller) -> Result<(), ErrorData> {
         self.operations.cancel_task(task_id, &caller.owner).await
     }
+}
+
+/// Whether `answer` may be `input_required`, which says so in its
+/// `resultType`: a result's text without those words is not one (nor is
+/// it read further to tell).
+fn may_ask_input(answer: &crate::upstream::rpc::Decoded) -> bool {
+    answer
+        .undecoded()
+        .is_none_or(|text| memchr::memmem::find(text.as_bytes(), b"input_required").is_some())
 }
 
 /// `result` marked as served from the cache (`_meta["sluice/cache"]`).

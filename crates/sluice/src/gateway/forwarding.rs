@@ -153,15 +153,17 @@ impl Gateway {
                 () = caller.ct.cancelled() => {}
             }
         };
+        // Boxed: most calls hear of nothing before their answer, and the
+        // forwarding's state (1.4 KB) would size every call's future.
         let result = loop {
             tokio::select! {
                 biased;
-                notice = notices.recv() => forward_unless_cancelled(notice).await,
+                notice = notices.recv() => Box::pin(forward_unless_cancelled(notice)).await,
                 result = &mut call => break result,
             }
         };
         while let Some(notice) = notices.try_recv() {
-            forward_unless_cancelled(notice).await;
+            Box::pin(forward_unless_cancelled(notice)).await;
         }
         let lost = notices.lost();
         if lost != crate::hub::Lost::default() {
