@@ -210,7 +210,14 @@ impl Gateway {
         })
         .catch_unwind()
         .boxed();
+        // In this order, and the deadline registered only when its branch
+        // is first polled: the call goes as far as its write to the
+        // upstream first (work before that write is added to the call's
+        // time, work after it is not), and an answer that comes with its
+        // deadline is the call's answer.
+        let deadline = async { self.deadlines.after(timeout).await };
         let done = tokio::select! {
+            biased;
             done = &mut call => done,
             () = caller.ct.cancelled() => {
                 stop.cancel();
@@ -219,7 +226,7 @@ impl Gateway {
                 return (Err(call_error(CallError::Cancelled)), Some(Outcome::Error));
             }
             // One timer for every call's timeout (see `deadlines`).
-            () = self.deadlines.after(timeout) => {
+            () = deadline => {
                 let op = self.operations.start(
                     caller.owner.clone(),
                     caller.quota.clone(),
