@@ -404,6 +404,79 @@ mod tests {
         }
     }
 
+    /// The same over params made at random (a fixed seed) from the members
+    /// and values that tell the walk and serde apart: wherever the walk
+    /// reads params, it gives what serde gives.
+    #[test]
+    fn the_walk_reads_what_serde_reads_in_params_made_at_random() {
+        const KEYS: [&str; 9] = [
+            r#""name""#,
+            r#""arguments""#,
+            r#""_meta""#,
+            r#""inputResponses""#,
+            r#""requestState""#,
+            r#""x-other""#,
+            r#""n\u0061me""#,
+            r#""\ud800""#,
+            r#""Name""#,
+        ];
+        const VALUES: [&str; 14] = [
+            r#""echo""#,
+            r#""t\u0041""#,
+            r#""\ud800""#,
+            r#""é \"q\"""#,
+            "null",
+            "7",
+            "true",
+            "[0,{}]",
+            "{}",
+            r#"{"text":"a\nb","n":[1.50,-0]}"#,
+            r#"{"progressToken":"p"}"#,
+            r#"{"a":{"action":"cancel"}}"#,
+            r#"{"\ud800":1}"#,
+            r#"[null,"t"]"#,
+        ];
+        let mut seed: u64 = 0x5eed;
+        let mut next = |n: usize| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as usize % n
+        };
+        let mut walked = 0;
+        for _ in 0..4000 {
+            // Half begin with a plain name, as nearly every call does.
+            let mut members: Vec<String> = (0..next(2))
+                .map(|_| r#""name":"echo""#.to_owned())
+                .collect();
+            members.extend(
+                (0..next(4))
+                    .map(|_| format!("{}:{}", KEYS[next(KEYS.len())], VALUES[next(VALUES.len())])),
+            );
+            let params = format!("{{{}}}", members.join(","));
+            let line =
+                format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#);
+            let message = Message::parse(line.into_bytes().into()).unwrap();
+            let sent = message.params().unwrap();
+            let by_serde = NamedParams::decoded(&message, sent);
+            if let Some(by_walk) = NamedParams::walked(&message, sent) {
+                walked += 1;
+                assert_eq!(
+                    format!("{:?}", Some(by_walk)),
+                    format!("{by_serde:?}"),
+                    "{params}"
+                );
+            }
+            assert_eq!(
+                format!("{:?}", NamedParams::of(&message)),
+                format!("{by_serde:?}"),
+                "{params}"
+            );
+        }
+        // The walk is not a path never taken.
+        assert!(walked > 400, "{walked}");
+    }
+
     #[test]
     fn arguments_are_kept_as_sent_and_only_an_object_is_taken() {
         let params = read(r#"{"name":"t","arguments":{"b":1.50, "a":[1e2,-0]}}"#).unwrap();
