@@ -258,10 +258,8 @@ impl<'a> SentRead<'a> {
 /// and its `structuredContent` as sent.
 #[derive(Debug)]
 pub struct SentCall<'a> {
-    /// What each content block sends.
-    parts: Vec<Cow<'a, str>>,
-    /// Which blocks are text blocks.
-    is_text: Vec<bool>,
+    /// What each content block sends, and whether it is a text block.
+    blocks: Vec<Sent<'a>>,
     /// The `content` array as sent.
     content: Option<&'a str>,
     structured: Option<&'a str>,
@@ -318,10 +316,8 @@ impl<'a> SentCall<'a> {
         if other_answer || result_type.as_ref().is_some_and(|t| t != "complete") {
             return None;
         }
-        let (parts, is_text) = blocks.into_iter().unzip();
         Some(SentCall {
-            parts,
-            is_text,
+            blocks,
             content: content_text,
             structured,
             is_error,
@@ -332,7 +328,7 @@ impl<'a> SentCall<'a> {
 
     /// Whether every block is a text block.
     fn all_text(&self) -> bool {
-        self.is_text.iter().all(|&text| text)
+        self.blocks.iter().all(|&(_, text)| text)
     }
 
     /// Whether it says `"isError": true`.
@@ -342,10 +338,9 @@ impl<'a> SentCall<'a> {
 
     /// The texts of its text blocks.
     pub fn texts(&self) -> impl Iterator<Item = &str> {
-        self.parts
+        self.blocks
             .iter()
-            .zip(&self.is_text)
-            .filter(|(_, text)| **text)
+            .filter(|(_, text)| *text)
             .map(|(part, _)| part.as_ref())
     }
 
@@ -356,11 +351,12 @@ impl<'a> SentCall<'a> {
     pub(super) fn kept(self, size: Size, budget: &Budget) -> super::Kept {
         let copy = self.one_copy(budget);
         let meta = meta_object(self.meta);
-        let raw = match (self.parts.len(), self.all_text(), self.structured) {
+        let raw = match (self.blocks.len(), self.all_text(), self.structured) {
             (1, true, _) => super::Raw::Text(
-                self.parts
+                self.blocks
                     .into_iter()
                     .next()
+                    .map(|(part, _)| part)
                     .unwrap_or_default()
                     .into_owned(),
             ),
@@ -386,7 +382,7 @@ impl<'a> SentCall<'a> {
     /// the same value parsed, up to [`super::COMPARE_PARSED_BYTES`]).
     pub(super) fn one_copy(&self, budget: &Budget) -> Option<Size> {
         let structured = self.structured?;
-        let ([text], true) = (self.parts.as_slice(), self.all_text()) else {
+        let [(text, true)] = self.blocks.as_slice() else {
             return None;
         };
         let text = text.as_ref();
@@ -413,7 +409,7 @@ impl<'a> SentCall<'a> {
     /// The size of the result as the client receives it (see
     /// [`super::measure_parts`]).
     pub fn size(&self, budget: &Budget) -> Size {
-        let parts: Vec<&str> = self.parts.iter().map(|p| p.as_ref()).collect();
+        let parts: Vec<&str> = self.blocks.iter().map(|(p, _)| p.as_ref()).collect();
         super::measure_parts(parts, self.structured.map(super::Structured::Sent), budget)
     }
 }
@@ -429,7 +425,7 @@ mod tests {
     #[test]
     fn a_text_is_measured_unescaped_and_borrowed_when_it_has_no_escapes() {
         let plain = SentCall::read(r#"{"content":[{"type":"text","text":"héllo"}]}"#).unwrap();
-        assert!(matches!(plain.parts[0], Cow::Borrowed("héllo")));
+        assert!(matches!(plain.blocks[0].0, Cow::Borrowed("héllo")));
         let measured = plain.size(&Budget::default());
         assert_eq!((measured.bytes, measured.chars, measured.lines), (6, 5, 1));
         // Escapes count as the characters they stand for.
@@ -504,7 +500,7 @@ mod tests {
         let block = r#"{"type":"resource","resource":{"uri":"a:b"}}"#;
         let result = format!(r#"{{"content":[{block}]}}"#);
         let call = SentCall::read(&result).unwrap();
-        assert_eq!(call.parts[0], block);
+        assert_eq!(call.blocks[0].0, block);
     }
 
     #[test]
@@ -526,12 +522,16 @@ mod tests {
     #[test]
     fn a_lone_surrogate_is_measured_in_place_of_a_replacement_character() {
         let call = SentCall::read(r#"{"content":[{"type":"text","text":"a\ud800b"}]}"#).unwrap();
-        assert!(call.parts[0].starts_with('a') && call.parts[0].ends_with('b'));
-        assert!(call.parts[0].contains('\u{FFFD}'), "{:?}", call.parts[0]);
+        assert!(call.blocks[0].0.starts_with('a') && call.blocks[0].0.ends_with('b'));
+        assert!(
+            call.blocks[0].0.contains('\u{FFFD}'),
+            "{:?}",
+            call.blocks[0].0
+        );
         // A pair is one character, as a string reads it.
         let pair =
             SentCall::read(r#"{"content":[{"type":"text","text":"\ud83d\ude00"}]}"#).unwrap();
-        assert_eq!(pair.parts[0], "😀");
+        assert_eq!(pair.blocks[0].0, "😀");
         // Neither a number nor an unterminated escape is a string.
         assert!(SentCall::read(r#"{"content":[{"type":"text","text":"\u12"}]}"#).is_none());
     }
