@@ -173,10 +173,8 @@ fn meta_object(meta: Option<&str>) -> Option<rmcp::model::MetaObject> {
 /// contents sends (as [`super::contents_text`] tells from its decoding).
 #[derive(Debug)]
 pub struct SentRead<'a> {
-    /// What each of the contents sends.
-    parts: Vec<Cow<'a, str>>,
-    /// Which of them are texts.
-    is_text: Vec<bool>,
+    /// What each of the contents sends, and whether it is a text.
+    contents_sent: Vec<Sent<'a>>,
     /// The `contents` array as sent.
     contents: Option<&'a str>,
     /// Whether it says `"resultType": "complete"`.
@@ -221,10 +219,8 @@ impl<'a> SentRead<'a> {
         if other_answer || result_type.as_ref().is_some_and(|t| t != "complete") {
             return None;
         }
-        let (parts, is_text) = sent.into_iter().unzip();
         Some(SentRead {
-            parts,
-            is_text,
+            contents_sent: sent,
             contents,
             says_complete: result_type.is_some(),
             meta,
@@ -233,7 +229,7 @@ impl<'a> SentRead<'a> {
 
     /// Its size as the client receives it: what its contents send.
     pub fn size(&self, budget: &Budget) -> Size {
-        let parts: Vec<&str> = self.parts.iter().map(|p| p.as_ref()).collect();
+        let parts: Vec<&str> = self.contents_sent.iter().map(|(p, _)| p.as_ref()).collect();
         Size::of(&parts, budget)
     }
 
@@ -241,9 +237,8 @@ impl<'a> SentRead<'a> {
     /// takes its decoding apart: one text, that text; else the contents as
     /// sent.
     pub(super) fn kept(self) -> KeptRead {
-        let one_text = self.parts.len() == 1 && self.is_text.iter().all(|&t| t);
-        let raw = match (one_text, self.parts.into_iter().next()) {
-            (true, Some(text)) => super::Raw::Text(text.into_owned()),
+        let raw = match <[Sent<'a>; 1]>::try_from(self.contents_sent) {
+            Ok([(text, true)]) => super::Raw::Text(text.into_owned()),
             _ => super::Raw::Blocks(self.contents.unwrap_or("[]").to_owned()),
         };
         KeptRead {
