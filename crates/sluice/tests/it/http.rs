@@ -35,6 +35,14 @@ async fn an_http_client_gets_the_same_answers_as_a_direct_stdio_client() {
             "{tool}"
         );
     }
+    // The client's handlers run as tasks of their own: the last progress
+    // may be handled after the call's answer.
+    eventually(
+        Duration::from_secs(5),
+        "three progress notifications",
+        || inbox.lock().unwrap().progress.len() >= 3,
+    )
+    .await;
     assert_eq!(inbox.lock().unwrap().progress.len(), 3);
     proxied.cancel().await.unwrap();
     direct.cancel().await.unwrap();
@@ -59,6 +67,10 @@ async fn concurrent_sessions_each_get_their_own_progress() {
             first_text(result),
             format!("done after {} s", 0.25 * (i + 1) as f64)
         );
+        eventually(Duration::from_secs(5), "each client's progress", || {
+            clients[i].1.lock().unwrap().progress.len() > i
+        })
+        .await;
         let progress = clients[i].1.lock().unwrap().progress.len();
         assert_eq!(progress, i + 1, "client {i} got another session's progress");
     }

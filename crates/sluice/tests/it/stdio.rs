@@ -1,6 +1,8 @@
 //! Transparency over stdio: what a client sees through sluice is what it
 //! sees directly.
 
+use std::time::Duration;
+
 use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
 
 use crate::support::*;
@@ -35,8 +37,19 @@ async fn same_answers(upstream: Vec<String>, calls: &[(&str, serde_json::Value)]
             "tools/call {tool} differs"
         );
     }
-    let want_progress = direct_inbox.lock().unwrap().progress.len();
-    let got_progress = proxied_inbox.lock().unwrap().progress.len();
+    // The clients' handlers run as tasks of their own: a call's last
+    // progress may be handled after its answer (the direct calls were made
+    // first, so theirs have had longer).
+    let progress =
+        |inbox: &std::sync::Arc<std::sync::Mutex<Inbox>>| inbox.lock().unwrap().progress.len();
+    eventually(
+        Duration::from_secs(5),
+        "as much progress as directly",
+        || progress(&proxied_inbox) >= progress(&direct_inbox),
+    )
+    .await;
+    let want_progress = progress(&direct_inbox);
+    let got_progress = progress(&proxied_inbox);
     assert_eq!(got_progress, want_progress, "progress notifications differ");
 
     let resources = direct.list_all_resources().await.unwrap();
@@ -123,6 +136,14 @@ async fn progress_tokens_are_mapped_back_to_the_clients_own() {
         .with_arguments(args(serde_json::json!({"seconds": 1})));
     let result = client.call_tool(params).await.unwrap();
     assert_eq!(first_text(&result), "done after 1 s");
+    // The client's handlers run as tasks of their own: the last progress
+    // may be handled after the call's answer.
+    eventually(
+        Duration::from_secs(5),
+        "four progress notifications",
+        || inbox.lock().unwrap().progress.len() >= 4,
+    )
+    .await;
     let progress = inbox.lock().unwrap().progress.clone();
     assert_eq!(progress.len(), 4, "{progress:?}");
     // rmcp's client numbers its tokens from 0; the same token must come back.
