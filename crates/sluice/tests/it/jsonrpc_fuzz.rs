@@ -673,6 +673,10 @@ fn sse_piece() -> impl Strategy<Value = Vec<u8>> {
         2 => end.prop_map(<[u8]>::to_vec),
         1 => prop::collection::vec(any::<u8>(), 0..10),
         1 => Just(b"\xEF\xBB\xBF".to_vec()),
+        // Fields as an MCP server writes them (LF alone), and blank lines:
+        // events the parser reads whole at once.
+        4 => ("data|id|event|retry", "[ -~]{0,12}").prop_map(|(f, v)| format!("{f}: {v}\n").into_bytes()),
+        3 => Just(b"\n".to_vec()),
     ]
 }
 
@@ -707,16 +711,22 @@ proptest! {
         limit in 0usize..40,
     ) {
         let input = pieces.concat();
+        // Every event line by line: what the quicker reading of a whole
+        // event at once must give too, fed whole or in chunks.
+        let mut reference = SseParser::new(limit);
+        let events = reference.feed_line_by_line(&input);
         let mut whole = SseParser::new(limit);
-        let events = whole.feed(&input);
+        prop_assert_eq!(&whole.feed(&input), &events);
         let mut chunked = SseParser::new(limit);
         let mut got = Vec::new();
         for chunk in chunks(&input, &cuts) {
             got.extend(chunked.feed(chunk));
         }
         prop_assert_eq!(&got, &events);
-        prop_assert_eq!(chunked.last_event_id(), whole.last_event_id());
-        prop_assert_eq!(chunked.retry(), whole.retry());
+        for parser in [&whole, &chunked] {
+            prop_assert_eq!(parser.last_event_id(), reference.last_event_id());
+            prop_assert_eq!(parser.retry(), reference.retry());
+        }
         for event in events.iter().flatten() {
             prop_assert!(event.data.len() <= limit);
         }
