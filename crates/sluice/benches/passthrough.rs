@@ -8,7 +8,10 @@
 //!    envelope and renumbers ids, the least a gateway built as sluice is
 //!    costs) and the same envelope work on two blocking threads (the
 //!    least any gateway that reads its messages costs), each set against
-//!    the direct calls and against the byte relay.
+//!    the direct calls and against the byte relay. Last, issue 15's goal
+//!    in one sitting: direct, the byte relay, the envelope relays and
+//!    sluice interleaved call by call, each added latency and its ratio
+//!    to the byte relay's.
 //! 2. Latency over Streamable HTTP: the sample server serving HTTP, directly
 //!    and through `sluice --listen` with it as an HTTP upstream.
 //!    Then large results (0.8, 1.2 and 8.5 MB of JSON text), median of 7
@@ -126,29 +129,36 @@ fn micros(d: Duration) -> f64 {
 }
 
 /// Interleaves `calls` calls on each client; prints p50/p99 and the added latency.
-async fn latency(label: &str, direct: &Client, proxied: &Client, calls: usize) {
+/// `calls` timed calls to each of `clients`, interleaved call by call (the
+/// order turned at each round, so none always goes first with a warm
+/// cache), after 200 untimed rounds; each client's times, sorted.
+async fn interleaved(clients: &[&Client], calls: usize) -> Vec<Vec<Duration>> {
     for _ in 0..200 {
-        timed_call(direct).await;
-        timed_call(proxied).await;
-    }
-    let (mut d, mut p) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
-    for i in 0..calls {
-        // Alternate which goes first, so neither always gets a warm cache.
-        if i % 2 == 0 {
-            d.push(timed_call(direct).await);
-            p.push(timed_call(proxied).await);
-        } else {
-            p.push(timed_call(proxied).await);
-            d.push(timed_call(direct).await);
+        for client in clients {
+            timed_call(client).await;
         }
     }
-    d.sort();
-    p.sort();
+    let mut times = vec![Vec::with_capacity(calls); clients.len()];
+    for i in 0..calls {
+        for k in 0..clients.len() {
+            let which = (i + k) % clients.len();
+            times[which].push(timed_call(clients[which]).await);
+        }
+    }
+    for times in &mut times {
+        times.sort();
+    }
+    times
+}
+
+async fn latency(label: &str, direct: &Client, proxied: &Client, calls: usize) {
+    let times = interleaved(&[direct, proxied], calls).await;
+    let (d, p) = (&times[0], &times[1]);
     let (d50, d99, p50, p99) = (
-        percentile(&d, 0.5),
-        percentile(&d, 0.99),
-        percentile(&p, 0.5),
-        percentile(&p, 0.99),
+        percentile(d, 0.5),
+        percentile(d, 0.99),
+        percentile(p, 0.5),
+        percentile(p, 0.99),
     );
     println!(
         "{label:<16} direct p50 {:>8.1} µs  p99 {:>8.1} µs | sluice p50 {:>8.1} µs  p99 {:>8.1} µs | added p50 {:>7.1} µs  ratio {:.2}",
@@ -158,6 +168,29 @@ async fn latency(label: &str, direct: &Client, proxied: &Client, calls: usize) {
         micros(p99),
         micros(p50) - micros(d50),
         p50.as_secs_f64() / d50.as_secs_f64()
+    );
+}
+
+/// Issue 15's stdio goal measured in one sitting: direct, through the
+/// byte relay, the two envelope relays and sluice, interleaved call by
+/// call, so that the added latencies it compares come from the same
+/// minutes (the rows above measure them two by two, in turn, and the
+/// machine drifts between them). Each added p50, and its ratio to the
+/// byte relay's: the goal is sluice's at most 1.5; the envelope relays'
+/// say where the floor of any gateway that reads its messages is.
+async fn goal(clients: [&Client; 5], calls: usize) {
+    let times = interleaved(&clients, calls).await;
+    let added = |k: usize| micros(percentile(&times[k], 0.5)) - micros(percentile(&times[0], 0.5));
+    let relay = added(1);
+    println!(
+        "stdio, all five interleaved: direct p50 {:>6.1} µs | added p50: byte relay {relay:>5.1} µs | envelope relay {:>5.1} µs ({:.2}×) | envelope threads {:>5.1} µs ({:.2}×) | sluice {:>5.1} µs ({:.2}×; goal ≤ 1.5×)",
+        micros(percentile(&times[0], 0.5)),
+        added(2),
+        added(2) / relay,
+        added(3),
+        added(3) / relay,
+        added(4),
+        added(4) / relay,
     );
 }
 
@@ -994,6 +1027,7 @@ async fn bench() {
     let threaded = floor_client("--envelope-threads").await;
     latency("envelope threads", &direct, &threaded, calls).await;
     latency("threads/relay", &relayed, &threaded, calls).await;
+    goal([&direct, &relayed, &enveloped, &threaded, &proxied], calls).await;
     for count in LARGE_COUNTS {
         large_result(&direct, &proxied, count).await;
     }
