@@ -14,12 +14,21 @@
    - a small call over HTTP: sluice listening in front of `sluice
      sample-server --listen`, a client in a 2025-11-25 session on one
      kept-alive connection, 1,200 minus 200 calls.
+   With `--footprint`: the code a small call runs, as the distinct 64-byte
+   lines of code holding an instruction run at least 1,000 times in 1,200
+   calls (callgrind with `--dump-instr=yes`). A call whose code and data
+   have gone cold between two calls (as they have when a model's calls
+   come seconds apart) fetches that code again: beside the instructions'
+   count, it is what a call costs cold. Any stdio MCP server can be
+   measured the same way (`--footprint-of CMD...`: the passthrough bench's
+   relays, say).
 2. Time to the answer of the 1 MB stored result, with that instant
    upstream, through sluice and directly: the p50 of 100 sequential calls
    each, directly and through each binary interleaved call by call. The upstream's own work is nil, so the difference
    is sluice's reading, storing and answering.
 
-usage: benches/instructions/run.py [SLUICE_BINARY ...]
+usage: benches/instructions/run.py [--footprint] [SLUICE_BINARY ...]
+       benches/instructions/run.py --footprint-of COMMAND [ARG ...]
    (default: target/release/sluice; several binaries are measured side by
    side). Needs valgrind for (1); `--time-only` skips it.
 """
@@ -200,11 +209,50 @@ def instructions_http(sluice, calls):
     return (totals[1] - totals[0]) / (calls[1] - calls[0])
 
 
+def footprint(gateway, calls=1200, runs_at_least=1000):
+    """The code `gateway` (a stdio MCP server's command, in front of the
+    sample server) runs for `calls` small calls: (instructions run at least
+    `runs_at_least` times, distinct 64-byte lines holding them)."""
+    out = f"/tmp/sluice-footprint-{os.getpid()}.out"
+    drive(["valgrind", "--tool=callgrind", "--dump-instr=yes", "--compress-pos=no",
+           "--compress-strings=no", f"--callgrind-out-file={out}"] + gateway,
+          calls, "echo", {"text": "hello"})
+    runs = {}
+    with open(out, errors="replace") as f:
+        # Cost lines are `ADDRESS LINE COUNT`; the line after `calls=` is
+        # a call's inclusive cost, not an instruction's own.
+        objects, after_call = "", False
+        for line in f:
+            if after_call:
+                after_call = False
+            elif line.startswith("ob="):
+                objects = line[3:].strip()
+            elif line.startswith("calls="):
+                after_call = True
+            elif line.startswith("0x"):
+                parts = line.split()
+                if len(parts) >= 3:
+                    key = (objects, int(parts[0], 16))
+                    runs[key] = runs.get(key, 0) + int(parts[2])
+    os.remove(out)
+    hot = [key for key, count in runs.items() if count >= runs_at_least]
+    return len(hot), len({(objects, address // 64) for objects, address in hot})
+
+
+def print_footprint(label, gateway):
+    instructions, lines = footprint(gateway)
+    print(f"{label}: {lines:,} lines of code ({lines * 64 / 1024:,.0f} KiB, {instructions:,} "
+          "instructions) run in most of 1,200 small calls")
+
+
 def median(values):
     return sorted(values)[len(values) // 2]
 
 
 def main():
+    if sys.argv[1:2] == ["--footprint-of"]:
+        sample = [os.environ.get("SLUICE", "target/release/sluice"), "sample-server"]
+        return print_footprint(" ".join(sys.argv[2:]), sys.argv[2:] + sample)
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     binaries = args or ["target/release/sluice"]
     record = tempfile.mkdtemp(prefix="sluice-instructions-")
@@ -220,6 +268,8 @@ def main():
             over_http = instructions_http(sluice, (200, 1200))
             print(f"{sluice}: {small:,.0f} instructions per small call, {large / 1e6:,.1f} M per 1 MB stored result, "
                   f"{over_http:,.0f} per small call over HTTP")
+            if "--footprint" in sys.argv:
+                print_footprint(sluice, [sluice, "--", sluice, "sample-server"])
     rounds = 3
     direct = []
     through = {sluice: [] for sluice in binaries}
