@@ -464,7 +464,9 @@ fn delete(endpoint: &Endpoint, headers: &HeaderMap) -> Response {
     if endpoint.sessions.forget(id) {
         tracing::info!(session = %id, "HTTP session deleted by its client");
     }
-    accepted()
+    // 200, as the SDKs' servers answer: the Python SDK's client warns
+    // "Session termination failed" on any other success (202 included).
+    StatusCode::OK.into_response()
 }
 
 /// The session a `GET` or `DELETE` names, or the refusal of one that
