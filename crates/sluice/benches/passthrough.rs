@@ -19,7 +19,9 @@
 //!    sluice, and the end-to-end time of reading the middle page of each
 //!    (O(page)).
 //! 3. Throughput with 8 concurrent HTTP clients: requests per second,
-//!    directly and through sluice, in alternating blocks; the ratio. Both
+//!    directly and through sluice, in alternating blocks (5 of 3 s each
+//!    way unless `--blocks N`, `--seconds S`; the order turned at each);
+//!    the ratio, as the median of the blocks' ratios and their range. Both
 //!    kinds of clients: rmcp clients on kept-alive connections, and raw
 //!    clients that send a 2026-07-28 stateless `tools/call` (no session),
 //!    each over a kept-alive connection, and clients that open a new TCP
@@ -280,6 +282,70 @@ async fn large_results() {
 }
 
 /// Requests per second from `clients` concurrent clients for `seconds`.
+/// The kinds of HTTP client the throughput rows measure, 8 at once.
+#[derive(Debug, Clone, Copy)]
+enum Load {
+    /// rmcp clients in 2025-11-25 sessions, on kept-alive connections.
+    Sessions,
+    /// 2026-07-28 requests standing alone, on kept-alive connections.
+    Stateless,
+    /// 2026-07-28 requests standing alone, a new connection for each.
+    PerConnection,
+}
+
+/// Requests per second of 8 clients of `load` at `url` for `seconds`.
+async fn rate(load: Load, url: &str, seconds: f64) -> f64 {
+    match load {
+        Load::Sessions => throughput(url, 8, seconds).await,
+        Load::Stateless => throughput_stateless(url, 8, seconds).await,
+        Load::PerConnection => throughput_per_connection(url, 8, seconds).await,
+    }
+}
+
+/// `blocks` rounds of `seconds` at each of `urls` (direct, the relay,
+/// sluice), the order turned at each round so that none always runs
+/// first; each one's requests per second, round by round.
+async fn alternating(load: Load, urls: [&str; 3], blocks: usize, seconds: f64) -> [Vec<f64>; 3] {
+    let mut rates: [Vec<f64>; 3] = Default::default();
+    for block in 0..blocks {
+        for k in 0..urls.len() {
+            let which = (block + k) % urls.len();
+            rates[which].push(rate(load, urls[which], seconds).await);
+        }
+    }
+    rates
+}
+
+/// Prints a throughput row: the mean rates, and each ratio as the median
+/// (and range) of the rounds' ratios, each taken between runs a few
+/// seconds apart (the machine drifts over a whole row's minute).
+fn report_rates(label: &str, [direct, relay, proxied]: &[Vec<f64>; 3], seconds: f64) {
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let ratio = |over: &[f64], under: &[f64]| {
+        let mut ratios: Vec<f64> = over.iter().zip(under).map(|(o, u)| o / u).collect();
+        ratios.sort_by(f64::total_cmp);
+        format!(
+            "{:.2} ({:.2}–{:.2})",
+            ratios[ratios.len() / 2],
+            ratios[0],
+            ratios[ratios.len() - 1]
+        )
+    };
+    println!(
+        "{label}: direct {:>7.0} req/s | sluice {:>7.0} req/s | sluice/direct {}   ({} alternating blocks of {seconds} s; median of the blocks' ratios, and their range)",
+        mean(direct),
+        mean(proxied),
+        ratio(proxied, direct),
+        direct.len()
+    );
+    println!(
+        "  an HTTP relay that parses nothing (hyper): {:>7.0} req/s | relay/direct {} | sluice/relay {}",
+        mean(relay),
+        ratio(relay, direct),
+        ratio(proxied, relay)
+    );
+}
+
 async fn throughput(url: &str, clients: usize, seconds: f64) -> f64 {
     let mut sessions = Vec::new();
     for _ in 0..clients {
@@ -1064,54 +1130,26 @@ async fn bench() {
     // The floor beside sluice: a relay that parses nothing.
     let (_relay, relay_url) =
         http_server(me.to_str().unwrap(), &["--http-relay", &server_url]).await;
-    let (mut direct_rps, mut relay_rps, mut proxied_rps) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..3 {
-        direct_rps.push(throughput(&server_url, 8, seconds).await);
-        relay_rps.push(throughput(&relay_url, 8, seconds).await);
-        proxied_rps.push(throughput(&gateway_url, 8, seconds).await);
+    let urls = [
+        server_url.as_str(),
+        relay_url.as_str(),
+        gateway_url.as_str(),
+    ];
+    let blocks = (arg("--blocks", 5.0) as usize).max(1);
+    for (load, label) in [
+        (Load::Sessions, "http, 8 clients"),
+        (
+            Load::Stateless,
+            "http, 8 clients, 2026-07-28 requests standing alone, kept-alive connections",
+        ),
+        (
+            Load::PerConnection,
+            "http, 8 clients, a connection per request",
+        ),
+    ] {
+        let rates = alternating(load, urls, blocks, seconds).await;
+        report_rates(label, &rates, seconds);
     }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let floor = |relay: &[f64], direct: &[f64], proxied: &[f64]| {
-        format!(
-            "  an HTTP relay that parses nothing (hyper): {:>7.0} req/s | relay/direct {:.2} | sluice/relay {:.2}",
-            mean(relay),
-            mean(relay) / mean(direct),
-            mean(proxied) / mean(relay)
-        )
-    };
-    println!(
-        "http, 8 clients: direct {:>7.0} req/s | sluice {:>7.0} req/s | sluice/direct {:.2}   (3 alternating blocks of {seconds} s)",
-        mean(&direct_rps),
-        mean(&proxied_rps),
-        mean(&proxied_rps) / mean(&direct_rps)
-    );
-    println!("{}", floor(&relay_rps, &direct_rps, &proxied_rps));
-    let (mut direct_rps, mut relay_rps, mut proxied_rps) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..3 {
-        direct_rps.push(throughput_stateless(&server_url, 8, seconds).await);
-        relay_rps.push(throughput_stateless(&relay_url, 8, seconds).await);
-        proxied_rps.push(throughput_stateless(&gateway_url, 8, seconds).await);
-    }
-    println!(
-        "http, 8 clients, 2026-07-28 requests standing alone, kept-alive connections: direct {:>7.0} req/s | sluice {:>7.0} req/s | sluice/direct {:.2}   (3 alternating blocks of {seconds} s)",
-        mean(&direct_rps),
-        mean(&proxied_rps),
-        mean(&proxied_rps) / mean(&direct_rps)
-    );
-    println!("{}", floor(&relay_rps, &direct_rps, &proxied_rps));
-    let (mut direct_rps, mut relay_rps, mut proxied_rps) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..3 {
-        direct_rps.push(throughput_per_connection(&server_url, 8, seconds).await);
-        relay_rps.push(throughput_per_connection(&relay_url, 8, seconds).await);
-        proxied_rps.push(throughput_per_connection(&gateway_url, 8, seconds).await);
-    }
-    println!(
-        "http, 8 clients, a connection per request: direct {:>7.0} req/s | sluice {:>7.0} req/s | sluice/direct {:.2}   (3 alternating blocks of {seconds} s)",
-        mean(&direct_rps),
-        mean(&proxied_rps),
-        mean(&proxied_rps) / mean(&direct_rps)
-    );
-    println!("{}", floor(&relay_rps, &direct_rps, &proxied_rps));
 
     println!(
         "sluice at rest: resident memory (VmRSS, and RssAnon: heap and stacks, without the binary's pages; MB = 10^6 bytes) of a fresh gateway"
