@@ -193,8 +193,12 @@ impl SseParser {
     /// `data` line, no value over the limit (what an MCP server sends:
     /// `data: {…}` and an `id`, at times a `retry`). The rest of `chunk`
     /// when it did; `None` (nothing read) for anything else, which the
-    /// line by line reading then reads. An event of a small call's answer
-    /// read this way costs about a third of the instructions.
+    /// line by line reading then reads. A small call's answer over HTTP
+    /// (a priming event and the answer's) is read with a third fewer
+    /// instructions this way (callgrind, 2026-11-29: 4,645 → 3,090). What
+    /// it gives up on costs one more scan of the event's bytes at most:
+    /// the line by line reading then leaves the parser inside that event,
+    /// and the chunks after it are not tried until it ends.
     fn whole_event<'c>(
         &mut self,
         chunk: &'c [u8],
