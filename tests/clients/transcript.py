@@ -29,6 +29,7 @@ import argparse
 import base64
 import hashlib
 import json
+import logging
 import os
 import re
 import shlex
@@ -503,8 +504,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
+class Warnings(logging.Handler):
+    """The SDK's own warnings during the session (what its user would see
+    on stderr): a client must see no more through sluice than directly."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 async def amain(args: argparse.Namespace) -> int:
     rec = Recorder(args)
+    sdk_warnings = Warnings()
+    logging.getLogger("mcp").addHandler(sdk_warnings)
     if args.stdio:
         argv = shlex.split(args.stdio)
         server: Any = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
@@ -544,6 +559,7 @@ async def amain(args: argparse.Namespace) -> int:
         print(f"transcript.py: session failed: {error_of(e)}", file=sys.stderr)
         return 4
     out = rec.finish(Normalizer(args.raw_strings, args.drop_meta))
+    out["client_warnings"] = sorted(sdk_warnings.messages)
     sys.stdout.write(json.dumps(out, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
     sys.stdout.flush()
     return 0
