@@ -105,6 +105,8 @@ pub mod operations;
 pub mod param_headers;
 pub mod sample_server;
 pub mod state;
+#[cfg(test)]
+mod test_support;
 #[doc(hidden)]
 pub mod testing;
 pub mod tools;

@@ -436,13 +436,7 @@ mod tests {
             r#"{"\ud800":1}"#,
             r#"[null,"t"]"#,
         ];
-        let mut seed: u64 = 0x5eed;
-        let mut next = |n: usize| {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (seed >> 33) as usize % n
-        };
+        let mut next = crate::test_support::pseudo_random(0x5eed);
         let mut walked = 0;
         for _ in 0..4000 {
             // Half begin with a plain name, as nearly every call does.

@@ -299,6 +299,126 @@ pub struct Routing<'a> {
     pub meta: Option<&'a str>,
 }
 
+/// The texts of the members [`Routing`] is made of, as sent (a member
+/// sent twice: its last), not yet checked for their types.
+#[derive(Debug, Default, PartialEq)]
+struct RoutingTexts<'a> {
+    name: Option<&'a str>,
+    uri: Option<&'a str>,
+    cursor: Option<&'a str>,
+    meta: Option<&'a str>,
+    /// `_meta`'s members, when `_meta` is an object.
+    progress_token: Option<&'a str>,
+    protocol_version: Option<&'a str>,
+}
+
+impl<'a> RoutingTexts<'a> {
+    /// Found in one walk of `params` (checked text), `_meta` walked where
+    /// it lies, nothing collected; `None` for a key spelled with an escape
+    /// (left to [`RoutingTexts::of_members`], which decodes keys).
+    fn walked(params: &'a str) -> Option<RoutingTexts<'a>> {
+        let mut texts = RoutingTexts::default();
+        let mut walker = super::walk::members(params)?;
+        while let Some(key) = walker.key() {
+            let slot = match key {
+                "\"name\"" => &mut texts.name,
+                "\"uri\"" => &mut texts.uri,
+                "\"cursor\"" => &mut texts.cursor,
+                "\"_meta\"" => {
+                    // The last `_meta` counts, with its members or none.
+                    (texts.progress_token, texts.protocol_version) = (None, None);
+                    let start = walker.position();
+                    if walker.enter(b'{') {
+                        while let Some(key) = walker.key() {
+                            let slot = match key.strip_prefix('"').and_then(|k| k.strip_suffix('"'))
+                            {
+                                Some("progressToken") => &mut texts.progress_token,
+                                Some(PROTOCOL_VERSION_META) => &mut texts.protocol_version,
+                                _ if key.contains('\\') => return None,
+                                _ => {
+                                    walker.value();
+                                    continue;
+                                }
+                            };
+                            *slot = Some(walker.value());
+                        }
+                        texts.meta = params.get(start..walker.position());
+                    } else {
+                        texts.meta = Some(walker.value());
+                    }
+                    continue;
+                }
+                _ if key.contains('\\') => return None,
+                _ => {
+                    walker.value();
+                    continue;
+                }
+            };
+            *slot = Some(walker.value());
+        }
+        Some(texts)
+    }
+
+    /// Found by splitting `params` (and `_meta`) into members, keys
+    /// decoded: what [`RoutingTexts::walked`] leaves.
+    fn of_members(params: &'a str) -> Result<RoutingTexts<'a>, MessageError> {
+        let members = RawObject::of_checked(params).map_err(|e| MessageError::from_json(&e))?;
+        let mut texts = RoutingTexts {
+            name: members.get_parsed("name"),
+            uri: members.get_parsed("uri"),
+            cursor: members.get_parsed("cursor"),
+            meta: members.get_parsed("_meta"),
+            ..RoutingTexts::default()
+        };
+        if let Some(meta) = texts.meta.filter(|meta| meta.starts_with('{')) {
+            let members = RawObject::of_checked(meta).map_err(|e| MessageError::from_json(&e))?;
+            texts.progress_token = members.get_parsed("progressToken");
+            texts.protocol_version = members.get_parsed(PROTOCOL_VERSION_META);
+        }
+        Ok(texts)
+    }
+
+    /// The [`Routing`] they make: an error when one of them has the wrong
+    /// type (`"name": 3`), as the request cannot be routed.
+    fn routing(self) -> Result<Routing<'a>, MessageError> {
+        let not_null = |text: Option<&'a str>| text.filter(|value| *value != "null");
+        let string = |key: &str, text: Option<&'a str>| match not_null(text) {
+            None => Ok(None),
+            Some(value) => unquote(value).map(Some).ok_or_else(|| {
+                not_json_rpc(format!(
+                    "params.{key} is {}; it must be a string",
+                    json_type(value)
+                ))
+            }),
+        };
+        let mut routing = Routing {
+            name: string("name", self.name)?,
+            uri: string("uri", self.uri)?,
+            cursor: string("cursor", self.cursor)?,
+            ..Routing::default()
+        };
+        if let Some(meta) = not_null(self.meta) {
+            if !meta.starts_with('{') {
+                return Err(not_json_rpc(format!(
+                    "params._meta is {}; it must be an object",
+                    json_type(meta)
+                )));
+            }
+            if let Some(token) = not_null(self.progress_token) {
+                routing.progress_token = Some(Id::from_json(token).ok_or_else(|| {
+                    not_json_rpc(format!(
+                        "params._meta.progressToken is {}; it must be a string or a number",
+                        json_type(token)
+                    ))
+                })?);
+            }
+            routing.protocol_version = self.protocol_version.and_then(unquote);
+            routing.meta = Some(meta);
+        }
+        Ok(routing)
+    }
+}
+
 impl Message {
     /// Parses `bytes` as one JSON-RPC message; see the module doc for what
     /// is checked. A UTF-8 byte order mark and whitespace around the message
@@ -666,46 +786,10 @@ impl Message {
         let Some(params) = self.params().filter(|p| p.starts_with('{')) else {
             return Ok(Routing::default());
         };
-        let params = RawObject::of_checked(params).map_err(|e| MessageError::from_json(&e))?;
-        let string = |key: &str| -> Result<Option<Cow<'_, str>>, MessageError> {
-            match params.get_parsed(key).filter(|v| *v != "null") {
-                None => Ok(None),
-                Some(value) => unquote(value).map(Some).ok_or_else(|| {
-                    not_json_rpc(format!(
-                        "params.{key} is {}; it must be a string",
-                        json_type(value)
-                    ))
-                }),
-            }
-        };
-        let mut routing = Routing {
-            name: string("name")?,
-            uri: string("uri")?,
-            cursor: string("cursor")?,
-            progress_token: None,
-            protocol_version: None,
-            meta: None,
-        };
-        if let Some(meta) = params.get_parsed("_meta").filter(|v| *v != "null") {
-            if !meta.starts_with('{') {
-                return Err(not_json_rpc(format!(
-                    "params._meta is {}; it must be an object",
-                    json_type(meta)
-                )));
-            }
-            let members = RawObject::of_checked(meta).map_err(|e| MessageError::from_json(&e))?;
-            if let Some(token) = members.get("progressToken").filter(|v| *v != "null") {
-                routing.progress_token = Some(Id::from_json(token).ok_or_else(|| {
-                    not_json_rpc(format!(
-                        "params._meta.progressToken is {}; it must be a string or a number",
-                        json_type(token)
-                    ))
-                })?);
-            }
-            routing.protocol_version = members.get_parsed(PROTOCOL_VERSION_META).and_then(unquote);
-            routing.meta = Some(meta);
+        match RoutingTexts::walked(params) {
+            Some(texts) => texts.routing(),
+            None => RoutingTexts::of_members(params)?.routing(),
         }
-        Ok(routing)
     }
 
     /// The message with the same spans over a new text: used by edits that
@@ -1043,6 +1127,66 @@ mod tests {
         let routing = none.routing().unwrap();
         assert!(
             routing.name.is_none() && routing.meta.is_none() && routing.progress_token.is_none()
+        );
+    }
+
+    #[test]
+    fn routing_walked_finds_what_the_members_give_in_params_made_at_random() {
+        // Keys sluice routes on, spelled plain and with escapes, and others;
+        // values of every type, `_meta`s with what it reads, twice or not.
+        const KEYS: [&str; 8] = [
+            r#""name""#,
+            r#""uri""#,
+            r#""cursor""#,
+            r#""_meta""#,
+            r#""arguments""#,
+            r#""n\u0061me""#,
+            r#""_met\u0061""#,
+            r#""x""#,
+        ];
+        const VALUES: [&str; 12] = [
+            r#""echo""#,
+            r#""a\"b\u0041""#,
+            "null",
+            "3",
+            "[1,{}]",
+            "{}",
+            r#"{"progressToken":"t"}"#,
+            r#"{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#,
+            r#"{"progressToken":{},"x":[{"progressToken":1}]}"#,
+            r#"{"progr\u0065ssToken":"e","io.modelcontextprotocol/protocolVersion":3}"#,
+            r#"{"progressToken":"a","progressToken":null}"#,
+            r#"{ "io.modelcontextprotocol/protocolVersion" : "2025-11-25" , "progressToken" : -1 }"#,
+        ];
+        let mut next = crate::test_support::pseudo_random(0x0007e5);
+        let (mut walked, mut routed) = (0, 0);
+        for _ in 0..4000 {
+            let members: Vec<String> = (0..next(5))
+                .map(|_| format!("{}:{}", KEYS[next(KEYS.len())], VALUES[next(VALUES.len())]))
+                .collect();
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{ {} }}}}"#,
+                members.join(" , ")
+            );
+            let message = parse(&line).unwrap();
+            let params = message.params().unwrap();
+            let by_members = RoutingTexts::of_members(params).unwrap();
+            if let Some(by_walk) = RoutingTexts::walked(params) {
+                walked += 1;
+                assert_eq!(by_walk, by_members, "{params}");
+            }
+            // And what the routing makes of them, with its errors.
+            let routing = message.routing();
+            routed += usize::from(routing.is_ok());
+            assert_eq!(
+                format!("{routing:?}"),
+                format!("{:?}", by_members.routing()),
+                "{params}"
+            );
+        }
+        assert!(
+            walked > 2000 && routed > 1000,
+            "{walked} walked, {routed} routed"
         );
     }
 
