@@ -840,6 +840,15 @@ pub(super) fn upstream_params<'a>(
         // The client's text itself, not a copy (it may be megabytes).
         return Some(sent.into());
     }
+    // Nothing to edit but a `_meta` that holds only what sluice sets
+    // itself (a 2026-07-28 request's version, client and capabilities,
+    // a progress token): the client's text with that member cut out.
+    if exposed == params.name
+        && !untouched[1..].iter().any(|key| sent.contains(key))
+        && let Some(cut) = super::forwarding::without_own_meta(sent)
+    {
+        return Some(cut.into());
+    }
     let keeps_fresh = params.has_argument(sluice_core::cache::FRESH_ARG);
     super::forwarding::forwarded_params(caller, |text| {
         if text.get_str("name").as_deref() != Some(params.name.as_ref()) {

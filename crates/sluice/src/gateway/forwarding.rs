@@ -289,6 +289,60 @@ pub(super) fn forwarded_meta(meta: &RequestMetaObject) -> Option<RequestMetaObje
     (!forwarded.0.0.is_empty()).then_some(forwarded)
 }
 
+/// `params` (checked text, no escape in it) with its `_meta` member cut
+/// out, when it has one `_meta`, an object of keys that are all
+/// [`NOT_FORWARDED_META`]: what [`forwarded_params`] makes of such params
+/// with nothing else to edit, found in one walk, every other member's
+/// text (and the space around them) as the client sent it. `None` for
+/// any other params.
+pub(super) fn without_own_meta(params: &str) -> Option<String> {
+    let mut walker = crate::jsonrpc::walk::members(params)?;
+    // The spans of the text before `_meta`'s member and after it.
+    let mut cut: Option<(usize, usize)> = None;
+    // Where the last member's value ended (first: just inside the brace).
+    let mut last_end = walker.position();
+    let mut first = true;
+    while let Some(key) = walker.key() {
+        let key_start = key.as_ptr() as usize - params.as_ptr() as usize;
+        if let Some((_, end)) = &mut cut
+            && *end == usize::MAX
+        {
+            // `_meta` came first: its member goes up to this one's key.
+            *end = key_start;
+        }
+        if key != "\"_meta\"" {
+            walker.value();
+            last_end = walker.position();
+            first = false;
+            continue;
+        }
+        if cut.is_some() || !walker.enter(b'{') {
+            return None;
+        }
+        while let Some(meta_key) = walker.key() {
+            let plain = meta_key.strip_prefix('"')?.strip_suffix('"')?;
+            if !NOT_FORWARDED_META.contains(&plain) {
+                return None;
+            }
+            walker.value();
+        }
+        // After an earlier member: from that member's end (the comma
+        // between them goes) to this value's end. First: from this key to
+        // the next member's key (the comma after it goes), or to this
+        // value's end when it is the only member.
+        cut = Some(if first {
+            (key_start, usize::MAX)
+        } else {
+            (last_end, walker.position())
+        });
+        last_end = walker.position();
+        first = false;
+    }
+    let (start, end) = cut?;
+    let end = if end == usize::MAX { last_end } else { end };
+    Some([&params[..start], &params[end..]].concat())
+}
+
 /// The params of the client's request as it sent them (when sluice's own
 /// layer read it), with `edit` made (`None` from it: the params cannot be
 /// sent as text) and without the `_meta` keys sluice sets itself (see
@@ -301,8 +355,16 @@ pub(super) fn forwarded_params(
     let mut text =
         crate::jsonrpc::RawObject::of_checked(caller.sent_request.as_ref()?.params()?).ok()?;
     edit(&mut text)?;
-    if text.get("_meta").is_some() {
-        let emptied = text
+    own_meta_removed(&mut text)?;
+    Some(text.to_json())
+}
+
+/// Takes the keys of [`NOT_FORWARDED_META`] out of the params' `_meta`,
+/// and `_meta` itself when nothing else is left in it; `None` when
+/// `_meta` is no object.
+fn own_meta_removed(params: &mut crate::jsonrpc::RawObject<'_>) -> Option<()> {
+    if params.get("_meta").is_some() {
+        let emptied = params
             .edit_path(&["_meta"], |meta| {
                 for key in NOT_FORWARDED_META {
                     meta.remove(key);
@@ -311,10 +373,10 @@ pub(super) fn forwarded_params(
             })
             .ok()??;
         if emptied {
-            text.remove("_meta");
+            params.remove("_meta");
         }
     }
-    Some(text.to_json())
+    Some(())
 }
 
 /// An upstream's result in the shape of the client's protocol era: the
@@ -354,4 +416,82 @@ fn read_in_era(
             .get_or_insert(rmcp::model::ResultType::COMPLETE);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::RawObject;
+
+    /// Members as `(key, value)` texts: what the upstream reads of params.
+    fn members(params: &str) -> Vec<(String, String)> {
+        let object = RawObject::of_checked(params).unwrap();
+        let members = object.iter().map(|(k, v)| (k.to_owned(), v.to_owned()));
+        members.collect()
+    }
+
+    const VALUES: [&str; 6] = [r#""echo""#, "null", "-1.50", "[1,{}]", "{}", r#"{"a":"b"}"#];
+    const SPACES: [&str; 3] = ["", " ", "\n  "];
+
+    /// A `_meta` as a 2026-07-28 client sends it (what sluice sets
+    /// itself), at times with a key it forwards, at times no object.
+    fn meta(next: &mut impl FnMut(usize) -> usize) -> String {
+        const META_KEYS: [&str; 6] = [
+            r#""progressToken""#,
+            r#""io.modelcontextprotocol/protocolVersion""#,
+            r#""io.modelcontextprotocol/clientInfo""#,
+            r#""io.modelcontextprotocol/clientCapabilities""#,
+            r#""io.modelcontextprotocol/logLevel""#,
+            r#""x""#,
+        ];
+        if next(4) == 0 {
+            return VALUES[next(VALUES.len())].to_owned();
+        }
+        let members: Vec<String> = (0..next(4))
+            .map(|_| {
+                let keys = if next(5) == 0 { 6 } else { 4 };
+                format!("{}:{}", META_KEYS[next(keys)], VALUES[next(VALUES.len())])
+            })
+            .collect();
+        format!("{{{}}}", members.join(","))
+    }
+
+    #[test]
+    fn the_cut_gives_what_the_edit_gives_in_params_made_at_random() {
+        const KEYS: [&str; 4] = [r#""name""#, r#""arguments""#, r#""_meta""#, r#""x""#];
+        let mut next = crate::test_support::pseudo_random(0xc07);
+        let (mut cut_count, mut kept) = (0, 0);
+        for _ in 0..4000 {
+            let mut sent = Vec::new();
+            for _ in 0..next(5) {
+                let key = KEYS[next(KEYS.len())];
+                let value = match key {
+                    r#""_meta""# => meta(&mut next),
+                    _ => VALUES[next(VALUES.len())].to_owned(),
+                };
+                let [a, b, c, d] = [0; 4].map(|_| SPACES[next(SPACES.len())]);
+                sent.push(format!("{a}{key}{b}:{c}{value}{d}"));
+            }
+            let params = format!("{{{}{}}}", sent.join(","), SPACES[next(SPACES.len())]);
+            let mut edited = RawObject::of_checked(&params).unwrap();
+            let general = own_meta_removed(&mut edited).map(|()| edited.to_json());
+            match without_own_meta(&params) {
+                Some(cut) => {
+                    cut_count += 1;
+                    assert!(
+                        serde_json::from_str::<serde::de::IgnoredAny>(&cut).is_ok(),
+                        "{params:?} -> {cut:?}"
+                    );
+                    let general = general.expect("the edit takes what the cut takes");
+                    assert_eq!(members(&cut), members(&general), "{params:?} -> {cut:?}");
+                    assert!(!cut.contains("_meta"), "{cut:?}");
+                }
+                None => kept += 1,
+            }
+        }
+        assert!(
+            cut_count > 800 && kept > 800,
+            "{cut_count} cut, {kept} left"
+        );
+    }
 }
