@@ -830,24 +830,22 @@ pub(super) fn upstream_params<'a>(
     // nor an escape (which could spell any of them) is anywhere in the
     // text. The params go as the client sent them.
     let sent = caller.sent_request.as_ref().and_then(|m| m.params())?;
-    let untouched = [
-        "_meta",
+    let edited = [
         sluice_core::operation::TIMEOUT_ARG,
         sluice_core::cache::FRESH_ARG,
         "\\",
     ];
-    if exposed == params.name && !untouched.iter().any(|key| sent.contains(key)) {
-        // The client's text itself, not a copy (it may be megabytes).
-        return Some(sent.into());
-    }
-    // Nothing to edit but a `_meta` that holds only what sluice sets
-    // itself (a 2026-07-28 request's version, client and capabilities,
-    // a progress token): the client's text with that member cut out.
-    if exposed == params.name
-        && !untouched[1..].iter().any(|key| sent.contains(key))
-        && let Some(cut) = super::forwarding::without_own_meta(sent)
-    {
-        return Some(cut.into());
+    if exposed == params.name && !edited.iter().any(|key| sent.contains(key)) {
+        if !sent.contains("_meta") {
+            // The client's text itself, not a copy (it may be megabytes).
+            return Some(sent.into());
+        }
+        // Nothing to edit but a `_meta` that holds only what sluice sets
+        // itself (a 2026-07-28 request's version, client and
+        // capabilities, a progress token): that member cut out.
+        if let Some(cut) = super::forwarding::without_own_meta(sent) {
+            return Some(cut.into());
+        }
     }
     let keeps_fresh = params.has_argument(sluice_core::cache::FRESH_ARG);
     super::forwarding::forwarded_params(caller, |text| {

@@ -297,50 +297,39 @@ pub(super) fn forwarded_meta(meta: &RequestMetaObject) -> Option<RequestMetaObje
 /// any other params.
 pub(super) fn without_own_meta(params: &str) -> Option<String> {
     let mut walker = crate::jsonrpc::walk::members(params)?;
-    // The spans of the text before `_meta`'s member and after it.
-    let mut cut: Option<(usize, usize)> = None;
-    // Where the last member's value ended (first: just inside the brace).
-    let mut last_end = walker.position();
-    let mut first = true;
+    // The text cut: after an earlier member, from that member's end (the
+    // comma between them goes) to `_meta`'s end; first, from its key to
+    // the next member's key (the comma after it goes), or to its end
+    // when it is the only member.
+    let mut cut: Option<std::ops::Range<usize>> = None;
+    let mut cut_to_next_key = false;
+    // Where the last member's value ended; `None` before the first.
+    let mut last_end = None;
     while let Some(key) = walker.key() {
         let key_start = key.as_ptr() as usize - params.as_ptr() as usize;
-        if let Some((_, end)) = &mut cut
-            && *end == usize::MAX
-        {
-            // `_meta` came first: its member goes up to this one's key.
-            *end = key_start;
+        if std::mem::take(&mut cut_to_next_key) {
+            cut.as_mut()?.end = key_start;
         }
-        if key != "\"_meta\"" {
-            walker.value();
-            last_end = walker.position();
-            first = false;
-            continue;
-        }
-        if cut.is_some() || !walker.enter(b'{') {
-            return None;
-        }
-        while let Some(meta_key) = walker.key() {
-            let plain = meta_key.strip_prefix('"')?.strip_suffix('"')?;
-            if !NOT_FORWARDED_META.contains(&plain) {
+        if key == "\"_meta\"" {
+            if cut.is_some() || !walker.enter(b'{') {
                 return None;
             }
+            while let Some(meta_key) = walker.key() {
+                let plain = meta_key.strip_prefix('"')?.strip_suffix('"')?;
+                if !NOT_FORWARDED_META.contains(&plain) {
+                    return None;
+                }
+                walker.value();
+            }
+            cut = Some(last_end.unwrap_or(key_start)..walker.position());
+            cut_to_next_key = last_end.is_none();
+        } else {
             walker.value();
         }
-        // After an earlier member: from that member's end (the comma
-        // between them goes) to this value's end. First: from this key to
-        // the next member's key (the comma after it goes), or to this
-        // value's end when it is the only member.
-        cut = Some(if first {
-            (key_start, usize::MAX)
-        } else {
-            (last_end, walker.position())
-        });
-        last_end = walker.position();
-        first = false;
+        last_end = Some(walker.position());
     }
-    let (start, end) = cut?;
-    let end = if end == usize::MAX { last_end } else { end };
-    Some([&params[..start], &params[end..]].concat())
+    let cut = cut?;
+    Some([&params[..cut.start], &params[cut.end..]].concat())
 }
 
 /// The params of the client's request as it sent them (when sluice's own

@@ -50,6 +50,10 @@ pub const MAX_DEPTH: usize = 127;
 /// version.
 pub const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 
+/// [`PROTOCOL_VERSION_META`] as a key is sent, quotes included (what a
+/// walk of the text compares keys with).
+const PROTOCOL_VERSION_META_KEY: &str = "\"io.modelcontextprotocol/protocolVersion\"";
+
 /// What a JSON-RPC message is, from the members it has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -314,43 +318,22 @@ struct RoutingTexts<'a> {
 
 impl<'a> RoutingTexts<'a> {
     /// Found in one walk of `params` (checked text), `_meta` walked where
-    /// it lies, nothing collected; `None` for a key spelled with an escape
-    /// (left to [`RoutingTexts::of_members`], which decodes keys).
+    /// it lies, nothing collected (a key spelled with escapes is the key
+    /// it spells, as [`super::walk::Walker::wanted`] reads it); `None` when
+    /// `params` is no object.
     fn walked(params: &'a str) -> Option<RoutingTexts<'a>> {
+        const WANTED: [&str; 4] = ["\"name\"", "\"uri\"", "\"cursor\"", "\"_meta\""];
         let mut texts = RoutingTexts::default();
         let mut walker = super::walk::members(params)?;
-        while let Some(key) = walker.key() {
-            let slot = match key {
-                "\"name\"" => &mut texts.name,
-                "\"uri\"" => &mut texts.uri,
-                "\"cursor\"" => &mut texts.cursor,
-                "\"_meta\"" => {
-                    // The last `_meta` counts, with its members or none.
-                    (texts.progress_token, texts.protocol_version) = (None, None);
-                    let start = walker.position();
-                    if walker.enter(b'{') {
-                        while let Some(key) = walker.key() {
-                            let slot = match key.strip_prefix('"').and_then(|k| k.strip_suffix('"'))
-                            {
-                                Some("progressToken") => &mut texts.progress_token,
-                                Some(PROTOCOL_VERSION_META) => &mut texts.protocol_version,
-                                _ if key.contains('\\') => return None,
-                                _ => {
-                                    walker.value();
-                                    continue;
-                                }
-                            };
-                            *slot = Some(walker.value());
-                        }
-                        texts.meta = params.get(start..walker.position());
-                    } else {
-                        texts.meta = Some(walker.value());
-                    }
-                    continue;
-                }
-                _ if key.contains('\\') => return None,
+        // No member is refused for coming twice (`seen` empty): the last
+        // counts, as in the members' way.
+        while let Some(Ok(wanted)) = walker.wanted(&WANTED, &mut []) {
+            let slot = match wanted {
+                0 => &mut texts.name,
+                1 => &mut texts.uri,
+                2 => &mut texts.cursor,
                 _ => {
-                    walker.value();
+                    texts.meta_walked(params, &mut walker);
                     continue;
                 }
             };
@@ -359,8 +342,29 @@ impl<'a> RoutingTexts<'a> {
         Some(texts)
     }
 
+    /// Reads the `_meta` at `walker`'s position: the last one counts,
+    /// with its members or none.
+    fn meta_walked(&mut self, params: &'a str, walker: &mut super::walk::Walker<'a>) {
+        const WANTED: [&str; 2] = ["\"progressToken\"", PROTOCOL_VERSION_META_KEY];
+        (self.progress_token, self.protocol_version) = (None, None);
+        let start = walker.position();
+        if !walker.enter(b'{') {
+            self.meta = Some(walker.value());
+            return;
+        }
+        while let Some(Ok(wanted)) = walker.wanted(&WANTED, &mut []) {
+            let slot = match wanted {
+                0 => &mut self.progress_token,
+                _ => &mut self.protocol_version,
+            };
+            *slot = Some(walker.value());
+        }
+        self.meta = params.get(start..walker.position());
+    }
+
     /// Found by splitting `params` (and `_meta`) into members, keys
-    /// decoded: what [`RoutingTexts::walked`] leaves.
+    /// decoded: what [`RoutingTexts::walked`] leaves (params that are no
+    /// object, with the error that says so).
     fn of_members(params: &'a str) -> Result<RoutingTexts<'a>, MessageError> {
         let members = RawObject::of_checked(params).map_err(|e| MessageError::from_json(&e))?;
         let mut texts = RoutingTexts {
@@ -1127,6 +1131,14 @@ mod tests {
         let routing = none.routing().unwrap();
         assert!(
             routing.name.is_none() && routing.meta.is_none() && routing.progress_token.is_none()
+        );
+    }
+
+    #[test]
+    fn the_version_key_is_spelled_as_its_name() {
+        assert_eq!(
+            PROTOCOL_VERSION_META_KEY,
+            format!("\"{PROTOCOL_VERSION_META}\"")
         );
     }
 
