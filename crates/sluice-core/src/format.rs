@@ -56,11 +56,20 @@ pub fn group(n: u64) -> String {
     out
 }
 
+/// `n` and its noun, as a count is written: `1 line`, `6,000 lines`.
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{} {many}", group(n))
+    }
+}
+
 /// `629_145` → `"614 KB"`; 1 KB = 1024 bytes.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
     if n < 1024 {
-        return format!("{n} bytes");
+        return counted(n, "byte", "bytes");
     }
     let mut value = n as f64 / 1024.0;
     let mut unit = 0;
@@ -128,6 +137,13 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    fn a_count_of_one_takes_the_singular() {
+        assert_eq!(counted(1, "line", "lines"), "1 line");
+        assert_eq!(counted(0, "line", "lines"), "0 lines");
+        assert_eq!(counted(6_000, "entry", "entries"), "6,000 entries");
+    }
+
+    #[test]
     fn numbers_are_grouped() {
         assert_eq!(group(0), "0");
         assert_eq!(group(999), "999");
@@ -151,6 +167,8 @@ mod tests {
     #[test]
     fn sizes_are_short() {
         assert_eq!(bytes(500), "500 bytes");
+        assert_eq!(bytes(1), "1 byte");
+        assert_eq!(bytes(0), "0 bytes");
         assert_eq!(bytes(629_145), "614 KB");
         assert_eq!(bytes(5 * 1024 * 1024 + 1), "5.0 MB");
     }

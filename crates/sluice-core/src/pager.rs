@@ -191,7 +191,13 @@ fn list_arrays(arrays: &[(String, usize)]) -> String {
     let list: Vec<String> = arrays
         .iter()
         .take(6)
-        .map(|(p, n)| format!("`{}` ({} items)", if p.is_empty() { "\"\"" } else { p }, n))
+        .map(|(p, n)| {
+            format!(
+                "`{}` ({})",
+                if p.is_empty() { "\"\"" } else { p },
+                crate::format::counted(*n as u64, "item", "items")
+            )
+        })
         .collect();
     format!(". Arrays: {}", list.join(", "))
 }
@@ -1858,7 +1864,7 @@ mod tests {
         let err = Plan::new(&doc, Some("/s"), b).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "`/s` is a string that fits in a page: there is nothing to page there; page the value around it (`\"path\":\"\"`) or read it with jq. Arrays: `/a` (3 items), `/b/c` (1 items)"
+            "`/s` is a string that fits in a page: there is nothing to page there; page the value around it (`\"path\":\"\"`) or read it with jq. Arrays: `/a` (3 items), `/b/c` (1 item)"
         );
         assert!(matches!(
             Plan::new(&doc, Some("/nope"), b),

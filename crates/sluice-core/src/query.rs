@@ -79,8 +79,9 @@ pub enum QueryError {
     /// The document is not JSON.
     #[error("the stored result is not JSON: {0}")]
     Input(String),
-    /// The filter raised an error at run time.
-    #[error("the filter failed: {0}")]
+    /// The filter raised an error at run time (its text cut by
+    /// [`message_of`]).
+    #[error("{FILTER_FAILED}: {0}")]
     Runtime(String),
     /// Too many outputs.
     #[error(
@@ -90,6 +91,96 @@ pub enum QueryError {
     /// Too much output.
     #[error("the filter's output passed {0} bytes: narrow it or `length` it")]
     TooLarge(usize),
+}
+
+/// How the message of a [`QueryError::Runtime`] begins.
+pub const FILTER_FAILED: &str = "the filter failed";
+
+/// The most bytes kept of the start of a run-time error's text, and of
+/// its end (see [`message_of`]).
+pub const ERROR_ENDS: usize = 300;
+
+/// The text of `error`, at most its first and its last [`ERROR_ENDS`]
+/// bytes around a note of how many were left out. jaq's messages quote
+/// the values a filter failed on whole (`cannot index [<the whole
+/// document>] with "content"`): written out whole, such a message took
+/// the document's size again under the worker's memory limit, and a cut
+/// of its start lost what the filter indexed with, the part that says
+/// what to mend. Never holds more than a few times [`ERROR_ENDS`].
+pub fn message_of(error: &impl std::fmt::Display) -> String {
+    use std::fmt::Write as _;
+    let mut ends = Ends::default();
+    let _ = write!(ends, "{error}");
+    ends.joined()
+}
+
+/// The start and the end of a text written in pieces (see [`message_of`]).
+#[derive(Default)]
+struct Ends {
+    head: String,
+    /// Once a piece went past the head, the rest goes to the tail, so
+    /// that the head stays the text's start.
+    head_full: bool,
+    /// The last bytes written (up to twice [`ERROR_ENDS`] between trims).
+    tail: String,
+    /// Every byte written.
+    total: usize,
+}
+
+impl std::fmt::Write for Ends {
+    fn write_str(&mut self, piece: &str) -> std::fmt::Result {
+        self.total += piece.len();
+        let mut rest = piece;
+        if !self.head_full {
+            let fits = floor_boundary(rest, ERROR_ENDS - self.head.len());
+            self.head.push_str(&rest[..fits]);
+            rest = &rest[fits..];
+            self.head_full = !rest.is_empty();
+        }
+        if rest.len() >= ERROR_ENDS {
+            self.tail.clear();
+            rest = &rest[ceil_boundary(rest, rest.len() - ERROR_ENDS)..];
+        }
+        self.tail.push_str(rest);
+        if self.tail.len() > 2 * ERROR_ENDS {
+            let from = ceil_boundary(&self.tail, self.tail.len() - ERROR_ENDS);
+            self.tail.drain(..from);
+        }
+        Ok(())
+    }
+}
+
+impl Ends {
+    fn joined(self) -> String {
+        let tail =
+            &self.tail[ceil_boundary(&self.tail, self.tail.len().saturating_sub(ERROR_ENDS))..];
+        match self.total - self.head.len() - tail.len() {
+            0 => self.head + tail,
+            left_out => format!(
+                "{}…({} bytes left out)…{tail}",
+                self.head,
+                crate::format::group(left_out as u64)
+            ),
+        }
+    }
+}
+
+/// The largest char boundary of `text` at or below `at`.
+fn floor_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// The smallest char boundary of `text` at or above `at`.
+fn ceil_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
 }
 
 /// A document read into jaq's values once, to run any number of filters on.
@@ -246,7 +337,7 @@ pub fn run_parsed(filter: &str, doc: &Parsed, limits: OutputLimits) -> Result<Ou
         let value = match out {
             Ok(v) => v,
             Err(exn) => match exn.get_err() {
-                Ok(err) => return Err(QueryError::Runtime(err.to_string())),
+                Ok(err) => return Err(QueryError::Runtime(message_of(&err))),
                 Err(_) => return Err(QueryError::Runtime("the filter halted".into())),
             },
         };
@@ -454,6 +545,99 @@ mod tests {
 
     fn q(filter: &str, doc: &str) -> Result<Vec<String>, QueryError> {
         run(filter, doc.as_bytes(), LIMITS)
+    }
+
+    /// A text written in pieces of `size` bytes (cut at char boundaries),
+    /// as a `Display` writes a value in many calls.
+    struct InPieces<'a>(&'a str, usize);
+
+    impl std::fmt::Display for InPieces<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            let mut rest = self.0;
+            while !rest.is_empty() {
+                let cut = ceil_boundary(rest, self.1.min(rest.len()));
+                f.write_str(&rest[..cut])?;
+                rest = &rest[cut..];
+            }
+            Ok(())
+        }
+    }
+
+    /// A run-time error's message keeps its start and its end, says how
+    /// many bytes it left out between them, and never cuts a character,
+    /// however the error's text comes in pieces.
+    #[test]
+    fn an_error_message_keeps_its_ends_whatever_its_pieces() {
+        let texts = [
+            String::new(),
+            "cannot index \"x\" with \"b\"".to_owned(),
+            "a".repeat(ERROR_ENDS * 2),
+            "a".repeat(ERROR_ENDS * 2 + 1),
+            format!(
+                "cannot index [\"{}\"] with \"content\"",
+                "line ".repeat(60_000)
+            ),
+            format!("cannot index \"{}\" with 0", "é".repeat(ERROR_ENDS + 3)),
+            "é€😀".repeat(500),
+            // A character that does not fit the head, then one that would.
+            format!("{}é{}", "a".repeat(ERROR_ENDS - 1), "b".repeat(1000)),
+        ];
+        for text in &texts {
+            let head = floor_boundary(text, ERROR_ENDS);
+            let tail = ceil_boundary(text, text.len().saturating_sub(ERROR_ENDS)).max(head);
+            let expected = if tail == head {
+                text.clone()
+            } else {
+                format!(
+                    "{}…({} bytes left out)…{}",
+                    &text[..head],
+                    crate::format::group((tail - head) as u64),
+                    &text[tail..]
+                )
+            };
+            for size in [
+                1,
+                2,
+                7,
+                ERROR_ENDS - 1,
+                ERROR_ENDS,
+                ERROR_ENDS + 1,
+                1000,
+                usize::MAX,
+            ] {
+                assert_eq!(
+                    message_of(&InPieces(text, size)),
+                    expected,
+                    "{} bytes in pieces of {size}",
+                    text.len()
+                );
+            }
+        }
+    }
+
+    /// jaq's message quotes the value a filter failed on whole: the
+    /// answer keeps what the filter indexed with, at the end, within a
+    /// bounded length.
+    #[test]
+    fn a_failure_on_a_large_value_says_what_it_indexed_with() {
+        let doc = format!("[{:?}]", "line ".repeat(60_000));
+        let Err(QueryError::Runtime(message)) = q(".content", &doc) else {
+            panic!("indexing an array with a key fails");
+        };
+        assert!(message.len() < 3 * ERROR_ENDS, "{} bytes", message.len());
+        assert!(
+            message.starts_with("cannot index [\"line line"),
+            "{message}"
+        );
+        assert!(message.ends_with("line \"] with \"content\""), "{message}");
+        assert!(message.contains("bytes left out)"), "{message}");
+        let Err(small) = q(".a.b", r#"{"a":"x"}"#) else {
+            panic!("indexing a string with a key fails");
+        };
+        assert_eq!(
+            small.to_string(),
+            "the filter failed: cannot index \"x\" with \"b\""
+        );
     }
 
     #[test]

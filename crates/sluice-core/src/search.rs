@@ -396,15 +396,83 @@ fn cut(text: &str, max: usize) -> String {
     }
 }
 
-/// The header line of a page of hits.
-pub fn header(hits: &Hits, page: &HitPage, kind: Kind, next_call: Option<&str>) -> String {
+/// The same search with its pattern read as a regular expression, to
+/// try when `query`, taken literally (the default), matched nothing and
+/// its pattern has a regular expression's syntax in it: a model that
+/// greps `error|warning` or `v1\.[0-9]+` means one, and "no matching
+/// lines" alone would tell it there are none.
+pub fn as_regex(query: &Query) -> Option<Query> {
+    const SYNTAX: [char; 11] = ['|', '[', '(', '*', '+', '?', '.', '^', '$', '\\', '{'];
+    (!query.regex && query.pattern.contains(SYNTAX)).then(|| Query {
+        regex: true,
+        ..query.clone()
+    })
+}
+
+/// Why a search that matched nothing may still have missed what was
+/// meant, said after "no matching …" in its header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Missed {
+    /// Its literal pattern, read as a regular expression (see
+    /// [`as_regex`]), matches this many lines or strings.
+    AsRegex(u64),
+    /// Its pattern is a JSON number, `true`, `false` or `null`, which a
+    /// search of JSON never matches: it reads strings only.
+    Scalar(String),
+}
+
+impl Missed {
+    /// [`Missed::Scalar`], if `query`'s pattern is one and the document
+    /// is JSON.
+    pub fn scalar(query: &Query, kind: Kind) -> Option<Missed> {
+        let pattern = query.pattern.trim();
+        let scalar = kind != Kind::Text
+            && !query.regex
+            && matches!(
+                serde_json::from_str::<serde_json::Value>(pattern),
+                Ok(serde_json::Value::Number(_)
+                    | serde_json::Value::Bool(_)
+                    | serde_json::Value::Null)
+            );
+        scalar.then(|| Missed::Scalar(pattern.to_owned()))
+    }
+
+    fn say(&self, kind: Kind) -> String {
+        match self {
+            Missed::AsRegex(n) => format!(
+                "the pattern was taken literally; as a regular expression (add \"regex\": true) it matches {}",
+                if kind == Kind::Text {
+                    crate::format::counted(*n, "line", "lines")
+                } else {
+                    crate::format::counted(*n, "string", "strings")
+                }
+            ),
+            Missed::Scalar(value) => format!(
+                "a search reads the strings of JSON (keys and values), never its numbers, true, false or null; the filter `[paths(. == {value})]` of sluice_query gives the paths of the values equal to {value}"
+            ),
+        }
+    }
+}
+
+/// The header line of a page of hits. `missed`: for a search that
+/// matched nothing, why it may have missed what was meant.
+pub fn header(
+    hits: &Hits,
+    page: &HitPage,
+    kind: Kind,
+    next_call: Option<&str>,
+    missed: Option<&Missed>,
+) -> String {
     let what = if kind == Kind::Text {
         "matching lines"
     } else {
         "matching strings"
     };
     let mut out = if page.start == page.end {
-        format!("no {what}")
+        match missed {
+            Some(missed) => format!("no {what}: {}", missed.say(kind)),
+            None => format!("no {what}"),
+        }
     } else {
         format!(
             "{what} {}–{} of {}",
@@ -426,6 +494,33 @@ pub fn header(hits: &Hits, page: &HitPage, kind: Kind, next_call: Option<&str>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which patterns a search that found nothing retells: a JSON number,
+    /// `true`, `false` or `null` over JSON (literal), and a literal with
+    /// a regex's syntax as a regex.
+    #[test]
+    fn a_miss_is_retold_for_scalars_over_json_and_regex_syntax() {
+        let query = |pattern: &str, regex: bool| Query {
+            pattern: pattern.into(),
+            regex,
+            case_sensitive: false,
+        };
+        for scalar in [" 12 ", "-0.5", "1e3", "true", "false", "null"] {
+            assert_eq!(
+                Missed::scalar(&query(scalar, false), Kind::Json),
+                Some(Missed::Scalar(scalar.trim().into())),
+                "{scalar}"
+            );
+            assert_eq!(Missed::scalar(&query(scalar, false), Kind::Text), None);
+            assert_eq!(Missed::scalar(&query(scalar, true), Kind::Json), None);
+        }
+        for not_scalar in ["\"12\"", "12 apples", "[1]", "nul", ""] {
+            assert_eq!(Missed::scalar(&query(not_scalar, false), Kind::Json), None);
+        }
+        assert_eq!(as_regex(&query("a|b", false)), Some(query("a|b", true)));
+        assert_eq!(as_regex(&query("a|b", true)), None);
+        assert_eq!(as_regex(&query("plain words-and #1", false)), None);
+    }
 
     fn matcher(kind: Kind, pattern: &str, regex: bool, case_sensitive: bool) -> Matcher {
         Matcher::new(
@@ -605,7 +700,7 @@ mod tests {
             "5-line 5\n6-line 6\n7:line 7 ERROR\n8-line 8\n9-line 9\n--\n12-line 12\n13-line 13\n14:line 14 ERROR\n15-line 15\n16-line 16\n"
         );
         assert_eq!(
-            header(&hits, &page, Kind::Text, None),
+            header(&hits, &page, Kind::Text, None, None),
             "matching lines 1–2 of 2 · last page"
         );
     }

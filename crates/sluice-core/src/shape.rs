@@ -640,14 +640,16 @@ pub fn preview(value: &Value, cut: Cut) -> Value {
 }
 
 fn preview_at(value: &Value, cut: Cut, level: usize) -> Value {
-    use crate::format::group;
+    use crate::format::{counted, group};
     match value {
-        Value::Array(items) if level >= cut.depth && !items.is_empty() => {
-            Value::String(format!("[Array: {} items]", group(items.len() as u64)))
-        }
-        Value::Object(map) if level >= cut.depth && !map.is_empty() => {
-            Value::String(format!("[Object: {} keys]", group(map.len() as u64)))
-        }
+        Value::Array(items) if level >= cut.depth && !items.is_empty() => Value::String(format!(
+            "[Array: {}]",
+            counted(items.len() as u64, "item", "items")
+        )),
+        Value::Object(map) if level >= cut.depth && !map.is_empty() => Value::String(format!(
+            "[Object: {}]",
+            counted(map.len() as u64, "key", "keys")
+        )),
         Value::Array(items) => {
             let mut kept: Vec<Value> = items
                 .iter()
@@ -656,8 +658,8 @@ fn preview_at(value: &Value, cut: Cut, level: usize) -> Value {
                 .collect();
             if items.len() > cut.items {
                 kept.push(Value::String(format!(
-                    "… {} more items",
-                    group((items.len() - cut.items) as u64)
+                    "… {}",
+                    counted((items.len() - cut.items) as u64, "more item", "more items")
                 )));
             }
             Value::Array(kept)
@@ -809,7 +811,7 @@ mod tests {
         };
         assert_eq!(
             preview(&v, cut),
-            json!({"a": {"b": "[Object: 1 keys]"}, "list": [1, 2, "… 2 more items"], "s": "abc…(+5 chars)"})
+            json!({"a": {"b": "[Object: 1 key]"}, "list": [1, 2, "… 2 more items"], "s": "abc…(+5 chars)"})
         );
     }
 }

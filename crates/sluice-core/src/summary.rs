@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::budget::{Budget, count_chars, tokens_within};
 use crate::document::{Document, Kind};
-use crate::format::{bytes, group};
+use crate::format::{bytes, counted, group};
 use crate::shape::{Cut, Field, FieldValues, Recursion, Shape, Step, TreeSize, preview, tree_size};
 
 /// What is known about a stored result besides its document.
@@ -108,8 +108,8 @@ impl Overview {
             .collect();
         Self {
             shapes: vec![format!(
-                "text, {} lines (the longest {})",
-                group(starts.len() as u64),
+                "text, {} (the longest {})",
+                counted(starts.len() as u64, "line", "lines"),
                 bytes(longest as u64)
             )],
             bulk: None,
@@ -247,15 +247,15 @@ impl Overview {
                         items.retain(|v| !v.as_str().is_some_and(|s| s.starts_with("… ")));
                         if *n > items.len() {
                             items.push(Value::String(format!(
-                                "… {} more items",
-                                group((*n - items.len()) as u64)
+                                "… {}",
+                                counted((*n - items.len()) as u64, "more item", "more items")
                             )));
                         }
                     }
                     label = format!(
-                        "{} of {} items, {label}",
+                        "{} of {}, {label}",
                         group(shown as u64),
-                        group(*n as u64)
+                        counted(*n as u64, "item", "items")
                     );
                 }
                 let text = serde_json::to_string(&cut_value).unwrap_or_default();
@@ -269,7 +269,11 @@ impl Overview {
                     .map(|l| cut_line(l, cut.string_chars))
                     .collect();
                 (
-                    format!("first {} of {} lines", group(shown as u64), group(*lines)),
+                    format!(
+                        "first {} of {}",
+                        group(shown as u64),
+                        counted(*lines, "line", "lines")
+                    ),
                     text.join("\n"),
                 )
             }
@@ -686,7 +690,10 @@ fn write(
             } else {
                 pointer
             };
-            out.push_str(&format!(" — the bulk: {} items at {at}", group(*n as u64)));
+            out.push_str(&format!(
+                " — the bulk: {} at {at}",
+                counted(*n as u64, "item", "items")
+            ));
         }
         (None, None) => {}
     }
@@ -736,10 +743,10 @@ fn write(
     if overview.tree.is_none() {
         for (pointer, n) in &overview.other_arrays {
             out.push_str(&format!(
-                "  {} {{\"path\":{:?}}} — {} items\n",
+                "  {} {{\"path\":{:?}}} — {}\n",
                 answer.read_tool,
                 pointer,
-                group(*n as u64)
+                counted(*n as u64, "item", "items")
             ));
         }
     }

@@ -116,7 +116,7 @@ impl Governor {
         let path = bulk_path(&stored.doc);
         let expires_at = timestamp(listed.expires_at);
         let mut text = format!(
-            "{} — {} of {}, {}{} tokens ({}), {} characters; stored {} ago, expires {expires_at} unless read again.\n",
+            "{} — {}, {}, {}{} tokens ({}), {} characters; stored {} ago, expires {expires_at} unless read again.\n",
             stored.handle,
             info.source,
             stored.doc.kind().as_str(),
@@ -134,13 +134,13 @@ impl Governor {
             .take(6)
             .map(|a| {
                 format!(
-                    "{} ({} items)",
+                    "{} ({})",
                     if a.pointer.is_empty() {
                         "\"\""
                     } else {
                         &a.pointer
                     },
-                    group(a.items as u64)
+                    sluice_core::format::counted(a.items as u64, "item", "items")
                 )
             })
             .collect();
@@ -182,9 +182,9 @@ impl Governor {
         let health = store.health();
         text.push_str(&match &health {
             Ok(()) => format!(
-                "The store ({} backend) holds {} results, {}.\n",
+                "The store ({} backend) holds {}, {}.\n",
                 store.backend(),
-                group(entries as u64),
+                sluice_core::format::counted(entries as u64, "result", "results"),
                 bytes(held)
             ),
             // Its figures are not known while it fails.

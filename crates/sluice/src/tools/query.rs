@@ -51,6 +51,30 @@ fn outcome(result: &Result<CallToolResult, ToolError>, stopped: bool) -> QueryOu
     }
 }
 
+/// What the model is told when its filter failed on `doc`: why, and for
+/// a text, how a text is queried (a filter written for the tool's JSON
+/// result, `.content[0].text`, fails on the array of its lines, and the
+/// failure alone does not say what the filter ran on).
+fn failure_message(
+    failed: &crate::jq::pool::Failed,
+    doc: &sluice_core::document::Document,
+) -> String {
+    // The message may quote the filter: cut.
+    let mut message = format!(
+        "{QUERY}: {}",
+        sluice_core::format::cut(failed.message(), 1000)
+    );
+    if matches!(failed, crate::jq::pool::Failed::Refused(why) if why.starts_with(sluice_core::query::FILTER_FAILED))
+        && doc.kind() == sluice_core::document::Kind::Text
+    {
+        message.push_str(&format!(
+            ". This result is a text: it is queried as the JSON array of its lines ({}), so `.[0]` is its first line, `length` counts its lines, and `.[] | select(test(\"…\"))` gives the lines that match.",
+            sluice_core::format::counted(doc.line_starts().len() as u64, "line", "lines")
+        ));
+    }
+    message
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct QueryArgs {
@@ -85,7 +109,7 @@ impl Governor {
         let args: QueryArgs = match parse_args(
             QUERY,
             arguments,
-            "{{\"handle\":\"h_…\",\"filter\":\".rows | length\"}}",
+            "{\"handle\":\"h_…\",\"filter\":\".rows | length\"}",
         ) {
             Ok(args) => args,
             Err(message) => return Err(ToolError::Model(message)),
@@ -107,13 +131,9 @@ impl Governor {
         // splits it).
         let outputs = match self.jq().run(&args.filter, &stored).await {
             Ok(answer) => answer.outputs,
-            // The message may quote the filter: cut.
             Err(failed) => {
                 *stopped = matches!(failed, crate::jq::pool::Failed::Stopped(_));
-                return Err(ToolError::Model(format!(
-                    "{QUERY}: {}",
-                    sluice_core::format::cut(failed.message(), 1000)
-                )));
+                return Err(ToolError::Model(failure_message(&failed, &stored.doc)));
             }
         };
         let mut meta = json!({

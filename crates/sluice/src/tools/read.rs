@@ -74,7 +74,7 @@ impl Governor {
         let args: ReadArgs = match parse_args(
             READ,
             arguments,
-            "{{\"handle\":\"h_…\",\"page\":2}} or {{\"cursor\":\"c1_…\"}}",
+            "{\"handle\":\"h_…\",\"page\":2} or {\"cursor\":\"c1_…\"}",
         ) {
             Ok(args) => args,
             Err(message) => return Err(ToolError::Model(message)),

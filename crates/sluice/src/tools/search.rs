@@ -87,6 +87,22 @@ pub(super) fn invalid_search_cursor(why: impl std::fmt::Display) -> ErrorData {
     )
 }
 
+/// How many matches `query`'s pattern has in `stored` as a regular
+/// expression, when taken literally it had none (see
+/// [`search::as_regex`]); `None` if it has no regex syntax, does not
+/// compile as a regex, or matches nothing as one either. A second pass
+/// over the document, made only when the first found nothing.
+async fn regex_total(stored: Arc<sluice_core::store::Stored>, query: &Query) -> Option<u64> {
+    let regex = search::as_regex(query)?;
+    tokio::task::spawn_blocking(move || {
+        let matcher = Matcher::new(&regex, stored.doc.kind()).ok()?;
+        Some(search::search(&stored.doc, &matcher).total).filter(|&n| n > 0)
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
 impl Governor {
     /// `sluice_search`.
     pub async fn search(
@@ -248,7 +264,22 @@ impl Governor {
         let call = next
             .as_ref()
             .map(|c| format!("{SEARCH} {{\"cursor\":\"{c}\"}}"));
-        let header = search::header(&hits, &page, stored.doc.kind(), call.as_deref());
+        let missed = match hits.total {
+            0 => match search::Missed::scalar(&cursor.query, stored.doc.kind()) {
+                Some(scalar) => Some(scalar),
+                None => regex_total(stored.clone(), &cursor.query)
+                    .await
+                    .map(search::Missed::AsRegex),
+            },
+            _ => None,
+        };
+        let header = search::header(
+            &hits,
+            &page,
+            stored.doc.kind(),
+            call.as_deref(),
+            missed.as_ref(),
+        );
         let meta = json!({
             "handle": stored.handle,
             "pattern": cursor.query.pattern,

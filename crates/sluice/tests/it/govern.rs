@@ -113,7 +113,8 @@ async fn twenty_thousand_records_are_stored_and_their_pages_reassemble() {
     let info = call(&client, "sluice_info", json!({"handle": handle})).await;
     let text = first_text(&info);
     assert!(
-        text.contains("Shape: {count: integer, rows: [")
+        text.starts_with(&format!("{handle} — records, json, "))
+            && text.contains("Shape: {count: integer, rows: [")
             && text.contains("Arrays: /rows (20,000 items)"),
         "{text}"
     );
@@ -450,7 +451,7 @@ async fn bad_reads_get_clear_errors_and_sluice_keeps_serving() {
     .await;
     assert_eq!(
         error_text(&r),
-        "`/count` is a number that fits in a page: there is nothing to page there; page the value around it (`\"path\":\"\"`) or read it with jq. Arrays: `/rows` (3000 items)."
+        "`/count` is a number that fits in a page: there is nothing to page there; page the value around it (`\"path\":\"\"`) or read it with jq. Arrays: `/rows` (3,000 items)."
     );
     // A path that goes into a scalar.
     let r = call(

@@ -392,3 +392,34 @@ async fn sluice_cancel_stops_an_operation_upstream() {
         first_text(&foreign)
     );
 }
+
+/// A built-in tool called with an argument it does not take says which,
+/// and shows a call it takes, as JSON a model can copy (the examples of
+/// `sluice_read` and `sluice_query` came out as `{{"handle":…}}`).
+#[tokio::test(start_paused = true)]
+async fn a_builtin_tool_given_a_wrong_argument_shows_a_call_it_takes() {
+    let h = Harness::new().start().await;
+    for tool in [
+        "sluice_read",
+        "sluice_search",
+        "sluice_query",
+        "sluice_info",
+    ] {
+        let answer = h.call(tool, json!({"bogus": 1})).await;
+        assert_eq!(answer.is_error, Some(true), "{tool}");
+        let text = first_text(&answer);
+        let (why, example) = text
+            .split_once(". Call it as ")
+            .unwrap_or_else(|| panic!("{tool}: {text}"));
+        assert!(
+            why.starts_with(&format!("{tool}: unknown field `bogus`")),
+            "{text}"
+        );
+        // Each call the example offers is a JSON object.
+        for call in example.trim_end_matches('.').split(" or ") {
+            let call: Value = serde_json::from_str(call)
+                .unwrap_or_else(|e| panic!("{tool}: `{call}` is not JSON ({e}): {text}"));
+            assert!(call.is_object(), "{tool}: {text}");
+        }
+    }
+}

@@ -118,6 +118,23 @@ async fn queries_answer_inline_or_are_stored_and_chain() {
     )
     .await;
     assert_eq!(first_text(&lines), "4348\n\"00000777\"");
+    // A filter written for the tool's JSON result fails on the lines: the
+    // error keeps what it indexed with (jaq quotes the whole array before
+    // it) and says how a text is queried.
+    let json_filter = call(
+        &client,
+        "sluice_query",
+        json!({"handle": text, "filter": ".content[0].text"}),
+    )
+    .await;
+    let why = error_text(&json_filter);
+    assert!(
+        why.starts_with("sluice_query: the filter failed: cannot index [\"00000000 ")
+            && why.contains(" bytes left out)…")
+            && why.contains("\"] with \"content\". This result is a text: it is queried as the JSON array of its lines (4,348 lines), so `.[0]` is its first line"),
+        "{why}"
+    );
+    assert!(why.len() < 1_200, "{} bytes: {why}", why.len());
 }
 
 #[tokio::test]
@@ -145,6 +162,7 @@ async fn bad_filters_get_clear_errors_and_sluice_keeps_serving() {
     }
     let runtime = error_text(&call(&client, "sluice_query", q(".count + \"x\"")).await);
     assert!(runtime.contains("the filter failed"), "{runtime}");
+    assert!(!runtime.contains("This result is a text"), "{runtime}");
     let many = error_text(&call(&client, "sluice_query", q("range(1000000)")).await);
     assert!(many.contains("more than 100000 outputs"), "{many}");
     let deep = error_text(&call(&client, "sluice_query", q("def f: [f]; f")).await);

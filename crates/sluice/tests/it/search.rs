@@ -28,6 +28,14 @@ async fn search_all(client: &Client, first: Value) -> (Vec<String>, Vec<String>,
     }
 }
 
+/// The header of a search of `handle` for `pattern` that matches nothing.
+async fn missed(client: &Client, handle: &str, pattern: &str) -> String {
+    let (_, headers, total) =
+        search_all(client, json!({"handle": handle, "pattern": pattern})).await;
+    assert_eq!(total, 0, "{pattern}");
+    headers.concat()
+}
+
 #[tokio::test]
 async fn json_matches_come_with_their_paths_and_all_are_found() {
     let (direct, _) = connect(&py_server()).await;
@@ -98,6 +106,35 @@ async fn json_matches_come_with_their_paths_and_all_are_found() {
             .text
             .starts_with("no matching strings")
     );
+
+    // What a search that matched nothing may have missed is said: the
+    // pattern's matches as a regex, or that numbers are not searched
+    // (with a filter that finds them, which runs).
+    let header = |pattern: &'static str| missed(&client, &handle, pattern);
+    let beta_or_gamma = want["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "gamma" || r["kind"] == "beta")
+        .count() as u64;
+    assert_eq!(
+        header("gamma|beta").await,
+        format!(
+            "no matching strings: the pattern was taken literally; as a regular expression (add \"regex\": true) it matches {} strings · last page",
+            sluice_core::format::group(beta_or_gamma)
+        )
+    );
+    assert_eq!(
+        header("0.37").await,
+        "no matching strings: a search reads the strings of JSON (keys and values), never its numbers, true, false or null; the filter `[paths(. == 0.37)]` of sluice_query gives the paths of the values equal to 0.37 · last page"
+    );
+    let paths = call(
+        &client,
+        "sluice_query",
+        json!({"handle": handle, "filter": "[paths(. == 0.37)]"}),
+    )
+    .await;
+    assert_eq!(first_text(&paths), r#"[["rows",1,"score"]]"#);
     direct.cancel().await.unwrap();
 }
 
@@ -132,6 +169,26 @@ async fn text_matches_come_with_line_numbers_and_context() {
     );
     assert!(text.contains(&format!("779-{:08} ", 778)));
     assert!(text.contains("\n--\n"));
+
+    // A pattern with a regular expression's syntax, taken literally (the
+    // default), that matches nothing: the answer says what it matches as
+    // a regex, not only "no matching lines" (which says there are none).
+    let header = |pattern: &'static str| missed(&client, &handle, pattern);
+    assert_eq!(
+        header("00000777 |00001777 ").await,
+        "no matching lines: the pattern was taken literally; as a regular expression (add \"regex\": true) it matches 2 lines · last page"
+    );
+    assert_eq!(
+        header("^00000777").await,
+        "no matching lines: the pattern was taken literally; as a regular expression (add \"regex\": true) it matches 1 line · last page"
+    );
+    // Nothing to say when it matches nothing as a regex either, or has
+    // no regex syntax.
+    assert_eq!(header("zz|yy").await, "no matching lines · last page");
+    assert_eq!(
+        header("no such words").await,
+        "no matching lines · last page"
+    );
 }
 
 #[tokio::test]
