@@ -367,11 +367,43 @@ impl Gateway {
         self.upstreams.iter().find(|u| u.name() == name)
     }
 
+    /// The listed tools a model may have meant by `name`, which routes to
+    /// no upstream: those of any upstream with the same name after the
+    /// prefix (`read_file`, or `filesystem__read_file` for
+    /// `fs__read_file`), at most four, sorted.
+    fn meant_tools(&self, name: &str) -> Vec<String> {
+        use sluice_core::naming::SEPARATOR;
+        let bare = name.split_once(SEPARATOR).map_or(name, |(_, bare)| bare);
+        let mut meant: Vec<String> = lock(&self.input_schemas)
+            .keys()
+            .filter(|listed| {
+                listed
+                    .split_once(SEPARATOR)
+                    .is_some_and(|(_, listed_bare)| listed_bare == bare)
+            })
+            .cloned()
+            .collect();
+        meant.sort_unstable();
+        meant.truncate(4);
+        meant
+    }
+
     fn unknown(&self, what: &str, name: &str) -> ErrorData {
         let hint = if self.namer.prefixed() {
             let names: Vec<&str> = self.upstreams.iter().map(|u| u.name()).collect();
+            let meant = match what {
+                "tool" => self.meant_tools(name),
+                _ => Vec::new(),
+            };
+            let meant = match meant.as_slice() {
+                [] => String::new(),
+                [one] => format!("; did you mean `{one}`?"),
+                [first @ .., last] => {
+                    format!("; did you mean `{}` or `{last}`?", first.join("`, `"))
+                }
+            };
             format!(
-                ": names are `<upstream>__<{what}>` with upstream one of {}",
+                ": names are `<upstream>__<{what}>` with upstream one of {}{meant}",
                 names.join(", ")
             )
         } else {

@@ -203,9 +203,28 @@ async fn two_upstreams_from_a_config_file_are_prefixed_and_routed() {
         .unwrap_err()
         .to_string();
     assert!(
-        unknown.contains("unknown tool `nope__echo`") && unknown.contains("ref, shop"),
+        unknown.contains(
+            "unknown tool `nope__echo`: names are `<upstream>__<tool>` with upstream one of ref, shop; did you mean `ref__echo` or `shop__echo`?"
+        ),
         "{unknown}"
     );
+    // Without a prefix, or with one of no upstream: the listed tools of
+    // that name.
+    for (called, meant) in [
+        ("slow_task", "`shop__slow_task`"),
+        ("sample__inventory", "`shop__inventory`"),
+    ] {
+        let unknown = client
+            .call_tool(CallToolRequestParams::new(called))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            unknown.contains(&format!("unknown tool `{called}`"))
+                && unknown.ends_with(&format!("; did you mean {meant}?")),
+            "{unknown}"
+        );
+    }
 
     // Resources are routed by URI, prompts by prefix.
     let read = client
