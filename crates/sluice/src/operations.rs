@@ -692,13 +692,14 @@ impl Operations {
                 format!(" Running: {}", named.join(", "))
             };
             return Err(format!(
-                "{mine} operations of this client are running, the most allowed (`[operations] max_running`): wait for one (sluice_result {{\"operation\":\"…\",\"wait_s\":60}}) or stop one (sluice_cancel), then call again.{named}"
+                "you have {} running, the most allowed (`[operations] max_running`): wait for one (sluice_result {{\"operation\":\"…\",\"wait_s\":60}}) or stop one (sluice_cancel), then call again.{named}",
+                sluice_core::format::counted(mine as u64, "operation", "operations")
             ));
         }
         if running.len() >= self.settings.max_running_total {
             return Err(format!(
-                "{} operations are running in sluice, the most allowed (`[operations] max_running_total`): try again when one has ended.",
-                running.len()
+                "sluice is running {} for all its clients, the most allowed (`[operations] max_running_total`): try again when one has ended.",
+                sluice_core::format::counted(running.len() as u64, "operation", "operations")
             ));
         }
         Ok(())
@@ -800,7 +801,7 @@ impl Operations {
         }
         Err({
             format!(
-                "unknown operation `{}`: it was never started in this session, or it ended more than {} h ago, or more than {} operations of this client (`[operations] max_ended`), or {} in all, ended after it. {}",
+                "unknown operation `{}`: it was never started by you, or it ended more than {} h ago, or more than {} of yours (`[operations] max_ended`), or {} in all, ended after it. {}",
                 sluice_core::format::quoted_cut(id),
                 self.settings.retention.as_secs() / 3600,
                 self.settings.max_ended,
@@ -879,17 +880,17 @@ impl Operations {
         all
     }
 
-    /// "Operations of this session: …" for `sluice_info {}` and errors.
+    /// "Your operations: …" for `sluice_info {}` and errors.
     pub fn list_hint(&self, owner: &Owner) -> String {
         if !owner.may_list() {
             return String::new();
         }
         let mine = self.list(owner);
         if mine.is_empty() {
-            return "This session has no operations.".into();
+            return "You have no operations here.".into();
         }
         let lines: Vec<String> = mine.iter().take(20).map(|o| o.line()).collect();
-        format!("Operations of this session: {}.", lines.join("; "))
+        format!("Your operations: {}.", lines.join("; "))
     }
 
     /// The answer of a call that became an operation.
@@ -1274,7 +1275,7 @@ mod tests {
         let _second = start(&session, &mine);
         let refused = ops.admit(&session, &mine).unwrap_err();
         assert!(
-            refused.starts_with("2 operations of this client are running"),
+            refused.starts_with("you have 2 operations running"),
             "{refused}"
         );
         assert!(
@@ -1288,7 +1289,7 @@ mod tests {
             .admit(&Owner::Session(2), &Quota::Owner(Owner::Session(2)))
             .unwrap_err();
         assert!(
-            refused.starts_with("3 operations are running in sluice"),
+            refused.starts_with("sluice is running 3 operations for all its clients"),
             "{refused}"
         );
 

@@ -157,7 +157,7 @@ impl Brief {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
     /// Never stored, or stored for someone else.
-    #[error("unknown handle `{}`: it was never issued to this session", crate::format::quoted_cut(.0))]
+    #[error("unknown handle `{}`: it was never issued to you", crate::format::quoted_cut(.0))]
     Unknown(String),
     /// Stored, but not used for longer than the time-to-live.
     #[error("handle `{}` expired {} ago (results are kept {} after their last use)", crate::format::quoted_cut(.handle), crate::format::age(*ago_s), crate::format::age(*ttl_s))]

@@ -330,10 +330,10 @@ impl Busy {
     pub fn message(&self, waited: Duration) -> String {
         let own = match self.held_by_owner {
             0 => String::new(),
-            n => format!(", {n} of them with this session's own queries,"),
+            n => format!(", {n} of them with your own queries,"),
         };
         let how = if self.line_full {
-            format!("and this session already has {MAX_WAITING_PER_OWNER} queries waiting for one")
+            format!("and you already have {MAX_WAITING_PER_OWNER} queries waiting for one")
         } else {
             format!("for {}", seconds(waited))
         };
@@ -765,7 +765,7 @@ mod tests {
         );
         let message = refused.message(WAIT);
         assert!(
-            message.starts_with("all 2 jq workers were busy, 2 of them with this session's own queries, for 11 s: the filter did not run (nothing is wrong with it). Try it again"),
+            message.starts_with("all 2 jq workers were busy, 2 of them with your own queries, for 11 s: the filter did not run (nothing is wrong with it). Try it again"),
             "{message}"
         );
     }
@@ -861,7 +861,7 @@ mod tests {
         assert!(full.line_full);
         assert!(
             full.message(WAIT)
-                .contains("already has 16 queries waiting")
+                .contains("you already have 16 queries waiting")
         );
         drop(a);
         for waiter in line {

@@ -19,7 +19,7 @@ use super::*;
 pub(super) fn tool() -> Tool {
     Tool::new(
         INFO,
-        "A stored result's shape, size, pages and expiry; without handle, this session's stored results and operations.",
+        "A stored result's shape, size, pages and expiry; without handle, your stored results and operations.",
         object(json!({"type": "object", "properties": {"handle": {"type": "string"}}})),
     )
 }
@@ -168,12 +168,9 @@ impl Governor {
         let mut text = if !owner.may_list() {
             "Stored results are not listed to clients without a session: each handle is the key to its result, so keep the handles your answers named.\n".to_owned()
         } else if listed.is_empty() {
-            "No stored results in this session: results within the budget pass through whole; larger ones are stored and their answer names a handle.\n".to_owned()
+            "You have no stored results: results within the budget pass through whole; larger ones are stored and their answer names a handle.\n".to_owned()
         } else {
-            format!(
-                "Stored results of this session, newest first ({}):\n",
-                listed.len()
-            )
+            format!("Your stored results, newest first ({}):\n", listed.len())
         };
         for l in &listed {
             text.push_str(&format!("  {}\n", describe(l)));
@@ -230,17 +227,17 @@ impl Governor {
         result
     }
 
-    /// "Handles of this session: …", for error messages.
+    /// "Your stored results: …", for error messages.
     pub(super) async fn handles_hint(&self, owner: &Owner) -> String {
         if !owner.may_list() {
             return "Use a handle an answer named, or call the tool again.".into();
         }
         let listed = self.listed(owner, 5).await;
         if listed.is_empty() {
-            return "This session has no stored results: call the tool again.".into();
+            return "You have no stored results: call the tool again.".into();
         }
         let names: Vec<String> = listed.iter().map(describe).collect();
-        format!("This session's stored results: {}.", names.join("; "))
+        format!("Your stored results: {}.", names.join("; "))
     }
 }
 

@@ -120,10 +120,9 @@ impl Governor {
         let via_cursor = matches!(request.from, Start::At(_));
         match self.page(owner, &request).await {
             Ok(page) => Ok(self.page_result(&request, &page)),
-            Err(ReadError::Store(StoreError::Unknown(_))) if via_cursor => Err(invalid_cursor(
-                "this cursor belongs to a result this session does not have",
-            )
-            .into()),
+            Err(ReadError::Store(StoreError::Unknown(_))) if via_cursor => {
+                Err(invalid_cursor("this cursor belongs to a result you do not have").into())
+            }
             Err(ReadError::Store(e)) => Err(ToolError::Model(format!(
                 "{e}. {}",
                 self.handles_hint(owner).await

@@ -87,7 +87,7 @@ impl Governor {
             Ok(page) => page,
             Err(ReadError::Store(StoreError::Unknown(_))) if cursor_given => {
                 return Err(invalid_cursor(
-                    "this cursor belongs to a result this session does not have",
+                    "this cursor belongs to a result you do not have",
                 ));
             }
             Err(ReadError::Store(e)) => {

@@ -192,7 +192,7 @@ impl Governor {
             Ok(listed) => listed.stored,
             Err(StoreError::Unknown(_)) if via_cursor => {
                 return Err(invalid_search_cursor(
-                    "this cursor belongs to a result this session does not have",
+                    "this cursor belongs to a result you do not have",
                 )
                 .into());
             }

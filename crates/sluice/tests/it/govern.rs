@@ -591,7 +591,7 @@ async fn handles_and_cursors_of_another_session_are_refused() {
         .await
         .unwrap_err();
     assert!(
-        err.to_string().contains("this session does not have"),
+        err.to_string().contains("a result you do not have"),
         "{err}"
     );
     assert!(

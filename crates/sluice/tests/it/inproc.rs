@@ -206,7 +206,7 @@ async fn a_large_cached_result_is_stored_once_per_owner_while_its_handle_lives()
     let gone = h.call("sluice_read", json!({"handle": handle})).await;
     assert!(
         first_text(&gone).starts_with(&format!(
-            "handle `{handle}` expired 0 s ago (results are kept 3 s after their last use). This session's stored results: {renewed} — lookup, "
+            "handle `{handle}` expired 0 s ago (results are kept 3 s after their last use). Your stored results: {renewed} — lookup, "
         )),
         "{}",
         first_text(&gone)
@@ -237,7 +237,7 @@ async fn unused_results_expire_after_the_configured_time() {
     assert_eq!(
         first_text(&gone),
         format!(
-            "handle `{handle}` expired 0 s ago (results are kept 1 s after their last use). This session has no stored results: call the tool again."
+            "handle `{handle}` expired 0 s ago (results are kept 1 s after their last use). You have no stored results: call the tool again."
         )
     );
 }

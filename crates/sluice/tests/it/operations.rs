@@ -270,7 +270,7 @@ async fn a_client_that_leaves_does_not_cancel_its_operations_and_limits_hold() {
         error_text(&call(&first, "sleep", json!({"seconds": 1, "_timeout_s": 0.3})).await);
     assert!(
         refused.contains(
-            "1 operations of this client are running, the most allowed (`[operations] max_running`)"
+            "you have 1 operation running, the most allowed (`[operations] max_running`)"
         ),
         "{refused}"
     );

@@ -183,7 +183,7 @@ async fn principals_never_reach_each_others_results_cursors_or_operations_in_eit
         // Every one of alice's ids is unknown to bob...
         for (attempt, expected) in [
             ("read", "unknown handle"),
-            ("cursor", "belongs to a result this session does not have"),
+            ("cursor", "belongs to a result you do not have"),
             ("query", "unknown handle"),
             ("search", "unknown handle"),
             ("result", "unknown operation"),
@@ -206,6 +206,12 @@ async fn principals_never_reach_each_others_results_cursors_or_operations_in_eit
         let again = &seen["alice_again"];
         let info = again["info"]["text"].as_str().unwrap();
         assert!(info.contains(handle), "{mode}: {info}");
+        // Told as hers, not as the session's (it is another session).
+        assert!(
+            info.starts_with("Your stored results, newest first (")
+                && !info.contains("this session"),
+            "{mode}: {info}"
+        );
         assert!(info.contains(operation), "{mode}: {info}");
         assert_eq!(again["read"]["is_error"], false, "{mode}: {again}");
         assert_eq!(again["cancel"]["is_error"], false, "{mode}: {again}");
