@@ -423,11 +423,13 @@ pub enum Missed {
 
 impl Missed {
     /// [`Missed::Scalar`], if `query`'s pattern is one and the document
-    /// is JSON.
+    /// is JSON. (At most [`crate::format::QUOTED_CHARS`] bytes: the header
+    /// quotes it twice, and must fit the budget whatever the pattern.)
     pub fn scalar(query: &Query, kind: Kind) -> Option<Missed> {
         let pattern = query.pattern.trim();
         let scalar = kind != Kind::Text
             && !query.regex
+            && pattern.len() <= crate::format::QUOTED_CHARS
             && matches!(
                 serde_json::from_str::<serde_json::Value>(pattern),
                 Ok(serde_json::Value::Number(_)
@@ -514,7 +516,8 @@ mod tests {
             assert_eq!(Missed::scalar(&query(scalar, false), Kind::Text), None);
             assert_eq!(Missed::scalar(&query(scalar, true), Kind::Json), None);
         }
-        for not_scalar in ["\"12\"", "12 apples", "[1]", "nul", ""] {
+        let long_number = "1".repeat(crate::format::QUOTED_CHARS + 1);
+        for not_scalar in ["\"12\"", "12 apples", "[1]", "nul", "", &long_number] {
             assert_eq!(Missed::scalar(&query(not_scalar, false), Kind::Json), None);
         }
         assert_eq!(as_regex(&query("a|b", false)), Some(query("a|b", true)));
