@@ -59,6 +59,12 @@ pub async fn run(
         result = gateway.call_tool(params, &caller).await;
     }
     gateway.shutdown().await;
+    if let Ok(CallToolResponse::Complete(r)) = &result
+        && let Some(handle) = crate::govern::stored_handle(r)
+        && config.store.backend == sluice_core::store::StoreBackend::Memory
+    {
+        eprintln!("{}", memory_note(handle));
+    }
     let (json, ok) = match result {
         Ok(CallToolResponse::Complete(mut r)) => {
             // Printed for a person: the 2025-11-25 shape, without envelope fields.
@@ -73,4 +79,12 @@ pub async fn run(
     };
     println!("{json}");
     Ok(ok)
+}
+
+/// Said on stderr when `sluice call` stored its result in memory: the
+/// answer's next steps name a handle that ends with the command.
+fn memory_note(handle: &str) -> String {
+    format!(
+        "sluice: the result was over the budget, so sluice stored it (as {handle}) and printed what stands for it; the memory store ends with this command. To read it in later calls, keep results on disk: `[store] backend = \"disk\"` in a --config file, then `sluice call --config FILE --tool sluice_read --args '{{\"handle\":\"h_…\"}}'`."
+    )
 }

@@ -66,21 +66,12 @@ fn call_with_bad_json_arguments_is_explained() {
     assert!(err.contains("must be a JSON object"), "{err}");
 }
 
-#[test]
-fn call_prints_the_result_as_json() {
-    let sample = sample();
+/// `sluice --log-level warn call ARGS…`, which must succeed: what it
+/// printed, as JSON, and its stderr.
+fn call_ok(args: &[&str]) -> (serde_json::Value, String) {
     let out = Command::new(sluice())
-        .args([
-            "--log-level",
-            "warn",
-            "call",
-            "--tool",
-            "echo",
-            "--args",
-            r#"{"text":"hi"}"#,
-            "--",
-        ])
-        .args(&sample)
+        .args(["--log-level", "warn", "call"])
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -88,7 +79,16 @@ fn call_prints_the_result_as_json() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let result = serde_json::from_slice(&out.stdout).unwrap();
+    (result, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn call_prints_the_result_as_json() {
+    let sample = sample();
+    let mut args = vec!["--tool", "echo", "--args", r#"{"text":"hi"}"#, "--"];
+    args.extend(sample.iter().map(String::as_str));
+    let (value, _) = call_ok(&args);
     assert_eq!(value["content"][0]["text"], "hi");
     let out = Command::new(sluice())
         .args(["--log-level", "warn", "call", "--tool", "nosuch", "--"])
@@ -100,6 +100,50 @@ fn call_prints_the_result_as_json() {
         String::from_utf8_lossy(&out.stderr)
             .contains("no tool `nosuch`; the upstream has: echo, inventory, slow_task")
     );
+}
+
+/// `sluice call` whose result is stored says, on stderr, that the memory
+/// store ends with the command; with results on disk it says nothing and
+/// a later `sluice call` reads the handle's pages.
+#[test]
+fn a_call_whose_result_is_stored_says_where_it_can_be_read() {
+    let dir = TempDir::new("call-stored");
+    let call = |config: &std::path::Path, tool: &str, args: &str| {
+        call_ok(&[
+            "--config",
+            config.to_str().unwrap(),
+            "--tool",
+            tool,
+            "--args",
+            args,
+        ])
+    };
+    let upstream = toml_upstream("shop", &sample());
+    let in_memory = dir.file("memory.toml", &upstream);
+    let (result, stderr) = call(&in_memory, "inventory", r#"{"count":20000}"#);
+    let handle = result["_meta"]["sluice/stored"]["handle"].as_str().unwrap();
+    assert!(
+        stderr.contains(&format!("sluice stored it (as {handle})"))
+            && stderr.contains("the memory store ends with this command")
+            && stderr.contains("`[store] backend = \"disk\"`"),
+        "{stderr}"
+    );
+    let on_disk = dir.file(
+        "disk.toml",
+        &format!(
+            "{upstream}[store]\nbackend = \"disk\"\npath = {:?}\n",
+            dir.0.join("store")
+        ),
+    );
+    let (result, stderr) = call(&on_disk, "inventory", r#"{"count":20000}"#);
+    assert!(!stderr.contains("memory store"), "{stderr}");
+    let handle = result["_meta"]["sluice/stored"]["handle"].as_str().unwrap();
+    let (page, _) = call(
+        &on_disk,
+        "sluice_read",
+        &format!(r#"{{"handle":"{handle}","page":2}}"#),
+    );
+    assert_eq!(page["_meta"]["sluice/page"]["page"], 2, "{page}");
 }
 
 #[test]
