@@ -246,7 +246,8 @@ impl Outputs {
 fn compile(filter: &str) -> Result<jaq_core::Filter<data::JustLut<Val>>, QueryError> {
     let defs = jaq_core::defs()
         .chain(jaq_std::defs().filter(|def| !SELECTORS.contains(&def.name)))
-        .chain(jaq_json::defs());
+        .chain(jaq_json::defs())
+        .chain(jq_defs());
     let funs = jaq_core::funs()
         .chain(jaq_std::funs())
         .chain(jaq_json::funs())
@@ -267,6 +268,15 @@ fn compile(filter: &str) -> Result<jaq_core::Filter<data::JustLut<Val>>, QueryEr
         .with_funs(funs)
         .compile(modules)
         .map_err(|errors| QueryError::Compile(describe_compile_errors(filter, errors)))
+}
+
+/// What jq 1.6 defines and jaq does not (`@csv`, `@tsv`, `IN`, `INDEX`,
+/// `leaf_paths`, `tostream`, `truncate_stream`), in jq over jaq's own
+/// definitions (`query/defs.jq`).
+fn jq_defs() -> impl Iterator<Item = jaq_core::load::parse::Def<&'static str>> {
+    jaq_core::load::parse(include_str!("query/defs.jq"), |p| p.defs())
+        .expect("query/defs.jq parses (held by query::tests)")
+        .into_iter()
 }
 
 /// The type selectors that [`selectors`] implements natively.

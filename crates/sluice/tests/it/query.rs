@@ -77,6 +77,17 @@ async fn queries_answer_inline_or_are_stored_and_chain() {
 
     let count = call(&client, "sluice_query", q(".rows | length")).await;
     assert_eq!(first_text(&count), "20000");
+    // jq's own definitions that jaq lacks are there (`query/defs.jq`).
+    let table = call(
+        &client,
+        "sluice_query",
+        q(".rows[:2][] | [.id, .kind, .active] | @csv, @tsv"),
+    )
+    .await;
+    assert_eq!(
+        first_text(&table),
+        "\"0,\\\"alpha\\\",true\"\n\"0\\talpha\\ttrue\"\n\"1,\\\"beta\\\",false\"\n\"1\\tbeta\\tfalse\""
+    );
     assert_eq!(
         meta(&count, "sluice/query").unwrap(),
         json!({"handle": handle, "filter": ".rows | length", "outputs": 1})
