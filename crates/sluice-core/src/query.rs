@@ -96,6 +96,30 @@ pub enum QueryError {
 /// How the message of a [`QueryError::Runtime`] begins.
 pub const FILTER_FAILED: &str = "the filter failed";
 
+/// What to add to run-time failure `why` of `filter` where jq would not
+/// have failed: an assignment through a missing path, which jq creates and
+/// jaq refuses (`cannot use null as iterable`, `index … out of bounds`:
+/// words that do not say the path was missing).
+pub fn failure_hint(filter: &str, why: &str) -> Option<&'static str> {
+    let missing_path = why.contains("cannot use null as iterable") || why.contains("out of bounds");
+    (missing_path && assigns(filter)).then_some(
+        "jq would have created the missing path; sluice's engine (jaq) does not create paths through null or past an array's end on assignment: assign where the path exists, or make it first (`.a //= {} | .a.b = 1`, `. + {a: {b: 1}}`)",
+    )
+}
+
+/// Whether `filter` may assign (`=`, `|=`, `+=`…, `setpath`): an `=` that
+/// is not part of `==`, `!=`, `<=` or `>=`. (One inside a string counts
+/// too: this only chooses a hint.)
+fn assigns(filter: &str) -> bool {
+    let bytes = filter.as_bytes();
+    filter.contains("setpath")
+        || bytes.iter().enumerate().any(|(i, &b)| {
+            b == b'='
+                && bytes.get(i + 1) != Some(&b'=')
+                && !(i > 0 && matches!(bytes[i - 1], b'=' | b'!' | b'<' | b'>'))
+        })
+}
+
 /// The most bytes kept of the start of a run-time error's text, and of
 /// its end (see [`message_of`]).
 pub const ERROR_ENDS: usize = 300;
@@ -648,6 +672,44 @@ mod tests {
             small.to_string(),
             "the filter failed: cannot index \"x\" with \"b\""
         );
+    }
+
+    /// An assignment through a missing path fails in jaq where jq would
+    /// create it: the failure says so; other failures, and comparisons,
+    /// get no such hint.
+    #[test]
+    fn an_assignment_through_a_missing_path_is_explained() {
+        let doc = r#"{"items":[{"x":1}]}"#;
+        for filter in [
+            ".summary.count = 5",
+            ".summary.count |= 5",
+            ".summary.count += 1",
+            ".items[5].x = 1",
+            r#"setpath(["a", "b"]; 1)"#,
+        ] {
+            let Err(QueryError::Runtime(why)) = q(filter, doc) else {
+                panic!("{filter} creates a path in jq, not in jaq");
+            };
+            assert!(failure_hint(filter, &why).is_some(), "{filter}: {why}");
+        }
+        // The hint's way works.
+        assert_eq!(
+            q(".summary //= {} | .summary.count = 5 | .summary", doc).unwrap(),
+            [r#"{"count":5}"#]
+        );
+        for (filter, why) in [
+            (
+                ".items[0].x == 1",
+                "cannot use null as iterable (array or object)",
+            ),
+            (
+                ".a != 1 and .b <= 2 and .c >= 3",
+                "cannot use null as iterable",
+            ),
+            (".items[0].x = 1", "cannot index \"x\" with \"b\""),
+        ] {
+            assert_eq!(failure_hint(filter, why), None, "{filter}");
+        }
     }
 
     #[test]

@@ -51,12 +51,15 @@ fn outcome(result: &Result<CallToolResult, ToolError>, stopped: bool) -> QueryOu
     }
 }
 
-/// What the model is told when its filter failed on `doc`: why, and for
-/// a text, how a text is queried (a filter written for the tool's JSON
+/// What the model is told when its `filter` failed on `doc`: why; where
+/// jq would not have failed, how to write it (see
+/// [`sluice_core::query::failure_hint`]); and for a text, how a text is
+/// queried (a filter written for the tool's JSON
 /// result, `.content[0].text`, fails on the array of its lines, and the
 /// failure alone does not say what the filter ran on).
 fn failure_message(
     failed: &crate::jq::pool::Failed,
+    filter: &str,
     doc: &sluice_core::document::Document,
 ) -> String {
     // The message may quote the filter: cut.
@@ -64,9 +67,17 @@ fn failure_message(
         "{QUERY}: {}",
         sluice_core::format::cut(failed.message(), 1000)
     );
-    if matches!(failed, crate::jq::pool::Failed::Refused(why) if why.starts_with(sluice_core::query::FILTER_FAILED))
-        && doc.kind() == sluice_core::document::Kind::Text
-    {
+    let crate::jq::pool::Failed::Refused(why) = failed else {
+        return message;
+    };
+    if !why.starts_with(sluice_core::query::FILTER_FAILED) {
+        return message;
+    }
+    if let Some(hint) = sluice_core::query::failure_hint(filter, why) {
+        message.push_str(". ");
+        message.push_str(hint);
+    }
+    if doc.kind() == sluice_core::document::Kind::Text {
         message.push_str(&format!(
             ". This result is a text: it is queried as the JSON array of its lines ({}), so `.[0]` is its first line, `length` counts its lines, and `.[] | select(test(\"…\"))` gives the lines that match.",
             sluice_core::format::counted(doc.line_starts().len() as u64, "line", "lines")
@@ -133,7 +144,11 @@ impl Governor {
             Ok(answer) => answer.outputs,
             Err(failed) => {
                 *stopped = matches!(failed, crate::jq::pool::Failed::Stopped(_));
-                return Err(ToolError::Model(failure_message(&failed, &stored.doc)));
+                return Err(ToolError::Model(failure_message(
+                    &failed,
+                    &args.filter,
+                    &stored.doc,
+                )));
             }
         };
         let mut meta = json!({

@@ -174,6 +174,14 @@ async fn bad_filters_get_clear_errors_and_sluice_keeps_serving() {
     let runtime = error_text(&call(&client, "sluice_query", q(".count + \"x\"")).await);
     assert!(runtime.contains("the filter failed"), "{runtime}");
     assert!(!runtime.contains("This result is a text"), "{runtime}");
+    // An assignment through a missing path, which jq would create.
+    let assigned = error_text(&call(&client, "sluice_query", q(".summary.count = 5")).await);
+    assert!(
+        assigned.contains("the filter failed: cannot use null as iterable")
+            && assigned.contains("jq would have created the missing path"),
+        "{assigned}"
+    );
+    assert!(!runtime.contains("jq would have created"), "{runtime}");
     let many = error_text(&call(&client, "sluice_query", q("range(1000000)")).await);
     assert!(many.contains("more than 100000 outputs"), "{many}");
     let deep = error_text(&call(&client, "sluice_query", q("def f: [f]; f")).await);
