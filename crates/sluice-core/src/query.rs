@@ -268,10 +268,7 @@ impl Outputs {
 
 /// Compiles `filter` with jq's standard library minus [`BANNED`].
 fn compile(filter: &str) -> Result<jaq_core::Filter<data::JustLut<Val>>, QueryError> {
-    let defs = jaq_core::defs()
-        .chain(jaq_std::defs().filter(|def| !SELECTORS.contains(&def.name)))
-        .chain(jaq_json::defs())
-        .chain(jq_defs());
+    let defs = prelude();
     let funs = jaq_core::funs()
         .chain(jaq_std::funs())
         .chain(jaq_json::funs())
@@ -292,6 +289,20 @@ fn compile(filter: &str) -> Result<jaq_core::Filter<data::JustLut<Val>>, QueryEr
         .with_funs(funs)
         .compile(modules)
         .map_err(|errors| QueryError::Compile(describe_compile_errors(filter, errors)))
+}
+
+/// The definitions every filter is compiled with: jaq's, less the type
+/// selectors [`selectors`] implements, and [`jq_defs`]. Parsed once per
+/// thread, not for every filter: a worker compiles each query it runs.
+fn prelude() -> impl Iterator<Item = jaq_core::load::parse::Def<&'static str>> {
+    thread_local! {
+        static PRELUDE: Vec<jaq_core::load::parse::Def<&'static str>> = jaq_core::defs()
+            .chain(jaq_std::defs().filter(|def| !SELECTORS.contains(&def.name)))
+            .chain(jaq_json::defs())
+            .chain(jq_defs())
+            .collect();
+    }
+    PRELUDE.with(|defs| defs.clone()).into_iter()
 }
 
 /// What jq 1.6 defines and jaq does not (`@csv`, `@tsv`, `IN`, `INDEX`,
