@@ -185,6 +185,9 @@ async fn text_matches_come_with_line_numbers_and_context() {
     // Nothing to say when it matches nothing as a regex either, or has
     // no regex syntax.
     assert_eq!(header("zz|yy").await, "no matching lines · last page");
+    // Not a regex at all (its regex reading does not compile): nothing
+    // said, and the search still answers.
+    assert_eq!(header("(unclosed").await, "no matching lines · last page");
     assert_eq!(
         header("no such words").await,
         "no matching lines · last page"
