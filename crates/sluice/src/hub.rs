@@ -155,6 +155,30 @@ pub struct CallOrigin {
     /// layer answers it (`Caller::stream`): a server→client request the
     /// call causes can go there too.
     pub stream: Option<crate::downstream::outbox::Sender>,
+    /// The principal the client authenticated as (`[auth]`); `None`
+    /// without `[auth]`, and for sluice's own requests (lists, refreshes),
+    /// which are no one's.
+    pub principal: Option<Arc<str>>,
+}
+
+/// Whom an upstream's message that names no call may be for: what a stdio
+/// upstream sends on its own (a log message, a server→client request),
+/// or an HTTP upstream on its GET stream. One upstream connection serves
+/// every client, and such a message says not which.
+#[derive(Debug, Clone)]
+pub enum Whose {
+    /// The latest call waiting on the upstream: without `[auth]`, the
+    /// latest of all; with it, the latest of the one principal whose
+    /// calls are waiting.
+    Call(CallOrigin),
+    /// No call is waiting: the sessions (able to answer, for a request) of
+    /// this principal, or, without `[auth]`, any.
+    Sessions(Option<Arc<str>>),
+    /// With `[auth]`: calls of several principals are waiting (or, with
+    /// none waiting, sessions of several are open). sluice does not guess
+    /// across principals: what one's call logs or asks is not another's
+    /// to see or to answer.
+    Several,
 }
 
 /// The shared routing state.
@@ -171,6 +195,10 @@ pub struct Hub {
     owner_base: u64,
     clock: AtomicU64,
     first_client: OnceLock<FirstClient>,
+    /// Whether clients authenticate as principals (`[auth]`): then an
+    /// upstream's message that names no call goes to one principal's
+    /// clients or to none ([`Hub::whose`]).
+    by_principal: bool,
 }
 
 impl Default for Hub {
@@ -188,6 +216,7 @@ impl Default for Hub {
             },
             clock: AtomicU64::new(1),
             first_client: OnceLock::new(),
+            by_principal: false,
         }
     }
 }
@@ -234,6 +263,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Hub {
+    /// A hub whose clients authenticate as principals (`[auth]`).
+    pub fn by_principal() -> Hub {
+        Hub {
+            by_principal: true,
+            ..Hub::default()
+        }
+    }
+
     /// Records the first client; later calls change nothing. sluice declares
     /// the same capabilities (sampling, elicitation, roots) to its upstreams,
     /// and speaks the same protocol era, so that they offer that client
@@ -383,39 +420,117 @@ impl Hub {
             })
     }
 
-    /// Queues a log message from `upstream` for the sessionless (2026-07-28)
-    /// request it most likely belongs to; `false` if the latest request
-    /// waiting on `upstream` has a session (which hears logs anyway).
-    pub fn divert_log(&self, upstream: &str, logged: &Arc<Logged>) -> bool {
-        self.latest_call(upstream)
-            .filter(|origin| origin.session.is_none())
-            .and_then(|origin| origin.notices)
-            .is_some_and(|route| route.send(Notice::Log(logged.clone())))
+    /// Whom a message of `upstream` that names no call may be for
+    /// ([`Whose`]): the latest call waiting on it; with `[auth]`, only if
+    /// every client's call waiting on it is one principal's. With no call
+    /// waiting, the sessions `able` to take it, as [`Self::whose_sessions`].
+    pub fn whose(&self, upstream: &str, able: impl Fn(&SessionEntry) -> bool) -> Whose {
+        if !self.by_principal {
+            return match self.latest_call(upstream) {
+                Some(origin) => Whose::Call(origin),
+                None => Whose::Sessions(None),
+            };
+        }
+        let calls = lock(&self.calls);
+        let mut latest: Option<&CallOrigin> = None;
+        for ((to, _), origin) in calls.iter() {
+            // sluice's own requests are no one's: a list asked in the
+            // background says nothing of whose a message is.
+            let (true, Some(principal)) = (to == upstream, &origin.principal) else {
+                continue;
+            };
+            match latest {
+                Some(other) if other.principal.as_ref() != Some(principal) => {
+                    return Whose::Several;
+                }
+                Some(other) if other.seq > origin.seq => {}
+                _ => latest = Some(origin),
+            }
+        }
+        match latest {
+            Some(origin) => Whose::Call(origin.clone()),
+            None => {
+                drop(calls);
+                self.whose_sessions(able)
+            }
+        }
     }
 
-    /// Records that upstream request `id` serves a client request, until the
-    /// returned guard is dropped.
+    /// Whom a message that names no call, with no call waiting, may be
+    /// for: the sessions `able` to take it; with `[auth]`, only if they
+    /// are all one principal's.
+    pub fn whose_sessions(&self, able: impl Fn(&SessionEntry) -> bool) -> Whose {
+        if !self.by_principal {
+            return Whose::Sessions(None);
+        }
+        let mut one: Option<Arc<str>> = None;
+        for entry in lock(&self.sessions).values().filter(|e| able(e)) {
+            let Some(principal) = &entry.seen.principal else {
+                continue;
+            };
+            match &one {
+                Some(other) if other != principal => return Whose::Several,
+                _ => one = Some(principal.clone()),
+            }
+        }
+        Whose::Sessions(one)
+    }
+
+    /// Sends a log message `upstream` sent about no call it names to whom
+    /// it may be for ([`Self::whose`]): the latest waiting call's stream
+    /// if that call has no session (a 2026-07-28 client, which hears logs
+    /// nowhere else), else every session (with `[auth]`: that principal's
+    /// alone). `false` when it went to no one: calls or sessions of
+    /// several principals, whom sluice does not guess between.
+    pub fn publish_log(&self, upstream: &str, logged: &Arc<Logged>) -> bool {
+        match self.whose(upstream, |_| true) {
+            Whose::Call(origin) => {
+                if origin.session.is_none()
+                    && let Some(route) = &origin.notices
+                    && route.send(Notice::Log(logged.clone()))
+                {
+                    return true;
+                }
+                let principal = origin.principal.filter(|_| self.by_principal);
+                self.publish_to_principal(principal, Event::Log(logged.clone()));
+                true
+            }
+            Whose::Sessions(principal) => {
+                self.publish_to_principal(principal, Event::Log(logged.clone()));
+                true
+            }
+            Whose::Several => false,
+        }
+    }
+
+    /// Sends `event` to every session of `principal`, or, with `None`, to
+    /// every session.
+    pub fn publish_to_principal(&self, principal: Option<Arc<str>>, event: Event) {
+        let Some(principal) = principal else {
+            return self.publish(event);
+        };
+        let theirs: Vec<SessionId> = lock(&self.sessions)
+            .iter()
+            .filter(|(_, entry)| entry.seen.principal.as_ref() == Some(&principal))
+            .map(|(id, _)| *id)
+            .collect();
+        for session in theirs {
+            self.publish_to(session, event.clone());
+        }
+    }
+
+    /// Records that upstream request `id` serves the client request
+    /// `origin` tells of, until the returned guard is dropped (`origin`'s
+    /// `seq` is set here).
     pub fn track_call(
         self: &Arc<Self>,
         upstream: &str,
         id: RequestId,
-        session: Option<SessionId>,
-        request: RequestId,
-        notices: Option<NoticeRoute>,
-        stream: Option<crate::downstream::outbox::Sender>,
+        mut origin: CallOrigin,
     ) -> RouteGuard {
         let key = (upstream.to_owned(), id);
-        let seq = self.clock.fetch_add(1, Ordering::Relaxed);
-        lock(&self.calls).insert(
-            key.clone(),
-            CallOrigin {
-                session,
-                request,
-                seq,
-                notices,
-                stream,
-            },
-        );
+        origin.seq = self.clock.fetch_add(1, Ordering::Relaxed);
+        lock(&self.calls).insert(key.clone(), origin);
         RouteGuard {
             hub: self.clone(),
             key: RouteKey::Call(key),
@@ -594,6 +709,158 @@ mod tests {
         assert!(told[3..].iter().all(|k| *k == "updated"), "{told:?}");
         drop(sender);
         assert!(next_events(&mut events, 1).await.is_none());
+    }
+
+    fn session_of(principal: Option<&str>, roots: bool) -> SessionEntry {
+        let mut capabilities = ClientCapabilities::default();
+        if roots {
+            capabilities.roots = Some(Default::default());
+        }
+        SessionEntry {
+            mirrored: Mirrored::of(&capabilities),
+            capabilities,
+            subscriptions: HashSet::new(),
+            log_level: None,
+            link: None,
+            seen: SessionSeen {
+                client: "test".into(),
+                version: "2025-11-25".into(),
+                principal: principal.map(Arc::from),
+                opened: std::time::SystemTime::now(),
+            },
+        }
+    }
+
+    fn call_of(session: Option<SessionId>, principal: Option<&str>) -> CallOrigin {
+        CallOrigin {
+            session,
+            request: RequestId::Number(session.unwrap_or(0) as i64),
+            seq: 0,
+            notices: None,
+            stream: None,
+            principal: principal.map(Arc::from),
+        }
+    }
+
+    /// Which call or sessions `whose` names, as text: `call:S` (S the
+    /// call's session), `sessions:P` (P a principal, or `any`), `several`.
+    fn told(whose: Whose) -> String {
+        match whose {
+            Whose::Call(origin) => format!("call:{}", origin.session.unwrap_or(0)),
+            Whose::Sessions(principal) => {
+                format!("sessions:{}", principal.as_deref().unwrap_or("any"))
+            }
+            Whose::Several => "several".into(),
+        }
+    }
+
+    /// Without `[auth]`, a message that names no call goes to the latest
+    /// call waiting on its upstream (sluice's own requests too), else to
+    /// any session. With `[auth]`, only to one principal's: the latest of
+    /// her calls (sluice's own are no one's and never chosen), else, with
+    /// none waiting, her sessions; calls or sessions of two principals are
+    /// `Several`, and a log message then reaches no one.
+    #[test]
+    fn a_message_that_names_no_call_is_never_guessed_across_principals() {
+        for by_principal in [false, true] {
+            let hub = Arc::new(if by_principal {
+                Hub::by_principal()
+            } else {
+                Hub::default()
+            });
+            let principal = |name| by_principal.then_some(name);
+            let everyone = |_: &SessionEntry| true;
+            hub.add_session(1, session_of(principal("alice"), false));
+            hub.add_session(2, session_of(principal("alice"), true));
+            let no_call = if by_principal {
+                "sessions:alice"
+            } else {
+                "sessions:any"
+            };
+            assert_eq!(told(hub.whose("up", everyone)), no_call);
+            let _first = hub.track_call(
+                "up",
+                RequestId::Number(10),
+                call_of(Some(1), principal("alice")),
+            );
+            let _second = hub.track_call(
+                "up",
+                RequestId::Number(11),
+                call_of(Some(2), principal("alice")),
+            );
+            // Another upstream's calls count for none of "up"'s messages.
+            let _elsewhere = hub.track_call(
+                "other",
+                RequestId::Number(12),
+                call_of(Some(3), Some("carol")),
+            );
+            // sluice's own request (a list), the latest: no one's.
+            let own = hub.track_call("up", RequestId::Number(13), call_of(None, None));
+            let latest = if by_principal { "call:2" } else { "call:0" };
+            assert_eq!(
+                told(hub.whose("up", everyone)),
+                latest,
+                "by principal: {by_principal}"
+            );
+            drop(own);
+            assert_eq!(told(hub.whose("up", everyone)), "call:2");
+            hub.add_session(3, session_of(principal("bob"), true));
+            let bobs = hub.track_call(
+                "up",
+                RequestId::Number(14),
+                call_of(Some(3), principal("bob")),
+            );
+            let (with_bob, bob_alone) = if by_principal {
+                ("several", "sessions:bob")
+            } else {
+                ("call:3", "sessions:any")
+            };
+            assert_eq!(told(hub.whose("up", everyone)), with_bob);
+            drop((_first, _second, bobs));
+            // No call waiting: the sessions able to take it.
+            let roots = |entry: &SessionEntry| entry.capabilities.roots.is_some();
+            let alices = if by_principal {
+                "several"
+            } else {
+                "sessions:any"
+            };
+            assert_eq!(told(hub.whose("up", everyone)), alices);
+            hub.remove_session(2);
+            assert_eq!(told(hub.whose("up", roots)), bob_alone);
+        }
+    }
+
+    /// A log message of no call goes to every session of the principal
+    /// whose call waits, and to no other; with two principals' calls
+    /// waiting, to no one.
+    #[tokio::test]
+    async fn a_log_message_of_no_call_reaches_one_principals_sessions_or_none() {
+        let hub = Arc::new(Hub::by_principal());
+        let mut receivers: Vec<_> = (0..3).map(|_| hub.subscribe()).collect();
+        hub.add_session(1, session_of(Some("alice"), false));
+        hub.add_session(2, session_of(Some("alice"), false));
+        hub.add_session(3, session_of(Some("bob"), false));
+        let raw = crate::jsonrpc::Message::parse(bytes::Bytes::from_static(
+            br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"alice's"}}"#,
+        ))
+        .unwrap();
+        let logged = Arc::new(Logged::read(&raw).unwrap());
+        let alices = hub.track_call("up", RequestId::Number(1), call_of(Some(1), Some("alice")));
+        assert!(hub.publish_log("up", &logged));
+        let bobs = hub.track_call("up", RequestId::Number(2), call_of(Some(3), Some("bob")));
+        assert!(!hub.publish_log("up", &logged), "two principals: no one");
+        drop((alices, bobs));
+        // A fence every session hears: what came before it was published.
+        hub.publish(Event::ToolsChanged);
+        for (session, receiver) in (1..=3).zip(&mut receivers) {
+            let batch = next_events(receiver, session).await.unwrap();
+            let expected: &[&str] = if session == 3 {
+                &["tools"]
+            } else {
+                &["log", "tools"]
+            };
+            assert_eq!(kinds(&batch), expected, "session {session}");
+        }
     }
 
     /// What is published to one session reaches it, in order with what is

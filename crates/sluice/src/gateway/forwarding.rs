@@ -57,10 +57,17 @@ impl Gateway {
             guards.push(hub.track_call(
                 upstream.name(),
                 handle.id.clone(),
-                caller.session,
-                caller.request.clone(),
-                listening.then(|| notices_tx.clone()),
-                caller.stream.clone().filter(|_| caller.stream_asks),
+                crate::hub::CallOrigin {
+                    session: caller.session,
+                    request: caller.request.clone(),
+                    seq: 0,
+                    notices: listening.then(|| notices_tx.clone()),
+                    stream: caller.stream.clone().filter(|_| caller.stream_asks),
+                    principal: match &caller.owner {
+                        Owner::Principal(principal) => Some(principal.clone()),
+                        _ => None,
+                    },
+                },
             ));
             if let Some(token) = &handle.progress_token {
                 guards.push(hub.route_progress(upstream.name(), token.clone(), notices_tx.clone()));

@@ -143,7 +143,12 @@ impl Gateway {
         backing: Option<crate::state::backing::Backing>,
         asked: Option<tokio::sync::mpsc::Receiver<String>>,
     ) -> Arc<Self> {
-        let hub = Arc::new(Hub::default());
+        // With `[auth]`, what an upstream sends about no call it names goes
+        // to one principal's clients or to none (`Hub::whose`).
+        let hub = Arc::new(match config.auth {
+            Some(_) => Hub::by_principal(),
+            None => Hub::default(),
+        });
         let upstreams = config
             .upstreams
             .iter()

@@ -2,16 +2,18 @@
 //! everything the upstream sends on its own initiative.
 //!
 //! Progress goes to the client whose request it is about (tokens mapped
-//! back); server→client requests (sampling, elicitation, roots) go to the
-//! session whose call caused them; list changes, resource updates and log
-//! messages are published for every session.
+//! back); server→client requests (sampling, elicitation, roots) and log
+//! messages go to the client whose call caused them, when the transport
+//! says which, else to whom they may be for (`Hub::whose`: with `[auth]`,
+//! one principal's clients or none); list changes and resource updates
+//! are published for every session.
 
 use std::sync::Arc;
 
 use rmcp::model::{ClientConfig, ClientResult, ErrorCode, ErrorData, RequestId};
 use tokio_util::sync::CancellationToken;
 
-use crate::hub::{Event, Hub, SessionEntry};
+use crate::hub::{Event, Hub, SessionEntry, Whose};
 use crate::jsonrpc::Message;
 
 /// The client's answer to a server→client request, to send upstream.
@@ -39,29 +41,55 @@ impl UpstreamClient {
     /// arrived with (Streamable HTTP says so), else the latest call still
     /// waiting on this upstream (stdio does not say), else, for requests
     /// outside any call (e.g. `roots/list` right after connecting), the most
-    /// recent session able to answer.
+    /// recent session able to answer. With `[auth]`, never a guess across
+    /// principals ([`Hub::whose`]): `Err` when calls (or, with none
+    /// waiting, sessions) of several are candidates.
+    ///
+    /// [`Hub::whose`]: crate::hub::Hub::whose
     fn target(
         &self,
         stream_of: Option<&RequestId>,
         able: impl Fn(&SessionEntry) -> bool,
-    ) -> Option<(SessionEntry, Option<crate::hub::CallOrigin>)> {
-        let origin = match stream_of {
-            Some(id) => self.hub.call_origin(&self.upstream, id),
-            None => self.hub.latest_call(&self.upstream),
+    ) -> Result<Option<(SessionEntry, Option<crate::hub::CallOrigin>)>, ErrorData> {
+        let whose = match stream_of {
+            Some(id) => match self.hub.call_origin(&self.upstream, id) {
+                Some(origin) => Whose::Call(origin),
+                None => self.hub.whose_sessions(&able),
+            },
+            None => self.hub.whose(&self.upstream, &able),
         };
-        if let Some(origin) = origin {
-            // A call of no session (a 2026-07-28 request standing alone,
-            // which answers no server→client request) is asked of no
-            // other client: whoever that is may not see its data.
-            let session = self.hub.session(origin.session?)?;
-            return Some((session, Some(origin)));
-        }
-        self.hub
+        let principal = match whose {
+            Whose::Call(origin) => {
+                // A call of no session (a 2026-07-28 request standing alone,
+                // which answers no server→client request) is asked of no
+                // other client: whoever that is may not see its data.
+                let Some(session) = origin.session.and_then(|s| self.hub.session(s)) else {
+                    return Ok(None);
+                };
+                return Ok(Some((session, Some(origin))));
+            }
+            Whose::Sessions(principal) => principal,
+            Whose::Several => {
+                return Err(ErrorData::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    format!(
+                        "sluice cannot tell which client this request of upstream `{}` is for: \
+                         it names no call, and clients of several principals are using the \
+                         upstream now; it is asked of no one rather than of the wrong one",
+                        self.upstream
+                    ),
+                    None,
+                ));
+            }
+        };
+        Ok(self
+            .hub
             .sessions()
             .into_iter()
             .filter(|(_, entry)| able(entry))
+            .filter(|(_, entry)| principal.is_none() || entry.seen.principal == principal)
             .max_by_key(|(id, _)| *id)
-            .map(|(_, entry)| (entry, None))
+            .map(|(_, entry)| (entry, None)))
     }
 
     async fn forward_to_client(
@@ -76,7 +104,7 @@ impl UpstreamClient {
             Some("roots/list") => ("roots", |e| e.capabilities.roots.is_some()),
             _ => ("this request", |_| true),
         };
-        let Some((session, origin)) = self.target(stream_of.as_ref(), able) else {
+        let Some((session, origin)) = self.target(stream_of.as_ref(), able)? else {
             return Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
                 format!("no client connected to sluice can answer {what} right now"),
@@ -136,24 +164,43 @@ impl UpstreamClient {
     /// message's data is any JSON, of any size). A log message goes to the
     /// client of the call on whose response stream it came (`stream_of`:
     /// Streamable HTTP says so; to every session if that is no client's
-    /// call), else to the sessionless request it most likely belongs to, if
-    /// there is one, else to every session.
+    /// call), else to whom it may be for ([`Hub::publish_log`]). With
+    /// `[auth]`, "every session" is every session of the one principal
+    /// using the upstream; with several, the message is withheld (said in
+    /// sluice's log at debug).
+    ///
+    /// [`Hub::publish_log`]: crate::hub::Hub::publish_log
     pub fn handle_notification(&self, notification: &Message, stream_of: Option<&RequestId>) {
         let event = match notification.method() {
             // Progress for a routed request never gets here (see `rpc`).
             Some("notifications/message") => match crate::hub::Logged::read(notification) {
                 Some(logged) => {
                     let logged = Arc::new(logged);
-                    if let Some(call) = stream_of {
-                        if !self.log_about(call, &logged) {
-                            self.hub.publish(Event::Log(logged));
+                    let published = match stream_of {
+                        Some(call) => {
+                            self.log_about(call, &logged)
+                                || match self.hub.whose_sessions(|_| true) {
+                                    // On the stream of sluice's own request
+                                    // (a list): no call's, as sent on no
+                                    // stream with none waiting.
+                                    Whose::Sessions(principal) => {
+                                        self.hub
+                                            .publish_to_principal(principal, Event::Log(logged));
+                                        true
+                                    }
+                                    _ => false,
+                                }
                         }
-                        return;
+                        None => self.hub.publish_log(&self.upstream, &logged),
+                    };
+                    if !published {
+                        tracing::debug!(
+                            upstream = %self.upstream,
+                            "log message withheld: it names no call, and clients of several \
+                             principals are using the upstream"
+                        );
                     }
-                    if self.hub.divert_log(&self.upstream, &logged) {
-                        return;
-                    }
-                    Event::Log(logged)
+                    return;
                 }
                 None => return self.ignored(notification, "a log message without a level"),
             },
@@ -202,6 +249,16 @@ impl UpstreamClient {
             }
             (_, Some(session)) => {
                 self.hub.publish_to(session, Event::Log(logged.clone()));
+                true
+            }
+            // A principal's call that no stream and no session hears (a
+            // 2026-07-28 client that takes JSON answers, an operation's
+            // call): hers alone, and she has nowhere to hear it. Withheld.
+            (_, None) if origin.principal.is_some() => {
+                tracing::debug!(
+                    upstream = %self.upstream,
+                    "log message withheld: its call's client hears no log messages"
+                );
                 true
             }
             (_, None) => false,

@@ -8,7 +8,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sha2::{Digest as _, Sha256};
 
 use crate::support::*;
 
@@ -488,13 +487,6 @@ async fn initialize_as(sluice: &HttpSluice, token: &str, name: &str) -> reqwest:
         .send()
         .await
         .unwrap()
-}
-
-fn sha256_hex(token: &str) -> String {
-    Sha256::digest(token.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 #[tokio::test]

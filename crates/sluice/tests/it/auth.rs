@@ -10,21 +10,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest as _, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::*;
 
 const ISSUER: &str = "https://idp.sluice.test";
 const AUDIENCE: &str = "sluice";
-
-/// The hex SHA-256 of a token, as `[auth] tokens` wants it.
-fn sha256_hex(token: &str) -> String {
-    Sha256::digest(token.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// A config file: the sample server as upstream, and `auth` (TOML).
 fn config(dir: &TempDir, auth: &str) -> std::path::PathBuf {

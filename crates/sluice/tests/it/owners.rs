@@ -131,21 +131,13 @@ async fn anonymous_operation_limits_are_counted_per_address() {
 
 /// sluice with `[auth]` tokens for alice and bob; returns it and their tokens.
 async fn sluice_for_alice_and_bob(dir: &TempDir) -> (HttpSluice, &'static str, &'static str) {
-    use sha2::{Digest as _, Sha256};
     let (alice, bob) = ("alice-secret-token", "bob-secret-token");
-    let hex = |token: &str| -> String {
-        Sha256::digest(token.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    };
     let config = dir.file(
         "sluice.toml",
         &format!(
-            "{}[auth]\ntokens = [ {{ principal = \"alice\", sha256 = \"{}\" }}, {{ principal = \"bob\", sha256 = \"{}\" }} ]\n",
+            "{}{}",
             toml_upstream("sample", &sample()),
-            hex(alice),
-            hex(bob)
+            auth_tokens(&[("alice", alice), ("bob", bob)])
         ),
     );
     let sluice = HttpSluice::start(&["--config", &config.display().to_string()], &[]).await;

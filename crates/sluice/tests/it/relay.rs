@@ -1573,6 +1573,93 @@ async fn a_log_message_about_a_call_reaches_that_calls_client_alone() {
     .await;
 }
 
+/// With `[auth]`, what a stdio upstream logs or asks names no call (stdio
+/// cannot say whose it is), and one upstream serves every principal. It
+/// goes to the one principal whose calls are waiting, or to no one: a log
+/// message is withheld and a server→client request refused while calls of
+/// two principals wait. Before, a log message went to every session
+/// (alice's reached bob), and a request to the latest caller (bob's
+/// `roots/list` was asked of alice).
+#[tokio::test]
+async fn a_stdio_upstreams_messages_of_no_call_reach_one_principal_or_none() {
+    let dir = TempDir::new("relay-whose-without-auth");
+    let record = dir.0.join("record");
+    let (alice_token, bob_token) = ("alice-whose-token", "bob-whose-token");
+    let config = dir.file(
+        "sluice.toml",
+        &format!(
+            "{}{}",
+            toml_upstream("raw", &raw_server(&record)),
+            auth_tokens(&[("alice", alice_token), ("bob", bob_token)])
+        ),
+    );
+    let sluice = HttpSluice::start(&["--config", config.to_str().unwrap()], &[]).await;
+    let with_roots = || {
+        let mut recorder = Recorder::default();
+        recorder.capabilities.roots = Some(Default::default());
+        recorder
+    };
+    let (alice, alice_inbox) = connect_http_as(&sluice.url, alice_token, with_roots()).await;
+    let (bob, bob_inbox) = connect_http_as(&sluice.url, bob_token, with_roots()).await;
+    let logs = |inbox: &std::sync::Arc<std::sync::Mutex<Inbox>>| inbox.lock().unwrap().logs.len();
+    // A list change is every session's, and comes through the same
+    // broadcast and stream as a log message: once both have it, they have
+    // every log message published before it.
+    let mut fences = 0;
+    let mut fence = async || {
+        fences += 1;
+        call(&alice, "fickle", serde_json::json!({})).await;
+        for inbox in [&alice_inbox, &bob_inbox] {
+            eventually(Duration::from_secs(10), "tools/list_changed", || {
+                inbox.lock().unwrap().tool_list_changed >= fences
+            })
+            .await;
+        }
+    };
+    let flood = serde_json::json!({"count": 2, "kb": 0, "log": true});
+    // alice alone: her calls' log messages reach her, not bob.
+    assert_eq!(
+        first_text(&call(&alice, "flood", flood.clone()).await),
+        "ok"
+    );
+    fence().await;
+    assert_eq!((logs(&alice_inbox), logs(&bob_inbox)), (2, 0));
+    // alice's call waits upstream while bob's logs and asks: no one hears
+    // the log messages, and bob's roots/list is asked of no one.
+    let waiting = {
+        let alice = alice.peer().clone();
+        let slow = rmcp::model::CallToolRequestParams::new("flood").with_arguments(
+            serde_json::json!({"count": 0, "sleep_s": 3})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        tokio::spawn(async move { alice.call_tool(slow).await.unwrap() })
+    };
+    let received = record.join("received.jsonl");
+    eventually(Duration::from_secs(10), "alice's call upstream", || {
+        tail(&received, 4096).contains("sleep_s")
+    })
+    .await;
+    assert_eq!(first_text(&call(&bob, "flood", flood.clone()).await), "ok");
+    let asked = first_text(&call(&bob, "chatty", serde_json::json!({})).await);
+    assert!(
+        asked.starts_with("roots reply: ")
+            && asked.contains("clients of several principals")
+            && !asked.contains("\"roots\""),
+        "{asked}"
+    );
+    assert!(!waiting.is_finished(), "alice's call waited throughout");
+    waiting.await.unwrap();
+    fence().await;
+    assert_eq!((logs(&alice_inbox), logs(&bob_inbox)), (2, 0));
+    // bob alone: his client is asked, and hears his call's log message.
+    let asked = first_text(&call(&bob, "chatty", serde_json::json!({})).await);
+    assert!(asked.contains(r#""result":{"roots":[]}"#), "{asked}");
+    fence().await;
+    assert_eq!((logs(&alice_inbox), logs(&bob_inbox)), (2, 1));
+}
+
 /// An HTTP session's client that reads its GET stream slower than an
 /// upstream logs still hears that a list changed: the list change waits
 /// for room on the stream (the log messages beyond the session's bound

@@ -297,6 +297,48 @@ pub async fn connect_http(url: &str) -> (Client, Arc<Mutex<Inbox>>) {
     (client, inbox)
 }
 
+/// The hex SHA-256 of a token, as `[auth] tokens` wants it.
+pub fn sha256_hex(token: &str) -> String {
+    use sha2::{Digest as _, Sha256};
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `[auth]` with a static token for each of `principals` (name, token).
+pub fn auth_tokens(principals: &[(&str, &str)]) -> String {
+    let tokens: Vec<String> = principals
+        .iter()
+        .map(|(principal, token)| {
+            format!(
+                "{{ principal = {principal:?}, sha256 = \"{}\" }}",
+                sha256_hex(token)
+            )
+        })
+        .collect();
+    format!("[auth]\ntokens = [ {} ]\n", tokens.join(", "))
+}
+
+/// Connects `recorder` (a client) over Streamable HTTP with `token` as
+/// its bearer token.
+pub async fn connect_http_as(
+    url: &str,
+    token: &str,
+    recorder: Recorder,
+) -> (Client, Arc<Mutex<Inbox>>) {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    sluice::install_tls_provider();
+    let inbox = recorder.inbox.clone();
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token);
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+    let client = recorder
+        .serve(transport)
+        .await
+        .expect("MCP handshake over HTTP");
+    (client, inbox)
+}
+
 /// A temporary directory removed on drop.
 pub struct TempDir(pub PathBuf);
 
