@@ -21,11 +21,13 @@ pub struct MessageLimits {
     /// default 1024). A larger one fails the call it answers with an error
     /// that names this key.
     pub max_message_bytes: usize,
-    /// The requests of one stdio client sluice answers at once
-    /// (`max_requests_in_flight`, default 256). One more is refused at once
-    /// with an error that names this key: a client that sends requests
-    /// without reading the answers holds at most this many, and then
-    /// waits, as its writes do once sluice stops reading its input.
+    /// The requests of one client sluice answers at once
+    /// (`max_requests_in_flight`, default 256): a stdio connection's, and
+    /// over HTTP a principal's (`[auth]`), a session's or an anonymous
+    /// address's. One more is refused at once with an error that names
+    /// this key: a stdio client that sends requests without reading the
+    /// answers holds at most this many, and then waits, as its writes do
+    /// once sluice stops reading its input.
     pub max_requests_in_flight: usize,
 }
 

@@ -35,6 +35,7 @@
 //!   splices), which every upstream connection and the requests
 //!   [`downstream::front`] takes go through.
 //! - [`hub`]: what sessions and upstream connections share (routes, events).
+//! - [`in_flight`]: how many requests each HTTP client has answered at once.
 //! - [`upstream`]: one supervised upstream server: sluice's JSON-RPC engine
 //!   ([`upstream::rpc`]) over one transport per file (`lines`:
 //!   a child's stdio or an in-memory pipe; [`upstream::streamable`]:
@@ -98,6 +99,7 @@ pub mod gateway;
 pub mod govern;
 pub mod http_client;
 pub mod hub;
+pub mod in_flight;
 pub mod jq;
 pub mod jsonrpc;
 pub mod metrics;

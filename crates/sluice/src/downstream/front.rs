@@ -172,6 +172,44 @@ impl Front {
             return Some(Taken::refused(&id, fault));
         }
         let method = Method::of(name)?;
+        // Over HTTP, where each request comes on its own, counted per
+        // client (a stdio connection counts its own: `lines`).
+        let Some(parts) = http else {
+            return self.take_method(method, message, id, http, stream);
+        };
+        let client = self.client_of(parts);
+        let slot = match self.gateway.in_flight().admit(client) {
+            Ok(slot) => slot,
+            Err(max) => return Some(Taken::refused(&id, super::too_many_in_flight(max))),
+        };
+        let taken = self.take_method(method, message, id, http, stream)?;
+        Some(taken.holding(slot))
+    }
+
+    /// Whose share of `[limits] max_requests_in_flight` a request that
+    /// came over HTTP (`parts`) takes: its principal's, its session's, or
+    /// its address's.
+    fn client_of(&self, parts: &http::request::Parts) -> crate::caller::Quota {
+        let in_session = self.connection || self.gateway.hub().has_session(self.session);
+        super::session::owner_of(
+            &self.gateway,
+            self.session,
+            in_session,
+            parts.extensions.get::<Principal>(),
+            parts.extensions.get::<PeerAddr>(),
+        )
+        .1
+    }
+
+    /// [`Self::take`] of a request of `method`.
+    fn take_method(
+        self: &Arc<Self>,
+        method: Method,
+        message: &Message,
+        id: Id,
+        http: Option<&http::request::Parts>,
+        stream: outbox::Sender,
+    ) -> Option<Taken> {
         let list = match method {
             Method::List(list) => list,
             Method::Routed(routed) => return self.take_routed(routed, message, id, http, stream),
@@ -636,6 +674,20 @@ pub struct Taken {
 }
 
 impl Taken {
+    /// This request, counted in its client's share by `slot` until its
+    /// work ends or is dropped.
+    fn holding(self, slot: crate::in_flight::Slot) -> Taken {
+        let work = self.work;
+        Taken {
+            work: async move {
+                let _counted = slot;
+                work.await
+            }
+            .boxed(),
+            ct: self.ct,
+        }
+    }
+
     /// Request `id` refused at once with `error`.
     fn refused(id: &Id, error: ErrorData) -> Taken {
         Taken {

@@ -180,14 +180,7 @@ async fn write_line<W: AsyncWrite + Unpin>(
 /// The refusal of request `id` while `max` of the client's requests are
 /// being answered.
 fn too_many_in_flight(id: &crate::jsonrpc::Id, max: usize) -> bytes::Bytes {
-    let error = ErrorData::new(
-        ErrorCode(super::SERVER_BUSY),
-        format!(
-            "sluice is already answering {max} requests from this client, the most it answers at once (`[limits] max_requests_in_flight` in sluice's config): wait for their answers, then send this request again"
-        ),
-        None,
-    );
-    super::answer::answer_line(id, Err(error))
+    super::answer::answer_line(id, Err(super::too_many_in_flight(max)))
 }
 
 /// The error answer to a line that is not a JSON-RPC message: why, in

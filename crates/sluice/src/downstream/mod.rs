@@ -34,6 +34,19 @@ pub struct PeerAddr(pub SocketAddr);
 /// request's fault (too many sessions, connections, requests in flight).
 pub(crate) const SERVER_BUSY: i32 = -32000;
 
+/// The refusal of a request while `max` of its client's requests are being
+/// answered (`[limits] max_requests_in_flight`): over stdio the client is
+/// the connection, over HTTP its principal, session or address.
+pub(crate) fn too_many_in_flight(max: usize) -> rmcp::model::ErrorData {
+    rmcp::model::ErrorData::new(
+        rmcp::model::ErrorCode(SERVER_BUSY),
+        format!(
+            "sluice is already answering {max} requests from this client, the most it answers at once (`[limits] max_requests_in_flight` in sluice's config): wait for their answers, then send this request again"
+        ),
+        None,
+    )
+}
+
 /// Which Host and Origin headers the HTTP endpoint accepts, and which
 /// bearer tokens.
 #[derive(Debug, Clone, Default)]

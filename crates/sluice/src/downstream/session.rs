@@ -34,21 +34,13 @@ pub(crate) fn caller_of(
             initialize_version: None,
         });
     }
-    // With `[auth]` everything belongs to the principal, whichever session
-    // it comes with. Without, stored results belong to the session; a
-    // stateless HTTP request has none, so its results are reachable by
-    // their unguessable handle alone.
-    let owner = if let Some(principal) = asking.principal {
-        Owner::Principal(principal.0.clone())
-    } else if session.is_some() || connection {
-        Owner::Session(gateway.hub().session_owner(id))
-    } else {
-        Owner::Anonymous
-    };
-    let quota = match (&owner, asking.address) {
-        (Owner::Anonymous, Some(PeerAddr(addr))) => Quota::Address(addr.ip()),
-        (owner, _) => Quota::Owner(owner.clone()),
-    };
+    let (owner, quota) = owner_of(
+        gateway,
+        id,
+        session.is_some() || connection,
+        asking.principal,
+        asking.address,
+    );
     Caller {
         era: asking.era,
         owner,
@@ -69,6 +61,34 @@ pub(crate) fn caller_of(
         stream_asks: asking.stream_asks,
         link: asking.link.clone(),
     }
+}
+
+/// Who owns what a request of session `id` stores (`in_session`: it has
+/// one, or its connection is one), and whose share of a limit it takes.
+/// With `[auth]` everything belongs to the principal, whichever session it
+/// comes with. Without, stored results belong to the session; a stateless
+/// HTTP request has none, so its results are reachable by their
+/// unguessable handle alone, and its limits are counted by the address it
+/// came from.
+pub(crate) fn owner_of(
+    gateway: &Gateway,
+    id: SessionId,
+    in_session: bool,
+    principal: Option<&Principal>,
+    address: Option<&PeerAddr>,
+) -> (Owner, Quota) {
+    let owner = if let Some(principal) = principal {
+        Owner::Principal(principal.0.clone())
+    } else if in_session {
+        Owner::Session(gateway.hub().session_owner(id))
+    } else {
+        Owner::Anonymous
+    };
+    let quota = match (&owner, address) {
+        (Owner::Anonymous, Some(PeerAddr(addr))) => Quota::Address(addr.ip()),
+        (owner, _) => Quota::Owner(owner.clone()),
+    };
+    (owner, quota)
 }
 
 /// What is known of one request's asker, for [`caller_of`].

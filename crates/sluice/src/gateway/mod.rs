@@ -65,6 +65,9 @@ pub struct Gateway {
     upstreams: Vec<Arc<Upstream>>,
     /// `[limits]`: the largest message read in any direction.
     limits: sluice_core::limits::MessageLimits,
+    /// The requests each HTTP client has answered at once (`[limits]
+    /// max_requests_in_flight`).
+    in_flight: crate::in_flight::InFlight,
     namer: Namer,
     hub: Arc<Hub>,
     /// Which upstream listed which resource URI (for routing reads).
@@ -164,6 +167,7 @@ impl Gateway {
             starting: Mutex::new(None),
             info: RwLock::new(Self::everything_declared()),
             limits: config.limits,
+            in_flight: crate::in_flight::InFlight::new(config.limits.max_requests_in_flight),
             governor,
             operations: crate::operations::Operations::new(
                 config.operations,
@@ -249,6 +253,11 @@ impl Gateway {
     /// `[limits]`: the largest message read in any direction.
     pub fn limits(&self) -> sluice_core::limits::MessageLimits {
         self.limits
+    }
+
+    /// The requests each HTTP client has answered at once.
+    pub fn in_flight(&self) -> &crate::in_flight::InFlight {
+        &self.in_flight
     }
 
     /// Calls that outlived their timeout.

@@ -301,3 +301,72 @@ async fn connections_over_max_connections_get_503_until_one_closes() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// `[limits] max_requests_in_flight` holds over HTTP, per client (here a
+/// principal): with it at 2, alice's third request while two of hers are
+/// being answered is refused at once with an error naming the key; bob,
+/// another principal, is served meanwhile; and once hers end, she is
+/// served again. Before, one client had as many requests answered at once
+/// as it opened connections (`max_connections`, 10,000).
+#[tokio::test]
+async fn requests_in_flight_over_http_are_bounded_per_client() {
+    let dir = TempDir::new("http-in-flight");
+    let (alice_token, bob_token) = ("alice-in-flight-token", "bob-in-flight-token");
+    let config = dir.file(
+        "sluice.toml",
+        &format!(
+            "{}[limits]\nmax_requests_in_flight = 2\n{}",
+            toml_upstream("sample", &sample()),
+            auth_tokens(&[("alice", alice_token), ("bob", bob_token)])
+        ),
+    );
+    let sluice = HttpSluice::start(&["--config", &config.display().to_string()], &[]).await;
+    let (alice, _) = connect_http_as(&sluice.url, alice_token, Recorder::default()).await;
+    let (bob, _) = connect_http_as(&sluice.url, bob_token, Recorder::default()).await;
+    let tool = |name: &str, arguments: serde_json::Value| {
+        rmcp::model::CallToolRequestParams::new(name.to_owned())
+            .with_arguments(arguments.as_object().unwrap().clone())
+    };
+    // Three calls of alice's at once: the first two to arrive are
+    // answered (4 s each), the third is refused at once.
+    let slow: Vec<_> = (0..3)
+        .map(|_| {
+            let alice = alice.peer().clone();
+            let call = tool("slow_task", json!({"seconds": 4, "quiet": true}));
+            tokio::spawn(async move { alice.call_tool(call).await })
+        })
+        .collect();
+    let (first, _, others) = futures::future::select_all(slow).await;
+    let refused = match first.unwrap() {
+        Err(rmcp::ServiceError::McpError(error)) => error,
+        other => panic!("the first to end was not refused: {other:?}"),
+    };
+    assert_eq!(refused.code.0, -32000, "{refused:?}");
+    assert!(
+        refused
+            .message
+            .contains("already answering 2 requests from this client")
+            && refused
+                .message
+                .contains("`[limits] max_requests_in_flight`"),
+        "{refused:?}"
+    );
+    // Another principal's share is its own.
+    let bobs = bob
+        .call_tool(tool("echo", json!({"text": "bob"})))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&bobs), "bob");
+    assert!(
+        others.iter().all(|call| !call.is_finished()),
+        "alice's two calls were still being answered"
+    );
+    for call in others {
+        call.await.unwrap().unwrap();
+    }
+    let again = alice
+        .call_tool(tool("echo", json!({"text": "again"})))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&again), "again");
+}
