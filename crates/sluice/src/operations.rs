@@ -1215,7 +1215,9 @@ fn decoded(sent: &crate::jsonrpc::Message) -> CallToolResult {
 
 pub fn operation_arg<'a>(args: &'a JsonObject, tool: &str) -> Result<&'a str, String> {
     match args.get("operation") {
-        Some(Value::String(id)) => Ok(id),
+        // Copied from a line of text, with what surrounds it: no id sluice
+        // issues holds a space.
+        Some(Value::String(id)) => Ok(id.trim()),
         Some(other) => Err(format!(
             "{tool}: `operation` must be an operation id string (op_…), not {}",
             sluice_core::format::quoted_cut(&other.to_string())

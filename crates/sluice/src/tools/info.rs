@@ -81,6 +81,7 @@ pub(super) async fn run(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct InfoArgs {
+    #[serde(default, deserialize_with = "lenient::id")]
     handle: Option<String>,
 }
 

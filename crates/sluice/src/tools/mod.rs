@@ -28,6 +28,7 @@ use crate::operations::Operations;
 
 pub mod cancel;
 pub mod info;
+mod lenient;
 pub mod query;
 pub mod read;
 pub mod resource;

@@ -89,8 +89,10 @@ fn failure_message(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct QueryArgs {
+    #[serde(deserialize_with = "lenient::required_id")]
     handle: String,
     filter: String,
+    #[serde(default, deserialize_with = "lenient::integer")]
     max_tokens: Option<u32>,
 }
 

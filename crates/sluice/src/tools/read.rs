@@ -37,10 +37,14 @@ pub(super) fn tool() -> Tool {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReadArgs {
+    #[serde(default, deserialize_with = "lenient::id")]
     handle: Option<String>,
+    #[serde(default, deserialize_with = "lenient::integer")]
     page: Option<u64>,
     path: Option<String>,
+    #[serde(default, deserialize_with = "lenient::integer")]
     max_tokens: Option<u32>,
+    #[serde(default, deserialize_with = "lenient::id")]
     cursor: Option<String>,
 }
 

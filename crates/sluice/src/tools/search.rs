@@ -46,16 +46,21 @@ pub(super) fn tool() -> Tool {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SearchArgs {
+    #[serde(default, deserialize_with = "lenient::id")]
     handle: Option<String>,
     pattern: Option<String>,
+    #[serde(default, deserialize_with = "lenient::boolean")]
     regex: Option<bool>,
+    #[serde(default, deserialize_with = "lenient::boolean")]
     case_sensitive: Option<bool>,
     // Any JSON: checked by `context_lines`, whose message names the
     // argument and its range (serde's would not).
     context: Option<Value>,
     before: Option<Value>,
     after: Option<Value>,
+    #[serde(default, deserialize_with = "lenient::integer")]
     max_matches: Option<u32>,
+    #[serde(default, deserialize_with = "lenient::id")]
     cursor: Option<String>,
 }
 
@@ -64,8 +69,7 @@ pub(super) fn context_lines(name: &str, value: Option<&Value>) -> Result<Option<
     let Some(value) = value else {
         return Ok(None);
     };
-    value
-        .as_u64()
+    lenient::whole(value)
         .filter(|&n| n <= search::MAX_CONTEXT as u64)
         .map(|n| Some(n as u8))
         .ok_or_else(|| {

@@ -423,3 +423,93 @@ async fn a_builtin_tool_given_a_wrong_argument_shows_a_call_it_takes() {
         }
     }
 }
+
+/// sluice's own tools read an argument as a model or client plainly meant
+/// it: `"page": "2"` (some clients send every argument as a string), a
+/// boolean as `"true"`, a handle, cursor or operation id with spaces or a
+/// newline around it (copied from a line of text). Each answer is the one
+/// the argument written properly gets; a string that is no number is still
+/// refused with a call to copy. (`sluice_query`, whose worker is the
+/// binary's, in `query::queries_answer_inline_or_are_stored_and_chain`.)
+#[tokio::test(start_paused = true)]
+async fn builtin_arguments_are_read_as_a_model_plainly_meant_them() {
+    let h = Harness::new().start().await;
+    let handle = stored_handle(&h.call("inventory", json!({"count": 3000})).await);
+    let spaced = format!(" {handle}\n");
+    // `[tool, arguments]`: its answer's texts, and whether it is an error.
+    let answer = |call: Value| {
+        let h = &h;
+        async move {
+            let answer = h.call(call[0].as_str().unwrap(), call[1].clone()).await;
+            let texts: Vec<String> = answer
+                .content
+                .iter()
+                .filter_map(|block| block.as_text().map(|t| t.text.clone()))
+                .collect();
+            (texts, answer.is_error == Some(true))
+        }
+    };
+    let same = |asked: Value, proper: Value| {
+        let answer = &answer;
+        async move {
+            let (asked, proper) = (answer(asked).await, answer(proper).await);
+            assert!(!asked.1, "{asked:?}");
+            assert_eq!(asked, proper);
+        }
+    };
+    same(
+        json!(["sluice_read", {"handle": spaced, "page": "2", "max_tokens": " 900 "}]),
+        json!(["sluice_read", {"handle": handle, "page": 2, "max_tokens": 900}]),
+    )
+    .await;
+    same(
+        json!(["sluice_read", {"handle": handle, "page": 2.0}]),
+        json!(["sluice_read", {"handle": handle, "page": 2}]),
+    )
+    .await;
+    same(
+        json!(["sluice_search", {"handle": spaced, "pattern": "#1[0-9]", "regex": "true", "max_matches": "3", "context": "1"}]),
+        json!(["sluice_search", {"handle": handle, "pattern": "#1[0-9]", "regex": true, "max_matches": 3, "context": 1}]),
+    )
+    .await;
+    same(
+        json!(["sluice_info", {"handle": spaced}]),
+        json!(["sluice_info", {"handle": handle}]),
+    )
+    .await;
+    // A cursor from page 1, with a newline after it.
+    let first = h.call("sluice_read", json!({"handle": handle})).await;
+    let cursor = first.meta.as_ref().unwrap()["sluice/page"]["next_cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    same(
+        json!(["sluice_read", {"cursor": format!("{cursor}\n")}]),
+        json!(["sluice_read", {"cursor": cursor}]),
+    )
+    .await;
+    // An operation id with a space before it.
+    let started = h
+        .call("slow_task", json!({"seconds": 2, "_timeout_s": 0.5}))
+        .await;
+    let id = operation(&started)["id"].as_str().unwrap().to_owned();
+    let waited = h
+        .call(
+            "sluice_result",
+            json!({"operation": format!(" {id}"), "wait_s": 5}),
+        )
+        .await;
+    assert_eq!(first_text(&waited), "done after 2 s");
+    // What plainly is no number is refused, with a call to copy.
+    let refused = h
+        .call("sluice_read", json!({"handle": handle, "page": "two"}))
+        .await;
+    assert_eq!(refused.is_error, Some(true));
+    let text = first_text(&refused);
+    assert!(
+        text.starts_with(
+            "sluice_read: invalid value: string \"two\", expected a whole number (or a string of its digits)"
+        ) && text.contains(". Call it as {\"handle\":\"h_…\",\"page\":2}"),
+        "{text}"
+    );
+}

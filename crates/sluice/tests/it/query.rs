@@ -77,6 +77,14 @@ async fn queries_answer_inline_or_are_stored_and_chain() {
 
     let count = call(&client, "sluice_query", q(".rows | length")).await;
     assert_eq!(first_text(&count), "20000");
+    // A handle copied with what surrounds it, and `max_tokens` as a string
+    // (`tools::lenient`): the same answer.
+    let spaced =
+        json!({"handle": format!(" {handle}\n"), "filter": ".rows | length", "max_tokens": "900"});
+    assert_eq!(
+        first_text(&call(&client, "sluice_query", spaced).await),
+        "20000"
+    );
     // jq's own definitions that jaq lacks are there (`query/defs.jq`).
     let table = call(
         &client,
@@ -276,6 +284,14 @@ async fn queries_work_once_the_file_sluice_started_from_is_gone() {
     );
     let count = call(&client, "sluice_query", q(".rows | length")).await;
     assert_eq!(first_text(&count), "20000");
+    // A handle copied with what surrounds it, and `max_tokens` as a string
+    // (`tools::lenient`): the same answer.
+    let spaced =
+        json!({"handle": format!(" {handle}\n"), "filter": ".rows | length", "max_tokens": "900"});
+    assert_eq!(
+        first_text(&call(&client, "sluice_query", spaced).await),
+        "20000"
+    );
 }
 
 /// The `sluice/jq` figures of `sluice_info`.
