@@ -15,7 +15,15 @@ use std::sync::{Arc, Mutex};
 use crate::FastMap;
 use crate::caller::Quota;
 
-type Counts = Arc<Mutex<FastMap<Quota, usize>>>;
+type Counts = Arc<Mutex<FastMap<Quota, Count>>>;
+
+/// One client's requests being answered, and whether its last was refused
+/// (said in the log once per run of refusals).
+#[derive(Debug, Default)]
+struct Count {
+    answering: usize,
+    refusing: bool,
+}
 
 /// The requests being answered, per client.
 #[derive(Debug)]
@@ -31,7 +39,7 @@ pub struct Slot {
     client: Quota,
 }
 
-fn lock(counts: &Counts) -> std::sync::MutexGuard<'_, FastMap<Quota, usize>> {
+fn lock(counts: &Counts) -> std::sync::MutexGuard<'_, FastMap<Quota, Count>> {
     // Each update is one insert, increment or removal: a panic elsewhere
     // leaves the map consistent.
     counts.lock().unwrap_or_else(|p| p.into_inner())
@@ -51,10 +59,18 @@ impl InFlight {
     pub fn admit(&self, client: Quota) -> Result<Slot, usize> {
         let mut counts = lock(&self.counts);
         let count = counts.entry(client.clone()).or_default();
-        if *count >= self.max {
+        if count.answering >= self.max {
+            if !std::mem::replace(&mut count.refusing, true) {
+                tracing::warn!(
+                    in_flight = self.max,
+                    "refusing the requests of {} until some are answered: [limits] max_requests_in_flight reached",
+                    described(&client)
+                );
+            }
             return Err(self.max);
         }
-        *count += 1;
+        count.answering += 1;
+        count.refusing = false;
         drop(counts);
         Ok(Slot {
             counts: self.counts.clone(),
@@ -69,12 +85,25 @@ impl InFlight {
     }
 }
 
+/// `client` for the operator's log: a principal by name (escaped), an
+/// anonymous client by its address; a session's owner is a number that
+/// says nothing.
+fn described(client: &Quota) -> String {
+    use sluice_core::store::Owner;
+    match client {
+        Quota::Owner(Owner::Principal(principal)) => format!("principal {principal:?}"),
+        Quota::Owner(Owner::Session(_)) => "an HTTP session".into(),
+        Quota::Owner(Owner::Anonymous) => "an anonymous client".into(),
+        Quota::Address(address) => format!("the anonymous clients at {address}"),
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut counts = lock(&self.counts);
         if let Some(count) = counts.get_mut(&self.client) {
-            *count -= 1;
-            if *count == 0 {
+            count.answering -= 1;
+            if count.answering == 0 {
                 counts.remove(&self.client);
             }
         }

@@ -351,6 +351,33 @@ async fn requests_in_flight_over_http_are_bounded_per_client() {
                 .contains("`[limits] max_requests_in_flight`"),
         "{refused:?}"
     );
+    // Refused again while hers are answered...
+    let again = alice.call_tool(tool("echo", json!({"text": "4th"}))).await;
+    assert!(
+        matches!(&again, Err(rmcp::ServiceError::McpError(e)) if e.code.0 == -32000),
+        "{again:?}"
+    );
+    // ...and said in the log once for the run, naming whose requests are
+    // refused.
+    let said = || -> Vec<String> {
+        sluice
+            .stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|line| line.contains("max_requests_in_flight reached"))
+            .cloned()
+            .collect()
+    };
+    eventually(Duration::from_secs(10), "the refusal in the log", || {
+        !said().is_empty()
+    })
+    .await;
+    let said = said();
+    assert!(
+        said.len() == 1 && said[0].contains("refusing the requests of principal \"alice\""),
+        "{said:?}"
+    );
     // Another principal's share is its own.
     let bobs = bob
         .call_tool(tool("echo", json!({"text": "bob"})))
