@@ -78,6 +78,8 @@
 //! max_sessions = 1000                    # more 2025-11-25 sessions get 503
 //! session_idle_s = 1800                  # an unused session is closed
 //! header_timeout_s = 10                  # headers must have arrived by then
+//! tls_cert = "/etc/sluice/cert.pem"      # serve https:// (with tls_key; relative to this file)
+//! tls_key = "/etc/sluice/key.pem"
 //! max_connections = 10000                # more open connections get 503
 //! ```
 
@@ -115,6 +117,9 @@ pub struct Config {
     pub cache: CacheSettings,
     /// Limits of the HTTP listener.
     pub http: HttpLimits,
+    /// The certificate and key the HTTP listener serves TLS with (`[http]
+    /// tls_cert`, `tls_key`); `None`: plain HTTP.
+    pub tls: Option<TlsFiles>,
     /// Limits of every message, in every direction (`[limits]`).
     pub limits: MessageLimits,
     /// Who may use the HTTP listener (`[auth]`); `None` when the file has no `[auth]`.
@@ -125,6 +130,17 @@ pub struct Config {
     /// The principals of `[auth]` who may read the admin server's data
     /// (`[admin] principals`); `None`: any principal of `[auth]`.
     pub admin_principals: Option<Vec<String>>,
+}
+
+/// The files of `[http] tls_cert` and `tls_key`, as named (relative ones
+/// made relative to the config file's folder). Read, and checked, where
+/// the listener starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, PEM: the server's certificate first.
+    pub cert: PathBuf,
+    /// Its private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
 }
 
 /// The `[auth]` table: the bearer tokens the HTTP listener accepts, and the
@@ -582,9 +598,29 @@ struct RawHttp {
     session_idle_s: Option<u64>,
     header_timeout_s: Option<u64>,
     max_connections: Option<usize>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
 }
 
 impl RawHttp {
+    /// `tls_cert` and `tls_key`, both or neither; `dir` is the config
+    /// file's folder, for relative paths.
+    fn tls(&self, dir: &Path) -> Result<Option<TlsFiles>, String> {
+        match (&self.tls_cert, &self.tls_key) {
+            (None, None) => Ok(None),
+            (Some(cert), Some(key)) => Ok(Some(TlsFiles {
+                cert: dir.join(cert),
+                key: dir.join(key),
+            })),
+            (Some(_), None) => Err(
+                "[http]: `tls_cert` is set without `tls_key`: give both, the certificate chain and its private key (PEM files)".into(),
+            ),
+            (None, Some(_)) => Err(
+                "[http]: `tls_key` is set without `tls_cert`: give both, the certificate chain and its private key (PEM files)".into(),
+            ),
+        }
+    }
+
     fn check(self) -> Result<HttpLimits, String> {
         let mut h = HttpLimits::default();
         if let Some(m) = self.max_body_mb {
@@ -1248,11 +1284,14 @@ impl Config {
                 raw.into_inner().check().map_err(|e| at(span, e))?
             }
         };
-        let http = match raw.http {
-            None => HttpLimits::default(),
+        let (http, tls) = match raw.http {
+            None => (HttpLimits::default(), None),
             Some(raw) => {
                 let span = raw.span();
-                raw.into_inner().check().map_err(|e| at(span, e))?
+                let raw = raw.into_inner();
+                let dir = path.parent().unwrap_or(Path::new(""));
+                let tls = raw.tls(dir).map_err(|e| at(span.clone(), e))?;
+                (raw.check().map_err(|e| at(span, e))?, tls)
             }
         };
         let limits = match raw.limits {
@@ -1308,6 +1347,7 @@ impl Config {
             operations,
             cache,
             http,
+            tls,
             limits,
             auth,
             admin,
@@ -1341,6 +1381,7 @@ impl Config {
             operations: OperationSettings::default(),
             cache: CacheSettings::default(),
             http: HttpLimits::default(),
+            tls: None,
             limits: MessageLimits::default(),
             auth: None,
             admin: None,
@@ -2090,6 +2131,42 @@ cache_mb = 0
                 parse(&format!("{up}{auth}[admin]\nprincipals = {principals}\n")).unwrap_err();
             assert!(err.contains(expected), "{principals}: {err}");
             assert!(!err.contains('\n'), "one line: {err}");
+        }
+    }
+
+    /// `[http] tls_cert` and `tls_key` come together, relative to the
+    /// config file's folder; one without the other says so.
+    #[test]
+    fn tls_files_come_in_pairs_beside_the_config_file() {
+        let up = "[upstreams.a]\ncommand = \"x\"\n";
+        assert_eq!(parse(up).unwrap().tls, None);
+        let config = Config::parse(
+            &format!("{up}[http]\ntls_cert = \"tls/cert.pem\"\ntls_key = \"/etc/k.pem\"\n"),
+            Path::new("/srv/sluice/sluice.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            config.tls,
+            Some(TlsFiles {
+                cert: PathBuf::from("/srv/sluice/tls/cert.pem"),
+                key: PathBuf::from("/etc/k.pem"),
+            })
+        );
+        for (line, expected) in [
+            (
+                "tls_cert = \"c.pem\"",
+                "`tls_cert` is set without `tls_key`: give both",
+            ),
+            (
+                "tls_key = \"k.pem\"",
+                "`tls_key` is set without `tls_cert`: give both",
+            ),
+        ] {
+            let err = parse(&format!("{up}[http]\n{line}\n")).unwrap_err();
+            assert!(
+                err.contains(expected) && err.contains("sluice.toml:"),
+                "{err}"
+            );
         }
     }
 

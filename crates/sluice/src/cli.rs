@@ -233,6 +233,11 @@ impl Args {
                     }
                     (None, _) => None,
                 };
+                // Read and checked before anything listens.
+                let tls = match &config.tls {
+                    Some(files) => Some(crate::downstream::tls::server_config(files)?),
+                    None => None,
+                };
                 Ok(Command::Http(
                     config,
                     addr,
@@ -240,6 +245,7 @@ impl Args {
                         auth,
                         allowed_hosts: self.allow_hosts,
                         allow_any: self.allow_any_host,
+                        tls,
                     },
                     admin,
                 ))

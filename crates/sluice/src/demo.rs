@@ -144,6 +144,7 @@ pub async fn run() -> anyhow::Result<()> {
         auth: None,
         admin: None,
         admin_principals: None,
+        tls: None,
     };
     println!("sluice demo: a sample MCP server (`sluice sample-server`) behind the gateway,");
     println!("and a client session through it. Everything below is what a model would see.");

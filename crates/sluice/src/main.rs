@@ -146,6 +146,11 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             let gateway = Gateway::open(&config)?;
             let shutdown = shutdown_on_signal();
             let admin = start_admin(&gateway, admin, &shutdown, log_format).await?;
+            let scheme = if access.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
             let result = sluice::downstream::http::serve(
                 gateway.clone(),
                 addr,
@@ -156,7 +161,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
                     say(
                         log_format,
                         "INFO",
-                        &format!("serving MCP at http://{bound}/mcp"),
+                        &format!("serving MCP at {scheme}://{bound}/mcp"),
                     )
                 },
             )

@@ -147,6 +147,7 @@ pub async fn start(
             header_timeout: HEADER_TIMEOUT,
             max: MAX_CONNECTIONS,
             key: "the admin listener's bound",
+            tls: None,
         };
         crate::downstream::http::serve_connections(listener, router, bounds, shutdown).await;
         sampling.cancel();

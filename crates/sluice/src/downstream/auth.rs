@@ -595,9 +595,9 @@ pub fn protect(
     });
     let metadata = {
         let auth = auth.clone();
-        move |headers: HeaderMap| {
+        move |headers: HeaderMap, over_tls: Option<axum::Extension<super::OverTls>>| {
             let auth = auth.clone();
-            async move { resource_metadata(&auth, &headers) }
+            async move { resource_metadata(&auth, &headers, over_tls.is_some()) }
         }
     };
     router
@@ -626,18 +626,18 @@ async fn require_bearer(
         Ok(Some(token)) => token,
         Ok(None) => {
             return unauthorized(
-                request.headers(),
+                &request,
                 None,
                 "this endpoint needs an `Authorization: Bearer <token>` header",
             );
         }
-        Err(why) => return unauthorized(request.headers(), Some(why), why),
+        Err(why) => return unauthorized(&request, Some(why), why),
     };
     let principal = match auth.authenticate(token).await {
         Ok(principal) => principal,
         Err(why) => {
             tracing::info!(reason = %why, "refused a request to {}", request.uri().path());
-            return unauthorized(request.headers(), Some(&why), &why);
+            return unauthorized(&request, Some(&why), &why);
         }
     };
     let session: Option<SessionId> = request
@@ -710,8 +710,9 @@ pub(crate) fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, &'static
 }
 
 /// The URL the client used to reach sluice, without a path: the scheme
-/// (`https` when a proxy says so in `X-Forwarded-Proto`) and the Host.
-fn base_url(headers: &HeaderMap) -> String {
+/// (`https` over sluice's own TLS, or when a proxy says so in
+/// `X-Forwarded-Proto`) and the Host.
+fn base_url(headers: &HeaderMap, over_tls: bool) -> String {
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
@@ -722,18 +723,23 @@ fn base_url(headers: &HeaderMap) -> String {
                     .all(|b| b.is_ascii_alphanumeric() || b".-_:[]".contains(&b))
         })
         .unwrap_or("localhost");
-    let https = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|p| p.eq_ignore_ascii_case("https"));
+    let https = over_tls
+        || headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|p| p.eq_ignore_ascii_case("https"));
     format!("{}://{host}", if https { "https" } else { "http" })
 }
 
 /// 401 with the `WWW-Authenticate` challenge of RFC 6750 and RFC 9728
 /// (`error="invalid_token"` when a token was presented and refused), and a
 /// JSON body that says what is wrong.
-fn unauthorized(headers: &HeaderMap, refused: Option<&str>, why: &str) -> Response {
-    let metadata = format!("{}/.well-known/oauth-protected-resource", base_url(headers));
+fn unauthorized(request: &Request, refused: Option<&str>, why: &str) -> Response {
+    let over_tls = request.extensions().get::<super::OverTls>().is_some();
+    let metadata = format!(
+        "{}/.well-known/oauth-protected-resource",
+        base_url(request.headers(), over_tls)
+    );
     let challenge = match refused {
         None => format!("Bearer resource_metadata=\"{metadata}\""),
         Some(_) => format!("Bearer error=\"invalid_token\", resource_metadata=\"{metadata}\""),
@@ -753,9 +759,9 @@ fn unauthorized(headers: &HeaderMap, refused: Option<&str>, why: &str) -> Respon
 }
 
 /// The protected-resource metadata document (RFC 9728).
-fn resource_metadata(auth: &Authenticator, headers: &HeaderMap) -> Response {
+fn resource_metadata(auth: &Authenticator, headers: &HeaderMap, over_tls: bool) -> Response {
     let mut document = serde_json::json!({
-        "resource": format!("{}/mcp", base_url(headers)),
+        "resource": format!("{}/mcp", base_url(headers, over_tls)),
         "bearer_methods_supported": ["header"],
     });
     if let Some(issuer) = auth.issuer() {
@@ -838,14 +844,16 @@ mod tests {
     #[test]
     fn the_base_url_is_the_host_the_client_used_or_localhost() {
         let mut h = HeaderMap::new();
-        assert_eq!(base_url(&h), "http://localhost");
+        assert_eq!(base_url(&h, false), "http://localhost");
         h.insert(header::HOST, HeaderValue::from_static("mcp.example:8808"));
-        assert_eq!(base_url(&h), "http://mcp.example:8808");
+        assert_eq!(base_url(&h, false), "http://mcp.example:8808");
+        // Over sluice's own TLS.
+        assert_eq!(base_url(&h, true), "https://mcp.example:8808");
         h.insert("x-forwarded-proto", HeaderValue::from_static("https"));
-        assert_eq!(base_url(&h), "https://mcp.example:8808");
+        assert_eq!(base_url(&h, false), "https://mcp.example:8808");
         // A Host that would break out of the quoted challenge is not echoed.
         h.insert(header::HOST, HeaderValue::from_static("a\"b"));
-        assert_eq!(base_url(&h), "https://localhost");
+        assert_eq!(base_url(&h, false), "https://localhost");
     }
 
     #[tokio::test]

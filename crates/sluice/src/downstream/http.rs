@@ -1,7 +1,8 @@
 //! Serving clients over Streamable HTTP at `/mcp`: many sessions, and
 //! 2026-07-28 stateless requests, answered by [`http_endpoint`]. The accept
 //! loop is sluice's own (hyper's HTTP/1 builder) so it can set TCP_NODELAY,
-//! the header timeout and each request's [`PeerAddr`].
+//! the header timeout and each request's [`PeerAddr`], and speak TLS
+//! ([`super::tls`]) when `[http] tls_cert` is set.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -65,12 +66,18 @@ pub async fn serve(
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr()?;
     raise_open_files_limit();
-    tracing::info!("serving MCP at http://{bound}/mcp");
+    let scheme = if access.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    tracing::info!("serving MCP at {scheme}://{bound}/mcp");
     ready(bound);
     let bounds = Connections {
         header_timeout: limits.header_timeout,
         max: limits.max_connections,
         key: "`[http] max_connections`",
+        tls: access.tls.map(tokio_rustls::TlsAcceptor::from),
     };
     serve_connections(listener, router, bounds, shutdown).await;
     Ok(())
@@ -91,6 +98,7 @@ pub(crate) async fn serve_connections(
         header_timeout,
         max,
         key,
+        tls,
     } = bounds;
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
     // One permit per open connection, held by its task.
@@ -115,7 +123,10 @@ pub(crate) async fn serve_connections(
             if !std::mem::replace(&mut refusing, true) {
                 tracing::warn!(open = max, "refusing connections: {key} reached");
             }
-            tokio::spawn(refuse_connection(tcp, max, key));
+            // A TLS client could not read a plain answer: it is closed.
+            if tls.is_none() {
+                tokio::spawn(refuse_connection(tcp, max, key));
+            }
             continue;
         };
         refusing = false;
@@ -124,10 +135,14 @@ pub(crate) async fn serve_connections(
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!("cannot set TCP_NODELAY on a connection: {e}");
         }
+        let over_tls = tls.is_some();
         let service = tower::ServiceExt::map_request(
             router.clone(),
             move |mut request: http::Request<hyper::body::Incoming>| {
                 request.extensions_mut().insert(PeerAddr(peer));
+                if over_tls {
+                    request.extensions_mut().insert(super::OverTls);
+                }
                 request
             },
         );
@@ -137,14 +152,36 @@ pub(crate) async fn serve_connections(
         builder
             .timer(hyper_util::rt::TokioTimer::new())
             .header_read_timeout(header_timeout);
-        let connection = builder.serve_connection(
-            hyper_util::rt::TokioIo::new(tcp),
-            hyper_util::service::TowerToHyperService::new(service),
-        );
-        let connection = connections.watch(connection);
+        let service = hyper_util::service::TowerToHyperService::new(service);
+        let Some(acceptor) = &tls else {
+            let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            let connection = connections.watch(connection);
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(%peer, "HTTP connection ended: {e}");
+                }
+                drop(held);
+            });
+            continue;
+        };
+        let (accepting, watcher) = (acceptor.accept(tcp), connections.watcher());
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(%peer, "HTTP connection ended: {e}");
+            // The handshake, like a request's headers, within the header
+            // timeout: a client that connects and says nothing is closed.
+            let tls = match tokio::time::timeout(header_timeout, accepting).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, "TLS handshake failed: {e}");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "no TLS handshake within the header timeout");
+                    return;
+                }
+            };
+            let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(tls), service);
+            if let Err(e) = watcher.watch(connection).await {
+                tracing::debug!(%peer, "HTTPS connection ended: {e}");
             }
             drop(held);
         });
@@ -169,6 +206,8 @@ pub(crate) struct Connections {
     pub max: usize,
     /// The setting that says so, named in the refusal.
     pub key: &'static str,
+    /// TLS on every connection (`[http] tls_cert`); `None`: plain HTTP.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// Answers a connection over the bound 503, without reading its request,

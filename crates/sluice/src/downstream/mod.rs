@@ -24,11 +24,17 @@ pub mod outbox;
 pub mod session;
 pub mod stdio;
 pub mod stdio_fds;
+pub mod tls;
 
 /// The address an HTTP request came from, in its extensions: anonymous
 /// clients' limits are counted per address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr(pub SocketAddr);
+
+/// In an HTTP request's extensions when it came over sluice's own TLS
+/// (`[http] tls_cert`): the URLs sluice gives back are `https://`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverTls;
 
 /// The JSON-RPC error code of a refusal that is the server's state, not the
 /// request's fault (too many sessions, connections, requests in flight).
@@ -57,4 +63,6 @@ pub struct HttpAccess {
     pub allowed_hosts: Vec<String>,
     /// Accept any Host and Origin (for a server behind a trusted proxy).
     pub allow_any: bool,
+    /// TLS on the listener (`[http] tls_cert`, `tls_key`): `https://`.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }

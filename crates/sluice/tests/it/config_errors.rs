@@ -44,6 +44,41 @@ fn missing_file_and_no_upstream_are_explained() {
     );
 }
 
+/// TLS files that cannot be served with stop `--listen` before it listens,
+/// naming the file and what is wrong with it.
+#[test]
+fn tls_files_that_cannot_serve_stop_the_listener_before_it_listens() {
+    let dir = TempDir::new("bad-tls");
+    let fixtures = repo().join("tests/fixtures/tls");
+    for (cert, key, expected) in [
+        (
+            dir.0.join("missing.pem"),
+            fixtures.join("localhost.key"),
+            "cannot read [http] tls_cert ",
+        ),
+        (
+            fixtures.join("localhost.pem"),
+            fixtures.join("ca.pem"),
+            "[http] tls_key ",
+        ),
+    ] {
+        let file = dir.file(
+            "sluice.toml",
+            &format!(
+                "[upstreams.a]\ncommand = \"x\"\n[http]\ntls_cert = {cert:?}\ntls_key = {key:?}\n"
+            ),
+        );
+        let (code, err) = run(&[
+            "--config",
+            file.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(expected) && !err.contains("serving"), "{err}");
+    }
+}
+
 #[test]
 fn config_and_command_together_are_refused() {
     let dir = TempDir::new("both");

@@ -435,7 +435,8 @@ async fn bad_context_and_tampered_cursors_get_clear_errors() {
     for (name, bad) in [
         ("before", json!(11)),
         ("after", json!(-1)),
-        ("before", json!("3")),
+        ("before", json!("three")),
+        ("before", json!("11")),
         ("after", json!(2.5)),
         ("before", json!(true)),
         ("context", json!(100)),

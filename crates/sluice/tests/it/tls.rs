@@ -10,6 +10,7 @@
 //! Debian's tinyproxy, an `http://` upstream as absolute-form requests too.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -233,7 +234,7 @@ async fn tinyproxy(
             let _ = log.send(line);
         }
     });
-    tokio::time::timeout(std::time::Duration::from_secs(10), started)
+    tokio::time::timeout(Duration::from_secs(10), started)
         .await
         .expect("tinyproxy serves within 10 s")
         .expect("tinyproxy started");
@@ -295,4 +296,108 @@ async fn a_real_proxy_relays_an_http_upstream_and_tunnels_an_https_one() {
     );
     let host = tls.trim_start_matches("https://").trim_end_matches("/mcp");
     assert!(said(&format!("CONNECT {host} HTTP/1.1")), "{relayed:#?}");
+}
+
+/// sluice serves `https://` itself with `[http] tls_cert` and `tls_key`
+/// (relative to the config file): another sluice reaches it as an HTTPS
+/// upstream (its certificate checked against the fixture's CA) and calls a
+/// tool through it with a bearer token; the protected-resource metadata
+/// names the `https://` URL; a plain HTTP request on that port gets no
+/// answer, and a connection that never starts its handshake is closed
+/// after `header_timeout_s`.
+#[tokio::test]
+async fn sluice_serves_https_itself_with_its_own_certificate() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let temp = TempDir::new("https-listener");
+    let fixtures = repo().join("tests/fixtures/tls");
+    for name in ["localhost.pem", "localhost.key"] {
+        std::fs::copy(fixtures.join(name), temp.0.join(name)).unwrap();
+    }
+    let token = "alice-https-token";
+    let config = temp.file(
+        "sluice.toml",
+        &format!(
+            "{}[http]\ntls_cert = \"localhost.pem\"\ntls_key = \"localhost.key\"\nheader_timeout_s = 1\n{}",
+            toml_upstream("sample", &sample()),
+            auth_tokens(&[("alice", token)])
+        ),
+    );
+    let served = HttpSluice::start(&["--config", config.to_str().unwrap()], &[]).await;
+    assert!(
+        served.url.starts_with("https://127.0.0.1:"),
+        "{}",
+        served.url
+    );
+    let port = served
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches("/mcp");
+    let url = format!("https://localhost:{port}/mcp");
+
+    // sluice as the client, over TLS, with the token.
+    let front = TempDir::new("https-listener-client");
+    let front_config = front.file(
+        "sluice.toml",
+        &format!(
+            "[upstreams.far]\nurl = {url:?}\nheaders = {{ Authorization = \"Bearer {token}\" }}\n"
+        ),
+    );
+    let mut command = vec![
+        "env".to_owned(),
+        format!("SSL_CERT_FILE={}", fixtures.join("ca.pem").display()),
+    ];
+    command.extend(via_config(&front_config));
+    let (client, _) = connect(&command).await;
+    let echoed = call(
+        &client,
+        "echo",
+        serde_json::json!({"text": "over sluice's TLS"}),
+    )
+    .await;
+    assert_eq!(first_text(&echoed), "over sluice's TLS");
+    client.cancel().await.unwrap();
+
+    // The metadata names the URL as the client reached it: https.
+    sluice::install_tls_provider();
+    let ca =
+        reqwest::Certificate::from_pem(&std::fs::read(fixtures.join("ca.pem")).unwrap()).unwrap();
+    let http = reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .build()
+        .unwrap();
+    let metadata: serde_json::Value = http
+        .get(format!(
+            "https://localhost:{port}/.well-known/oauth-protected-resource"
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(metadata["resource"], url.as_str(), "{metadata}");
+
+    // Plain HTTP on that port: no HTTP answer.
+    let address = format!("127.0.0.1:{port}");
+    let mut plain = tokio::net::TcpStream::connect(&address).await.unwrap();
+    plain
+        .write_all(b"GET /mcp HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), plain.read_to_end(&mut answer)).await;
+    assert!(
+        !answer.starts_with(b"HTTP/"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    // A connection that says nothing is closed after the header timeout.
+    let mut silent = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let closed = tokio::time::timeout(Duration::from_secs(10), silent.read(&mut [0; 16])).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "still open: {closed:?}"
+    );
 }
