@@ -162,6 +162,45 @@ pub struct Snapshot {
     pub jq_idle: u64,
 }
 
+/// A limit a client's request or connection was refused at, as
+/// `sluice_refusals_total` labels it: the key that sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// `[limits] max_requests_in_flight`: one client's requests answered
+    /// at once (stdio, HTTP).
+    RequestsInFlight,
+    /// `[http] max_connections`.
+    Connections,
+    /// `[http] max_sessions`.
+    Sessions,
+    /// `[http] max_body_mb`.
+    Body,
+    /// `[operations] max_running`, `max_running_total`: operations running.
+    RunningOperations,
+}
+
+impl Limit {
+    /// Every limit, each labelled from the start (at 0).
+    pub const ALL: [Limit; 5] = [
+        Limit::RequestsInFlight,
+        Limit::Connections,
+        Limit::Sessions,
+        Limit::Body,
+        Limit::RunningOperations,
+    ];
+
+    /// Its label: the key that sets it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Limit::RequestsInFlight => "max_requests_in_flight",
+            Limit::Connections => "max_connections",
+            Limit::Sessions => "max_sessions",
+            Limit::Body => "max_body_mb",
+            Limit::RunningOperations => "max_running",
+        }
+    }
+}
+
 /// The figures, and the registry that writes them.
 pub struct Metrics {
     registry: Registry,
@@ -183,6 +222,7 @@ pub struct Metrics {
     sessions: IntGauge,
     jq_workers: IntGaugeVec,
     build_info: IntGaugeVec,
+    refusals: IntCounterVec,
     /// The series of each tool called, by the name clients call it by.
     tools: RwLock<HashMap<String, Arc<ToolSeries>>>,
     /// Scrapes one at a time: the figures read from elsewhere are set,
@@ -297,12 +337,20 @@ impl Metrics {
                 &["version"],
             )
             .expect("valid metric"),
+            refusals: IntCounterVec::new(
+                Opts::new(
+                    "sluice_refusals_total",
+                    "Client requests and connections refused at a limit, by the limit's key: max_requests_in_flight, max_connections, max_sessions, max_body_mb, max_running.",
+                ),
+                &["limit"],
+            )
+            .expect("valid metric"),
             registry,
             tools: RwLock::default(),
             scraping: Mutex::default(),
             history: Mutex::default(),
         };
-        let collectors: [Box<dyn Collector>; 18] = [
+        let collectors: [Box<dyn Collector>; 19] = [
             Box::new(metrics.calls.clone()),
             Box::new(metrics.durations.clone()),
             Box::new(metrics.tokens_saved.clone()),
@@ -321,6 +369,7 @@ impl Metrics {
             Box::new(metrics.sessions.clone()),
             Box::new(metrics.jq_workers.clone()),
             Box::new(metrics.build_info.clone()),
+            Box::new(metrics.refusals.clone()),
         ];
         for collector in collectors {
             metrics
@@ -335,6 +384,9 @@ impl Metrics {
             QueryOutcome::Stopped,
         ] {
             metrics.queries.with_label_values(&[outcome.as_str()]);
+        }
+        for limit in Limit::ALL {
+            metrics.refusals.with_label_values(&[limit.label()]);
         }
         metrics
             .build_info
@@ -387,6 +439,11 @@ impl Metrics {
     /// Counts the tokens a stored result kept out of the client's context.
     pub fn saved(&self, tokens: u64) {
         self.tokens_saved.inc_by(tokens);
+    }
+
+    /// A client's request or connection was refused at `limit`.
+    pub fn refused(&self, limit: Limit) {
+        self.refusals.with_label_values(&[limit.label()]).inc();
     }
 
     /// Counts a page served.

@@ -148,6 +148,8 @@ pub async fn start(
             max: MAX_CONNECTIONS,
             key: "the admin listener's bound",
             tls: None,
+            // Counted are /mcp's clients, not the operator's.
+            metrics: None,
         };
         crate::downstream::http::serve_connections(listener, router, bounds, shutdown).await;
         sampling.cancel();

@@ -180,7 +180,11 @@ impl Front {
         let client = self.client_of(parts);
         let slot = match self.gateway.in_flight().admit(client) {
             Ok(slot) => slot,
-            Err(max) => return Some(Taken::refused(&id, super::too_many_in_flight(max))),
+            Err(max) => {
+                let metrics = self.gateway.governor().metrics();
+                metrics.refused(crate::metrics::Limit::RequestsInFlight);
+                return Some(Taken::refused(&id, super::too_many_in_flight(max)));
+            }
         };
         let taken = self.take_method(method, message, id, http, stream)?;
         Some(taken.holding(slot))

@@ -78,6 +78,7 @@ pub async fn serve(
         max: limits.max_connections,
         key: "`[http] max_connections`",
         tls: access.tls.map(tokio_rustls::TlsAcceptor::from),
+        metrics: Some(gateway.governor().metrics().clone()),
     };
     serve_connections(listener, router, bounds, shutdown).await;
     Ok(())
@@ -99,6 +100,7 @@ pub(crate) async fn serve_connections(
         max,
         key,
         tls,
+        metrics,
     } = bounds;
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
     // One permit per open connection, held by its task.
@@ -122,6 +124,9 @@ pub(crate) async fn serve_connections(
         let Ok(held) = open.clone().try_acquire_owned() else {
             if !std::mem::replace(&mut refusing, true) {
                 tracing::warn!(open = max, "refusing connections: {key} reached");
+            }
+            if let Some(metrics) = &metrics {
+                metrics.refused(crate::metrics::Limit::Connections);
             }
             // A TLS client could not read a plain answer: it is closed.
             if tls.is_none() {
@@ -208,6 +213,8 @@ pub(crate) struct Connections {
     pub key: &'static str,
     /// TLS on every connection (`[http] tls_cert`); `None`: plain HTTP.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Where a refused connection is counted (`sluice_refusals_total`).
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 /// Answers a connection over the bound 503, without reading its request,

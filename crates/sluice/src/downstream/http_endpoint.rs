@@ -362,7 +362,8 @@ async fn open_session(
             let id = message.id().map_or(serde_json::Value::Null, |id| {
                 serde_json::from_str(id.as_json()).unwrap_or(serde_json::Value::Null)
             });
-            return super::http_guard::too_many_sessions(id, open);
+            let metrics = endpoint.gateway.governor().metrics();
+            return super::http_guard::too_many_sessions(metrics, id, open);
         }
     };
     // Forgotten unless answered: a client that leaves while its upstreams

@@ -20,6 +20,7 @@ use sluice_core::format::group;
 
 use crate::downstream::http_endpoint::Endpoint;
 use crate::downstream::http_front;
+use crate::metrics::{Limit, Metrics};
 
 /// The middleware: see the module's documentation.
 pub async fn guard(State(guard): State<Arc<Endpoint>>, request: Request, next: Next) -> Response {
@@ -32,7 +33,9 @@ pub async fn guard(State(guard): State<Arc<Endpoint>>, request: Request, next: N
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let metrics = guard.gateway.governor().metrics();
     if declared.is_some_and(|n| n > max) {
+        metrics.refused(Limit::Body);
         return too_large(max);
     }
     let (parts, body) = request.into_parts();
@@ -49,7 +52,10 @@ pub async fn guard(State(guard): State<Arc<Endpoint>>, request: Request, next: N
                 ),
             );
         }
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(max),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            metrics.refused(Limit::Body);
+            return too_large(max);
+        }
         Ok(Err(e)) => {
             return plain(
                 StatusCode::BAD_REQUEST,
@@ -62,7 +68,7 @@ pub async fn guard(State(guard): State<Arc<Endpoint>>, request: Request, next: N
         && guard.sessions.open() >= guard.limits.max_sessions
         && let Some(id) = initialize_id(&bytes)
     {
-        return too_many_sessions(id, guard.sessions.open());
+        return too_many_sessions(metrics, id, guard.sessions.open());
     }
     if let Some(answer) = http_front::answer(
         &guard.sessions,
@@ -80,8 +86,9 @@ pub async fn guard(State(guard): State<Arc<Endpoint>>, request: Request, next: N
 }
 
 /// The refusal of a new session (`initialize` of request `id`) while
-/// `open` sessions, the most allowed, are open.
-pub(super) fn too_many_sessions(id: serde_json::Value, open: usize) -> Response {
+/// `open` sessions, the most allowed, are open; counted in `metrics`.
+pub(super) fn too_many_sessions(metrics: &Metrics, id: serde_json::Value, open: usize) -> Response {
+    metrics.refused(Limit::Sessions);
     let message = format!(
         "sluice has {} open sessions, the most allowed (`[http] max_sessions`): close sessions you no longer use (HTTP DELETE with their Mcp-Session-Id), let idle ones expire (`[http] session_idle_s`), or use the 2026-07-28 protocol, which needs no session",
         group(open as u64)

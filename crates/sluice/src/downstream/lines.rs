@@ -350,6 +350,10 @@ where
                             "refusing the client's requests until it has some answers: [limits] max_requests_in_flight reached"
                         );
                     }
+                    if let Some(front) = &self.front {
+                        let metrics = front.gateway().governor().metrics();
+                        metrics.refused(crate::metrics::Limit::RequestsInFlight);
+                    }
                     let refusal = too_many_in_flight(&id, self.max_in_flight);
                     if write_bytes(&self.writer, &refusal).await.is_err() {
                         return self.ended();

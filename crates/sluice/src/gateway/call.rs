@@ -185,6 +185,8 @@ impl Gateway {
             }
         };
         if let Err(message) = self.operations.admit(&caller.owner, &caller.quota) {
+            let metrics = self.governor.metrics();
+            metrics.refused(crate::metrics::Limit::RunningOperations);
             return (Ok(Relayed::error_result(message)), Some(Outcome::Error));
         }
         // The call runs in a task of its own, which a timeout leaves running

@@ -32,16 +32,6 @@ async fn start(extra: &[&str]) -> (HttpSluice, String) {
     (sluice, base)
 }
 
-/// `http://ADDR` from sluice's "serving the admin page at http://ADDR/ …".
-fn admin_url(sluice: &HttpSluice) -> String {
-    let log = sluice.stderr.lock().unwrap().clone();
-    log.iter()
-        .find_map(|l| l.strip_prefix("sluice: serving the admin page at "))
-        .and_then(|rest| rest.split('/').nth(2))
-        .map(|addr| format!("http://{addr}"))
-        .unwrap_or_else(|| panic!("no admin line in {log:?}"))
-}
-
 async fn get(url: &str, token: Option<&str>) -> reqwest::Response {
     sluice::install_tls_provider();
     let mut request = reqwest::Client::new().get(url);
@@ -132,7 +122,10 @@ fn sample_of(samples: &HashMap<String, f64>, name: &str, labels: &[(&str, &str)]
 #[tokio::test]
 async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did() {
     let dir = TempDir::new("admin-metrics");
-    let file = sample_config(&dir, "");
+    let file = sample_config(
+        &dir,
+        "[operations]\nmax_running = 1\n[http]\nmax_body_mb = 1\n",
+    );
     let (sluice, base) = start(&["--config", file.to_str().unwrap()]).await;
     let (_, before) = scrape(&base).await;
     assert_eq!(sample_of(&before, "sluice_sessions", &[]), 0.0);
@@ -155,6 +148,11 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
     let stored_tokens = meta(&stored, "sluice/stored").unwrap()["tokens"]
         .as_u64()
         .unwrap();
+    // An error: a name no upstream lists (the only upstream takes it).
+    let unknown = client
+        .call_tool(rmcp::model::CallToolRequestParams::new("nosuch_tool"))
+        .await;
+    assert!(unknown.is_err(), "{unknown:?}");
     // An operation.
     let op = call(
         &client,
@@ -167,11 +165,28 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
         "{:?}",
         first_text(&op)
     );
-    // An error: a name no upstream lists (the only upstream takes it).
-    let unknown = client
-        .call_tool(rmcp::model::CallToolRequestParams::new("nosuch_tool"))
-        .await;
-    assert!(unknown.is_err(), "{unknown:?}");
+    // A second one, over `[operations] max_running`: refused (an error).
+    let over = call(
+        &client,
+        "slow_task",
+        json!({"seconds": 60, "_timeout_s": 0.5}),
+    )
+    .await;
+    assert!(
+        first_text(&over).contains("`[operations] max_running`"),
+        "{}",
+        first_text(&over)
+    );
+    // A body over `[http] max_body_mb`: 413.
+    sluice::install_tls_provider();
+    let too_large = reqwest::Client::new()
+        .post(&sluice.url)
+        .header("content-type", "application/json")
+        .body(vec![b' '; 2 << 20])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_large.status(), 413);
     // Reads of the stored result.
     call(&client, "sluice_read", json!({"handle": handle, "page": 2})).await;
     call(
@@ -215,6 +230,7 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
         ("sluice_upstream_restarts", "counter"),
         ("sluice_sessions", "gauge"),
         ("sluice_jq_workers", "gauge"),
+        ("sluice_refusals", "counter"),
     ] {
         assert!(
             after.contains_key(&format!("TYPE {family} {kind}")),
@@ -232,6 +248,7 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
         ("sample", "echo", "error"),
         ("sample", "inventory", "stored"),
         ("sample", "slow_task", "operation"),
+        ("sample", "slow_task", "error"),
         ("sample", "(unknown)", "error"),
     ]
     .iter()
@@ -278,6 +295,23 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
         0.0
     );
     assert_eq!(moved("sluice_searches_total", &[]), 1.0);
+    // Each refusal at a limit, under its key; every key there from the
+    // start.
+    for (limit, refused) in [
+        ("max_running", 1.0),
+        ("max_body_mb", 1.0),
+        ("max_requests_in_flight", 0.0),
+        ("max_connections", 0.0),
+        ("max_sessions", 0.0),
+    ] {
+        let labels = [("limit", limit)];
+        assert_eq!(
+            before.get(&key("sluice_refusals_total", &labels)),
+            Some(&0.0),
+            "{limit}"
+        );
+        assert_eq!(moved("sluice_refusals_total", &labels), refused, "{limit}");
+    }
     // The tokens the stored result kept out of the context, less its
     // answer's.
     let saved = moved("sluice_tokens_saved_total", &[]);
@@ -327,7 +361,8 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
     assert_eq!(state["operations"][0]["tool"], "slow_task");
     assert_eq!(state["operations"][0]["status"], "running");
     assert_eq!(state["calls"]["stored"], 1);
-    assert_eq!(state["calls"]["error"], 2);
+    // `echo` without its text, an unknown tool, and the operation refused.
+    assert_eq!(state["calls"]["error"], 3);
     assert_eq!(
         state["tokens_saved"].as_f64().unwrap(),
         sample_of(&after, "sluice_tokens_saved_total", &[])

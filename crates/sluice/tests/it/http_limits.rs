@@ -320,7 +320,16 @@ async fn requests_in_flight_over_http_are_bounded_per_client() {
             auth_tokens(&[("alice", alice_token), ("bob", bob_token)])
         ),
     );
-    let sluice = HttpSluice::start(&["--config", &config.display().to_string()], &[]).await;
+    let sluice = HttpSluice::start(
+        &[
+            "--config",
+            &config.display().to_string(),
+            "--admin",
+            "127.0.0.1:0",
+        ],
+        &[],
+    )
+    .await;
     let (alice, _) = connect_http_as(&sluice.url, alice_token, Recorder::default()).await;
     let (bob, _) = connect_http_as(&sluice.url, bob_token, Recorder::default()).await;
     let tool = |name: &str, arguments: serde_json::Value| {
@@ -377,6 +386,20 @@ async fn requests_in_flight_over_http_are_bounded_per_client() {
     assert!(
         said.len() == 1 && said[0].contains("refusing the requests of principal \"alice\""),
         "{said:?}"
+    );
+    // Each refusal counted for the operator.
+    let metrics = reqwest::Client::new()
+        .get(format!("{}/metrics", admin_url(&sluice)))
+        .bearer_auth(bob_token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("sluice_refusals_total{limit=\"max_requests_in_flight\"} 2\n"),
+        "{metrics}"
     );
     // Another principal's share is its own.
     let bobs = bob

@@ -297,6 +297,16 @@ pub async fn connect_http(url: &str) -> (Client, Arc<Mutex<Inbox>>) {
     (client, inbox)
 }
 
+/// `http://ADDR` from sluice's "serving the admin page at http://ADDR/ …".
+pub fn admin_url(sluice: &HttpSluice) -> String {
+    let log = sluice.stderr.lock().unwrap().clone();
+    log.iter()
+        .find_map(|l| l.strip_prefix("sluice: serving the admin page at "))
+        .and_then(|rest| rest.split('/').nth(2))
+        .map(|addr| format!("http://{addr}"))
+        .unwrap_or_else(|| panic!("no admin line in {log:?}"))
+}
+
 /// The hex SHA-256 of a token, as `[auth] tokens` wants it.
 pub fn sha256_hex(token: &str) -> String {
     use sha2::{Digest as _, Sha256};
