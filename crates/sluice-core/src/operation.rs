@@ -63,6 +63,9 @@ impl OperationSettings {
                     .min(self.max_timeout));
             }
             Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
+            Some(text @ Value::String(_)) if seconds_in(text).is_some() => {
+                seconds_in(text).unwrap_or(f64::NAN)
+            }
             Some(other) => {
                 return Err(format!(
                     "`{TIMEOUT_ARG}` must be a number of seconds, not {}: e.g. \"{TIMEOUT_ARG}\": 60 (at most {})",
@@ -88,7 +91,16 @@ impl OperationSettings {
     /// `max_timeout`.
     pub fn wait(&self, argument: Option<&Value>) -> Result<Duration, String> {
         let max = self.max_timeout.as_secs_f64();
-        match argument {
+        let argument = match argument {
+            // A number written as a string, as some clients send every
+            // argument: the number.
+            Some(text @ Value::String(_)) => match seconds_in(text) {
+                Some(seconds) => serde_json::Number::from_f64(seconds).map(Value::Number),
+                None => Some(text.clone()),
+            },
+            other => other.cloned(),
+        };
+        match &argument {
             None | Some(Value::Null) => Ok(Duration::ZERO),
             Some(Value::Number(n)) => match n.as_f64() {
                 // Checked against the cap before it becomes a Duration
@@ -106,6 +118,19 @@ impl OperationSettings {
             )),
         }
     }
+}
+
+/// Seconds written as a JSON number's text in a string (`"10"`, `"2.5"`),
+/// as some clients send every argument; `None` for any other string (a
+/// sign, an exponent, `inf`, or over 32 characters: refused as before).
+fn seconds_in(value: &Value) -> Option<f64> {
+    let text = value.as_str()?.trim();
+    let plain = !text.is_empty()
+        && text.len() <= 32
+        && text.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && text.bytes().filter(|&b| b == b'.').count() <= 1
+        && text.bytes().any(|b| b.is_ascii_digit());
+    plain.then(|| text.parse().ok()).flatten()
 }
 
 #[cfg(test)]
@@ -126,7 +151,21 @@ mod tests {
         assert_eq!(secs(s.timeout(Some(&json!(1e20)), None).unwrap()), 300.0);
         assert_eq!(secs(s.timeout(Some(&json!(1.7e308)), None).unwrap()), 300.0);
         assert_eq!(secs(s.timeout(None, Some(1000.0)).unwrap()), 300.0);
-        for bad in [json!(0), json!(-1), json!("10"), json!(true), json!([1])] {
+        // A number as a string, as some clients send it.
+        assert_eq!(secs(s.timeout(Some(&json!(" 2.5")), None).unwrap()), 2.5);
+        assert_eq!(secs(s.timeout(Some(&json!("1000")), None).unwrap()), 300.0);
+        for bad in [
+            json!(0),
+            json!(-1),
+            json!("ten"),
+            json!("-1"),
+            json!("0"),
+            json!("inf"),
+            json!("1e3"),
+            json!("."),
+            json!(true),
+            json!([1]),
+        ] {
             let err = s.timeout(Some(&bad), None).unwrap_err();
             assert!(err.starts_with("`_timeout_s` must be"), "{bad}: {err}");
         }
@@ -137,11 +176,13 @@ mod tests {
         let s = OperationSettings::default();
         assert_eq!(s.wait(None).unwrap(), Duration::ZERO);
         assert_eq!(s.wait(Some(&json!(30))).unwrap(), Duration::from_secs(30));
+        assert_eq!(s.wait(Some(&json!("5"))).unwrap(), Duration::from_secs(5));
         // Past what a Duration holds, not a number: refused, not a panic.
         for bad in [
             json!(-1),
             json!(301),
-            json!("5"),
+            json!("301"),
+            json!("five"),
             json!(1e20),
             json!(f64::MAX),
         ] {

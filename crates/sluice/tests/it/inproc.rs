@@ -425,8 +425,8 @@ async fn a_builtin_tool_given_a_wrong_argument_shows_a_call_it_takes() {
 }
 
 /// sluice's own tools read an argument as a model or client plainly meant
-/// it: `"page": "2"` (some clients send every argument as a string), a
-/// boolean as `"true"`, a handle, cursor or operation id with spaces or a
+/// it: `"page": "2"` (some clients send every argument as a string), and so
+/// `_timeout_s` and `wait_s`, a boolean as `"true"`, a handle, cursor or operation id with spaces or a
 /// newline around it (copied from a line of text). Each answer is the one
 /// the argument written properly gets; a string that is no number is still
 /// refused with a call to copy. (`sluice_query`, whose worker is the
@@ -488,15 +488,18 @@ async fn builtin_arguments_are_read_as_a_model_plainly_meant_them() {
         json!(["sluice_read", {"cursor": cursor}]),
     )
     .await;
-    // An operation id with a space before it.
+    // `_timeout_s` and `wait_s` as strings, an operation id with a space
+    // before it.
+    let asked = Instant::now();
     let started = h
-        .call("slow_task", json!({"seconds": 2, "_timeout_s": 0.5}))
+        .call("slow_task", json!({"seconds": 2, "_timeout_s": "0.5"}))
         .await;
+    assert_eq!(asked.elapsed(), Duration::from_millis(500), "at _timeout_s");
     let id = operation(&started)["id"].as_str().unwrap().to_owned();
     let waited = h
         .call(
             "sluice_result",
-            json!({"operation": format!(" {id}"), "wait_s": 5}),
+            json!({"operation": format!(" {id}"), "wait_s": "5"}),
         )
         .await;
     assert_eq!(first_text(&waited), "done after 2 s");
