@@ -47,12 +47,24 @@ pub enum Event {
     Log(Arc<Logged>),
 }
 
-/// An event as the hub's broadcast carries it: for every session, or for
-/// one alone ([`Hub::publish_to`]).
+/// An event as the hub's broadcast carries it: for every session, for one
+/// alone ([`Hub::publish_to`]), or for one principal's
+/// ([`Hub::publish_to_principal`]).
 #[derive(Debug, Clone)]
 pub struct Published {
-    to: Option<SessionId>,
+    to: Audience,
     event: Event,
+}
+
+/// Who an event is for.
+#[derive(Debug, Clone)]
+enum Audience {
+    Everyone,
+    Session(SessionId),
+    /// Every session of this principal: one entry in the broadcast
+    /// however many sessions she has (one per session would fill its
+    /// 1,024 places, and every slower session would lag).
+    Principal(Arc<str>),
 }
 
 /// A log message an upstream sent, as it sent it: its level read, its
@@ -373,13 +385,16 @@ impl Hub {
     /// Sends an event to every listening session.
     pub fn publish(&self, event: Event) {
         // No receiver is not an error: no session is listening yet.
-        let _ = self.events.send(Published { to: None, event });
+        let _ = self.events.send(Published {
+            to: Audience::Everyone,
+            event,
+        });
     }
 
     /// Sends an event to `session` alone, in order with every session's.
     pub fn publish_to(&self, session: SessionId, event: Event) {
         let _ = self.events.send(Published {
-            to: Some(session),
+            to: Audience::Session(session),
             event,
         });
     }
@@ -509,14 +524,10 @@ impl Hub {
         let Some(principal) = principal else {
             return self.publish(event);
         };
-        let theirs: Vec<SessionId> = lock(&self.sessions)
-            .iter()
-            .filter(|(_, entry)| entry.seen.principal.as_ref() == Some(&principal))
-            .map(|(id, _)| *id)
-            .collect();
-        for session in theirs {
-            self.publish_to(session, event.clone());
-        }
+        let _ = self.events.send(Published {
+            to: Audience::Principal(principal),
+            event,
+        });
     }
 
     /// Records that upstream request `id` serves the client request
@@ -613,10 +624,12 @@ const EVENTS_AT_ONCE: usize = 256;
 /// would have its client list them all again). Events missed because the
 /// client was slow are told as a change of every list: some may have been
 /// list changes, and a client that never hears of one keeps a stale list.
-/// An event for one session ([`Hub::publish_to`]) is that session's alone.
+/// An event for one session ([`Hub::publish_to`]) is that session's alone;
+/// one for a principal, her sessions' (`principal`: the session's).
 pub async fn next_events(
     events: &mut broadcast::Receiver<Published>,
     session: SessionId,
+    principal: Option<&str>,
 ) -> Option<Vec<Event>> {
     use broadcast::error::{RecvError, TryRecvError};
     let lagged = |batch: &mut Vec<Event>, n: u64| {
@@ -632,7 +645,12 @@ pub async fn next_events(
     };
     // What is another session's is not this one's to see.
     let take = |batch: &mut Vec<Event>, published: Published| {
-        if published.to.is_none_or(|to| to == session) {
+        let ours = match &published.to {
+            Audience::Everyone => true,
+            Audience::Session(to) => *to == session,
+            Audience::Principal(to) => principal == Some(&**to),
+        };
+        if ours {
             batch.push(published.event);
         }
     };
@@ -682,6 +700,14 @@ mod tests {
     #[tokio::test]
     async fn events_waiting_come_at_once_with_each_list_change_told_once() {
         let (sender, mut events) = broadcast::channel(16);
+        let everyone = |event| {
+            sender
+                .send(Published {
+                    to: Audience::Everyone,
+                    event,
+                })
+                .unwrap();
+        };
         for event in [
             Event::ToolsChanged,
             Event::ResourceUpdated("a".into()),
@@ -690,9 +716,9 @@ mod tests {
             Event::ToolsChanged,
             Event::ResourceUpdated("b".into()),
         ] {
-            sender.send(Published { to: None, event }).unwrap();
+            everyone(event);
         }
-        let batch = next_events(&mut events, 1).await.unwrap();
+        let batch = next_events(&mut events, 1, None).await.unwrap();
         assert_eq!(
             kinds(&batch),
             ["tools", "updated", "prompts", "updated"],
@@ -700,15 +726,14 @@ mod tests {
         );
         // Missed events (a slow client) are told as every list changing.
         for _ in 0..20 {
-            let event = Event::ResourceUpdated("c".into());
-            sender.send(Published { to: None, event }).unwrap();
+            everyone(Event::ResourceUpdated("c".into()));
         }
-        let batch = next_events(&mut events, 1).await.unwrap();
+        let batch = next_events(&mut events, 1, None).await.unwrap();
         let told = kinds(&batch);
         assert_eq!(told[..3], ["tools", "prompts", "resources"], "{told:?}");
         assert!(told[3..].iter().all(|k| *k == "updated"), "{told:?}");
         drop(sender);
-        assert!(next_events(&mut events, 1).await.is_none());
+        assert!(next_events(&mut events, 1, None).await.is_none());
     }
 
     fn session_of(principal: Option<&str>, roots: bool) -> SessionEntry {
@@ -847,13 +872,20 @@ mod tests {
         let logged = Arc::new(Logged::read(&raw).unwrap());
         let alices = hub.track_call("up", RequestId::Number(1), call_of(Some(1), Some("alice")));
         assert!(hub.publish_log("up", &logged));
+        // One place in the broadcast, however many sessions she has.
+        assert_eq!(hub.events.len(), 1);
         let bobs = hub.track_call("up", RequestId::Number(2), call_of(Some(3), Some("bob")));
         assert!(!hub.publish_log("up", &logged), "two principals: no one");
         drop((alices, bobs));
         // A fence every session hears: what came before it was published.
         hub.publish(Event::ToolsChanged);
-        for (session, receiver) in (1..=3).zip(&mut receivers) {
-            let batch = next_events(receiver, session).await.unwrap();
+        for ((session, principal), receiver) in [(1, "alice"), (2, "alice"), (3, "bob")]
+            .into_iter()
+            .zip(&mut receivers)
+        {
+            let batch = next_events(receiver, session, Some(principal))
+                .await
+                .unwrap();
             let expected: &[&str] = if session == 3 {
                 &["tools"]
             } else {
@@ -882,9 +914,9 @@ mod tests {
                 })
                 .collect()
         };
-        let batch = next_events(&mut first, 1).await.unwrap();
+        let batch = next_events(&mut first, 1, None).await.unwrap();
         assert_eq!(uris(batch), ["every-1", "every-2"]);
-        let batch = next_events(&mut second, 2).await.unwrap();
+        let batch = next_events(&mut second, 2, None).await.unwrap();
         assert_eq!(uris(batch), ["every-1", "second's", "every-2"]);
     }
 }

@@ -197,6 +197,8 @@ async fn forward_events(
     // within a bound, while the link waits for its client to read (a stdio
     // connection, an HTTP session's GET stream).
     let mut backlog = Backlog::default();
+    // What is for this session's principal is this session's too.
+    let principal = gateway.hub().session(id).and_then(|s| s.seen.principal);
     loop {
         let first = backlog.first();
         let waiting = first.is_some();
@@ -215,7 +217,7 @@ async fn forward_events(
                     return;
                 }
             }
-            batch = crate::hub::next_events(&mut events, id) => {
+            batch = crate::hub::next_events(&mut events, id, principal.as_deref()) => {
                 let Some(batch) = batch else { return };
                 for event in batch {
                     backlog.admit(event, id);

@@ -560,7 +560,9 @@ impl Front {
             let batch = tokio::select! {
                 () = ct.cancelled() => break,
                 () = self.stop.cancelled() => break,
-                batch = crate::hub::next_events(&mut events, self.session) => batch,
+                // Only list changes go on a listen stream: no principal's
+                // event (a log message) is needed.
+                batch = crate::hub::next_events(&mut events, self.session, None) => batch,
             };
             let Some(batch) = batch else { break };
             for event in batch {
