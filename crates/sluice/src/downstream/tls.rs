@@ -5,15 +5,19 @@
 //! The files are read and checked when sluice starts (before it listens):
 //! a missing file, a file with no certificate, a key that is not PEM or
 //! does not match the certificate each stop it with an error that names
-//! the file. Each connection's handshake must end within `[http]
-//! header_timeout_s`, as a request's headers must: a client that connects
-//! and says nothing holds nothing for long.
+//! the file. A renewed certificate is served without a restart (the files
+//! are looked at again, at most every second, by the next handshake). Each
+//! connection's handshake must end within `[http] header_timeout_s`, as a
+//! request's headers must: a client that connects and says nothing holds
+//! nothing for long.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::sign::CertifiedKey;
 use sluice_core::config::TlsFiles;
 
 /// Why the TLS files cannot be served with.
@@ -55,9 +59,11 @@ fn read(which: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
-/// The server side of TLS with `files`: their certificate chain and key,
-/// HTTP/1.1 offered by ALPN.
-pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+/// The certificate and key of `files`, checked to go together.
+fn certified(
+    files: &TlsFiles,
+    provider: &rustls::crypto::CryptoProvider,
+) -> Result<Arc<CertifiedKey>, TlsError> {
     let content = |which, path: &Path, what: String| TlsError::Content {
         which,
         path: path.to_owned(),
@@ -82,13 +88,89 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, TlsE
             format!("no private key in it ({e}): it should hold one, as -----BEGIN PRIVATE KEY----- (or RSA PRIVATE KEY, EC PRIVATE KEY)"),
         )
     })?;
+    CertifiedKey::from_der(chain, key, provider)
+        .map(Arc::new)
+        .map_err(TlsError::Pair)
+}
+
+/// How often, at most, a handshake looks whether the files changed.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// When each file was last changed (`None`: it cannot be read now).
+type Stamp = (Option<SystemTime>, Option<SystemTime>);
+
+fn stamp(files: &TlsFiles) -> Stamp {
+    let changed = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    (changed(&files.cert), changed(&files.key))
+}
+
+/// The listener's certificate, read again when its files change: a
+/// renewed certificate is served from the next handshake on, without a
+/// restart (which would end every session). At most every [`RECHECK`] a
+/// handshake looks at the files' times; when they changed, they are read
+/// and checked; if they do not serve (a renewal half written: a new
+/// certificate with the old key), the previous pair goes on and sluice's
+/// log says why, until they change again.
+#[derive(Debug)]
+struct Reloading {
+    files: TlsFiles,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    loaded: Mutex<Loaded>,
+}
+
+#[derive(Debug)]
+struct Loaded {
+    key: Arc<CertifiedKey>,
+    stamp: Stamp,
+    checked: Instant,
+}
+
+impl rustls::server::ResolvesServerCert for Reloading {
+    fn resolve(&self, _: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        if loaded.checked.elapsed() >= RECHECK {
+            loaded.checked = Instant::now();
+            let now = stamp(&self.files);
+            if now != loaded.stamp {
+                loaded.stamp = now;
+                match certified(&self.files, &self.provider) {
+                    Ok(key) => {
+                        loaded.key = key;
+                        tracing::info!(
+                            cert = %self.files.cert.display(),
+                            "serving the TLS certificate read again: its files changed"
+                        );
+                    }
+                    Err(e) => tracing::warn!(
+                        "the TLS files changed but cannot be served with, so the previous certificate goes on: {e}"
+                    ),
+                }
+            }
+        }
+        Some(loaded.key.clone())
+    }
+}
+
+/// The server side of TLS with `files`: their certificate chain and key
+/// (read again when they change), HTTP/1.1 offered by ALPN.
+pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let before = stamp(files);
+    let key = certified(files, &provider)?;
+    let resolver = Reloading {
+        files: files.clone(),
+        provider: provider.clone(),
+        loaded: Mutex::new(Loaded {
+            key,
+            stamp: before,
+            checked: Instant::now(),
+        }),
+    };
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(TlsError::Pair)?
         .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .map_err(TlsError::Pair)?;
+        .with_cert_resolver(Arc::new(resolver));
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

@@ -361,16 +361,20 @@ async fn sluice_serves_https_itself_with_its_own_certificate() {
 
     // The metadata names the URL as the client reached it: https.
     sluice::install_tls_provider();
-    let ca =
-        reqwest::Certificate::from_pem(&std::fs::read(fixtures.join("ca.pem")).unwrap()).unwrap();
-    let http = reqwest::Client::builder()
-        .add_root_certificate(ca)
-        .build()
-        .unwrap();
-    let metadata: serde_json::Value = http
-        .get(format!(
-            "https://localhost:{port}/.well-known/oauth-protected-resource"
-        ))
+    // A client that trusts `ca` (a file of the fixtures) alone.
+    let trusting = |ca: &str| {
+        let ca = reqwest::Certificate::from_pem(&std::fs::read(fixtures.join(ca)).unwrap());
+        // A connection, and so a handshake, for each request.
+        reqwest::Client::builder()
+            .tls_certs_only([ca.unwrap()])
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap()
+    };
+    let (first_ca, renewed_ca) = (trusting("ca.pem"), trusting("renewed-ca.pem"));
+    let metadata_url = format!("https://localhost:{port}/.well-known/oauth-protected-resource");
+    let metadata: serde_json::Value = first_ca
+        .get(&metadata_url)
         .send()
         .await
         .unwrap()
@@ -378,6 +382,43 @@ async fn sluice_serves_https_itself_with_its_own_certificate() {
         .await
         .unwrap();
     assert_eq!(metadata["resource"], url.as_str(), "{metadata}");
+
+    // A renewal, without a restart. Half written (the new certificate,
+    // the old key): the first certificate goes on, and the log says why.
+    let reaches = |client: &reqwest::Client| {
+        let request = client.get(&metadata_url).send();
+        async move { request.await.is_ok_and(|r| r.status() == 200) }
+    };
+    assert!(!reaches(&renewed_ca).await);
+    std::fs::copy(fixtures.join("renewed.pem"), temp.0.join("localhost.pem")).unwrap();
+    let said = |what: &str| {
+        let log = served.stderr.lock().unwrap().clone();
+        log.iter().any(|line| line.contains(what))
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !said("the TLS files changed but cannot be served with") {
+        assert!(tokio::time::Instant::now() < deadline, "no warning");
+        // A fresh client each time: see below.
+        assert!(
+            reaches(&trusting("ca.pem")).await,
+            "the first certificate went on"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Whole: the renewed certificate from a handshake on.
+    std::fs::copy(fixtures.join("renewed.key"), temp.0.join("localhost.key")).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !reaches(&renewed_ca).await {
+        assert!(tokio::time::Instant::now() < deadline, "never renewed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // (A fresh client: one that connected before resumes its TLS session,
+    // which checks no certificate.)
+    assert!(
+        !reaches(&trusting("ca.pem")).await,
+        "the first certificate is gone"
+    );
+    assert!(said("serving the TLS certificate read again"));
 
     // Plain HTTP on that port: no HTTP answer.
     let address = format!("127.0.0.1:{port}");
