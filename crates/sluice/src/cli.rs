@@ -207,6 +207,14 @@ impl Args {
                     Some(auth) => Some(Authenticator::new(auth)?),
                     None => None,
                 };
+                // Read and checked before anything listens (and only if
+                // something will); the admin server speaks it too.
+                let tls = match &config.tls {
+                    Some(files) if self.listen.is_some() || admin_addr.is_some() => {
+                        Some(crate::downstream::tls::server_config(files)?)
+                    }
+                    _ => None,
+                };
                 let admin = admin_addr.map(|addr| AdminSettings {
                     addr,
                     auth: authenticator.clone(),
@@ -214,6 +222,7 @@ impl Args {
                     // Never any Host: without [auth] the Host check is all
                     // that keeps a DNS-rebinding page from the data.
                     hosts: AllowedHosts::new(&self.allow_hosts, false),
+                    tls: tls.clone(),
                 });
                 if let Some(admin) = &admin {
                     admin.check()?;
@@ -232,11 +241,6 @@ impl Args {
                         )
                     }
                     (None, _) => None,
-                };
-                // Read and checked before anything listens.
-                let tls = match &config.tls {
-                    Some(files) => Some(crate::downstream::tls::server_config(files)?),
-                    None => None,
                 };
                 Ok(Command::Http(
                     config,

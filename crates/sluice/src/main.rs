@@ -185,15 +185,18 @@ async fn start_admin(
     let Some(admin) = admin else {
         return Ok(None);
     };
+    let scheme = if admin.tls.is_some() { "https" } else { "http" };
     let (bound, serving) =
         sluice::admin::start(gateway.clone(), admin, shutdown.child_token()).await?;
     tracing::info!(
-        "serving the admin page at http://{bound}/ and metrics at http://{bound}/metrics"
+        "serving the admin page at {scheme}://{bound}/ and metrics at {scheme}://{bound}/metrics"
     );
     say(
         log_format,
         "INFO",
-        &format!("serving the admin page at http://{bound}/ and metrics at http://{bound}/metrics"),
+        &format!(
+            "serving the admin page at {scheme}://{bound}/ and metrics at {scheme}://{bound}/metrics"
+        ),
     );
     Ok(Some(serving))
 }

@@ -53,6 +53,9 @@ pub struct AdminSettings {
     pub principals: Option<Vec<String>>,
     /// Hosts besides localhost a request may name (`--allow-host`), or any.
     pub hosts: AllowedHosts,
+    /// TLS with `[http] tls_cert`'s certificate: the admin server's tokens
+    /// and data are not sent in clear either.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// Why the admin server cannot start.
@@ -114,6 +117,7 @@ pub async fn start(
         addr: settings.addr,
         why,
     })?;
+    let tls = settings.tls;
     let admin = Admin {
         gateway: gateway.clone(),
         auth: settings.auth,
@@ -147,7 +151,7 @@ pub async fn start(
             header_timeout: HEADER_TIMEOUT,
             max: MAX_CONNECTIONS,
             key: "the admin listener's bound",
-            tls: None,
+            tls: tls.map(tokio_rustls::TlsAcceptor::from),
             // Counted are /mcp's clients, not the operator's.
             metrics: None,
         };

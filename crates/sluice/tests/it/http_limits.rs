@@ -320,16 +320,7 @@ async fn requests_in_flight_over_http_are_bounded_per_client() {
             auth_tokens(&[("alice", alice_token), ("bob", bob_token)])
         ),
     );
-    let sluice = HttpSluice::start(
-        &[
-            "--config",
-            &config.display().to_string(),
-            "--admin",
-            "127.0.0.1:0",
-        ],
-        &[],
-    )
-    .await;
+    let sluice = HttpSluice::with_admin(&config).await;
     let (alice, _) = connect_http_as(&sluice.url, alice_token, Recorder::default()).await;
     let (bob, _) = connect_http_as(&sluice.url, bob_token, Recorder::default()).await;
     let tool = |name: &str, arguments: serde_json::Value| {

@@ -202,27 +202,10 @@ async fn two_instances_share_results_and_cursors_and_outlive_a_kill() {
     );
     // A third instance's operator sees the result stored through A (an
     // anonymous one, listed to no client) and the store's figures.
-    let c = HttpSluice::start(
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--admin",
-            "127.0.0.1:0",
-        ],
-        &[],
-    )
-    .await;
-    let admin = c
-        .stderr
-        .lock()
-        .unwrap()
-        .iter()
-        .find_map(|l| l.strip_prefix("sluice: serving the admin page at "))
-        .and_then(|rest| rest.split_whitespace().next())
-        .map(str::to_owned)
-        .expect("the admin server's address");
+    let c = HttpSluice::with_admin(&config).await;
+    let admin = admin_url(&c);
     sluice::install_tls_provider();
-    let state: serde_json::Value = reqwest::get(format!("{admin}api/state"))
+    let state: serde_json::Value = reqwest::get(format!("{admin}/api/state"))
         .await
         .unwrap()
         .json()

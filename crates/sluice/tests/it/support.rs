@@ -209,6 +209,13 @@ pub struct HttpSluice {
 }
 
 impl HttpSluice {
+    /// Starts `sluice --listen 127.0.0.1:0 --config CONFIG --admin
+    /// 127.0.0.1:0` and waits until it serves.
+    pub async fn with_admin(config: &Path) -> Self {
+        let config = config.display().to_string();
+        Self::start(&["--config", &config, "--admin", "127.0.0.1:0"], &[]).await
+    }
+
     /// Starts `sluice --listen 127.0.0.1:0 EXTRA… -- UPSTREAM` and waits until it serves.
     pub async fn start(extra: &[&str], upstream: &[String]) -> Self {
         Self::start_with_env(extra, upstream, &[]).await
@@ -297,14 +304,20 @@ pub async fn connect_http(url: &str) -> (Client, Arc<Mutex<Inbox>>) {
     (client, inbox)
 }
 
-/// `http://ADDR` from sluice's "serving the admin page at http://ADDR/ …".
-pub fn admin_url(sluice: &HttpSluice) -> String {
+/// `ADDR` (host:port) from sluice's "serving the admin page at
+/// http://ADDR/ …" (or `https://`).
+pub fn admin_address(sluice: &HttpSluice) -> String {
     let log = sluice.stderr.lock().unwrap().clone();
     log.iter()
         .find_map(|l| l.strip_prefix("sluice: serving the admin page at "))
         .and_then(|rest| rest.split('/').nth(2))
-        .map(|addr| format!("http://{addr}"))
+        .map(str::to_owned)
         .unwrap_or_else(|| panic!("no admin line in {log:?}"))
+}
+
+/// `http://ADDR` of the admin server ([`admin_address`]).
+pub fn admin_url(sluice: &HttpSluice) -> String {
+    format!("http://{}", admin_address(sluice))
 }
 
 /// The hex SHA-256 of a token, as `[auth] tokens` wants it.

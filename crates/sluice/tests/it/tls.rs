@@ -299,7 +299,7 @@ async fn a_real_proxy_relays_an_http_upstream_and_tunnels_an_https_one() {
 }
 
 /// sluice serves `https://` itself with `[http] tls_cert` and `tls_key`
-/// (relative to the config file): another sluice reaches it as an HTTPS
+/// (relative to the config file), and its admin server too: another sluice reaches it as an HTTPS
 /// upstream (its certificate checked against the fixture's CA) and calls a
 /// tool through it with a bearer token; the protected-resource metadata
 /// names the `https://` URL; a plain HTTP request on that port gets no
@@ -322,7 +322,7 @@ async fn sluice_serves_https_itself_with_its_own_certificate() {
             auth_tokens(&[("alice", token)])
         ),
     );
-    let served = HttpSluice::start(&["--config", config.to_str().unwrap()], &[]).await;
+    let served = HttpSluice::with_admin(&config).await;
     assert!(
         served.url.starts_with("https://127.0.0.1:"),
         "{}",
@@ -382,6 +382,33 @@ async fn sluice_serves_https_itself_with_its_own_certificate() {
         .await
         .unwrap();
     assert_eq!(metadata["resource"], url.as_str(), "{metadata}");
+    // The admin server speaks TLS with the same certificate.
+    let said_https = served
+        .stderr
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.starts_with("sluice: serving the admin page at https://"));
+    assert!(said_https, "the admin server serves https");
+    let admin_port = admin_address(&served)
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let scraped = first_ca
+        .get(format!("https://localhost:{admin_port}/metrics"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scraped.status(), 200);
+    assert!(
+        scraped
+            .text()
+            .await
+            .unwrap()
+            .contains("sluice_refusals_total")
+    );
 
     // A renewal, without a restart. Half written (the new certificate,
     // the old key): the first certificate goes on, and the log says why.
