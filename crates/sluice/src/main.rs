@@ -146,11 +146,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             let gateway = Gateway::open(&config)?;
             let shutdown = shutdown_on_signal();
             let admin = start_admin(&gateway, admin, &shutdown, log_format).await?;
-            let scheme = if access.tls.is_some() {
-                "https"
-            } else {
-                "http"
-            };
+            let scheme = sluice::downstream::tls::scheme(&access.tls);
             let result = sluice::downstream::http::serve(
                 gateway.clone(),
                 addr,
@@ -185,7 +181,7 @@ async fn start_admin(
     let Some(admin) = admin else {
         return Ok(None);
     };
-    let scheme = if admin.tls.is_some() { "https" } else { "http" };
+    let scheme = sluice::downstream::tls::scheme(&admin.tls);
     let (bound, serving) =
         sluice::admin::start(gateway.clone(), admin, shutdown.child_token()).await?;
     tracing::info!(

@@ -66,11 +66,7 @@ pub async fn serve(
         .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr()?;
     raise_open_files_limit();
-    let scheme = if access.tls.is_some() {
-        "https"
-    } else {
-        "http"
-    };
+    let scheme = super::tls::scheme(&access.tls);
     tracing::info!("serving MCP at {scheme}://{bound}/mcp");
     ready(bound);
     let bounds = Connections {

@@ -20,6 +20,11 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 use sluice_core::config::TlsFiles;
 
+/// The scheme of a listener's URLs: `https` with TLS (`tls`), else `http`.
+pub fn scheme<T>(tls: &Option<T>) -> &'static str {
+    if tls.is_some() { "https" } else { "http" }
+}
+
 /// Why the TLS files cannot be served with.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
