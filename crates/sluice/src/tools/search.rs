@@ -91,22 +91,6 @@ pub(super) fn invalid_search_cursor(why: impl std::fmt::Display) -> ErrorData {
     )
 }
 
-/// How many matches `query`'s pattern has in `stored` as a regular
-/// expression, when taken literally it had none (see
-/// [`search::as_regex`]); `None` if it has no regex syntax, does not
-/// compile as a regex, or matches nothing as one either. A second pass
-/// over the document, made only when the first found nothing.
-async fn regex_total(stored: Arc<sluice_core::store::Stored>, query: &Query) -> Option<u64> {
-    let regex = search::as_regex(query)?;
-    tokio::task::spawn_blocking(move || {
-        let matcher = Matcher::new(&regex, stored.doc.kind()).ok()?;
-        Some(search::search(&stored.doc, &matcher).total).filter(|&n| n > 0)
-    })
-    .await
-    .ok()
-    .flatten()
-}
-
 impl Governor {
     /// `sluice_search`.
     pub async fn search(
@@ -221,22 +205,9 @@ impl Governor {
                 )));
             }
         };
-        let key = (owner.clone(), cursor.handle.clone(), cursor.query.clone());
-        let hits = match self.recent_hits(&key) {
-            Some(hits) => hits,
-            None => {
-                let (doc, m) = (stored.clone(), matcher.clone());
-                let hits = Arc::new(
-                    tokio::task::spawn_blocking(move || search::search(&doc.doc, &m))
-                        .await
-                        .map_err(|e| {
-                            ErrorData::internal_error(format!("search failed: {e}"), None)
-                        })?,
-                );
-                self.keep_hits(key, hits.clone());
-                hits
-            }
-        };
+        let hits = self
+            .hits_of(owner, &stored, &cursor.query, &matcher)
+            .await?;
         if cursor.start as usize > hits.hits.len() {
             return Err(invalid_search_cursor("this cursor does not point into its search").into());
         }
@@ -271,7 +242,8 @@ impl Governor {
         let missed = match hits.total {
             0 => match search::Missed::scalar(&cursor.query, stored.doc.kind()) {
                 Some(scalar) => Some(scalar),
-                None => regex_total(stored.clone(), &cursor.query)
+                None => self
+                    .regex_total(owner, &stored, &cursor.query)
                     .await
                     .map(search::Missed::AsRegex),
             },
@@ -298,5 +270,54 @@ impl Governor {
         result.meta = Some(with_meta(None, crate::contract::meta::SEARCH, meta));
         self.metrics().search();
         Ok(result)
+    }
+}
+
+impl Governor {
+    /// The hits of `query` (compiled as `matcher`) in `stored`: the kept
+    /// ones if one of the last searches was this one (its next pages), else
+    /// the whole document searched once, off the request threads, and kept.
+    async fn hits_of(
+        &self,
+        owner: &Owner,
+        stored: &Arc<sluice_core::store::Stored>,
+        query: &Query,
+        matcher: &Matcher,
+    ) -> Result<Arc<Hits>, ErrorData> {
+        let key = (owner.clone(), stored.handle.clone(), query.clone());
+        if let Some(hits) = self.recent_hits(&key) {
+            return Ok(hits);
+        }
+        let (doc, m) = (stored.clone(), matcher.clone());
+        let hits = Arc::new(
+            tokio::task::spawn_blocking(move || search::search(&doc.doc, &m))
+                .await
+                .map_err(|e| ErrorData::internal_error(format!("search failed: {e}"), None))?,
+        );
+        self.keep_hits(key, hits.clone());
+        Ok(hits)
+    }
+
+    /// How many matches `query`'s pattern has in `stored` as a regular
+    /// expression, when taken literally it had none (see
+    /// [`search::as_regex`]); `None` if it has no regex syntax, does not
+    /// compile as a regex, or matches nothing as one either. A second pass
+    /// over the document, made only when the first found nothing, and kept
+    /// as that search's hits: the call the answer suggests (`"regex":
+    /// true`) finds them.
+    async fn regex_total(
+        &self,
+        owner: &Owner,
+        stored: &Arc<sluice_core::store::Stored>,
+        query: &Query,
+    ) -> Option<u64> {
+        let regex = search::as_regex(query)?;
+        let (compiling, kind) = (regex.clone(), stored.doc.kind());
+        let matcher = tokio::task::spawn_blocking(move || Matcher::new(&compiling, kind))
+            .await
+            .ok()?
+            .ok()?;
+        let hits = self.hits_of(owner, stored, &regex, &matcher).await.ok()?;
+        (hits.total > 0).then_some(hits.total)
     }
 }
