@@ -35,8 +35,7 @@ pub async fn guard(State(guard): State<Arc<Endpoint>>, request: Request, next: N
         .and_then(|v| v.parse::<u64>().ok());
     let metrics = guard.gateway.governor().metrics();
     if declared.is_some_and(|n| n > max) {
-        metrics.refused(Limit::Body);
-        return too_large(max);
+        return too_large(metrics, max);
     }
     let (parts, body) = request.into_parts();
     let limited = Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX));
@@ -53,8 +52,7 @@ pub async fn guard(State(guard): State<Arc<Endpoint>>, request: Request, next: N
             );
         }
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            metrics.refused(Limit::Body);
-            return too_large(max);
+            return too_large(metrics, max);
         }
         Ok(Err(e)) => {
             return plain(
@@ -120,7 +118,9 @@ fn initialize_id(body: &[u8]) -> Option<serde_json::Value> {
         .then(|| envelope.id.unwrap_or(serde_json::Value::Null))
 }
 
-fn too_large(max: u64) -> Response {
+/// The refusal of a body over `max` bytes; counted in `metrics`.
+fn too_large(metrics: &Metrics, max: u64) -> Response {
+    metrics.refused(Limit::Body);
     plain(
         StatusCode::PAYLOAD_TOO_LARGE,
         format!(
