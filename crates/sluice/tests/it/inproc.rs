@@ -503,6 +503,16 @@ async fn builtin_arguments_are_read_as_a_model_plainly_meant_them() {
         )
         .await;
     assert_eq!(first_text(&waited), "done after 2 s");
+    // A number past any page, 100,000 digits long: refused in a bounded
+    // answer.
+    let huge = h
+        .call(
+            "sluice_read",
+            json!({"handle": handle, "page": "9".repeat(100_000)}),
+        )
+        .await;
+    assert_eq!(huge.is_error, Some(true));
+    assert!(first_text(&huge).len() < 500, "{}", first_text(&huge).len());
     // What plainly is no number is refused, with a call to copy.
     let refused = h
         .call("sluice_read", json!({"handle": handle, "page": "two"}))
