@@ -175,7 +175,8 @@ pub enum Limit {
     Sessions,
     /// `[http] max_body_mb`.
     Body,
-    /// `[operations] max_running`, `max_running_total`: operations running.
+    /// `[operations] max_running`, `max_running_total`: operations running
+    /// (a call past its timeout kept in the foreground, its client waiting).
     RunningOperations,
 }
 

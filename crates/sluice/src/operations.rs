@@ -57,7 +57,7 @@ const RECORD_FIRST_WAIT: Duration = Duration::from_secs(1);
 const REMOTE_CANCEL_WAIT: Duration = Duration::from_secs(5);
 /// How often starting an operation sweeps the ones kept, at most (unless
 /// they grew past twice what `[operations]` keeps): see
-/// [`Operations::start`].
+/// [`Operations::try_start`].
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// The `_meta` key of everything about an operation.
@@ -311,6 +311,10 @@ pub struct Operation {
     end_written: AtomicBool,
     /// Held while its record is written.
     writing: tokio::sync::Mutex<()>,
+    /// Told when it ends: a call waiting for room among the operations
+    /// running (`[operations] max_running`) tries again. `None` for
+    /// another instance's.
+    freed: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// What an operation needs to write its record.
@@ -347,8 +351,17 @@ impl Operation {
         state.outcome = Some(outcome);
         state.ended = Some(Instant::now());
         drop(state);
-        self.done.send_replace(true);
+        self.tell_ended();
         self.publish();
+    }
+
+    /// Tells whoever waits that it ended: its [`Operation::wait`]ers, and
+    /// the calls waiting for room among the operations running.
+    fn tell_ended(&self) {
+        self.done.send_replace(true);
+        if let Some(freed) = &self.freed {
+            freed.notify_waiters();
+        }
     }
 
     /// Writes its record for the other instances, in the background.
@@ -488,6 +501,7 @@ impl Operation {
             remote: Some(instance),
             end_written: AtomicBool::default(),
             writing: tokio::sync::Mutex::default(),
+            freed: None,
         })
     }
 
@@ -627,7 +641,7 @@ pub struct Operations {
     settings: OperationSettings,
     ops: ById,
     /// The operations started here not yet seen to end: what
-    /// [`Operations::admit`] counts, on every call. Bounded by the limits
+    /// [`Operations::try_start`] counts. Bounded by the limits
     /// it enforces, where `ops` keeps every operation of the last
     /// `retention_h` (within `max_ended`, `max_ended_total`).
     running: Mutex<Vec<Arc<Operation>>>,
@@ -636,6 +650,35 @@ pub struct Operations {
     shared: Option<Backing>,
     /// When `ops` was last swept ([`sweep`]).
     swept: Mutex<Instant>,
+    /// Told whenever an operation started here ends.
+    freed: Arc<tokio::sync::Notify>,
+}
+
+/// Which limit keeps a call from becoming an operation, and how many run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// The client's share (`[operations] max_running`): its operations.
+    Client(usize),
+    /// sluice's (`[operations] max_running_total`): everyone's.
+    All(usize),
+}
+
+impl std::fmt::Display for Full {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let counted = |n: usize| sluice_core::format::counted(n as u64, "operation", "operations");
+        match *self {
+            Full::Client(n) => write!(
+                f,
+                "its client has {} running, the most allowed (`[operations] max_running`)",
+                counted(n)
+            ),
+            Full::All(n) => write!(
+                f,
+                "sluice is running {} for all its clients, the most allowed (`[operations] max_running_total`)",
+                counted(n)
+            ),
+        }
+    }
 }
 
 impl Operations {
@@ -660,6 +703,7 @@ impl Operations {
             running: Mutex::default(),
             shared,
             swept: Mutex::new(Instant::now()),
+            freed: Arc::default(),
         }
     }
 
@@ -668,47 +712,18 @@ impl Operations {
         &self.settings
     }
 
-    /// Refuses a call when its `quota` (an owner's key, or an anonymous
-    /// client's address), or sluice, has as many operations running as
-    /// allowed: a message for the model.
-    pub fn admit(&self, owner: &Owner, quota: &Quota) -> Result<(), String> {
-        let mut running = lock(&self.running);
-        running.retain(|o| o.status() == Status::Running);
-        let mine = running
-            .iter()
-            .filter(|o| o.quota.as_ref() == Some(quota))
-            .count();
-        if mine >= self.settings.max_running {
-            // Only the caller's own ids, and none of an anonymous caller:
-            // others at its address share its quota, not its operations.
-            let named: Vec<&str> = running
-                .iter()
-                .filter(|o| owner.may_list() && o.owner == *owner)
-                .map(|o| o.id.as_str())
-                .collect();
-            let named = if named.is_empty() {
-                String::new()
-            } else {
-                format!(" Running: {}", named.join(", "))
-            };
-            return Err(format!(
-                "you have {} running, the most allowed (`[operations] max_running`): wait for one (sluice_result {{\"operation\":\"…\",\"wait_s\":60}}) or stop one (sluice_cancel), then call again.{named}",
-                sluice_core::format::counted(mine as u64, "operation", "operations")
-            ));
-        }
-        if running.len() >= self.settings.max_running_total {
-            return Err(format!(
-                "sluice is running {} for all its clients, the most allowed (`[operations] max_running_total`): try again when one has ended.",
-                sluice_core::format::counted(running.len() as u64, "operation", "operations")
-            ));
-        }
-        Ok(())
-    }
-
-    /// Registers a call that outlived its timeout. The caller finishes it
-    /// (with [`Operation::finish`]) when the call ends; `cancel` stops the
-    /// call.
-    pub fn start(
+    /// Makes a call that outlived its timeout an operation, if its
+    /// `quota` (an owner's key, or an anonymous client's address) and
+    /// sluice have room for one more running: else which limit is reached
+    /// (the call then goes on with its client waiting, and tries again when
+    /// one ends: [`Operations::freed`]). The caller finishes it (with
+    /// [`Operation::finish`]) when the call ends; `cancel` stops the call.
+    ///
+    /// The limits count what runs without a client waiting for it: a call
+    /// is counted when it becomes an operation, never before it is sent
+    /// (operations that never end would otherwise hold a client's every
+    /// call, of any tool, refused).
+    pub fn try_start(
         &self,
         owner: Owner,
         quota: Quota,
@@ -716,7 +731,21 @@ impl Operations {
         partial: Arc<Partial>,
         cancel: CancellationToken,
         started: Instant,
-    ) -> Arc<Operation> {
+    ) -> Result<Arc<Operation>, Full> {
+        // Held until the operation is counted: two calls at their
+        // timeouts at once do not both take the last place.
+        let mut running = lock(&self.running);
+        running.retain(|o| o.status() == Status::Running);
+        let mine = running
+            .iter()
+            .filter(|o| o.quota.as_ref() == Some(&quota))
+            .count();
+        if mine >= self.settings.max_running {
+            return Err(Full::Client(mine));
+        }
+        if running.len() >= self.settings.max_running_total {
+            return Err(Full::All(running.len()));
+        }
         partial.detached.store(true, Ordering::Relaxed);
         let id = sluice_core::store::random_id("op_");
         let op = Arc::new(Operation {
@@ -741,6 +770,7 @@ impl Operations {
             remote: None,
             end_written: AtomicBool::default(),
             writing: tokio::sync::Mutex::default(),
+            freed: Some(self.freed.clone()),
         });
         let mut ops = lock(&self.ops);
         ops.insert(id, op.clone());
@@ -756,8 +786,16 @@ impl Operations {
             sweep(&mut ops, &self.settings);
         }
         drop(ops);
-        lock(&self.running).push(op.clone());
-        op
+        running.push(op.clone());
+        Ok(op)
+    }
+
+    /// Fires when one of this instance's operations ends (and so may have
+    /// made room under `[operations] max_running`): enable it before
+    /// [`Operations::try_start`], so that an end between the two is not
+    /// missed.
+    pub fn freed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.freed.notified()
     }
 
     /// Writes the record of `op`, just started, before its id is given (as
@@ -990,7 +1028,7 @@ pub fn stop(op: &Arc<Operation>) -> Result<(), Status> {
         state.status = Status::Cancelled;
         state.ended = Some(Instant::now());
     }
-    op.done.send_replace(true);
+    op.tell_ended();
     // The call's task sees the token and cancels the upstream request.
     op.cancel.cancel();
     op.publish();
@@ -1240,11 +1278,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
 
-    /// `admit` counts the operations running, by quota and in all, and
+    /// `try_start` counts the operations running, by quota and in all, and
     /// reads only those: the ended ones, kept for their retention, are
-    /// dropped from what it reads (every call reads it).
+    /// dropped from what it reads. A call waiting for room is told when
+    /// one ends.
     #[tokio::test]
-    async fn admit_counts_and_reads_only_the_running_operations() {
+    async fn operations_start_within_their_limits_and_an_end_makes_room() {
+        use futures::FutureExt as _;
         let settings = OperationSettings {
             max_running: 2,
             max_running_total: 3,
@@ -1254,7 +1294,7 @@ mod tests {
         let session = Owner::Session(1);
         let mine = Quota::Owner(session.clone());
         let start = |owner: &Owner, quota: &Quota| {
-            ops.start(
+            ops.try_start(
                 owner.clone(),
                 quota.clone(),
                 "slow",
@@ -1264,40 +1304,34 @@ mod tests {
             )
         };
         for _ in 0..100 {
-            start(&session, &mine).finish(Outcome::Failed("ended".into()));
+            start(&session, &mine)
+                .unwrap()
+                .finish(Outcome::Failed("ended".into()));
         }
-        assert!(ops.admit(&session, &mine).is_ok());
-        assert!(
-            lock(&ops.running).is_empty(),
-            "the ended are not read again"
-        );
-        assert_eq!(lock(&ops.ops).len(), 100, "and are kept");
+        let first = start(&session, &mine).unwrap();
+        assert_eq!(lock(&ops.running).len(), 1, "the ended are not read again");
+        assert_eq!(lock(&ops.ops).len(), 101, "and are kept");
 
-        let first = start(&session, &mine);
-        let _second = start(&session, &mine);
-        let refused = ops.admit(&session, &mine).unwrap_err();
-        assert!(
-            refused.starts_with("you have 2 operations running"),
-            "{refused}"
-        );
-        assert!(
-            refused.contains(&first.id),
-            "its own ids are named: {refused}"
-        );
+        let _second = start(&session, &mine).unwrap();
+        assert_eq!(start(&session, &mine).unwrap_err(), Full::Client(2));
         let address = Quota::Address(std::net::Ipv4Addr::LOCALHOST.into());
-        assert!(ops.admit(&Owner::Anonymous, &address).is_ok());
-        let _third = start(&Owner::Anonymous, &address);
-        let refused = ops
-            .admit(&Owner::Session(2), &Quota::Owner(Owner::Session(2)))
-            .unwrap_err();
-        assert!(
-            refused.starts_with("sluice is running 3 operations for all its clients"),
-            "{refused}"
+        let _third = start(&Owner::Anonymous, &address).unwrap();
+        let other = Owner::Session(2);
+        let full = start(&other, &Quota::Owner(other.clone())).unwrap_err();
+        assert_eq!(full, Full::All(3));
+        assert_eq!(
+            full.to_string(),
+            "sluice is running 3 operations for all its clients, the most allowed (`[operations] max_running_total`)"
         );
+        assert_eq!(lock(&ops.running).len(), 3, "refused, not counted");
 
+        let mut freed = std::pin::pin!(ops.freed());
+        freed.as_mut().enable();
+        assert!(freed.as_mut().now_or_never().is_none(), "none ended yet");
         first.finish(Outcome::Failed("ended".into()));
-        assert!(ops.admit(&session, &mine).is_ok());
-        assert_eq!(lock(&ops.running).len(), 2);
+        assert!(freed.now_or_never().is_some(), "told of the end");
+        assert!(start(&session, &mine).is_ok());
+        assert_eq!(lock(&ops.running).len(), 3);
     }
 
     /// Ended operations are kept within `max_ended` per client and
@@ -1314,7 +1348,7 @@ mod tests {
         };
         let ops = Operations::new(settings, None, None);
         let start = |owner: &Owner| {
-            ops.start(
+            ops.try_start(
                 owner.clone(),
                 Quota::Owner(owner.clone()),
                 "slow",
@@ -1322,6 +1356,7 @@ mod tests {
                 CancellationToken::new(),
                 Instant::now(),
             )
+            .expect("within the limits")
         };
         let (a, b) = (Owner::Session(1), Owner::Session(2));
         let mut ended = Vec::new();

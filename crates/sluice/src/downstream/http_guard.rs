@@ -14,7 +14,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use http_body_util::{BodyExt as _, Limited};
+use http_body_util::BodyExt as _;
 use serde::Deserialize;
 use sluice_core::format::group;
 
@@ -34,33 +34,34 @@ pub async fn guard(State(guard): State<Arc<Endpoint>>, request: Request, next: N
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     let metrics = guard.gateway.governor().metrics();
-    if declared.is_some_and(|n| n > max) {
-        return too_large(metrics, max);
+    let within = guard.limits.body_timeout();
+    if let Some(declared) = declared.filter(|&n| n > max) {
+        // Past what is drained, the client is not read on: it said how
+        // much it would send.
+        let body = (declared <= DRAINED).then(|| request.into_body());
+        return too_large(metrics, max, body, within);
     }
-    let (parts, body) = request.into_parts();
-    let limited = Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX));
+    let (parts, mut body) = request.into_parts();
     // (A body that came with the headers registers no timer: `timeout`
     // polls the read first.)
-    let bytes = match tokio::time::timeout(guard.limits.body_timeout(), limited.collect()).await {
+    let bytes = match tokio::time::timeout(within, collect(&mut body, max)).await {
         Err(_) => {
             return plain(
                 StatusCode::REQUEST_TIMEOUT,
                 format!(
                     "the request body did not arrive within {} s",
-                    guard.limits.body_timeout().as_secs()
+                    within.as_secs()
                 ),
             );
         }
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            return too_large(metrics, max);
-        }
+        Ok(Ok(None)) => return too_large(metrics, max, Some(body), within),
         Ok(Err(e)) => {
             return plain(
                 StatusCode::BAD_REQUEST,
                 format!("the request body could not be read: {e}"),
             );
         }
-        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Ok(Some(bytes))) => bytes,
     };
     if !parts.headers.contains_key("mcp-session-id")
         && guard.sessions.open() >= guard.limits.max_sessions
@@ -118,9 +119,59 @@ fn initialize_id(body: &[u8]) -> Option<serde_json::Value> {
         .then(|| envelope.id.unwrap_or(serde_json::Value::Null))
 }
 
-/// The refusal of a body over `max` bytes; counted in `metrics`.
-fn too_large(metrics: &Metrics, max: u64) -> Response {
+/// How much of a body over `[http] max_body_mb` is read after its 413,
+/// and dropped, at most: a client still sending it reads the answer. A
+/// connection closed with bytes unread is reset, and the reset takes the
+/// 413 with it (a client that wrote 2 MiB saw "broken pipe", not why).
+const DRAINED: u64 = 64 << 20;
+
+/// `body`, read whole; `None` as soon as more than `max` bytes have come
+/// (the rest left in `body`).
+async fn collect(body: &mut Body, max: u64) -> Result<Option<bytes::Bytes>, axum::Error> {
+    let (mut chunks, mut read) = (Vec::new(), 0u64);
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            read += data.len() as u64;
+            if read > max {
+                return Ok(None);
+            }
+            chunks.push(data);
+        }
+    }
+    // One chunk, the usual body, is not copied.
+    Ok(Some(match chunks.len() {
+        1 => chunks.pop().expect("one"),
+        _ => chunks.concat().into(),
+    }))
+}
+
+/// Reads what comes of `body` and drops it, until it ends, [`DRAINED`]
+/// bytes have come, or `within` has passed.
+async fn drain(mut body: Body, within: std::time::Duration) {
+    let _ = tokio::time::timeout(within, async {
+        let mut read = 0;
+        while let Some(Ok(frame)) = body.frame().await {
+            read += frame.data_ref().map_or(0, |d| d.len() as u64);
+            if read > DRAINED {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+/// The refusal of a body over `max` bytes; counted in `metrics`. The rest
+/// of `body`, if given, is drained in the background (see [`DRAINED`]).
+fn too_large(
+    metrics: &Metrics,
+    max: u64,
+    body: Option<Body>,
+    within: std::time::Duration,
+) -> Response {
     metrics.refused(Limit::Body);
+    if let Some(body) = body {
+        tokio::spawn(drain(body, within));
+    }
     plain(
         StatusCode::PAYLOAD_TOO_LARGE,
         format!(

@@ -184,11 +184,6 @@ impl Gateway {
                 })
             }
         };
-        if let Err(message) = self.operations.admit(&caller.owner, &caller.quota) {
-            let metrics = self.governor.metrics();
-            metrics.refused(crate::metrics::Limit::RunningOperations);
-            return (Ok(Relayed::error_result(message)), Some(Outcome::Error));
-        }
         // The call runs in a task of its own, which a timeout leaves running
         // in the background; until then the client's cancellation stops it.
         let started = tokio::time::Instant::now();
@@ -221,65 +216,27 @@ impl Gateway {
         let done = tokio::select! {
             biased;
             done = &mut call => done,
-            () = caller.ct.cancelled() => {
-                stop.cancel();
-                // It tells the upstream, then ends.
-                tokio::spawn(call);
-                return (Err(call_error(CallError::Cancelled)), Some(Outcome::Error));
-            }
+            () = caller.ct.cancelled() => return cancelled(call, &stop),
             // One timer for every call's timeout (see `deadlines`).
             () = deadline => {
-                let op = self.operations.start(
-                    caller.owner.clone(),
-                    caller.quota.clone(),
-                    exposed,
-                    partial,
-                    stop,
-                    started,
-                );
-                if let Some(session) = caller.session {
-                    self.hub.detach_calls(session, &caller.request);
-                }
-                let answer = if caller.tasks {
-                    let mut meta = rmcp::model::MetaObject::new();
-                    meta.insert(crate::operations::META.into(), op.meta());
-                    CallToolResponse::Task(
-                        rmcp::model::CreateTaskResult::new(op.task(settings.retention))
-                            .with_meta(meta),
+                let detach = || {
+                    self.operations.try_start(
+                        caller.owner.clone(),
+                        caller.quota.clone(),
+                        exposed,
+                        partial.clone(),
+                        stop.clone(),
+                        started,
                     )
-                } else {
-                    CallToolResponse::Complete(era(self.operations.started_answer(&op), caller))
                 };
-                let recorded = op.clone();
-                // The call goes on in its task first: it is not held up by
-                // the record's write.
-                tokio::spawn(async move {
-                    let outcome = match call.await {
-                        Ok(Done::Answer(answer, _)) => match *answer {
-                            // Within the budget, as the upstream sent it:
-                            // kept as those bytes, never decoded.
-                            Ok(Relayed {
-                                response: CallAnswer::Sent { .. },
-                                raw: Some(sent),
-                            }) => crate::operations::Outcome::Relayed(sent),
-                            answer => match answer.map(Relayed::into_response) {
-                            Ok(CallToolResponse::Complete(result)) => {
-                                crate::operations::Outcome::Completed(result)
-                            }
-                            Ok(_) => crate::operations::Outcome::Failed(
-                                "the upstream asked for input or answered with a task, which an operation cannot take".into(),
-                            ),
-                            Err(e) => crate::operations::Outcome::Failed(e.message.to_string()),
-                            },
-                        },
-                        Ok(Done::Unavailable(why)) => crate::operations::Outcome::Failed(why),
-                        Err(panic) => crate::operations::Outcome::Failed(format!("sluice lost the call: {}", panic_message(&panic))),
-                    };
-                    op.finish(outcome);
-                });
-                let recording = Box::pin(self.operations.recorded(&recorded));
-                recording.await;
-                return (Ok(Relayed::made(answer)), Some(Outcome::Operation));
+                match self.until_detached(&mut call, caller, exposed, detach).await {
+                    Foreground::Ended(done) => done,
+                    Foreground::Cancelled => return cancelled(call, &stop),
+                    Foreground::Detached(op) => {
+                        let detached = Box::pin(self.detached(op, call, caller, settings.retention));
+                        return detached.await;
+                    }
+                }
             }
         };
         match done {
@@ -295,6 +252,103 @@ impl Gateway {
                 Some(Outcome::Error),
             ),
         }
+    }
+
+    /// Waits, past its timeout, for `call` to become an operation
+    /// (`detach`: when its client's operations and sluice's leave room for
+    /// one more), to end, or to be cancelled by its client. While it waits
+    /// it is a call like any other: its client waits for it, and it stops
+    /// when its client does. A tool that never answers thus fills
+    /// `[operations] max_running` with operations, and never more: the
+    /// client's other calls go on, quick ones answered as ever.
+    async fn until_detached(
+        &self,
+        call: &mut CallInFlight,
+        caller: &Caller,
+        exposed: &str,
+        detach: impl Fn() -> Result<Arc<crate::operations::Operation>, crate::operations::Full>,
+    ) -> Foreground {
+        let mut told = false;
+        loop {
+            // Armed before the try: an end between the two is not missed.
+            let mut freed = std::pin::pin!(self.operations.freed());
+            freed.as_mut().enable();
+            let full = match detach() {
+                Ok(op) => return Foreground::Detached(op),
+                Err(full) => full,
+            };
+            if !std::mem::replace(&mut told, true) {
+                self.governor
+                    .metrics()
+                    .refused(crate::metrics::Limit::RunningOperations);
+                tracing::info!(
+                    tool = exposed,
+                    "a call of `{exposed}` goes on past its timeout with its client waiting, not as an operation: {full}"
+                );
+            }
+            tokio::select! {
+                biased;
+                done = &mut *call => return Foreground::Ended(done),
+                () = caller.ct.cancelled() => return Foreground::Cancelled,
+                () = freed => {}
+            }
+        }
+    }
+
+    /// Answers `caller` with operation `op`, now that `call` goes on in
+    /// the background, and has the operation finish when the call ends.
+    async fn detached(
+        &self,
+        op: Arc<crate::operations::Operation>,
+        call: CallInFlight,
+        caller: &Caller,
+        retention: std::time::Duration,
+    ) -> (Result<Relayed, ErrorData>, Option<Outcome>) {
+        if let Some(session) = caller.session {
+            self.hub.detach_calls(session, &caller.request);
+        }
+        let answer = if caller.tasks {
+            let mut meta = rmcp::model::MetaObject::new();
+            meta.insert(crate::operations::META.into(), op.meta());
+            CallToolResponse::Task(
+                rmcp::model::CreateTaskResult::new(op.task(retention)).with_meta(meta),
+            )
+        } else {
+            CallToolResponse::Complete(era(self.operations.started_answer(&op), caller))
+        };
+        let recorded = op.clone();
+        // The call goes on in its task first: it is not held up by the
+        // record's write.
+        tokio::spawn(async move {
+            let outcome = match call.await {
+                Ok(Done::Answer(answer, _)) => match *answer {
+                    // Within the budget, as the upstream sent it: kept as
+                    // those bytes, never decoded.
+                    Ok(Relayed {
+                        response: CallAnswer::Sent { .. },
+                        raw: Some(sent),
+                    }) => crate::operations::Outcome::Relayed(sent),
+                    answer => match answer.map(Relayed::into_response) {
+                        Ok(CallToolResponse::Complete(result)) => {
+                            crate::operations::Outcome::Completed(result)
+                        }
+                        Ok(_) => crate::operations::Outcome::Failed(
+                            "the upstream asked for input or answered with a task, which an operation cannot take".into(),
+                        ),
+                        Err(e) => crate::operations::Outcome::Failed(e.message.to_string()),
+                    },
+                },
+                Ok(Done::Unavailable(why)) => crate::operations::Outcome::Failed(why),
+                Err(panic) => crate::operations::Outcome::Failed(format!(
+                    "sluice lost the call: {}",
+                    panic_message(&panic)
+                )),
+            };
+            op.finish(outcome);
+        });
+        let recording = Box::pin(self.operations.recorded(&recorded));
+        recording.await;
+        (Ok(Relayed::made(answer)), Some(Outcome::Operation))
     }
 
     /// Sends a tool call upstream (or answers it from the cache) and
@@ -797,6 +851,31 @@ pub(super) struct CachedCall {
 }
 
 /// What a caught panic said.
+/// A routed call on its way: the upstream's answer governed, or the panic
+/// that lost it.
+type CallInFlight = futures::future::BoxFuture<'static, std::thread::Result<Done>>;
+
+/// How a call past its timeout stopped waiting in the foreground.
+enum Foreground {
+    /// It ended: its answer is the client's.
+    Ended(std::thread::Result<Done>),
+    /// Its client cancelled it.
+    Cancelled,
+    /// It became this operation.
+    Detached(Arc<crate::operations::Operation>),
+}
+
+/// Stops `call` (it tells the upstream, in a task of its own, then ends)
+/// and answers its client that it was cancelled.
+fn cancelled(
+    call: CallInFlight,
+    stop: &CancellationToken,
+) -> (Result<Relayed, ErrorData>, Option<Outcome>) {
+    stop.cancel();
+    tokio::spawn(call);
+    (Err(call_error(CallError::Cancelled)), Some(Outcome::Error))
+}
+
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     panic
         .downcast_ref::<String>()

@@ -102,6 +102,50 @@ async fn a_body_over_max_body_mb_gets_413_and_others_pass() {
     assert!(status.contains(" 200 "), "{status} {rest}");
 }
 
+/// A client that writes its whole body before it reads its answer (as
+/// most do) reads the 413 of a body over `max_body_mb`: sluice reads the
+/// rest and drops it. Closed with bytes unread, the connection was reset
+/// under the client, which saw "broken pipe" and never the 413 (reqwest
+/// with 2 MiB, now and then).
+#[tokio::test]
+async fn a_client_that_sends_a_body_over_max_body_mb_whole_reads_its_413() {
+    let dir = TempDir::new("http-body-whole");
+    let sluice = sluice_with(&dir, "max_body_mb = 1\n").await;
+    let addr = address(&sluice.url);
+    let length = 6 << 20;
+    let chunked = {
+        let chunk = vec![b' '; 64 << 10];
+        let mut body = Vec::new();
+        for _ in 0..length / chunk.len() {
+            body.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+            body.extend_from_slice(&chunk);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(b"0\r\n\r\n");
+        body
+    };
+    let chunked_head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    );
+    for (how, head, body) in [
+        ("declared", post_head(&addr, length, ""), vec![b' '; length]),
+        ("chunked", chunked_head, chunked),
+    ] {
+        let mut stream = TcpStream::connect(&addr).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let sent = stream.write_all(&body).await;
+        assert!(sent.is_ok(), "{how}: the body was not taken: {sent:?}");
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+            .await
+            .expect("answered and closed");
+        assert!(read.is_ok(), "{how}: {read:?}");
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 413 "), "{how}: {answer}");
+        assert!(answer.contains("`[http] max_body_mb`"), "{how}: {answer}");
+    }
+}
+
 #[tokio::test]
 async fn a_body_that_trickles_in_gets_408_and_others_stay_fast() {
     let dir = TempDir::new("http-slow-body");

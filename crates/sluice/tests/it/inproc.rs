@@ -350,6 +350,57 @@ async fn a_call_waits_its_tools_timeout_else_the_default_then_goes_on_as_an_oper
     assert_eq!(operation(&slow)["tool"], "lookup");
 }
 
+/// `[operations] max_running` counts what runs without its client waiting:
+/// a tool that never answers fills it with operations and holds nothing
+/// else up. A quick call is answered as ever; a slow one, past its timeout
+/// with no room, is answered when it ends, its client waiting as for any
+/// call; and one waiting so becomes an operation as soon as one ends.
+#[tokio::test(start_paused = true)]
+async fn operations_that_never_end_hold_no_other_call_up() {
+    let h = Harness::new()
+        .toml("[operations]\nmax_running = 1")
+        .start()
+        .await;
+    let never = json!({"seconds": 600, "quiet": true, "_timeout_s": 1});
+    let hung = h.call("slow_task", never.clone()).await;
+    let hung = operation(&hung)["id"].as_str().unwrap().to_owned();
+
+    let asked = Instant::now();
+    let quick = h.call("echo", json!({"text": "still here"})).await;
+    assert_eq!(first_text(&quick), "still here");
+    assert_eq!(asked.elapsed(), Duration::ZERO);
+
+    let slow = h
+        .call(
+            "slow_task",
+            json!({"seconds": 3, "quiet": true, "_timeout_s": 1}),
+        )
+        .await;
+    assert_eq!(first_text(&slow), "done after 3 s");
+    assert!(meta(&slow, "sluice/operation").is_none(), "its own result");
+    assert_eq!(asked.elapsed(), Duration::from_secs(3), "when it ended");
+
+    let asked = Instant::now();
+    let (waiting, cancelled) = tokio::join!(h.call("slow_task", never), async {
+        sleep(Duration::from_secs(5)).await;
+        h.call("sluice_cancel", json!({"operation": hung})).await
+    });
+    assert_eq!(operation(&cancelled)["status"], "cancelled");
+    let op = operation(&waiting);
+    assert_eq!(
+        (&op["status"], &op["elapsed_s"]),
+        (&json!("running"), &json!(5.0)),
+        "an operation from when the other ended"
+    );
+    assert_eq!(asked.elapsed(), Duration::from_secs(5));
+    assert!(
+        first_text(&waiting).starts_with("`slow_task` is still running after 5"),
+        "{}",
+        first_text(&waiting)
+    );
+    assert_eq!(h.ledger().slow_tasks(), ["completed", "cancelled"]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn sluice_cancel_stops_an_operation_upstream() {
     let h = Harness::new().start().await;
