@@ -62,6 +62,8 @@ pub struct Harness {
     edits: Vec<Edit>,
     client_name: String,
     capabilities: ClientCapabilities,
+    /// Upstreams served by another server than the sample, by name.
+    servers: Vec<(String, InMemory)>,
 }
 
 impl Default for Harness {
@@ -78,6 +80,7 @@ impl Harness {
             toml: String::new(),
             edits: Vec::new(),
             client_name: "sluice-tests".to_owned(),
+            servers: Vec::new(),
             capabilities: ClientCapabilities::default(),
         }
     }
@@ -110,6 +113,17 @@ impl Harness {
         self
     }
 
+    /// Serves upstream `name` (configured by [`Harness::toml`], its
+    /// command whatever) with `server` instead of the sample server: a
+    /// server written for one test (one that never answers a list, say).
+    pub fn server<S>(mut self, name: &str, server: S) -> Self
+    where
+        S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
+    {
+        self.servers.push((name.to_owned(), InMemory::new(server)));
+        self
+    }
+
     /// The configuration the harness runs with; panics if the TOML is not
     /// a valid configuration (the message says why).
     fn built_config(&mut self) -> Config {
@@ -137,7 +151,14 @@ impl Harness {
         let gateway = Gateway::new(&config);
         let ledger = Arc::new(Ledger::default());
         for upstream in gateway.upstreams() {
-            upstream.serve_in_memory(InMemory::new(SampleServer::with_ledger(ledger.clone())));
+            let own = self
+                .servers
+                .iter()
+                .find(|(name, _)| name == upstream.name());
+            upstream.serve_in_memory(match own {
+                Some((_, server)) => server.clone(),
+                None => InMemory::new(SampleServer::with_ledger(ledger.clone())),
+            });
         }
         let shutdown = CancellationToken::new();
         let mut running = Running {

@@ -6,6 +6,14 @@ use super::*;
 use crate::jsonrpc::RawObject;
 use serde_json::value::RawValue;
 
+/// How long a request sluice makes of every upstream at once (a merged
+/// list, a log level) waits for each: one that never answers must not
+/// hold up the others' answer, nor the client's every list. Longer than
+/// the wait for a handshake, which the request may begin with: an upstream
+/// still in its handshake is said to be that.
+pub(super) const EACH_UPSTREAM_WAIT: std::time::Duration =
+    crate::upstream::HANDSHAKE_WAIT.saturating_add(std::time::Duration::from_secs(5));
+
 impl Gateway {
     /// What sluice declares to clients: the union of what its upstreams
     /// declare (tools always), and their instructions.
@@ -68,10 +76,13 @@ impl Gateway {
         config
     }
 
-    /// Runs `op` on every upstream at once; the results of those that
-    /// answered, and an error only if none did.
+    /// Runs `op` on every upstream at once, waiting for each at most
+    /// [`EACH_UPSTREAM_WAIT`]; the results of those that answered, and an
+    /// error only if none did. `what`: the method `op` asks (`tools/list`),
+    /// for the warning about an upstream that did not answer in time.
     pub(super) async fn on_all<T, F, Fut>(
         &self,
+        what: &str,
         op: F,
     ) -> Result<Vec<(Arc<Upstream>, T)>, ErrorData>
     where
@@ -80,7 +91,20 @@ impl Gateway {
     {
         let results = futures::future::join_all(self.upstreams.iter().map(|u| {
             let fut = op(u.clone());
-            async move { (u.clone(), fut.await) }
+            async move {
+                // Given up, the request is forgotten (its answer, if it
+                // ever comes, goes nowhere).
+                let answered = tokio::time::timeout(EACH_UPSTREAM_WAIT, fut)
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(CallError::Unavailable(format!(
+                            "upstream `{}` did not answer sluice's `{what}` within {} s: answered without it (it is asked again the next time)",
+                            u.name(),
+                            EACH_UPSTREAM_WAIT.as_secs()
+                        )))
+                    });
+                (u.clone(), answered)
+            }
         }))
         .await;
         let mut answered = Vec::new();
@@ -152,7 +176,10 @@ impl Gateway {
 
     async fn listed_tools(&self) -> Result<Vec<Listed>, ErrorData> {
         let lists = self
-            .on_all(|u| async move { upstream_tools_as_sent(&u).await })
+            .on_all(
+                "tools/list",
+                |u| async move { upstream_tools_as_sent(&u).await },
+            )
             .await?;
         let mut schemas = HashMap::new();
         let mut all: Vec<(Tool, Option<Box<RawValue>>, bool)> = lists
@@ -250,7 +277,7 @@ impl Gateway {
 
     async fn listed_prompts(&self) -> Result<Vec<(Prompt, Option<Box<RawValue>>)>, ErrorData> {
         let lists = self
-            .on_all(|u| async move {
+            .on_all("prompts/list", |u| async move {
                 if !declares(&u, |c| c.prompts.is_some()).await {
                     return Ok(Vec::new());
                 }
@@ -285,7 +312,7 @@ impl Gateway {
 
     async fn listed_resources(&self) -> Result<Vec<(Resource, Option<Box<RawValue>>)>, ErrorData> {
         let lists = self
-            .on_all(|u| async move {
+            .on_all("resources/list", |u| async move {
                 if !declares(&u, |c| c.resources.is_some()).await {
                     return Ok(Vec::new());
                 }
@@ -322,7 +349,7 @@ impl Gateway {
         &self,
     ) -> Result<Vec<(ResourceTemplate, Option<Box<RawValue>>)>, ErrorData> {
         let lists = self
-            .on_all(|u| async move {
+            .on_all("resources/templates/list", |u| async move {
                 if !declares(&u, |c| c.resources.is_some()).await {
                     return Ok(Vec::new());
                 }

@@ -321,7 +321,7 @@ impl Gateway {
         if let Some(session) = caller.session {
             self.hub.set_log_level(session, level);
         }
-        self.on_all(|u| async move {
+        self.on_all("logging/setLevel", |u| async move {
             if !declares(&u, |c| c.logging.is_some()).await {
                 return Ok(());
             }

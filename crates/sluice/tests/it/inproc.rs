@@ -401,6 +401,89 @@ async fn operations_that_never_end_hold_no_other_call_up() {
     assert_eq!(h.ledger().slow_tasks(), ["completed", "cancelled"]);
 }
 
+/// A server that answers its handshake, and never what it is asked after:
+/// its tools, its prompts, its log level.
+#[derive(Clone)]
+struct Mute;
+
+impl rmcp::ServerHandler for Mute {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            rmcp::model::ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .enable_logging()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<rmcp::model::PaginatedRequestParams>,
+        _: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        std::future::pending().await
+    }
+
+    async fn list_prompts(
+        &self,
+        _: Option<rmcp::model::PaginatedRequestParams>,
+        _: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, rmcp::ErrorData> {
+        std::future::pending().await
+    }
+
+    async fn set_level(
+        &self,
+        _: rmcp::model::SetLevelRequestParams,
+        _: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        std::future::pending().await
+    }
+}
+
+/// An upstream that never answers what sluice asks of every upstream at
+/// once holds up no one: a list is answered after sluice's wait for each
+/// upstream (15 s), with the others' items and sluice's own tools; so is
+/// a log level; calls go on; the next list asks it again.
+#[tokio::test(start_paused = true)]
+async fn an_upstream_that_never_answers_a_list_holds_up_no_one() {
+    let h = Harness::new()
+        .toml("[upstreams.mute]\ncommand = \"mute\"")
+        .server("mute", Mute)
+        .start()
+        .await;
+    let client = h.client();
+    for _ in 0..2 {
+        let asked = Instant::now();
+        let tools = client.list_all_tools().await.unwrap();
+        assert_eq!(asked.elapsed(), Duration::from_secs(15));
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        for name in [
+            "sample__echo",
+            "sample__slow_task",
+            "sluice_read",
+            "sluice_result",
+        ] {
+            assert!(names.contains(&name), "{name} in {names:?}");
+        }
+    }
+    let asked = Instant::now();
+    let prompts = client.list_all_prompts().await.unwrap();
+    assert_eq!(asked.elapsed(), Duration::from_secs(15));
+    assert!(!prompts.is_empty(), "the sample's prompts");
+    let asked = Instant::now();
+    client
+        .set_level(rmcp::model::SetLevelRequestParams::new(
+            rmcp::model::LoggingLevel::Info,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(asked.elapsed(), Duration::from_secs(15));
+    let echoed = h.call("sample__echo", json!({"text": "meanwhile"})).await;
+    assert_eq!(first_text(&echoed), "meanwhile");
+}
+
 #[tokio::test(start_paused = true)]
 async fn sluice_cancel_stops_an_operation_upstream() {
     let h = Harness::new().start().await;
