@@ -76,6 +76,7 @@
 //! [http]                                 # the listener of `--listen`
 //! max_body_mb = 16                       # larger request bodies get 413
 //! max_sessions = 1000                    # more 2025-11-25 sessions get 503
+//! max_sessions_per_principal = 100       # one principal's more get 429 (with [auth])
 //! session_idle_s = 1800                  # an unused session is closed
 //! header_timeout_s = 10                  # headers must have arrived by then
 //! tls_cert = "/etc/sluice/cert.pem"      # serve https:// (with tls_key; relative to this file)
@@ -595,6 +596,7 @@ impl RawLimits {
 struct RawHttp {
     max_body_mb: Option<u64>,
     max_sessions: Option<usize>,
+    max_sessions_per_principal: Option<usize>,
     session_idle_s: Option<u64>,
     header_timeout_s: Option<u64>,
     max_connections: Option<usize>,
@@ -638,6 +640,14 @@ impl RawHttp {
                 ));
             }
             h.max_sessions = n;
+        }
+        if let Some(n) = self.max_sessions_per_principal {
+            if !(1..=1_000_000).contains(&n) {
+                return Err(format!(
+                    "[http]: `max_sessions_per_principal = {n}` is out of range: from 1 to 1000000"
+                ));
+            }
+            h.max_sessions_per_principal = n;
         }
         if let Some(t) = self.session_idle_s {
             if !(1..=7 * 86_400).contains(&t) {
@@ -1723,11 +1733,13 @@ cache_mb = 0
     fn http_limits_are_read_and_checked() {
         let up = "[upstreams.a]\ncommand = \"x\"\n";
         let config = parse(&format!(
-            "{up}[http]\nmax_body_mb = 2\nmax_sessions = 5\nsession_idle_s = 60\nheader_timeout_s = 3\nmax_connections = 7\n"
+            "{up}[http]\nmax_body_mb = 2\nmax_sessions = 5\nmax_sessions_per_principal = 3\nsession_idle_s = 60\nheader_timeout_s = 3\nmax_connections = 7\n"
         ))
         .unwrap();
         let h = config.http;
         assert_eq!((h.max_body_bytes, h.max_sessions), (2 << 20, 5));
+        assert_eq!(h.max_sessions_per_principal, 3);
+        assert_eq!(HttpLimits::default().max_sessions_per_principal, 100);
         assert_eq!(h.max_connections, 7);
         assert_eq!(HttpLimits::default().max_connections, 10_000);
         assert_eq!(h.session_idle.as_secs(), 60);
@@ -1737,6 +1749,10 @@ cache_mb = 0
             (
                 "[http]\nmax_body_mb = 0\n",
                 "`max_body_mb = 0` is out of range",
+            ),
+            (
+                "[http]\nmax_sessions_per_principal = 0\n",
+                "`max_sessions_per_principal = 0` is out of range",
             ),
             (
                 "[http]\nmax_sessions = 0\n",

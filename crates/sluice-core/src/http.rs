@@ -11,6 +11,11 @@ pub struct HttpLimits {
     /// Open 2025-11-25 sessions at most (`max_sessions`); a new one over it
     /// is refused with 503.
     pub max_sessions: usize,
+    /// Open sessions of one principal at most, with `[auth]`
+    /// (`max_sessions_per_principal`): one more is refused with 429, so
+    /// that a client that leaks sessions cannot take every one of
+    /// `max_sessions` from the others.
+    pub max_sessions_per_principal: usize,
     /// A session unused this long is closed and its memory given back
     /// (`session_idle_s`).
     pub session_idle: Duration,
@@ -29,6 +34,7 @@ impl Default for HttpLimits {
         Self {
             max_body_bytes: 16 << 20,
             max_sessions: 1_000,
+            max_sessions_per_principal: 100,
             session_idle: Duration::from_secs(1_800),
             header_timeout: Duration::from_secs(10),
             max_connections: 10_000,

@@ -173,6 +173,8 @@ pub enum Limit {
     Connections,
     /// `[http] max_sessions`.
     Sessions,
+    /// `[http] max_sessions_per_principal`.
+    SessionsPerPrincipal,
     /// `[http] max_body_mb`.
     Body,
     /// `[operations] max_running`, `max_running_total`: operations running
@@ -182,10 +184,11 @@ pub enum Limit {
 
 impl Limit {
     /// Every limit, each labelled from the start (at 0).
-    pub const ALL: [Limit; 5] = [
+    pub const ALL: [Limit; 6] = [
         Limit::RequestsInFlight,
         Limit::Connections,
         Limit::Sessions,
+        Limit::SessionsPerPrincipal,
         Limit::Body,
         Limit::RunningOperations,
     ];
@@ -196,6 +199,7 @@ impl Limit {
             Limit::RequestsInFlight => "max_requests_in_flight",
             Limit::Connections => "max_connections",
             Limit::Sessions => "max_sessions",
+            Limit::SessionsPerPrincipal => "max_sessions_per_principal",
             Limit::Body => "max_body_mb",
             Limit::RunningOperations => "max_running",
         }
@@ -341,7 +345,7 @@ impl Metrics {
             refusals: IntCounterVec::new(
                 Opts::new(
                     "sluice_refusals_total",
-                    "Client requests and connections refused at a limit, by the limit's key: max_requests_in_flight, max_connections, max_sessions, max_body_mb, max_running.",
+                    "Client requests and connections refused at a limit, by the limit's key: max_requests_in_flight, max_connections, max_sessions, max_sessions_per_principal, max_body_mb, max_running.",
                 ),
                 &["limit"],
             )

@@ -352,18 +352,32 @@ async fn open_session(
     // Server→client requests go on the stream of the call that caused
     // them, or on the session's GET stream.
     front.set_link(Arc::new(ClientLink::per_stream()));
+    let principal = parts.extensions.get::<super::auth::Principal>();
+    let limits = (
+        endpoint.limits.max_sessions,
+        endpoint.limits.max_sessions_per_principal,
+    );
     let id = match endpoint
         .sessions
-        .insert_within(front.clone(), endpoint.limits.max_sessions)
+        .insert_within(front.clone(), principal.map(|p| &p.0), limits)
     {
         Ok(id) => id,
-        Err(open) => {
+        Err(full) => {
             front.end();
             let id = message.id().map_or(serde_json::Value::Null, |id| {
                 serde_json::from_str(id.as_json()).unwrap_or(serde_json::Value::Null)
             });
             let metrics = endpoint.gateway.governor().metrics();
-            return super::http_guard::too_many_sessions(metrics, id, open);
+            return match (full, principal) {
+                (super::http_sessions::Full::Principal(open), Some(principal)) => {
+                    super::http_guard::too_many_sessions_of(metrics, id, &principal.0, open)
+                }
+                (
+                    super::http_sessions::Full::All(open)
+                    | super::http_sessions::Full::Principal(open),
+                    _,
+                ) => super::http_guard::too_many_sessions(metrics, id, open),
+            };
         }
     };
     // Forgotten unless answered: a client that leaves while its upstreams

@@ -92,14 +92,42 @@ pub(super) fn too_many_sessions(metrics: &Metrics, id: serde_json::Value, open: 
         "sluice has {} open sessions, the most allowed (`[http] max_sessions`): close sessions you no longer use (HTTP DELETE with their Mcp-Session-Id), let idle ones expire (`[http] session_idle_s`), or use the 2026-07-28 protocol, which needs no session",
         group(open as u64)
     );
+    tracing::warn!(open, "refused a new session: [http] max_sessions reached");
+    session_refused(StatusCode::SERVICE_UNAVAILABLE, id, message)
+}
+
+/// The refusal of a new session (`initialize` of request `id`) of
+/// `principal`, who has `open` sessions open, the most one may; counted in
+/// `metrics`. 429: the client's own share is used up, not sluice's.
+pub(super) fn too_many_sessions_of(
+    metrics: &Metrics,
+    id: serde_json::Value,
+    principal: &str,
+    open: usize,
+) -> Response {
+    metrics.refused(Limit::SessionsPerPrincipal);
+    let message = format!(
+        "you have {} open sessions, the most one principal may (`[http] max_sessions_per_principal`): close sessions you no longer use (HTTP DELETE with their Mcp-Session-Id), let idle ones expire (`[http] session_idle_s`), or use the 2026-07-28 protocol, which needs no session",
+        group(open as u64)
+    );
+    tracing::warn!(
+        principal,
+        open,
+        "refused a new session: [http] max_sessions_per_principal reached"
+    );
+    session_refused(StatusCode::TOO_MANY_REQUESTS, id, message)
+}
+
+/// A JSON-RPC error answering `initialize` `id` with `message`, as HTTP
+/// `status`.
+fn session_refused(status: StatusCode, id: serde_json::Value, message: String) -> Response {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": id,
         "error": {"code": super::SERVER_BUSY, "message": message},
     });
-    tracing::warn!(open, "refused a new session: [http] max_sessions reached");
     (
-        StatusCode::SERVICE_UNAVAILABLE,
+        status,
         [(http::header::CONTENT_TYPE, "application/json")],
         body.to_string(),
     )

@@ -31,6 +31,18 @@ struct Entry {
     front: Arc<Front>,
     /// When a request last named it.
     seen: Instant,
+    /// The principal whose `initialize` opened it, with `[auth]`.
+    principal: Option<Arc<str>>,
+}
+
+/// Why a new session is refused: every session allowed is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// sluice's (`[http] max_sessions`): how many are open.
+    All(usize),
+    /// The principal's (`[http] max_sessions_per_principal`): how many of
+    /// theirs are open.
+    Principal(usize),
 }
 
 impl Default for SessionTable {
@@ -58,20 +70,36 @@ impl SessionTable {
         self.lock().len()
     }
 
-    /// A new session answered by `front`: its id; `Err` with how many are
-    /// open when `max` are (checked under the table's lock, so that
-    /// `initialize`s arriving together cannot pass it).
-    pub fn insert_within(&self, front: Arc<Front>, max: usize) -> Result<SessionId, usize> {
+    /// A new session answered by `front`, opened by `principal` (with
+    /// `[auth]`): its id; `Err` when `max` sessions are open, or `per_principal`
+    /// of the principal's (checked under the table's lock, so that
+    /// `initialize`s arriving together cannot pass either).
+    pub fn insert_within(
+        &self,
+        front: Arc<Front>,
+        principal: Option<&Arc<str>>,
+        (max, per_principal): (usize, usize),
+    ) -> Result<SessionId, Full> {
         let id: SessionId = sluice_core::store::random_id("").into();
         let mut entries = self.lock();
         if entries.len() >= max {
-            return Err(entries.len());
+            return Err(Full::All(entries.len()));
+        }
+        if let Some(principal) = principal {
+            let theirs = entries
+                .values()
+                .filter(|e| e.principal.as_ref() == Some(principal))
+                .count();
+            if theirs >= per_principal {
+                return Err(Full::Principal(theirs));
+            }
         }
         entries.insert(
             id.clone(),
             Entry {
                 front,
                 seen: Instant::now(),
+                principal: principal.cloned(),
             },
         );
         Ok(id)

@@ -300,6 +300,7 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
         ("max_requests_in_flight", 0.0),
         ("max_connections", 0.0),
         ("max_sessions", 0.0),
+        ("max_sessions_per_principal", 0.0),
     ] {
         let labels = [("limit", limit)];
         assert_eq!(

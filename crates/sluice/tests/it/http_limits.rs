@@ -219,6 +219,73 @@ async fn sessions_over_max_sessions_get_503_until_idle_ones_are_forgotten() {
 /// A session in use stays open however it is used (its tool calls are
 /// answered by sluice's own layer, not rmcp's session); one no request
 /// names for `session_idle_s` is closed: its id then gets 404.
+/// With `[auth]`, one principal holds at most `max_sessions_per_principal`
+/// of the sessions: one more is refused with 429 (a JSON-RPC error naming
+/// the key) while another principal opens sessions as before, and the
+/// principal gets its place back when it closes one.
+#[tokio::test]
+async fn a_principal_holds_at_most_its_share_of_the_sessions() {
+    let dir = TempDir::new("http-sessions-principal");
+    let (alice, bob) = ("alice-secret-token", "bob-secret-token");
+    let config = dir.file(
+        "sluice.toml",
+        &format!(
+            "{}[http]\nmax_sessions_per_principal = 2\n{}",
+            toml_upstream("sample", &sample()),
+            auth_tokens(&[("alice", alice), ("bob", bob)])
+        ),
+    );
+    let sluice = HttpSluice::start(&["--config", &config.display().to_string()], &[]).await;
+    let addr = address(&sluice.url);
+    let bearer = |token: &str| format!("Authorization: Bearer {token}\r\n");
+    let open = |token: &str| {
+        let head = post_head(&addr, INITIALIZE.len(), &bearer(token));
+        let addr = addr.clone();
+        async move { exchange(&addr, &head, INITIALIZE.as_bytes()).await }
+    };
+    let mut alices = Vec::new();
+    for n in 0..2 {
+        let (status, rest) = open(alice).await;
+        assert!(status.contains(" 200 "), "alice's session {n}: {status}");
+        alices.push(session_id(&rest));
+    }
+    let (status, rest) = open(alice).await;
+    assert!(status.contains(" 429 "), "{status}");
+    let body = &rest[rest.find('{').expect("a JSON body")..];
+    let error: serde_json::Value = serde_json::from_str(body.trim()).expect(body);
+    assert_eq!(error["id"], 7);
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("you have 2 open sessions, the most one principal may (`[http] max_sessions_per_principal`)"),
+        "{message}"
+    );
+    for n in 0..2 {
+        let (status, _) = open(bob).await;
+        assert!(status.contains(" 200 "), "bob's session {n}: {status}");
+    }
+    // alice closes one: her place is back.
+    let delete = format!(
+        "DELETE /mcp HTTP/1.1\r\nHost: {addr}\r\n{}Mcp-Session-Id: {}\r\nConnection: close\r\n\r\n",
+        bearer(alice),
+        alices[0]
+    );
+    let (status, _) = exchange(&addr, &delete, b"").await;
+    assert!(status.contains(" 200 "), "{status}");
+    let (status, _) = open(alice).await;
+    assert!(status.contains(" 200 "), "{status}");
+}
+
+/// The `Mcp-Session-Id` of a response's headers and body `rest`.
+fn session_id(rest: &str) -> String {
+    rest.lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id in {rest}"))
+}
+
 #[tokio::test]
 async fn a_session_in_use_stays_open_and_an_unused_one_is_closed() {
     let dir = TempDir::new("http-idle");
