@@ -104,6 +104,7 @@ fn say(format: LogFormat, level: &str, line: &str) {
 
 async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let log_format = args.log_format;
+    let config_file = args.config.clone();
     let command = args.validate()?;
     match command {
         Command::Demo => sluice::demo::run().await.map(|()| ExitCode::SUCCESS),
@@ -129,6 +130,8 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             let gateway = Gateway::open(&config)?;
             let shutdown = shutdown_on_signal();
+            let auth = admin.as_ref().and_then(|a| a.auth.clone());
+            reload_auth_on_hangup(auth, config_file, &shutdown);
             let admin = start_admin(&gateway, admin, &shutdown, log_format).await?;
             let result = sluice::downstream::stdio::serve(gateway.clone(), shutdown.clone()).await;
             // The admin server ends with the client's connection.
@@ -145,6 +148,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             let gateway = Gateway::open(&config)?;
             let shutdown = shutdown_on_signal();
+            reload_auth_on_hangup(access.auth.clone(), config_file, &shutdown);
             let admin = start_admin(&gateway, admin, &shutdown, log_format).await?;
             let scheme = sluice::downstream::tls::scheme(&access.tls);
             let result = sluice::downstream::http::serve(
@@ -168,6 +172,25 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             result.map(|()| ExitCode::SUCCESS)
         }
     }
+}
+
+/// Reads `[auth]` again from the config file at each SIGHUP, while sluice
+/// serves, if it has both.
+fn reload_auth_on_hangup(
+    auth: Option<std::sync::Arc<sluice::downstream::auth::Authenticator>>,
+    file: Option<std::path::PathBuf>,
+    shutdown: &CancellationToken,
+) {
+    #[cfg(unix)]
+    if let (Some(auth), Some(file)) = (auth, file) {
+        tokio::spawn(sluice::downstream::auth::reload_on_hangup(
+            auth,
+            file,
+            shutdown.child_token(),
+        ));
+    }
+    #[cfg(not(unix))]
+    let _ = (auth, file, shutdown);
 }
 
 /// Starts the admin server if asked (`--admin`, `[admin] listen`), and says

@@ -77,56 +77,32 @@ const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Checks bearer tokens against the `[auth]` configuration.
 pub struct Authenticator {
-    /// Static tokens: who, and the SHA-256 digest of their token.
-    tokens: Vec<(Principal, [u8; 32])>,
-    /// JWTs, with `[auth.jwt]`.
-    jwt: Option<JwtChecker>,
+    /// Who may come in: replaced whole when the configuration is read
+    /// again ([`Authenticator::reload`]); a request checks the one it read.
+    credentials: std::sync::RwLock<Arc<Credentials>>,
     /// Which principal created each live legacy session.
     sessions: SessionOwners,
 }
 
-impl std::fmt::Debug for Authenticator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Authenticator")
-            .field("tokens", &self.tokens.len())
-            .field("jwt", &self.jwt.as_ref().map(|j| &j.config.issuer))
-            .finish()
-    }
+/// The tokens and JWT settings of one reading of `[auth]`.
+struct Credentials {
+    /// Static tokens: who, and the SHA-256 digest of their token.
+    tokens: Vec<(Principal, [u8; 32])>,
+    /// JWTs, with `[auth.jwt]`.
+    jwt: Option<JwtChecker>,
 }
 
-impl Authenticator {
-    /// An authenticator for `config`; reads `jwks_file` now (a `jwks_url`
-    /// is fetched when the first JWT arrives).
-    pub fn new(config: &AuthConfig) -> Result<Arc<Self>, AuthError> {
-        install_jwt_crypto();
+impl Credentials {
+    /// Reads `jwks_file` now (a `jwks_url` is fetched when the first JWT
+    /// arrives).
+    fn new(config: &AuthConfig) -> Result<Self, AuthError> {
         let tokens = config
             .tokens
             .iter()
             .map(|t| (Principal(t.principal.as_str().into()), t.sha256))
             .collect();
         let jwt = config.jwt.as_ref().map(JwtChecker::new).transpose()?;
-        Ok(Arc::new(Self {
-            tokens,
-            jwt,
-            sessions: SessionOwners::default(),
-        }))
-    }
-
-    /// The principal `token` stands for, or why it is refused (a reason
-    /// that names no secret).
-    pub async fn authenticate(&self, token: &str) -> Result<Principal, String> {
-        if token.len() > MAX_TOKEN_BYTES {
-            return Err(format!("the token is over {MAX_TOKEN_BYTES} bytes long"));
-        }
-        if let Some(principal) = self.static_token(token) {
-            return Ok(principal);
-        }
-        match &self.jwt {
-            Some(jwt) if token.bytes().filter(|&b| b == b'.').count() == 2 => {
-                jwt.check(token).await
-            }
-            _ => Err("unknown token".into()),
-        }
+        Ok(Self { tokens, jwt })
     }
 
     /// The principal whose static token this is. Every configured digest is
@@ -142,9 +118,80 @@ impl Authenticator {
         found
     }
 
+    /// What it admits, in a few words, for the log.
+    fn described(&self) -> String {
+        let tokens = sluice_core::format::counted(self.tokens.len() as u64, "token", "tokens");
+        match &self.jwt {
+            Some(jwt) => format!("{tokens} and JWTs of {}", jwt.config.issuer),
+            None => tokens,
+        }
+    }
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let credentials = self.credentials();
+        f.debug_struct("Authenticator")
+            .field("tokens", &credentials.tokens.len())
+            .field("jwt", &credentials.jwt.as_ref().map(|j| &j.config.issuer))
+            .finish()
+    }
+}
+
+impl Authenticator {
+    /// An authenticator for `config`; reads `jwks_file` now (a `jwks_url`
+    /// is fetched when the first JWT arrives).
+    pub fn new(config: &AuthConfig) -> Result<Arc<Self>, AuthError> {
+        install_jwt_crypto();
+        Ok(Arc::new(Self {
+            credentials: std::sync::RwLock::new(Arc::new(Credentials::new(config)?)),
+            sessions: SessionOwners::default(),
+        }))
+    }
+
+    /// Admits from now on whom `config` admits, and no one else: a token
+    /// taken out is refused at its next request (its sessions stay its
+    /// own). What it admits, in a few words; on an error, the previous
+    /// configuration stays.
+    pub fn reload(&self, config: &AuthConfig) -> Result<String, AuthError> {
+        let credentials = Credentials::new(config)?;
+        let described = credentials.described();
+        *self.credentials.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(credentials);
+        Ok(described)
+    }
+
+    /// The configuration in use now.
+    fn credentials(&self) -> Arc<Credentials> {
+        self.credentials
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The principal `token` stands for, or why it is refused (a reason
+    /// that names no secret).
+    pub async fn authenticate(&self, token: &str) -> Result<Principal, String> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(format!("the token is over {MAX_TOKEN_BYTES} bytes long"));
+        }
+        let credentials = self.credentials();
+        if let Some(principal) = credentials.static_token(token) {
+            return Ok(principal);
+        }
+        match &credentials.jwt {
+            Some(jwt) if token.bytes().filter(|&b| b == b'.').count() == 2 => {
+                jwt.check(token).await
+            }
+            _ => Err("unknown token".into()),
+        }
+    }
+
     /// The issuer named as authorization server in the metadata, with `[auth.jwt]`.
-    fn issuer(&self) -> Option<&str> {
-        self.jwt.as_ref().map(|j| j.config.issuer.as_str())
+    fn issuer(&self) -> Option<String> {
+        self.credentials()
+            .jwt
+            .as_ref()
+            .map(|j| j.config.issuer.clone())
     }
 }
 
@@ -573,6 +620,56 @@ impl SessionOwners {
 
     fn remove(&self, id: &str) {
         self.lock().remove(id);
+    }
+}
+
+/// Reads `[auth]` again from the config file `file` at each SIGHUP, until
+/// `stop` fires: tokens are added and revoked without a restart (which
+/// would end every session, and with the memory store, every stored
+/// result). A file that does not read, or has no `[auth]` any more, leaves
+/// the configuration in use, with an error in the log; the rest of the
+/// file is not applied (it is read at the next start).
+#[cfg(unix)]
+pub async fn reload_on_hangup(
+    auth: Arc<Authenticator>,
+    file: std::path::PathBuf,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(hangups) => hangups,
+        Err(e) => {
+            tracing::warn!("cannot watch SIGHUP, so [auth] is not read again on it: {e}");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            got = hangups.recv() => if got.is_none() { return },
+        }
+        let file_name = file.display();
+        let config = match sluice_core::config::Config::load(&file) {
+            Ok(config) => config,
+            Err(e) => {
+                tracing::error!(
+                    "SIGHUP: {file_name} does not read, so [auth] stays as it was: {e}"
+                );
+                continue;
+            }
+        };
+        let Some(config) = config.auth else {
+            tracing::error!(
+                "SIGHUP: {file_name} has no [auth] now; [auth] stays as it was (serving without authentication needs a restart)"
+            );
+            continue;
+        };
+        match auth.reload(&config) {
+            Ok(admitted) => tracing::info!(
+                "SIGHUP: [auth] read again from {file_name}: {admitted} admitted from now on (the rest of the file applies at the next start)"
+            ),
+            Err(e) => tracing::error!("SIGHUP: [auth] stays as it was: {e}"),
+        }
     }
 }
 

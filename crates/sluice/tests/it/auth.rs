@@ -355,6 +355,87 @@ impl JwksServer {
     }
 }
 
+/// `[auth]` is read again at SIGHUP, without a restart: a token added is
+/// admitted and one taken out refused at its next request, while a session
+/// of a principal kept goes on; a file that does not read, or has no
+/// `[auth]` any more, leaves `[auth]` as it was.
+#[tokio::test]
+async fn sighup_reads_auth_again_and_tokens_come_and_go_without_a_restart() {
+    let dir = TempDir::new("auth-sighup");
+    let (alice, bob, carol) = ("alice-token-0123", "bob-token-4567", "carol-token-89ab");
+    let file = config(&dir, &auth_tokens(&[("alice", alice), ("carol", carol)]));
+    let sluice = start(&file).await;
+    let (kept, _) = connect_http_as(&sluice.url, carol, Recorder::default()).await;
+    assert_eq!(
+        first_text(&call(&kept, "echo", serde_json::json!({"text": "1"})).await),
+        "1"
+    );
+    let status_of = |token: &str| {
+        let bearer = format!("Bearer {token}");
+        let url = sluice.url.clone();
+        async move {
+            request(
+                "POST",
+                &url,
+                &[("Authorization", &bearer)],
+                Some(INITIALIZE),
+            )
+            .await
+            .status
+        }
+    };
+    assert_eq!((status_of(alice).await, status_of(bob).await), (200, 401));
+    let said = |line: &'static str| {
+        let log = sluice.stderr.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let count = log
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|l| l.contains(line))
+                    .count();
+                if count > 0 || Instant::now() > deadline {
+                    return count;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let hangup = || {
+        let pid = sluice.child.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-HUP", &pid])
+            .status();
+        assert!(sent.unwrap().success(), "kill -HUP {pid}");
+    };
+
+    config(&dir, &auth_tokens(&[("bob", bob), ("carol", carol)]));
+    hangup();
+    assert_eq!(
+        said("SIGHUP: [auth] read again").await,
+        1,
+        "{:?}",
+        sluice.stderr
+    );
+    assert_eq!((status_of(alice).await, status_of(bob).await), (401, 200));
+    assert_eq!(
+        first_text(&call(&kept, "echo", serde_json::json!({"text": "2"})).await),
+        "2",
+        "carol's session goes on"
+    );
+
+    dir.file("sluice.toml", "[auth\n");
+    hangup();
+    assert_eq!(said("does not read, so [auth] stays as it was").await, 1);
+    config(&dir, "");
+    hangup();
+    assert_eq!(said("has no [auth] now; [auth] stays as it was").await, 1);
+    assert_eq!((status_of(alice).await, status_of(bob).await), (401, 200));
+    kept.cancel().await.unwrap();
+}
+
 fn jwt_auth(jwks: &str) -> String {
     format!("[auth.jwt]\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\n{jwks}\n")
 }
