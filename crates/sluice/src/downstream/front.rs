@@ -172,22 +172,33 @@ impl Front {
             return Some(Taken::refused(&id, fault));
         }
         let method = Method::of(name)?;
-        // Over HTTP, where each request comes on its own, counted per
-        // client (a stdio connection counts its own: `lines`).
-        let Some(parts) = http else {
-            return self.take_method(method, message, id, http, stream);
-        };
-        let client = self.client_of(parts);
-        let slot = match self.gateway.in_flight().admit(client) {
+        let slot = match self.admitted(http) {
             Ok(slot) => slot,
-            Err(max) => {
-                let metrics = self.gateway.governor().metrics();
-                metrics.refused(crate::metrics::Limit::RequestsInFlight);
-                return Some(Taken::refused(&id, super::too_many_in_flight(max)));
-            }
+            Err(refused) => return Some(Taken::refused(&id, refused)),
         };
         let taken = self.take_method(method, message, id, http, stream)?;
         Some(taken.holding(slot))
+    }
+
+    /// Over HTTP, where each request comes on its own, its place among its
+    /// client's requests in flight (`[limits] max_requests_in_flight`),
+    /// held until its answer ends; or the refusal, counted. A stdio
+    /// connection counts its own (`lines`): `None` there.
+    pub(super) fn admitted(
+        &self,
+        http: Option<&http::request::Parts>,
+    ) -> Result<Option<crate::in_flight::Slot>, ErrorData> {
+        let Some(parts) = http else {
+            return Ok(None);
+        };
+        match self.gateway.in_flight().admit(self.client_of(parts)) {
+            Ok(slot) => Ok(Some(slot)),
+            Err(max) => {
+                let metrics = self.gateway.governor().metrics();
+                metrics.refused(crate::metrics::Limit::RequestsInFlight);
+                Err(super::too_many_in_flight(max))
+            }
+        }
     }
 
     /// Whose share of `[limits] max_requests_in_flight` a request that
@@ -680,7 +691,10 @@ pub struct Taken {
 impl Taken {
     /// This request, counted in its client's share by `slot` until its
     /// work ends or is dropped.
-    fn holding(self, slot: crate::in_flight::Slot) -> Taken {
+    fn holding(self, slot: Option<crate::in_flight::Slot>) -> Taken {
+        let Some(slot) = slot else {
+            return self;
+        };
         let work = self.work;
         Taken {
             work: async move {

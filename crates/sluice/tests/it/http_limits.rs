@@ -522,3 +522,79 @@ async fn requests_in_flight_over_http_are_bounded_per_client() {
         .unwrap();
     assert_eq!(first_text(&again), "again");
 }
+
+/// A `subscriptions/listen` stream (2026-07-28) holds its place among its
+/// client's requests in flight for as long as it stays open: a client
+/// cannot hold more streams open than `max_requests_in_flight`, each a
+/// connection of everyone's `max_connections`. Closing one gives its place
+/// back.
+#[tokio::test]
+async fn listen_streams_count_among_a_clients_requests_in_flight() {
+    let dir = TempDir::new("http-listen-in-flight");
+    let config = dir.file(
+        "sluice.toml",
+        &format!(
+            "{}[limits]\nmax_requests_in_flight = 2\n",
+            toml_upstream("sample", &sample())
+        ),
+    );
+    let sluice = HttpSluice::start(&["--config", &config.display().to_string()], &[]).await;
+    let addr = address(&sluice.url);
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let head = |method: &str, length: usize| {
+        post_head(
+            &addr,
+            length,
+            &format!("Mcp-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n"),
+        )
+    };
+    let listen = async |id: u32| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},{meta}}}}}"#
+        );
+        let mut stream = TcpStream::connect(&addr).await.unwrap();
+        stream
+            .write_all((head("subscriptions/listen", body.len()) + &body).as_bytes())
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains("acknowledged") {
+            let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+                .await
+                .expect("the acknowledgement")
+                .unwrap();
+            assert!(n > 0, "closed: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buf[..n]);
+        }
+        stream
+    };
+    let echo = async || {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hi"}},{meta}}}}}"#
+        );
+        let head = head("tools/call\r\nMcp-Name: echo", body.len());
+        exchange(&addr, &head, body.as_bytes()).await
+    };
+    let first = listen(1).await;
+    let _second = listen(2).await;
+    let (status, refused) = echo().await;
+    assert!(status.contains(" 200 "), "{status}");
+    assert!(
+        refused.contains("`[limits] max_requests_in_flight`"),
+        "{refused}"
+    );
+    drop(first);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, answer) = echo().await;
+        if answer.contains(r#""text":"hi""#) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no place back 10 s after a stream closed: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

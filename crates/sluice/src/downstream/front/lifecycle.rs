@@ -234,6 +234,12 @@ impl Front {
         if let Some(fault) = self.id_fault(&id) {
             return Some(Taken::refused(&id, fault));
         }
+        // Counted as the others are: `subscriptions/listen` holds its
+        // stream (and a connection) open for as long as the client likes.
+        let slot = match self.admitted(http) {
+            Ok(slot) => slot,
+            Err(refused) => return Some(Taken::refused(&id, refused)),
+        };
         let method = message.method()?.to_owned();
         let http = http.cloned();
         let params = message.params().map(str::to_owned);
@@ -250,23 +256,26 @@ impl Front {
             return Some(Taken::refused(&id, super::in_use(&id)));
         };
         let front = self.clone();
-        Some(Taken {
-            ct: ct.clone(),
-            work: async move {
-                let _running = running;
-                let asked = Asked {
-                    sent: &sent,
-                    id: &id,
-                    http: http.as_ref(),
-                    stream: &stream,
-                    ct: &ct,
-                };
-                let answer = front.answer(&method, params.as_deref(), &asked).await;
-                Front::finished(&ct)?;
-                Some(answer.map_or_else(|e| answer_line(&id, Err(e)), |a| a.line(&id)))
+        Some(
+            Taken {
+                ct: ct.clone(),
+                work: async move {
+                    let _running = running;
+                    let asked = Asked {
+                        sent: &sent,
+                        id: &id,
+                        http: http.as_ref(),
+                        stream: &stream,
+                        ct: &ct,
+                    };
+                    let answer = front.answer(&method, params.as_deref(), &asked).await;
+                    Front::finished(&ct)?;
+                    Some(answer.map_or_else(|e| answer_line(&id, Err(e)), |a| a.line(&id)))
+                }
+                .boxed(),
             }
-            .boxed(),
-        })
+            .holding(slot),
+        )
     }
 
     /// Takes `message` if it is a notification the front acts on: a
