@@ -566,6 +566,7 @@ fn hex_digest(text: &str) -> Option<[u8; 32]> {
 struct RawLimits {
     max_message_mb: Option<u64>,
     max_requests_in_flight: Option<u64>,
+    requests_per_minute: Option<u64>,
 }
 
 impl RawLimits {
@@ -586,6 +587,14 @@ impl RawLimits {
                 ));
             }
             l.max_requests_in_flight = n as usize;
+        }
+        if let Some(n) = self.requests_per_minute {
+            if !(1..=1_000_000).contains(&n) {
+                return Err(format!(
+                    "[limits]: `requests_per_minute = {n}` is out of range: from 1 to 1000000"
+                ));
+            }
+            l.requests_per_minute = Some(n as u32);
         }
         Ok(l)
     }
@@ -1787,6 +1796,14 @@ cache_mb = 0
         assert_eq!(parse(up).unwrap().limits.max_requests_in_flight, 256);
         let config = parse(&format!("{up}[limits]\nmax_requests_in_flight = 2\n")).unwrap();
         assert_eq!(config.limits.max_requests_in_flight, 2);
+        assert_eq!(config.limits.requests_per_minute, None);
+        let config = parse(&format!("{up}[limits]\nrequests_per_minute = 600\n")).unwrap();
+        assert_eq!(config.limits.requests_per_minute, Some(600));
+        let err = parse(&format!("{up}[limits]\nrequests_per_minute = 0\n")).unwrap_err();
+        assert!(
+            err.contains("`requests_per_minute = 0` is out of range"),
+            "{err}"
+        );
         for (text, expected) in [
             (
                 "[limits]\nmax_message_mb = 0\n",

@@ -88,7 +88,7 @@ impl InFlight {
 /// `client` for the operator's log: a principal by name (escaped), an
 /// anonymous client by its address; a session's owner is a number that
 /// says nothing.
-fn described(client: &Quota) -> String {
+pub(crate) fn described(client: &Quota) -> String {
     use sluice_core::store::Owner;
     match client {
         Quota::Owner(Owner::Principal(principal)) => format!("principal {principal:?}"),

@@ -35,7 +35,8 @@
 //!   splices), which every upstream connection and the requests
 //!   [`downstream::front`] takes go through.
 //! - [`hub`]: what sessions and upstream connections share (routes, events).
-//! - [`in_flight`]: how many requests each HTTP client has answered at once.
+//! - [`in_flight`]: how many requests each HTTP client has answered at once;
+//!   [`rate`]: how many it may send a minute.
 //! - [`upstream`]: one supervised upstream server: sluice's JSON-RPC engine
 //!   ([`upstream::rpc`]) over one transport per file (`lines`:
 //!   a child's stdio or an in-memory pipe; [`upstream::streamable`]:
@@ -105,6 +106,7 @@ pub mod jsonrpc;
 pub mod metrics;
 pub mod operations;
 pub mod param_headers;
+pub mod rate;
 pub mod sample_server;
 pub mod state;
 #[cfg(test)]

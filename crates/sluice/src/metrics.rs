@@ -169,6 +169,8 @@ pub enum Limit {
     /// `[limits] max_requests_in_flight`: one client's requests answered
     /// at once (stdio, HTTP).
     RequestsInFlight,
+    /// `[limits] requests_per_minute` (over HTTP).
+    RequestsPerMinute,
     /// `[http] max_connections`.
     Connections,
     /// `[http] max_sessions`.
@@ -184,8 +186,9 @@ pub enum Limit {
 
 impl Limit {
     /// Every limit, each labelled from the start (at 0).
-    pub const ALL: [Limit; 6] = [
+    pub const ALL: [Limit; 7] = [
         Limit::RequestsInFlight,
+        Limit::RequestsPerMinute,
         Limit::Connections,
         Limit::Sessions,
         Limit::SessionsPerPrincipal,
@@ -197,6 +200,7 @@ impl Limit {
     pub fn label(self) -> &'static str {
         match self {
             Limit::RequestsInFlight => "max_requests_in_flight",
+            Limit::RequestsPerMinute => "requests_per_minute",
             Limit::Connections => "max_connections",
             Limit::Sessions => "max_sessions",
             Limit::SessionsPerPrincipal => "max_sessions_per_principal",
@@ -345,7 +349,7 @@ impl Metrics {
             refusals: IntCounterVec::new(
                 Opts::new(
                     "sluice_refusals_total",
-                    "Client requests and connections refused at a limit, by the limit's key: max_requests_in_flight, max_connections, max_sessions, max_sessions_per_principal, max_body_mb, max_running.",
+                    "Client requests and connections refused at a limit, by the limit's key: max_requests_in_flight, requests_per_minute, max_connections, max_sessions, max_sessions_per_principal, max_body_mb, max_running.",
                 ),
                 &["limit"],
             )

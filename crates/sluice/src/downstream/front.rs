@@ -182,7 +182,8 @@ impl Front {
 
     /// Over HTTP, where each request comes on its own, its place among its
     /// client's requests in flight (`[limits] max_requests_in_flight`),
-    /// held until its answer ends; or the refusal, counted. A stdio
+    /// held until its answer ends, if its client has not sent more than
+    /// `[limits] requests_per_minute`; or the refusal, counted. A stdio
     /// connection counts its own (`lines`): `None` there.
     pub(super) fn admitted(
         &self,
@@ -191,7 +192,15 @@ impl Front {
         let Some(parts) = http else {
             return Ok(None);
         };
-        match self.gateway.in_flight().admit(self.client_of(parts)) {
+        let client = self.client_of(parts);
+        if let Some(rate) = self.gateway.rate()
+            && let Err(wait) = rate.take(&client)
+        {
+            let metrics = self.gateway.governor().metrics();
+            metrics.refused(crate::metrics::Limit::RequestsPerMinute);
+            return Err(crate::rate::too_fast(rate.per_minute(), wait));
+        }
+        match self.gateway.in_flight().admit(client) {
             Ok(slot) => Ok(Some(slot)),
             Err(max) => {
                 let metrics = self.gateway.governor().metrics();

@@ -68,6 +68,9 @@ pub struct Gateway {
     /// The requests each HTTP client has answered at once (`[limits]
     /// max_requests_in_flight`).
     in_flight: crate::in_flight::InFlight,
+    /// How many requests each HTTP client may send a minute (`[limits]
+    /// requests_per_minute`), if limited.
+    rate: Option<crate::rate::Rate>,
     namer: Namer,
     hub: Arc<Hub>,
     /// Which upstream listed which resource URI (for routing reads).
@@ -168,6 +171,10 @@ impl Gateway {
             info: RwLock::new(Self::everything_declared()),
             limits: config.limits,
             in_flight: crate::in_flight::InFlight::new(config.limits.max_requests_in_flight),
+            rate: config
+                .limits
+                .requests_per_minute
+                .map(crate::rate::Rate::new),
             governor,
             operations: crate::operations::Operations::new(
                 config.operations,
@@ -258,6 +265,11 @@ impl Gateway {
     /// The requests each HTTP client has answered at once.
     pub fn in_flight(&self) -> &crate::in_flight::InFlight {
         &self.in_flight
+    }
+
+    /// How many requests each HTTP client may send a minute, if limited.
+    pub fn rate(&self) -> Option<&crate::rate::Rate> {
+        self.rate.as_ref()
     }
 
     /// Calls that outlived their timeout.

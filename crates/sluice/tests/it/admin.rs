@@ -298,6 +298,7 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
         ("max_running", 1.0),
         ("max_body_mb", 1.0),
         ("max_requests_in_flight", 0.0),
+        ("requests_per_minute", 0.0),
         ("max_connections", 0.0),
         ("max_sessions", 0.0),
         ("max_sessions_per_principal", 0.0),

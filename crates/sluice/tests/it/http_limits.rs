@@ -490,15 +490,7 @@ async fn requests_in_flight_over_http_are_bounded_per_client() {
         "{said:?}"
     );
     // Each refusal counted for the operator.
-    let metrics = reqwest::Client::new()
-        .get(format!("{}/metrics", admin_url(&sluice)))
-        .bearer_auth(bob_token)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_read_by(&sluice, bob_token).await;
     assert!(
         metrics.contains("sluice_refusals_total{limit=\"max_requests_in_flight\"} 2\n"),
         "{metrics}"
@@ -597,4 +589,77 @@ async fn listen_streams_count_among_a_clients_requests_in_flight() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// With `[limits] requests_per_minute`, a client that sends more in a minute
+/// is refused at once (a JSON-RPC error naming the key and when the next is
+/// taken), counted, while another client is served.
+#[tokio::test]
+async fn a_client_over_requests_per_minute_is_refused_and_others_are_not() {
+    let dir = TempDir::new("http-rate");
+    let (alice, bob) = ("alice-rate-token", "bob-rate-token");
+    let config = dir.file(
+        "sluice.toml",
+        &format!(
+            "{}[limits]\nrequests_per_minute = 3\n{}",
+            toml_upstream("sample", &sample()),
+            auth_tokens(&[("alice", alice), ("bob", bob)])
+        ),
+    );
+    let sluice = HttpSluice::with_admin(&config).await;
+    let addr = address(&sluice.url);
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let echo = async |token: &str| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hi"}},{meta}}}}}"#
+        );
+        let extra = format!(
+            "Authorization: Bearer {token}\r\nMcp-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\n"
+        );
+        let (status, rest) = exchange(
+            &addr,
+            &post_head(&addr, body.len(), &extra),
+            body.as_bytes(),
+        )
+        .await;
+        assert!(status.contains(" 200 "), "{status} {rest}");
+        rest
+    };
+    for n in 0..3 {
+        let answer = echo(alice).await;
+        assert!(
+            answer.contains(r#""text":"hi""#),
+            "alice's call {n}: {answer}"
+        );
+    }
+    let refused = echo(alice).await;
+    assert!(
+        refused.contains("too many requests: this client may send 3 a minute (`[limits] requests_per_minute`); the next is taken in "),
+        "{refused}"
+    );
+    assert!(refused.contains(r#""code":-32000"#), "{refused}");
+    assert!(
+        echo(bob).await.contains(r#""text":"hi""#),
+        "bob's own minute"
+    );
+    // (Read with bob's token: the admin server's requests are not
+    // counted.)
+    let metrics = metrics_read_by(&sluice, bob).await;
+    assert!(
+        metrics.contains(r#"sluice_refusals_total{limit="requests_per_minute"} 1"#),
+        "{metrics}"
+    );
+}
+
+/// The admin server's `/metrics`, read with `token`.
+async fn metrics_read_by(sluice: &HttpSluice, token: &str) -> String {
+    reqwest::Client::new()
+        .get(format!("{}/metrics", admin_url(sluice)))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
 }
