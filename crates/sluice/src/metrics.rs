@@ -455,6 +455,18 @@ impl Metrics {
         self.refusals.with_label_values(&[limit.label()]).inc();
     }
 
+    /// The requests and connections refused at each limit since the start,
+    /// by its key, every limit listed.
+    pub fn refusals(&self) -> Vec<(&'static str, u64)> {
+        Limit::ALL
+            .iter()
+            .map(|limit| {
+                let counter = self.refusals.with_label_values(&[limit.label()]);
+                (limit.label(), counter.get())
+            })
+            .collect()
+    }
+
     /// Counts a page served.
     pub fn page_served(&self) {
         self.pages_served.inc();

@@ -166,6 +166,11 @@ pub async fn state(gateway: &Arc<Gateway>, started: SystemTime) -> Value {
         "operations": operations,
         "cache": {"total": total.json(), "tools": tools},
         "calls": calls,
+        "refusals": metrics
+            .refusals()
+            .into_iter()
+            .map(|(key, n)| (key.to_owned(), json!(n)))
+            .collect::<serde_json::Map<String, Value>>(),
         "tokens_saved": metrics.tokens_saved(),
         "tokens_saved_history": metrics.history(),
         "pages_served": pages_served,

@@ -175,15 +175,7 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
     .await;
     assert_eq!(first_text(&over), "done after 1 s");
     // A body over `[http] max_body_mb`: 413.
-    sluice::install_tls_provider();
-    let too_large = reqwest::Client::new()
-        .post(&sluice.url)
-        .header("content-type", "application/json")
-        .body(vec![b' '; 2 << 20])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(too_large.status(), 413);
+    post_2_mib_refused(&sluice.url).await;
     // Reads of the stored result.
     call(&client, "sluice_read", json!({"handle": handle, "page": 2})).await;
     call(
@@ -360,6 +352,15 @@ async fn metrics_parse_as_prometheus_text_and_move_by_exactly_what_clients_did()
     assert_eq!(state["operations"][0]["tool"], "slow_task");
     assert_eq!(state["operations"][0]["status"], "running");
     assert_eq!(state["calls"]["stored"], 1);
+    // Refusals at a limit, by its key, each listed.
+    assert_eq!(
+        (
+            &state["refusals"]["max_running"],
+            &state["refusals"]["max_body_mb"],
+            &state["refusals"]["max_connections"]
+        ),
+        (&json!(1), &json!(1), &json!(0))
+    );
     // `echo` without its text and an unknown tool (the call kept in the
     // foreground at `max_running` passed).
     assert_eq!(state["calls"]["error"], 2);
@@ -407,9 +408,11 @@ fn chromium() -> std::path::PathBuf {
 #[tokio::test]
 async fn the_live_page_shows_a_stored_result_an_operation_and_the_tokens_saved_in_chromium() {
     let dir = TempDir::new("admin-page");
-    let file = sample_config(&dir, "");
+    let file = sample_config(&dir, "[http]\nmax_body_mb = 1\n");
     let (sluice, base) = start(&["--config", file.to_str().unwrap()]).await;
     let (client, _) = connect_http(&sluice.url).await;
+    // A body refused at `max_body_mb`, for the refusals' card.
+    post_2_mib_refused(&sluice.url).await;
     let stored = call(&client, "inventory", json!({"count": 20000})).await;
     let handle = stored_handle(&stored);
     call(
@@ -497,7 +500,39 @@ async fn the_live_page_shows_a_stored_result_an_operation_and_the_tokens_saved_i
         sluice_core::format::group(saved),
         &headline[..200.min(headline.len())]
     );
+    // The refusal, by the key of its limit.
+    let refusals = dom
+        .split("id=\"refusals-total\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no refusals-total:\n{dom}"));
+    assert!(
+        refusals.starts_with(">1<"),
+        "{}",
+        &refusals[..200.min(refusals.len())]
+    );
+    let detail = refusals
+        .split("id=\"refusals-detail\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no refusals-detail:\n{dom}"));
+    assert!(
+        detail[..detail.find("</div>").unwrap()].contains("max_body_mb"),
+        "{}",
+        &detail[..200.min(detail.len())]
+    );
     client.cancel().await.ok();
+}
+
+/// POSTs 2 MiB to `url`, which `[http] max_body_mb = 1` refuses: 413.
+async fn post_2_mib_refused(url: &str) {
+    sluice::install_tls_provider();
+    let too_large = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(vec![b' '; 2 << 20])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_large.status(), 413);
 }
 
 /// `http://HOST:PORT` of `url`.
