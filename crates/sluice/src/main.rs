@@ -122,6 +122,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ExitCode::FAILURE
         }),
         Command::Stdio(config, admin) => {
+            warn_unused_over_stdio(&config, admin.is_some());
             if config.store.backend != sluice_core::store::StoreBackend::Memory {
                 tracing::warn!(
                     "[store] backend = {:?} over stdio: this connection's results belong to it, and a restarted sluice serves a new one that cannot read them (README, Durable state)",
@@ -171,6 +172,27 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             gateway.shutdown().await;
             result.map(|()| ExitCode::SUCCESS)
         }
+    }
+}
+
+/// Says which of the config file's settings serving one client over stdio
+/// leaves unused (they belong to `--listen`, and `[auth]` and TLS also to
+/// `--admin`): set and silently ignored, they would look in force.
+fn warn_unused_over_stdio(config: &sluice_core::config::Config, admin: bool) {
+    if config.http != sluice_core::http::HttpLimits::default() {
+        tracing::warn!(
+            "[http]'s limits apply to --listen only: unused over stdio (one client, on this process's stdin and stdout)"
+        );
+    }
+    if !admin && config.tls.is_some() {
+        tracing::warn!(
+            "[http] tls_cert and tls_key apply to --listen and --admin only: nothing listens here, so no TLS is served"
+        );
+    }
+    if !admin && config.auth.is_some() {
+        tracing::warn!(
+            "[auth] applies to --listen and --admin only: a client over stdio is not asked for a token (it is the user who started sluice)"
+        );
     }
 }
 

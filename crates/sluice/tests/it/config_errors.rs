@@ -79,6 +79,39 @@ fn tls_files_that_cannot_serve_stop_the_listener_before_it_listens() {
     }
 }
 
+/// What serving one client over stdio leaves unused of the config file is
+/// said, not silently ignored: `[http]`'s limits, its TLS files and
+/// `[auth]`, which belong to `--listen` (and the last two to `--admin`).
+#[test]
+fn settings_unused_over_stdio_are_said() {
+    let dir = TempDir::new("unused-over-stdio");
+    let fixtures = repo().join("tests/fixtures/tls");
+    let file = dir.file(
+        "sluice.toml",
+        &format!(
+            "{}[http]\nmax_body_mb = 2\ntls_cert = {:?}\ntls_key = {:?}\n{}",
+            toml_upstream("sample", &sample()),
+            fixtures.join("localhost.pem"),
+            fixtures.join("localhost.key"),
+            auth_tokens(&[("alice", "alice-token")])
+        ),
+    );
+    // stdin is empty: sluice serves no one and ends.
+    let (code, err) = run(&["--config", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for said in [
+        "[http]'s limits apply to --listen only",
+        "[http] tls_cert and tls_key apply to --listen and --admin only",
+        "[auth] applies to --listen and --admin only",
+    ] {
+        assert!(err.contains(said), "{said}: {err}");
+    }
+    let plain = dir.file("plain.toml", &toml_upstream("sample", &sample()));
+    let (code, err) = run(&["--config", plain.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("apply to --listen"), "{err}");
+}
+
 #[test]
 fn config_and_command_together_are_refused() {
     let dir = TempDir::new("both");
