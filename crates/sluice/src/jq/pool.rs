@@ -33,6 +33,12 @@ pub const IDLE_LIFETIME: Duration = Duration::from_secs(300);
 /// How much of a worker's stderr is kept to tell why it died.
 const STDERR_KEPT: usize = 8 << 10;
 
+/// A document at least this large, read by a worker within a query's time
+/// limit, may have taken a good part of it (parsing runs at about 100 MB a
+/// second when the machine is idle, far slower when it is not): a stopped
+/// query says so.
+const LARGE_UNREAD: usize = 1 << 20;
+
 /// How long a query waits for a worker beyond the longest a filter may run:
 /// by then one of the filters that held the workers has ended.
 const WAIT_BEYOND_TIMEOUT: Duration = Duration::from_secs(1);
@@ -173,7 +179,7 @@ impl JqPool {
         };
         let body = doc.doc.text_str().as_bytes();
         let mut preemptible = true;
-        let (worker, outcome) = loop {
+        let (worker, outcome, unread) = loop {
             let slot = match self.slots.acquire(&doc.owner, wait, preemptible).await {
                 Ok(slot) => slot,
                 Err(busy) => return Err(Failed::Stopped(busy.message(wait))),
@@ -183,6 +189,9 @@ impl JqPool {
                 Some(worker) => worker,
                 None => Worker::start().map_err(Failed::Stopped)?,
             };
+            // Its time limit holds sending and parsing the document too,
+            // when this worker has not read it yet.
+            let unread = !worker.holds(&doc.handle);
             let outcome = tokio::select! {
                 outcome = tokio::time::timeout_at(deadline, worker.query(request(), body)) => outcome,
                 // Another owner's turn: this query gets in line again (its
@@ -194,7 +203,7 @@ impl JqPool {
                     continue;
                 }
             };
-            break (worker, outcome);
+            break (worker, outcome, unread);
         };
         match outcome {
             Ok(Ok(answer)) => {
@@ -209,10 +218,17 @@ impl JqPool {
             // Dropping the worker kills it.
             Err(_) => {
                 self.count(false, true);
-                Err(Failed::Stopped(format!(
+                let mut why = format!(
                     "the filter was stopped after {}: it may never end (e.g. a recursion without a base case, or `repeat`/`range` without a bound). Narrow it, or use `limit(n; …)` / `first(…)`.",
                     seconds(self.settings.timeout)
-                )))
+                );
+                if unread && body.len() >= LARGE_UNREAD {
+                    why.push_str(&format!(
+                        " That time also went to reading the document ({}), which this worker had not read yet: a document this large may need a longer `[query] timeout_s`.",
+                        sluice_core::format::bytes(body.len() as u64)
+                    ));
+                }
+                Err(Failed::Stopped(why))
             }
         }
     }

@@ -285,6 +285,12 @@ async fn queries_work_once_the_file_sluice_started_from_is_gone() {
         "{}",
         first_text(&stopped)
     );
+    // Its worker had not read the document (4.6 MB) yet: that is said too.
+    assert!(
+        error_text(&stopped).contains("That time also went to reading the document ("),
+        "{}",
+        first_text(&stopped)
+    );
     let count = call(&client, "sluice_query", q(".rows | length")).await;
     assert_eq!(first_text(&count), "20000");
     // A handle copied with what surrounds it, and `max_tokens` as a string
