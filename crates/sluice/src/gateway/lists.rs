@@ -98,7 +98,7 @@ impl Gateway {
                     .await
                     .unwrap_or_else(|_| {
                         Err(CallError::Unavailable(format!(
-                            "upstream `{}` did not answer sluice's `{what}` within {} s: answered without it (it is asked again the next time)",
+                            "upstream `{}` did not answer sluice's `{what}` within {} s (it is asked again the next time)",
                             u.name(),
                             EACH_UPSTREAM_WAIT.as_secs()
                         )))
