@@ -1460,15 +1460,23 @@ async fn a_session_that_does_not_read_makes_sluice_hold_a_bounded_part_of_its_lo
         grown < BYTES / 4,
         "sluice's peak grew by {grown} bytes for {BYTES} of log messages its client did not read"
     );
-    assert!(
-        logs > 0 && logs < COUNT,
-        "{logs} log messages before the answer"
-    );
     raw.warning("log messages dropped: the client does not read them")
         .await;
     raw.send(&tool_call(3, "ok", "{}")).await;
-    let next = raw.response_text(3).await;
+    let next = loop {
+        let line = raw.recv_text().await;
+        if member(&line, "method") == Some(r#""notifications/message""#) {
+            logs += 1;
+        } else if member(&line, "id") == Some("3") {
+            break line;
+        }
+    };
     assert!(member(&next, "result").is_some(), "{next}");
+    // The messages held came, before the answer or after it (a stdio
+    // upstream's log messages name no call: they are not ordered with its
+    // answer; on a loaded machine all of them came after it); the rest were
+    // dropped.
+    assert!(logs > 0 && logs < COUNT, "{logs} log messages came");
 }
 
 /// The last `bytes` of the file at `path` (empty if there is none yet).
