@@ -152,6 +152,20 @@ pub struct AuthConfig {
     pub tokens: Vec<StaticToken>,
     /// JWTs from an OAuth 2.1 authorization server (`[auth.jwt]`).
     pub jwt: Option<JwtConfig>,
+    /// A proxy in front that authenticates and names the principal in a
+    /// header (`[auth.proxy]`).
+    pub proxy: Option<ProxyAuth>,
+}
+
+/// The `[auth.proxy]` table: the principal as an authenticating proxy in
+/// front of sluice names it (oauth2-proxy's `X-Forwarded-User`, …), believed
+/// only from the proxy's own addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyAuth {
+    /// The header that names the principal (`header`), lower case.
+    pub header: String,
+    /// The addresses the header is believed from (`from`): the proxies'.
+    pub from: Vec<std::net::IpAddr>,
 }
 
 /// One static bearer token: only its digest is configured, so the file
@@ -414,6 +428,14 @@ struct RawAuth {
     #[serde(default)]
     tokens: Vec<Spanned<RawToken>>,
     jwt: Option<Spanned<RawJwt>>,
+    proxy: Option<Spanned<RawProxy>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProxy {
+    header: String,
+    from: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -450,11 +472,11 @@ impl RawAuth {
         span: std::ops::Range<usize>,
         dir: &Path,
     ) -> Result<AuthConfig, (std::ops::Range<usize>, String)> {
-        if self.tokens.is_empty() && self.jwt.is_none() {
+        if self.tokens.is_empty() && self.jwt.is_none() && self.proxy.is_none() {
             return Err((
                 span,
                 format!(
-                    "[auth] accepts no token: add `tokens = [ {{ principal = \"alice\", sha256 = \"…\" }} ]` or an [auth.jwt] table, e.g.\n{AUTH_EXAMPLE}"
+                    "[auth] accepts no token: add `tokens = [ {{ principal = \"alice\", sha256 = \"…\" }} ]`, an [auth.jwt] table or an [auth.proxy] table, e.g.\n{AUTH_EXAMPLE}"
                 ),
             ));
         }
@@ -543,8 +565,63 @@ impl RawAuth {
                 })
             }
         };
-        Ok(AuthConfig { tokens, jwt })
+        let proxy = self.proxy.map(RawProxy::check).transpose()?;
+        Ok(AuthConfig { tokens, jwt, proxy })
     }
+}
+
+impl RawProxy {
+    /// Validates `[auth.proxy]` (its span, for errors).
+    fn check(raw: Spanned<RawProxy>) -> Result<ProxyAuth, (std::ops::Range<usize>, String)> {
+        let span = raw.span();
+        let raw = raw.into_inner();
+        let header = raw.header.trim().to_ascii_lowercase();
+        if header.is_empty() || http_header_name(&header).is_none() {
+            return Err((
+                span,
+                format!(
+                    "[auth.proxy]: `header = {:?}` is not an HTTP header name: name the header your proxy sets to the user it authenticated, e.g. \"X-Forwarded-User\"",
+                    one_line(&raw.header)
+                ),
+            ));
+        }
+        if header == "authorization" || header == "mcp-session-id" {
+            return Err((
+                span,
+                format!(
+                    "[auth.proxy]: `header = {header:?}` is one sluice reads for itself: name the header your proxy sets to the user, e.g. \"X-Forwarded-User\""
+                ),
+            ));
+        }
+        if raw.from.is_empty() {
+            return Err((
+                span,
+                "[auth.proxy]: `from` is empty: list the proxies' addresses (e.g. [\"127.0.0.1\"]); the header is believed from those only".into(),
+            ));
+        }
+        let mut from = Vec::with_capacity(raw.from.len());
+        for address in &raw.from {
+            match address.trim().parse::<std::net::IpAddr>() {
+                Ok(ip) => from.push(ip.to_canonical()),
+                Err(_) => {
+                    return Err((
+                        span,
+                        format!(
+                            "[auth.proxy]: `from` holds {:?}, which is not an IP address (one address each, e.g. \"10.0.0.7\" or \"::1\")",
+                            one_line(address)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(ProxyAuth { header, from })
+    }
+}
+
+/// `name` if it is a valid HTTP header name (RFC 9110 token characters).
+fn http_header_name(name: &str) -> Option<&str> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    (!name.is_empty() && name.chars().all(token)).then_some(name)
 }
 
 /// The 32 bytes of a SHA-256 digest written as 64 hex digits (either case).
@@ -2204,6 +2281,24 @@ cache_mb = 0
     }
 
     #[test]
+    fn an_authenticating_proxy_is_read() {
+        let config = parse(
+            "[upstreams.a]\ncommand = \"x\"\n[auth.proxy]\nheader = \"X-Forwarded-User\"\nfrom = [\"127.0.0.1\", \"::ffff:10.0.0.7\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.auth.unwrap().proxy,
+            Some(ProxyAuth {
+                header: "x-forwarded-user".into(),
+                from: vec![
+                    std::net::Ipv4Addr::LOCALHOST.into(),
+                    std::net::Ipv4Addr::new(10, 0, 0, 7).into()
+                ],
+            })
+        );
+    }
+
+    #[test]
     fn auth_tokens_and_jwt_are_read() {
         let digest = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08";
         let config = parse(&format!(
@@ -2274,7 +2369,23 @@ cache_mb = 0
             ),
             (
                 "[auth]\ntoken = []\n".to_owned(),
-                "unknown field `token`, expected `tokens` or `jwt`",
+                "unknown field `token`, expected one of `tokens`, `jwt`, `proxy`",
+            ),
+            (
+                "[auth.proxy]\nheader = \"X-User\"\nfrom = []\n".to_owned(),
+                "[auth.proxy]: `from` is empty",
+            ),
+            (
+                "[auth.proxy]\nheader = \"X-User\"\nfrom = [\"10.0.0.0/8\"]\n".to_owned(),
+                "[auth.proxy]: `from` holds \"10.0.0.0/8\", which is not an IP address",
+            ),
+            (
+                "[auth.proxy]\nheader = \"X User\"\nfrom = [\"::1\"]\n".to_owned(),
+                "is not an HTTP header name",
+            ),
+            (
+                "[auth.proxy]\nheader = \"Authorization\"\nfrom = [\"::1\"]\n".to_owned(),
+                "`header = \"authorization\"` is one sluice reads for itself",
             ),
             (
                 jwt.to_owned(),

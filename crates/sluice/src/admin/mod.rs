@@ -168,18 +168,14 @@ async fn guard(State(admin): State<Admin>, request: Request, next: Next) -> Resp
         // A bearer token is never sent by a browser on its own: a page of
         // another site cannot use it, whatever Host it names.
         Some(auth) if request.uri().path() != "/" => {
-            let token = match crate::downstream::auth::bearer_token(request.headers()) {
-                Ok(Some(token)) => token,
-                Ok(None) => {
+            let principal = match auth.principal_of(&request).await {
+                Ok(principal) => principal,
+                Err(crate::downstream::auth::Refused::Missing) => {
                     return unauthorized(
                         "this endpoint needs an `Authorization: Bearer <token>` header with a token of [auth]",
                     );
                 }
-                Err(why) => return unauthorized(why),
-            };
-            let principal = match auth.authenticate(token).await {
-                Ok(principal) => principal,
-                Err(why) => {
+                Err(crate::downstream::auth::Refused::Invalid(why)) => {
                     tracing::info!(reason = %why, "refused a request to the admin server");
                     return unauthorized(&why);
                 }

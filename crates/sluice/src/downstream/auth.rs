@@ -30,7 +30,7 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, DecodingKeyKind, Validation};
 use sha2::{Digest as _, Sha256};
-use sluice_core::config::{AuthConfig, JwksSource, JwtConfig};
+use sluice_core::config::{AuthConfig, JwksSource, JwtConfig, ProxyAuth};
 use subtle::ConstantTimeEq as _;
 
 /// Who made a request: the principal its bearer token stands for. Put into
@@ -90,7 +90,21 @@ struct Credentials {
     tokens: Vec<(Principal, [u8; 32])>,
     /// JWTs, with `[auth.jwt]`.
     jwt: Option<JwtChecker>,
+    /// An authenticating proxy's header, with `[auth.proxy]`.
+    proxy: Option<ProxyAuth>,
 }
+
+/// Why a request has no principal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// It carries no credential at all.
+    Missing,
+    /// What it carries is refused: why (a reason that names no secret).
+    Invalid(String),
+}
+
+/// The longest principal a proxy's header may name, in bytes.
+const MAX_PROXIED_PRINCIPAL: usize = 256;
 
 impl Credentials {
     /// Reads `jwks_file` now (a `jwks_url` is fetched when the first JWT
@@ -102,7 +116,40 @@ impl Credentials {
             .map(|t| (Principal(t.principal.as_str().into()), t.sha256))
             .collect();
         let jwt = config.jwt.as_ref().map(JwtChecker::new).transpose()?;
-        Ok(Self { tokens, jwt })
+        Ok(Self {
+            tokens,
+            jwt,
+            proxy: config.proxy.clone(),
+        })
+    }
+
+    /// The principal `[auth.proxy]`'s header names in `headers`, if it is
+    /// there: believed from one of the proxies' addresses (`peer`), refused
+    /// (why) from anywhere else, as a header no proxy checked.
+    fn proxied(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<std::net::IpAddr>,
+    ) -> Option<Result<Principal, String>> {
+        let proxy = self.proxy.as_ref()?;
+        let value = headers.get(proxy.header.as_str())?;
+        if !peer.is_some_and(|peer| proxy.from.contains(&peer.to_canonical())) {
+            return Some(Err(format!(
+                "the `{}` header is believed only from `[auth.proxy] from`, not from this address",
+                proxy.header
+            )));
+        }
+        let name = value.to_str().map(str::trim).unwrap_or_default();
+        if name.is_empty()
+            || name.len() > MAX_PROXIED_PRINCIPAL
+            || name.chars().any(char::is_control)
+        {
+            return Some(Err(format!(
+                "the `{}` header names no principal sluice takes (1 to {MAX_PROXIED_PRINCIPAL} visible characters)",
+                proxy.header
+            )));
+        }
+        Some(Ok(Principal(name.into())))
     }
 
     /// The principal whose static token this is. Every configured digest is
@@ -120,11 +167,22 @@ impl Credentials {
 
     /// What it admits, in a few words, for the log.
     fn described(&self) -> String {
-        let tokens = sluice_core::format::counted(self.tokens.len() as u64, "token", "tokens");
-        match &self.jwt {
-            Some(jwt) => format!("{tokens} and JWTs of {}", jwt.config.issuer),
-            None => tokens,
+        let mut admitted = vec![sluice_core::format::counted(
+            self.tokens.len() as u64,
+            "token",
+            "tokens",
+        )];
+        if let Some(jwt) = &self.jwt {
+            admitted.push(format!("JWTs of {}", jwt.config.issuer));
         }
+        if let Some(proxy) = &self.proxy {
+            admitted.push(format!(
+                "the `{}` header of {} proxies",
+                proxy.header,
+                proxy.from.len()
+            ));
+        }
+        admitted.join(" and ")
     }
 }
 
@@ -166,6 +224,38 @@ impl Authenticator {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Who makes `request`: the principal an authenticating proxy names
+    /// (`[auth.proxy]`, believed from the proxies' addresses only), else
+    /// the one its bearer token stands for.
+    pub fn principal_of<'a>(
+        &'a self,
+        request: &'a Request,
+    ) -> impl Future<Output = Result<Principal, Refused>> + Send + 'a {
+        let peer = request
+            .extensions()
+            .get::<super::PeerAddr>()
+            .map(|p| p.0.ip());
+        // Not `request` across the awaits (its body is not `Sync`): its
+        // headers.
+        self.principal_in(request.headers(), peer)
+    }
+
+    /// [`Authenticator::principal_of`] a request of `headers` from `peer`.
+    async fn principal_in(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<std::net::IpAddr>,
+    ) -> Result<Principal, Refused> {
+        if let Some(proxied) = self.credentials().proxied(headers, peer) {
+            return proxied.map_err(Refused::Invalid);
+        }
+        match bearer_token(headers) {
+            Ok(Some(token)) => self.authenticate(token).await.map_err(Refused::Invalid),
+            Ok(None) => Err(Refused::Missing),
+            Err(why) => Err(Refused::Invalid(why.to_owned())),
+        }
     }
 
     /// The principal `token` stands for, or why it is refused (a reason
@@ -719,20 +809,16 @@ async fn require_bearer(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let token = match bearer_token(request.headers()) {
-        Ok(Some(token)) => token,
-        Ok(None) => {
+    let principal = match auth.principal_of(&request).await {
+        Ok(principal) => principal,
+        Err(Refused::Missing) => {
             return unauthorized(
                 &request,
                 None,
                 "this endpoint needs an `Authorization: Bearer <token>` header",
             );
         }
-        Err(why) => return unauthorized(&request, Some(why), why),
-    };
-    let principal = match auth.authenticate(token).await {
-        Ok(principal) => principal,
-        Err(why) => {
+        Err(Refused::Invalid(why)) => {
             tracing::info!(reason = %why, "refused a request to {}", request.uri().path());
             return unauthorized(&request, Some(&why), &why);
         }
@@ -892,6 +978,7 @@ mod tests {
                 })
                 .collect(),
             jwt: None,
+            proxy: None,
         })
         .unwrap()
     }
@@ -984,6 +1071,7 @@ mod tests {
                 jwks: JwksSource::Url(url),
                 principal_claim: "sub".into(),
             }),
+            proxy: None,
         })
         .unwrap();
         // {"alg":"RS256","kid":"rotated-later"}.{}.sig

@@ -147,6 +147,18 @@ impl Answer {
 
 /// Sends one HTTP/1.1 request to `url`'s host (`url` names the path too).
 async fn request(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str>) -> Answer {
+    request_from(None, method, url, headers, body).await
+}
+
+/// [`request`], from the local address `from` if given (any of
+/// 127.0.0.0/8 reaches a listener on 127.0.0.1).
+async fn request_from(
+    from: Option<std::net::IpAddr>,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Answer {
     let rest = url.strip_prefix("http://").expect("an http:// URL");
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let mut text = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
@@ -161,7 +173,14 @@ async fn request(method: &str, url: &str, headers: &[(&str, &str)], body: Option
     }
     text.push_str("\r\n");
     text.push_str(body.unwrap_or_default());
-    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    let mut stream = match from {
+        None => tokio::net::TcpStream::connect(host).await.unwrap(),
+        Some(ip) => {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind(std::net::SocketAddr::new(ip, 0)).unwrap();
+            socket.connect(host.parse().unwrap()).await.unwrap()
+        }
+    };
     stream.write_all(text.as_bytes()).await.unwrap();
     tokio::time::timeout(Duration::from_secs(20), read_answer(&mut stream))
         .await
@@ -353,6 +372,75 @@ impl JwksServer {
             last_head,
         }
     }
+}
+
+/// Behind a proxy that authenticates (`[auth.proxy]`), the principal is the
+/// one its header names, believed from the proxy's address only: a session
+/// is that principal's; from another address the header is refused (401);
+/// without it, bearer tokens work as before.
+#[tokio::test]
+async fn a_proxys_header_names_the_principal_from_the_proxys_address_only() {
+    let dir = TempDir::new("auth-proxy");
+    let carol = "carol-token-0123";
+    let file = config(
+        &dir,
+        &format!(
+            "{}[auth.proxy]\nheader = \"X-Forwarded-User\"\nfrom = [\"127.0.0.1\"]\n",
+            auth_tokens(&[("carol", carol)])
+        ),
+    );
+    let sluice = start(&file).await;
+    let as_user = |user: &'static str| [("X-Forwarded-User", user)];
+    let opened = request("POST", &sluice.url, &as_user("alice"), Some(INITIALIZE)).await;
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    let session = opened
+        .header("mcp-session-id")
+        .expect("a session")
+        .to_owned();
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    let in_session = |user: &'static str| {
+        let session = session.clone();
+        let url = sluice.url.clone();
+        async move {
+            let headers = [
+                ("X-Forwarded-User", user),
+                ("Mcp-Session-Id", session.as_str()),
+                ("Mcp-Protocol-Version", "2025-11-25"),
+            ];
+            request("POST", &url, &headers, Some(ping)).await.status
+        }
+    };
+    assert_eq!(in_session("alice").await, 200, "alice's own session");
+    assert_eq!(in_session("bob").await, 404, "another principal's session");
+    let elsewhere = "127.0.0.2".parse().ok();
+    let forged = request_from(
+        elsewhere,
+        "POST",
+        &sluice.url,
+        &as_user("alice"),
+        Some(INITIALIZE),
+    )
+    .await;
+    assert_eq!(forged.status, 401, "{}", forged.body);
+    assert!(
+        forged
+            .body
+            .contains("believed only from `[auth.proxy] from`"),
+        "{}",
+        forged.body
+    );
+    let none = request("POST", &sluice.url, &[], Some(INITIALIZE)).await;
+    assert_eq!(none.status, 401);
+    let bearer = format!("Bearer {carol}");
+    let token = request_from(
+        elsewhere,
+        "POST",
+        &sluice.url,
+        &[("Authorization", &bearer)],
+        Some(INITIALIZE),
+    )
+    .await;
+    assert_eq!(token.status, 200, "a token still works: {}", token.body);
 }
 
 /// `[auth]` is read again at SIGHUP, without a restart: a token added is
