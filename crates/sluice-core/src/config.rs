@@ -164,8 +164,73 @@ pub struct AuthConfig {
 pub struct ProxyAuth {
     /// The header that names the principal (`header`), lower case.
     pub header: String,
-    /// The addresses the header is believed from (`from`): the proxies'.
-    pub from: Vec<std::net::IpAddr>,
+    /// The addresses the header is believed from (`from`): the proxies',
+    /// each an address or a network (`10.0.0.0/8`, where proxies come and
+    /// go, as an ingress's pods do).
+    pub from: Vec<IpNetwork>,
+}
+
+/// An IP network: an address and how many of its leading bits are the
+/// network's (all of them for one address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpNetwork {
+    /// The network's address (its host bits zero).
+    pub address: std::net::IpAddr,
+    /// The prefix length: 0–32 for IPv4, 0–128 for IPv6.
+    pub prefix: u8,
+}
+
+impl IpNetwork {
+    /// `text` as `ADDRESS` or `ADDRESS/PREFIX`; an IPv4-mapped IPv6
+    /// address is read as the IPv4 one.
+    pub fn parse(text: &str) -> Option<IpNetwork> {
+        let (address, prefix) = match text.split_once('/') {
+            Some((address, prefix)) => (address, Some(prefix)),
+            None => (text, None),
+        };
+        let address = address.parse::<std::net::IpAddr>().ok()?.to_canonical();
+        let bits = if address.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => bits,
+            Some(p) if p.bytes().all(|b| b.is_ascii_digit()) && !p.is_empty() => p.parse().ok()?,
+            Some(_) => return None,
+        };
+        if prefix > bits {
+            return None;
+        }
+        let network = IpNetwork { address, prefix };
+        // Written with host bits set (`10.1.2.3/8`) it means the network.
+        Some(IpNetwork {
+            address: network.masked(address)?,
+            prefix,
+        })
+    }
+
+    /// Whether `ip` is in the network.
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        self.masked(ip.to_canonical()) == Some(self.address)
+    }
+
+    /// `ip` with the bits past the prefix zeroed; `None` if it is of the
+    /// other family.
+    fn masked(&self, ip: std::net::IpAddr) -> Option<std::net::IpAddr> {
+        use std::net::IpAddr;
+        match (self.address, ip) {
+            (IpAddr::V4(_), IpAddr::V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                Some(IpAddr::V4((u32::from(ip) & mask).into()))
+            }
+            (IpAddr::V6(_), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                Some(IpAddr::V6((u128::from(ip) & mask).into()))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// One static bearer token: only its digest is configured, so the file
@@ -601,13 +666,13 @@ impl RawProxy {
         }
         let mut from = Vec::with_capacity(raw.from.len());
         for address in &raw.from {
-            match address.trim().parse::<std::net::IpAddr>() {
-                Ok(ip) => from.push(ip.to_canonical()),
-                Err(_) => {
+            match IpNetwork::parse(address.trim()) {
+                Some(network) => from.push(network),
+                None => {
                     return Err((
                         span,
                         format!(
-                            "[auth.proxy]: `from` holds {:?}, which is not an IP address (one address each, e.g. \"10.0.0.7\" or \"::1\")",
+                            "[auth.proxy]: `from` holds {:?}, which is neither an IP address nor a network (e.g. \"10.0.0.7\", \"::1\", \"10.0.0.0/8\")",
                             one_line(address)
                         ),
                     ));
@@ -2286,16 +2351,43 @@ cache_mb = 0
             "[upstreams.a]\ncommand = \"x\"\n[auth.proxy]\nheader = \"X-Forwarded-User\"\nfrom = [\"127.0.0.1\", \"::ffff:10.0.0.7\"]\n",
         )
         .unwrap();
+        let one = |ip: std::net::IpAddr, prefix| IpNetwork {
+            address: ip,
+            prefix,
+        };
         assert_eq!(
             config.auth.unwrap().proxy,
             Some(ProxyAuth {
                 header: "x-forwarded-user".into(),
                 from: vec![
-                    std::net::Ipv4Addr::LOCALHOST.into(),
-                    std::net::Ipv4Addr::new(10, 0, 0, 7).into()
+                    one(std::net::Ipv4Addr::LOCALHOST.into(), 32),
+                    one(std::net::Ipv4Addr::new(10, 0, 0, 7).into(), 32)
                 ],
             })
         );
+        // Networks, as written or with host bits set; both families.
+        let network = |text: &str| IpNetwork::parse(text).unwrap();
+        let ip = |text: &str| text.parse::<std::net::IpAddr>().unwrap();
+        assert_eq!(network("10.1.2.3/8"), network("10.0.0.0/8"));
+        assert!(network("10.0.0.0/8").contains(ip("10.255.0.1")));
+        assert!(!network("10.0.0.0/8").contains(ip("11.0.0.1")));
+        assert!(network("10.0.0.0/8").contains(ip("::ffff:10.0.0.1")));
+        assert!(network("0.0.0.0/0").contains(ip("192.0.2.1")));
+        assert!(!network("0.0.0.0/0").contains(ip("::1")));
+        assert!(network("fd00::/8").contains(ip("fd12::1")));
+        assert!(!network("fd00::/8").contains(ip("fe80::1")));
+        assert!(network("::1").contains(ip("::1")));
+        assert!(!network("127.0.0.1").contains(ip("127.0.0.2")));
+        for bad in [
+            "10.0.0.0/33",
+            "::/129",
+            "10.0.0.0/",
+            "10.0.0.0/+8",
+            "10.0.0.0/8/8",
+            "x",
+        ] {
+            assert_eq!(IpNetwork::parse(bad), None, "{bad}");
+        }
     }
 
     #[test]
@@ -2376,8 +2468,12 @@ cache_mb = 0
                 "[auth.proxy]: `from` is empty",
             ),
             (
-                "[auth.proxy]\nheader = \"X-User\"\nfrom = [\"10.0.0.0/8\"]\n".to_owned(),
-                "[auth.proxy]: `from` holds \"10.0.0.0/8\", which is not an IP address",
+                "[auth.proxy]\nheader = \"X-User\"\nfrom = [\"10.0.0.0/33\"]\n".to_owned(),
+                "[auth.proxy]: `from` holds \"10.0.0.0/33\", which is neither an IP address nor a network",
+            ),
+            (
+                "[auth.proxy]\nheader = \"X-User\"\nfrom = [\"proxy.local\"]\n".to_owned(),
+                "`from` holds \"proxy.local\", which is neither",
             ),
             (
                 "[auth.proxy]\nheader = \"X User\"\nfrom = [\"::1\"]\n".to_owned(),

@@ -133,7 +133,7 @@ impl Credentials {
     ) -> Option<Result<Principal, String>> {
         let proxy = self.proxy.as_ref()?;
         let value = headers.get(proxy.header.as_str())?;
-        if !peer.is_some_and(|peer| proxy.from.contains(&peer.to_canonical())) {
+        if !peer.is_some_and(|peer| proxy.from.iter().any(|network| network.contains(peer))) {
             return Some(Err(format!(
                 "the `{}` header is believed only from `[auth.proxy] from`, not from this address",
                 proxy.header
@@ -177,7 +177,7 @@ impl Credentials {
         }
         if let Some(proxy) = &self.proxy {
             admitted.push(format!(
-                "the `{}` header of {} proxies",
+                "the `{}` header from {} proxy addresses or networks",
                 proxy.header,
                 proxy.from.len()
             ));

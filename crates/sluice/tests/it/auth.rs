@@ -385,7 +385,7 @@ async fn a_proxys_header_names_the_principal_from_the_proxys_address_only() {
     let file = config(
         &dir,
         &format!(
-            "{}[auth.proxy]\nheader = \"X-Forwarded-User\"\nfrom = [\"127.0.0.1\"]\n",
+            "{}[auth.proxy]\nheader = \"X-Forwarded-User\"\nfrom = [\"::1\", \"127.0.0.0/31\"]\n",
             auth_tokens(&[("carol", carol)])
         ),
     );
