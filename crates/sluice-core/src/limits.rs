@@ -29,11 +29,11 @@ pub struct MessageLimits {
     /// answers holds at most this many, and then waits, as its writes do
     /// once sluice stops reading its input.
     pub max_requests_in_flight: usize,
-    /// The requests one HTTP client may send a minute
-    /// (`requests_per_minute`; none by default), counted per client as
-    /// `max_requests_in_flight` is: a bucket of that many, refilled at that
-    /// many a minute. One more is refused at once with an error that names
-    /// this key and says when the next is taken.
+    /// The requests one client may send a minute (`requests_per_minute`;
+    /// none by default), counted per client as `max_requests_in_flight`
+    /// is: a bucket of that many, refilled at that many a minute. One more
+    /// is refused at once with an error that names this key and says when
+    /// the next is taken.
     pub requests_per_minute: Option<u32>,
 }
 

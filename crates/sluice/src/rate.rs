@@ -1,15 +1,16 @@
-//! How often each HTTP client may send requests: `[limits]
+//! How often each client may send requests: `[limits]
 //! requests_per_minute`, when set.
 //!
 //! `max_requests_in_flight` bounds how many of a client's requests are
 //! answered at once, not how many it sends: quick ones, one after another,
 //! pass it at any rate, and each may cost a shared upstream (a paid API,
-//! a database) a call. Each client (a principal with `[auth]`, else a
-//! session, else an anonymous client's address: the same as for
-//! `max_requests_in_flight`) has a bucket of `requests_per_minute`
-//! requests, refilled at that many a minute; a request finding it empty is
-//! refused at once with an error that names the key and says when the
-//! next one is taken, and the others' requests go on.
+//! a database) a call. Each client (a stdio connection; over HTTP a
+//! principal with `[auth]`, else a session, else an anonymous client's
+//! address: the same as for `max_requests_in_flight`) has a bucket of
+//! `requests_per_minute` requests, refilled at that many a minute; a
+//! request finding it empty is refused at once with an error that names
+//! the key and says when the next one is taken, and the others' requests
+//! go on.
 
 use std::sync::Mutex;
 use std::time::Duration;

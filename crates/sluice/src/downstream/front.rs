@@ -193,12 +193,8 @@ impl Front {
             return Ok(None);
         };
         let client = self.client_of(parts);
-        if let Some(rate) = self.gateway.rate()
-            && let Err(wait) = rate.take(&client)
-        {
-            let metrics = self.gateway.governor().metrics();
-            metrics.refused(crate::metrics::Limit::RequestsPerMinute);
-            return Err(crate::rate::too_fast(rate.per_minute(), wait));
+        if let Some(refused) = self.over_rate(&client) {
+            return Err(refused);
         }
         match self.gateway.in_flight().admit(client) {
             Ok(slot) => Ok(Some(slot)),
@@ -208,6 +204,23 @@ impl Front {
                 Err(super::too_many_in_flight(max))
             }
         }
+    }
+
+    /// The refusal of a request of `client` over `[limits]
+    /// requests_per_minute`, counted; `None` when it may go on.
+    fn over_rate(&self, client: &crate::caller::Quota) -> Option<ErrorData> {
+        let rate = self.gateway.rate()?;
+        let wait = rate.take(client).err()?;
+        let metrics = self.gateway.governor().metrics();
+        metrics.refused(crate::metrics::Limit::RequestsPerMinute);
+        Some(crate::rate::too_fast(rate.per_minute(), wait))
+    }
+
+    /// [`Front::over_rate`] for a request of this connection (stdio: one
+    /// client, its session).
+    pub fn connection_over_rate(&self) -> Option<ErrorData> {
+        let client = crate::caller::Quota::Owner(sluice_core::store::Owner::Session(self.session));
+        self.over_rate(&client)
     }
 
     /// Whose share of `[limits] max_requests_in_flight` a request that

@@ -334,6 +334,20 @@ where
                         return self.ended();
                     }
                     continue;
+                } else if let Some(front) = &self.front
+                    && message.kind() == crate::jsonrpc::Kind::Request
+                    && let Some(refused) = front.connection_over_rate()
+                    && let Some(id) = message.id()
+                {
+                    // `[limits] requests_per_minute`, as over HTTP.
+                    let refusal = super::answer::answer_line(&id, Err(refused));
+                    if write_bytes(&self.writer, &refusal).await.is_err() {
+                        return self.ended();
+                    }
+                    if eof {
+                        return self.ended();
+                    }
+                    continue;
                 } else if self.front.is_some()
                     && self.answering.len() >= self.max_in_flight
                     && message.kind() == crate::jsonrpc::Kind::Request

@@ -68,7 +68,7 @@ pub struct Gateway {
     /// The requests each HTTP client has answered at once (`[limits]
     /// max_requests_in_flight`).
     in_flight: crate::in_flight::InFlight,
-    /// How many requests each HTTP client may send a minute (`[limits]
+    /// How many requests each client may send a minute (`[limits]
     /// requests_per_minute`), if limited.
     rate: Option<crate::rate::Rate>,
     namer: Namer,
@@ -267,7 +267,7 @@ impl Gateway {
         &self.in_flight
     }
 
-    /// How many requests each HTTP client may send a minute, if limited.
+    /// How many requests each client may send a minute, if limited.
     pub fn rate(&self) -> Option<&crate::rate::Rate> {
         self.rate.as_ref()
     }

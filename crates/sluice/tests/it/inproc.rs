@@ -401,6 +401,37 @@ async fn operations_that_never_end_hold_no_other_call_up() {
     assert_eq!(h.ledger().slow_tasks(), ["completed", "cancelled"]);
 }
 
+/// `[limits] requests_per_minute` holds for a stdio connection too (one
+/// client): a bucket of that many requests, refilled at that many a
+/// minute; a request that finds it empty is refused with when the next is
+/// taken, and goes once that time has passed.
+#[tokio::test(start_paused = true)]
+async fn a_connection_over_requests_per_minute_is_told_when_to_come_back() {
+    let h = Harness::new()
+        .toml("[limits]\nrequests_per_minute = 3")
+        .start()
+        .await;
+    // `initialize` took one.
+    for text in ["1", "2"] {
+        assert_eq!(
+            first_text(&h.call("echo", json!({"text": text})).await),
+            text
+        );
+    }
+    let refused = sluice::testing::call(h.client(), "echo", json!({"text": "3"}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains(
+            "too many requests: this client may send 3 a minute (`[limits] requests_per_minute`); the next is taken in 20.0 s"
+        ),
+        "{refused}"
+    );
+    sleep(Duration::from_secs(20)).await;
+    assert_eq!(first_text(&h.call("echo", json!({"text": "3"})).await), "3");
+}
+
 /// A server that answers its handshake, and never what it is asked after:
 /// its tools, its prompts, its log level.
 #[derive(Clone)]
