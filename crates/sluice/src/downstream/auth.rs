@@ -132,7 +132,16 @@ impl Credentials {
         peer: Option<std::net::IpAddr>,
     ) -> Option<Result<Principal, String>> {
         let proxy = self.proxy.as_ref()?;
-        let value = headers.get(proxy.header.as_str())?;
+        let mut values = headers.get_all(proxy.header.as_str()).iter();
+        let value = values.next()?;
+        if values.next().is_some() {
+            // A proxy that added its header to a client's, rather than
+            // putting its own in its place: which one it checked is unknown.
+            return Some(Err(format!(
+                "the `{}` header comes more than once: it must name one principal",
+                proxy.header
+            )));
+        }
         if !peer.is_some_and(|peer| proxy.from.iter().any(|network| network.contains(peer))) {
             return Some(Err(format!(
                 "the `{}` header is believed only from `[auth.proxy] from`, not from this address",

@@ -429,6 +429,22 @@ async fn a_proxys_header_names_the_principal_from_the_proxys_address_only() {
         "{}",
         forged.body
     );
+    let twice = request(
+        "POST",
+        &sluice.url,
+        &[
+            ("X-Forwarded-User", "mallory"),
+            ("X-Forwarded-User", "alice"),
+        ],
+        Some(INITIALIZE),
+    )
+    .await;
+    assert_eq!(twice.status, 401, "{}", twice.body);
+    assert!(
+        twice.body.contains("comes more than once"),
+        "{}",
+        twice.body
+    );
     let none = request("POST", &sluice.url, &[], Some(INITIALIZE)).await;
     assert_eq!(none.status, 401);
     let bearer = format!("Bearer {carol}");
