@@ -62,10 +62,7 @@ impl OperationSettings {
                     .unwrap_or(self.default_timeout)
                     .min(self.max_timeout));
             }
-            Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
-            Some(text @ Value::String(_)) if seconds_in(text).is_some() => {
-                seconds_in(text).unwrap_or(f64::NAN)
-            }
+            Some(value) if let Some(seconds) = seconds_in(value) => seconds,
             Some(other) => {
                 return Err(format!(
                     "`{TIMEOUT_ARG}` must be a number of seconds, not {}: e.g. \"{TIMEOUT_ARG}\": 60 (at most {})",
@@ -91,39 +88,35 @@ impl OperationSettings {
     /// `max_timeout`.
     pub fn wait(&self, argument: Option<&Value>) -> Result<Duration, String> {
         let max = self.max_timeout.as_secs_f64();
-        let argument = match argument {
-            // A number written as a string, as some clients send every
-            // argument: the number.
-            Some(text @ Value::String(_)) => match seconds_in(text) {
-                Some(seconds) => serde_json::Number::from_f64(seconds).map(Value::Number),
-                None => Some(text.clone()),
-            },
-            other => other.cloned(),
-        };
-        match &argument {
+        match argument {
             None | Some(Value::Null) => Ok(Duration::ZERO),
-            Some(Value::Number(n)) => match n.as_f64() {
-                // Checked against the cap before it becomes a Duration
-                // (`from_secs_f64` panics past u64::MAX seconds).
+            // Checked against the cap before it becomes a Duration
+            // (`from_secs_f64` panics past u64::MAX seconds).
+            Some(value) => match seconds_in(value) {
                 Some(s) if (0.0..=max).contains(&s) => {
                     Duration::try_from_secs_f64(s).map_err(|e| e.to_string())
                 }
-                _ => Err(format!(
-                    "`wait_s` must be from 0 to {max} seconds (`[operations] max_timeout_s`), not {n}"
+                Some(_) => Err(format!(
+                    "`wait_s` must be from 0 to {max} seconds (`[operations] max_timeout_s`), not {}",
+                    crate::format::quoted_cut(&value.to_string())
+                )),
+                None => Err(format!(
+                    "`wait_s` must be a number of seconds from 0 to {max}, not {}",
+                    crate::format::quoted_cut(&value.to_string())
                 )),
             },
-            Some(other) => Err(format!(
-                "`wait_s` must be a number of seconds from 0 to {max}, not {}",
-                crate::format::quoted_cut(&other.to_string())
-            )),
         }
     }
 }
 
-/// Seconds written as a JSON number's text in a string (`"10"`, `"2.5"`),
-/// as some clients send every argument; `None` for any other string (a
-/// sign, an exponent, `inf`, or over 32 characters: refused as before).
+/// The seconds `value` says: a JSON number, or a number's text in a
+/// string (`"10"`, `"2.5"`), as some clients send every argument; `None`
+/// for anything else (a string with a sign, an exponent, `inf`, or over 32
+/// characters: refused as before).
 fn seconds_in(value: &Value) -> Option<f64> {
+    if let Value::Number(n) = value {
+        return Some(n.as_f64().unwrap_or(f64::NAN));
+    }
     let text = value.as_str()?.trim();
     let plain = !text.is_empty()
         && text.len() <= 32

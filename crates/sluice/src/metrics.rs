@@ -169,7 +169,7 @@ pub enum Limit {
     /// `[limits] max_requests_in_flight`: one client's requests answered
     /// at once (stdio, HTTP).
     RequestsInFlight,
-    /// `[limits] requests_per_minute` (over HTTP).
+    /// `[limits] requests_per_minute`.
     RequestsPerMinute,
     /// `[http] max_connections`.
     Connections,

@@ -252,6 +252,31 @@ where
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    /// The refusal of request `message` at a limit the front's client
+    /// reached, counted: `[limits] requests_per_minute`, then
+    /// `max_requests_in_flight` (said in the log once per run of such
+    /// refusals). `None`, the usual case, costs a branch or two: the
+    /// request's id is read only for a refusal.
+    fn refusal(&mut self, message: &crate::jsonrpc::Message) -> Option<bytes::Bytes> {
+        let front = self.front.as_ref()?;
+        if let Some(refused) = front.connection_over_rate() {
+            return Some(super::answer::answer_line(&message.id()?, Err(refused)));
+        }
+        if self.answering.len() < self.max_in_flight {
+            return None;
+        }
+        let id = message.id()?;
+        if !std::mem::replace(&mut self.refusing, true) {
+            tracing::warn!(
+                in_flight = self.max_in_flight,
+                "refusing the client's requests until it has some answers: [limits] max_requests_in_flight reached"
+            );
+        }
+        let metrics = front.gateway().governor().metrics();
+        metrics.refused(crate::metrics::Limit::RequestsInFlight);
+        Some(too_many_in_flight(&id, self.max_in_flight))
+    }
+
     /// Reads the client's lines until one holds a message that neither the
     /// front nor the link takes (with neither, every message), and gives
     /// it as rmcp reads it; answers a line that is not a message with an
@@ -334,41 +359,14 @@ where
                         return self.ended();
                     }
                     continue;
-                } else if let Some(front) = &self.front
-                    && message.kind() == crate::jsonrpc::Kind::Request
-                    && let Some(refused) = front.connection_over_rate()
-                    && let Some(id) = message.id()
-                {
-                    // `[limits] requests_per_minute`, as over HTTP.
-                    let refusal = super::answer::answer_line(&id, Err(refused));
-                    if write_bytes(&self.writer, &refusal).await.is_err() {
-                        return self.ended();
-                    }
-                    if eof {
-                        return self.ended();
-                    }
-                    continue;
-                } else if self.front.is_some()
-                    && self.answering.len() >= self.max_in_flight
-                    && message.kind() == crate::jsonrpc::Kind::Request
-                    && let Some(id) = message.id()
+                } else if message.kind() == crate::jsonrpc::Kind::Request
+                    && let Some(refusal) = self.refusal(&message)
                 {
                     // Refused, not queued: the client's answers to
                     // sluice's own requests (sampling, elicitation), which
                     // the requests in flight may wait for, are still read.
                     // Writing the refusal waits for a client that does not
                     // read, and so does the next line then.
-                    if !std::mem::replace(&mut self.refusing, true) {
-                        tracing::warn!(
-                            in_flight = self.max_in_flight,
-                            "refusing the client's requests until it has some answers: [limits] max_requests_in_flight reached"
-                        );
-                    }
-                    if let Some(front) = &self.front {
-                        let metrics = front.gateway().governor().metrics();
-                        metrics.refused(crate::metrics::Limit::RequestsInFlight);
-                    }
-                    let refusal = too_many_in_flight(&id, self.max_in_flight);
                     if write_bytes(&self.writer, &refusal).await.is_err() {
                         return self.ended();
                     }

@@ -445,6 +445,22 @@ async fn a_proxys_header_names_the_principal_from_the_proxys_address_only() {
         "{}",
         twice.body
     );
+    let long = "a".repeat(300);
+    for name in ["", " ", long.as_str()] {
+        let odd = request(
+            "POST",
+            &sluice.url,
+            &[("X-Forwarded-User", name)],
+            Some(INITIALIZE),
+        )
+        .await;
+        assert_eq!(odd.status, 401, "{name:?}: {}", odd.body);
+        assert!(
+            odd.body.contains("names no principal sluice takes"),
+            "{}",
+            odd.body
+        );
+    }
     let none = request("POST", &sluice.url, &[], Some(INITIALIZE)).await;
     assert_eq!(none.status, 401);
     let bearer = format!("Bearer {carol}");
@@ -533,6 +549,14 @@ async fn sighup_reads_auth_again_and_tokens_come_and_go_without_a_restart() {
     dir.file("sluice.toml", "[auth\n");
     hangup();
     assert_eq!(said("does not read, so [auth] stays as it was").await, 1);
+    // A file that reads but whose `[auth]` cannot serve (its JWKS file is
+    // missing): the same.
+    config(
+        &dir,
+        "[auth.jwt]\nissuer = \"https://idp\"\naudience = \"sluice\"\njwks_file = \"missing.json\"\n",
+    );
+    hangup();
+    assert_eq!(said("SIGHUP: [auth] stays as it was: [auth.jwt]").await, 1);
     config(&dir, "");
     hangup();
     assert_eq!(said("has no [auth] now; [auth] stays as it was").await, 1);
